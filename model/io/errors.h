@@ -1,0 +1,28 @@
+// SpecError: bad input with its location. Every message a user sees about a file has the form
+//   <file>: <JSON path>: <what was expected>, got <what was found>
+// e.g. `gb200.json: /gpu/hbm_bandwidth: expected a bandwidth like "8 TB/s", got 8`.
+#pragma once
+
+#include <string>
+
+#include "model/error.h"
+
+namespace moeperf::io {
+
+class SpecError : public InputError {
+ public:
+  SpecError(std::string file, std::string json_path, std::string detail)
+      : InputError(format(file, json_path, detail)),
+        file_(std::move(file)), path_(std::move(json_path)), detail_(std::move(detail)) {}
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return path_; }  // JSON pointer, "" for the whole file
+  const std::string& detail() const { return detail_; }
+
+ private:
+  static std::string format(const std::string& f, const std::string& p, const std::string& d) {
+    return f + ": " + (p.empty() ? std::string() : p + ": ") + d;
+  }
+  std::string file_, path_, detail_;
+};
+
+}  // namespace moeperf::io

@@ -1,0 +1,202 @@
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "model/io/detail/json_node.h"
+#include "model/io/units_parse.h"
+
+namespace moeperf::io::detail {
+
+json read_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    size_t line = 1, col = 1;
+    const size_t upto = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    for (size_t i = 0; i < upto; ++i) {
+      if (text[i] == '\n') ++line, col = 1;
+      else ++col;
+    }
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    throw SpecError(path, "", "malformed JSON at line " + std::to_string(line) + ", column " +
+                                  std::to_string(col) + ": " + what);
+  }
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string join_choices(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out += i + 1 == names.size() ? " or " : ", ";
+    out += "\"" + names[i] + "\"";
+  }
+  return out;
+}
+
+std::string Node::type_name() const {
+  switch (j_->type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return "a number";
+    default: return "a value";
+  }
+}
+
+std::string Node::shown() const {
+  if (j_->is_object() || j_->is_array()) return type_name();
+  std::string s = j_->dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+void Node::expect_object() const {
+  if (!j_->is_object()) fail("expected an object, got " + shown());
+}
+
+void Node::allow_only(std::initializer_list<const char*> keys) const {
+  expect_object();
+  for (auto& [k, v] : j_->items()) {
+    if (std::any_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) continue;
+    std::string hint;
+    size_t best = std::max<size_t>(3, k.size() / 3);
+    for (const char* a : keys)
+      if (size_t d = edit_distance(k, a); d < best) best = d, hint = a;
+    std::vector<std::string> all(keys.begin(), keys.end());
+    throw SpecError(file_, path_ + "/" + k,
+                    "unknown key \"" + k + "\"" +
+                        (hint.empty() ? "; expected one of " + join_choices(all)
+                                      : " (did you mean \"" + hint + "\"?)"));
+  }
+}
+
+bool Node::has(const char* key) const { return j_->is_object() && j_->contains(key); }
+
+Node Node::at(const char* key) const {
+  expect_object();
+  auto it = j_->find(key);
+  if (it == j_->end()) fail(std::string("missing required field \"") + key + "\"");
+  return Node(*it, file_, path_ + "/" + key);
+}
+
+std::optional<Node> Node::get(const char* key) const {
+  expect_object();
+  auto it = j_->find(key);
+  if (it == j_->end() || it->is_null()) return std::nullopt;
+  return Node(*it, file_, path_ + "/" + key);
+}
+
+size_t Node::size() const {
+  if (!j_->is_array()) fail("expected an array, got " + shown());
+  return j_->size();
+}
+
+Node Node::operator[](size_t i) const { return Node((*j_)[i], file_, path_ + "/" + std::to_string(i)); }
+
+std::string Node::as_string() const {
+  if (!j_->is_string()) fail("expected a string, got " + shown());
+  return j_->get<std::string>();
+}
+
+bool Node::as_bool() const {
+  if (!j_->is_boolean()) fail("expected true or false, got " + shown());
+  return j_->get<bool>();
+}
+
+double Node::as_number() const {
+  if (!j_->is_number()) fail("expected a number, got " + shown());
+  return j_->get<double>();
+}
+
+double Node::as_positive_number() const {
+  const double v = as_number();
+  if (!(v > 0.0) || !std::isfinite(v)) fail("expected a positive number, got " + shown());
+  return v;
+}
+
+double Node::as_fraction() const {
+  const double v = as_number();
+  if (!(v > 0.0 && v <= 1.0)) fail("expected a fraction in (0, 1], got " + shown());
+  return v;
+}
+
+int64_t Node::as_int() const {
+  if (j_->is_number_integer()) return j_->get<int64_t>();
+  if (j_->is_number_float()) {
+    const double d = j_->get<double>();
+    if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  fail("expected an integer, got " + shown());
+}
+
+int64_t Node::as_positive_int() const {
+  if (!j_->is_number()) fail("expected a positive integer, got " + shown());
+  const int64_t v = as_int();
+  if (v < 1) fail("expected a positive integer, got " + shown());
+  return v;
+}
+
+int64_t Node::as_nonneg_int() const {
+  if (!j_->is_number()) fail("expected a non-negative integer, got " + shown());
+  const int64_t v = as_int();
+  if (v < 0) fail("expected a non-negative integer, got " + shown());
+  return v;
+}
+
+template <class F>
+auto Node::quantity(F parse, QuantityKind kind) const -> decltype(parse(std::string_view{})) {
+  if (j_->is_object()) {
+    allow_only({"value", "source", "note"});
+    return at("value").quantity(parse, kind);
+  }
+  if (!j_->is_string()) fail("expected " + describe(kind) + ", got " + shown());
+  try {
+    return parse(j_->get<std::string>());
+  } catch (const UnitError& e) {
+    fail(e.what());
+  }
+}
+
+Seconds Node::as_time() const { return quantity(parse_seconds, QuantityKind::time); }
+Bytes Node::as_bytes() const { return quantity(parse_bytes, QuantityKind::bytes); }
+BytesPerSecond Node::as_bandwidth() const { return quantity(parse_bandwidth, QuantityKind::bandwidth); }
+FlopsPerSecond Node::as_flop_rate() const { return quantity(parse_flop_rate, QuantityKind::flop_rate); }
+
+int64_t Node::positive_int_or(const char* key, int64_t dflt) const {
+  auto n = get(key);
+  return n ? n->as_positive_int() : dflt;
+}
+bool Node::bool_or(const char* key, bool dflt) const {
+  auto n = get(key);
+  return n ? n->as_bool() : dflt;
+}
+std::string Node::string_or(const char* key, std::string dflt) const {
+  auto n = get(key);
+  return n ? n->as_string() : dflt;
+}
+
+}  // namespace moeperf::io::detail

@@ -1,0 +1,40 @@
+// Loading moeperf's files: hardware systems (topologies/), models (moeperf JSON or a Hugging Face
+// config.json, detected automatically) and scenarios, with `--set` overrides and consistency
+// checks. Every failure throws SpecError naming the file, the JSON path and what was expected.
+//
+//   SystemSpec sys = io::load_system("topologies/gb300-nvl72.json");
+//   Scenario s = io::load_scenario("examples/deepseek-v3/gb300-optimized.json",
+//                                  {io::parse_override("parallelism.ep=32")});
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/specs.h"
+
+namespace moeperf::io {
+
+SystemSpec load_system(const std::string& path);
+ModelSpec load_model(const std::string& path);
+
+// One `--set PATH=VALUE`: a dotted path into the scenario and the value (parsed as JSON when it
+// is valid JSON, otherwise taken as a string).
+struct Override {
+  std::string path;
+  std::string value;
+};
+Override parse_override(const std::string& arg);  // throws SpecError for "a.b" without "="
+
+Scenario load_scenario(const std::string& path, const std::vector<Override>& sets = {});
+
+// Consistency of a loaded scenario (layout, divisibility, batch). Throws SpecError against `file`.
+void check_scenario(const Scenario& s, const std::string& file);
+
+// What `moeperf validate` reports for one file that loaded and checked cleanly.
+struct Validated {
+  std::string kind;     // "system", "gpu", "model (Hugging Face deepseek_v3)", "scenario", ...
+  std::string summary;  // one line
+};
+Validated validate_file(const std::string& path);
+
+}  // namespace moeperf::io

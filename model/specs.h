@@ -1,0 +1,244 @@
+// Value types that describe what moeperf models: hardware building blocks, a model architecture,
+// the parallel layout, batch, precision, routing and stack options, and the Scenario tying them.
+//
+// These are plain data, valid once model/io has loaded and checked them (see check.h). No JSON,
+// no strings that carry meaning (names are for display only): enums for every choice.
+//
+//   Scenario s = load_scenario("examples/deepseek-v3/gb300-optimized.json");   // model/io
+//   int64_t dense_dp = s.parallelism.dense_data_parallel();                   // ep x fsdp x dp
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/units.h"
+
+namespace moeperf {
+
+// ---------------------------------------------------------------- precision
+enum class Dtype { fp32, bf16, fp16, fp8, mxfp8, nvfp4 };
+
+// Bytes per element of a tensor stored in this format, scales included (MXFP8: one E8M0 byte per
+// 32 elements; NVFP4: one FP8 scale per 16 elements, per the OCP MX / NVFP4 formats).
+constexpr double bytes_per_element(Dtype d) {
+  switch (d) {
+    case Dtype::fp32: return 4.0;
+    case Dtype::bf16:
+    case Dtype::fp16: return 2.0;
+    case Dtype::fp8: return 1.0;
+    case Dtype::mxfp8: return 1.0 + 1.0 / 32.0;
+    case Dtype::nvfp4: return 0.5 + 1.0 / 16.0;
+  }
+  return 0.0;
+}
+
+// ---------------------------------------------------------------- hardware
+struct GpuSpec {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;  // compute capability
+  int sms = 0;
+  FlopsPerSecond dense_bf16, dense_fp8;
+  std::optional<FlopsPerSecond> dense_mxfp8, dense_nvfp4;  // absent: no native support
+  Bytes hbm_capacity, hbm_usable;
+  BytesPerSecond hbm_bandwidth;
+  int nvlink_generation = 0;
+  int nvlink_links = 0;
+  BytesPerSecond nvlink_bandwidth_per_link;  // per direction
+  BytesPerSecond nvlink_bandwidth() const { return nvlink_bandwidth_per_link * nvlink_links; }
+};
+
+struct CpuSpec {
+  std::string name;
+  Bytes memory;
+  BytesPerSecond memory_bandwidth;
+  std::string gpu_link_name;
+  BytesPerSecond gpu_link_bidirectional;  // per CPU, shared by the GPUs it serves
+};
+
+struct NicSpec {
+  std::string name;
+  BytesPerSecond port_bandwidth;  // per direction
+  std::string host_link_name;
+  BytesPerSecond host_link_bandwidth;  // per direction
+};
+
+struct SwitchSpec {
+  std::string name;
+  int ports = 0;
+  BytesPerSecond port_bandwidth;  // per direction
+  Seconds latency;                // port to port
+};
+
+struct ComputeTraySpec {
+  std::string name;
+  GpuSpec gpu;
+  int gpus = 0;
+  CpuSpec cpu;
+  int cpus = 0;
+  NicSpec nic;
+  int nics = 0;  // NIC i serves GPU i (one per GPU) and sits on rail i
+};
+
+// A set of GPUs joined by NVLink switches: an NVL72 rack, a DGX node, or a lone GPU.
+struct NvlinkDomainSpec {
+  std::string name;
+  ComputeTraySpec tray;
+  int trays = 0;
+  std::optional<SwitchSpec> nvswitch;
+  int switch_chips = 0;
+  std::vector<int> gpu_links_per_chip;  // one entry per chip
+  Seconds nvlink_latency;
+  int gpus() const { return tray.gpus * trays; }
+};
+
+enum class FatTreeTiers { automatic, two, three };
+
+struct FatTreeSpec {
+  std::string name;
+  SwitchSpec sw;
+  FatTreeTiers tiers = FatTreeTiers::automatic;
+  bool rail_optimized = true;
+  Seconds nic_to_leaf_latency;
+};
+
+struct SystemSpec {
+  std::string name;
+  std::string description;
+  NvlinkDomainSpec domain;
+  std::optional<FatTreeSpec> fabric;
+  int64_t default_gpus = 0;
+  int gpus_per_domain_when_spanning = 0;  // placement: GPUs used per domain in multi-domain jobs
+  const GpuSpec& gpu() const { return domain.tray.gpu; }
+};
+
+// ---------------------------------------------------------------- model
+enum class AttentionKind { mla, gqa };
+enum class RouterScore { softmax, sigmoid };
+
+struct AttentionSpec {
+  AttentionKind kind = AttentionKind::gqa;
+  int heads = 0;
+  // GQA
+  int kv_heads = 0;
+  int head_dim = 0;
+  bool qk_norm = false;
+  int sliding_window = 0;              // 0: none
+  std::vector<bool> sliding_layers;    // per layer: true if the layer uses the sliding window
+  bool sinks = false;                  // GPT-OSS learned attention sinks (one scalar per head)
+  // MLA (DeepSeek-V3 / Kimi-K2); q_lora_rank 0 means a plain q projection
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+};
+
+struct RouterSpec {
+  RouterScore score = RouterScore::softmax;
+  bool bias = false;       // DeepSeek-V3 aux-loss-free bias on the scores
+  int groups = 1;          // group-limited routing: experts split in n groups ...
+  int topk_groups = 1;     // ... and tokens may pick from the best topk_groups of them
+};
+
+struct ModelSpec {
+  std::string name;
+  int64_t hidden = 0;
+  int layers = 0;
+  int dense_layers = 0;      // the first `dense_layers` layers have a dense FFN
+  int64_t dense_ffn = 0;     // dense FFN intermediate size
+  int64_t vocab = 0;
+  bool tie_embeddings = false;
+  AttentionSpec attention;
+  // MoE (experts == 0: a dense model)
+  int experts = 0;
+  int top_k = 0;
+  int shared_experts = 0;
+  int64_t expert_ffn = 0;
+  RouterSpec router;
+  int mtp_layers = 0;        // multi-token-prediction modules (DeepSeek-V3: 1)
+  bool is_moe() const { return experts > 0; }
+  int moe_layers() const { return is_moe() ? layers - dense_layers : 0; }
+};
+
+// ---------------------------------------------------------------- scenario
+enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe };
+
+// The device mesh: gpus = tp x cp x pp x ep x fsdp x dp; rank order, innermost first:
+// tp, cp, ep, fsdp, dp, pp.
+struct Parallelism {
+  int64_t tp = 1, cp = 1, pp = 1, vpp = 1, ep = 1, fsdp = 1, dp = 1;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  bool sequence_parallel = true;
+  bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel group
+  int64_t world() const { return tp * cp * pp * ep * fsdp * dp; }
+  // Dense (non-expert) layers are data-parallel over every GPU not used by TP, CP or PP.
+  int64_t dense_data_parallel() const { return ep * fsdp * dp; }
+  // Expert layers split experts over ep and are data-parallel over fsdp x dp.
+  int64_t expert_data_parallel() const { return fsdp * dp; }
+};
+
+struct Batch {
+  int64_t seq_len = 0;
+  int64_t micro_batch = 0;   // sequences per micro-batch per data-parallel rank
+  int64_t global_batch = 0;  // sequences per optimizer step
+};
+
+struct Precision {
+  Dtype dense_gemm = Dtype::bf16, expert_gemm = Dtype::bf16;
+  Dtype dispatch = Dtype::bf16, combine = Dtype::bf16;
+  Dtype weights = Dtype::bf16, grads = Dtype::bf16, optimizer_state = Dtype::fp32;
+  bool master_weights_fp32 = false;
+};
+
+// Tensor classes a memory policy names (MaxText remat names in parentheses).
+enum class TensorClass { q_proj, kv_proj, attn_out, moe_mlpwi, moe_mlpwo, mlp, router, norm };
+
+struct MemoryPolicy {
+  std::vector<TensorClass> recompute;
+  std::vector<TensorClass> offload;
+  double usable_hbm_fraction = 1.0;  // JAX's XLA_PYTHON_CLIENT_MEM_FRACTION and the like
+  std::optional<Bytes> host_offload_limit;  // per process
+};
+
+enum class RoutingDistribution { uniform, balanced, zipf, dirichlet, histogram };
+
+struct Routing {
+  RoutingDistribution distribution = RoutingDistribution::uniform;
+  double zipf_exponent = 0.0;
+  double dirichlet_alpha = 0.0;
+  std::vector<double> histogram;  // measured per-expert shares, when distribution is histogram
+  uint64_t seed = 1;
+};
+
+enum class Dispatcher { allgather, alltoall, fused_dedup };
+
+struct StackOptions {
+  bool grouped_gemm = true;
+  Dispatcher dispatcher = Dispatcher::alltoall;
+  bool multistream_collectives = true;
+  bool fsdp_prefetch = true;
+  bool a2a_with_shared_expert = false;
+  double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  ModelSpec model;
+  SystemSpec system;
+  int64_t gpus = 0;
+  Parallelism parallelism;
+  Batch batch;
+  Precision precision;
+  MemoryPolicy memory;
+  Routing routing;
+  StackOptions stack;
+  // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
+  int64_t micro_batches() const {
+    return batch.global_batch / (batch.micro_batch * parallelism.dense_data_parallel());
+  }
+};
+
+}  // namespace moeperf
