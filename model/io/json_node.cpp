@@ -19,16 +19,11 @@ json read_json_file(const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::parse_error& e) {
-    size_t line = 1, col = 1;
-    const size_t upto = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    for (size_t i = 0; i < upto; ++i) {
-      if (text[i] == '\n') ++line, col = 1;
-      else ++col;
-    }
+    // nlohmann says "[json.exception.parse_error.101] parse error at line L, column C: ..."
     std::string what = e.what();
-    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
-    throw SpecError(path, "", "malformed JSON at line " + std::to_string(line) + ", column " +
-                                  std::to_string(col) + ": " + what);
+    const auto p = what.find("parse error");
+    what = p == std::string::npos ? ": " + what : what.substr(p + std::string("parse error").size());
+    throw SpecError(path, "", "malformed JSON" + what);
   }
 }
 
@@ -42,6 +37,15 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+std::string did_you_mean(const std::string& got, const std::vector<std::string>& names) {
+  size_t best = std::max<size_t>(3, got.size() / 3);
+  for (const auto& n : names) best = std::min(best, edit_distance(got, n));
+  std::vector<std::string> close;
+  for (const auto& n : names)
+    if (edit_distance(got, n) == best && best < std::max<size_t>(3, got.size() / 3)) close.push_back(n);
+  return close.empty() ? std::string() : " (did you mean " + join_choices(close) + "?)";
 }
 
 std::string join_choices(const std::vector<std::string>& names) {
@@ -82,15 +86,10 @@ void Node::allow_only(std::initializer_list<const char*> keys) const {
   expect_object();
   for (auto& [k, v] : j_->items()) {
     if (std::any_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) continue;
-    std::string hint;
-    size_t best = std::max<size_t>(3, k.size() / 3);
-    for (const char* a : keys)
-      if (size_t d = edit_distance(k, a); d < best) best = d, hint = a;
     std::vector<std::string> all(keys.begin(), keys.end());
+    const std::string hint = did_you_mean(k, all);
     throw SpecError(file_, path_ + "/" + k,
-                    "unknown key \"" + k + "\"" +
-                        (hint.empty() ? "; expected one of " + join_choices(all)
-                                      : " (did you mean \"" + hint + "\"?)"));
+                    "unknown key \"" + k + "\"" + (hint.empty() ? "; expected one of " + join_choices(all) : hint));
   }
 }
 

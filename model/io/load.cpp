@@ -54,7 +54,7 @@ class Refs {
     }
     const std::string shown = target.lexically_normal().string();
     Node root(doc(shown, key), shown, "");
-    check_kind(root, kind, /*required=*/true);
+    check_kind(root, kind, /*required=*/true, &field);
     stack_.push_back(key);
     struct Pop {
       std::vector<std::string>& s;
@@ -78,7 +78,8 @@ class Refs {
       it = cache_.emplace(key, std::make_unique<json>(detail::read_json_file(shown))).first;
     return *it->second;
   }
-  static void check_kind(const Node& n, const char* kind, bool required) {
+  // A mismatch is reported at the referencing field when there is one (the user's mistake is there).
+  static void check_kind(const Node& n, const char* kind, bool required, const Node* referrer = nullptr) {
     n.expect_object();
     auto k = n.get("kind");
     if (!k) {
@@ -86,6 +87,9 @@ class Refs {
       if (required && !hf_model) n.fail(std::string("missing required field \"kind\" (expected \"") + kind + "\")");
       return;
     }
+    if (k->as_string() != kind && referrer)
+      referrer->fail("expected a path to a \"" + std::string(kind) + "\" file, but \"" + referrer->as_string() +
+                     "\" is a \"" + k->as_string() + "\"");
     if (k->as_string() != kind)
       k->fail(std::string("expected a \"") + kind + "\" here, got a \"" + k->as_string() + "\"");
   }

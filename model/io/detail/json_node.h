@@ -83,6 +83,8 @@ class Node {
 };
 
 std::string join_choices(const std::vector<std::string>& names);
+// " (did you mean \"x\"?)" for the closest names (ties listed together), or "" when none is close.
+std::string did_you_mean(const std::string& got, const std::vector<std::string>& names);
 
 template <class E>
 E Node::as_enum(std::initializer_list<std::pair<const char*, E>> names) const {
@@ -92,12 +94,7 @@ E Node::as_enum(std::initializer_list<std::pair<const char*, E>> names) const {
   const std::string s = j_->get<std::string>();
   for (auto& [n, e] : names)
     if (s == n) return e;
-  std::string hint;
-  size_t best = 3;
-  for (auto& n : all)
-    if (size_t d = edit_distance(s, n); d < best) best = d, hint = n;
-  fail("expected one of " + join_choices(all) + ", got \"" + s + "\"" +
-       (hint.empty() ? std::string() : " (did you mean \"" + hint + "\"?)"));
+  fail("expected one of " + join_choices(all) + ", got \"" + s + "\"" + did_you_mean(s, all));
 }
 
 }  // namespace moeperf::io::detail

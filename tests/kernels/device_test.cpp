@@ -1,0 +1,29 @@
+// GPU tests (label "gpu"): skip with the runtime's reason when no device is present.
+#include "kernels/device.h"
+
+#include <gtest/gtest.h>
+
+namespace moeperf::kernels {
+namespace {
+
+TEST(Gpu, FillRoundTripRunsOnTheDevice) {
+  const DeviceInfo d = query_devices();
+  if (d.count == 0) GTEST_SKIP() << d.reason;
+  const int64_t n = (int64_t{1} << 20) + 17;  // not a multiple of the block size
+  const std::vector<int32_t> v = fill_roundtrip(n, 42);
+  ASSERT_EQ(static_cast<int64_t>(v.size()), n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], 42) << i;
+}
+
+TEST(Gpu, QueryReportsAReasonWhenThereIsNoDevice) {
+  const DeviceInfo d = query_devices();
+  if (d.count == 0) {
+    EXPECT_FALSE(d.reason.empty());
+  } else {
+    ASSERT_EQ(static_cast<int>(d.devices.size()), d.count);
+    EXPECT_GE(d.devices[0].cc_major, 9);
+  }
+}
+
+}  // namespace
+}  // namespace moeperf::kernels

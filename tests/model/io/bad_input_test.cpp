@@ -1,0 +1,237 @@
+// Bad input, one test per kind of mistake: each gives one SpecError naming the file, the JSON
+// path and what was expected.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/errors.h"
+#include "model/io/load.h"
+#include "temp_dir.h"
+
+namespace moeperf::io {
+namespace {
+
+using moeperf::testing::source;
+using moeperf::testing::TempDir;
+using nlohmann::json;
+
+// A complete system in one file (inline building blocks), small enough to mutate.
+const char* kSystem = R"({
+  "kind": "system", "name": "test DGX",
+  "nvlink_domain": {
+    "name": "d", "trays": 1, "switch_chips": 4, "gpu_links_per_chip": [5, 4, 4, 5], "nvlink_latency": "500 ns",
+    "switch": {"name": "sw", "ports": 64, "port_bandwidth": "25 GB/s", "latency": "100 ns"},
+    "tray": {"name": "t", "gpus": 8,
+      "gpu": {"name": "g", "compute_capability": "9.0", "sms": 132,
+              "dense_flops": {"bf16": "989 TFLOPS", "fp8": "1979 TFLOPS"},
+              "hbm_capacity": "80 GiB", "hbm_usable": "81559 MiB", "hbm_bandwidth": "3.35 TB/s",
+              "nvlink": {"generation": 4, "links": 18, "bandwidth_per_link": "25 GB/s"}}}
+  },
+  "gpus": 8
+})";
+
+struct Case {
+  std::string file;
+  SpecError error;
+};
+
+// Applies `edit` to the base system, writes it, and returns the error validate_file raises.
+SpecError error_after(const TempDir& d, const std::function<void(json&)>& edit) {
+  json j = json::parse(kSystem);
+  edit(j);
+  const std::string f = d.write("sys.json", j.dump(2));
+  try {
+    validate_file(f);
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.file(), f);
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return SpecError("", "", "");
+}
+
+TEST(BadInput, TheBaseSystemIsValid) {
+  TempDir d;
+  EXPECT_EQ(validate_file(d.write("sys.json", kSystem)).kind, "system");
+}
+
+TEST(BadInput, MalformedJsonNamesLineAndColumn) {
+  TempDir d;
+  const auto f = d.write("bad.json", "{\n  \"kind\": \"system\",\n  \"name\": \"x\",,\n}\n");
+  try {
+    validate_file(f);
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.file(), f);
+    EXPECT_EQ(e.detail().rfind("malformed JSON at line 3, column ", 0), 0u) << e.what();
+  }
+}
+
+TEST(BadInput, WrongType) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"]["sms"] = "many"; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpu/sms");
+  EXPECT_EQ(e.detail(), "expected a positive integer, got \"many\"");
+}
+
+TEST(BadInput, MissingField) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"].erase("hbm_bandwidth"); });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpu");
+  EXPECT_EQ(e.detail(), "missing required field \"hbm_bandwidth\"");
+}
+
+TEST(BadInput, UnknownKeyWithDidYouMean) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"]["hbm_bandwith"] = "1 TB/s"; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpu/hbm_bandwith");
+  EXPECT_EQ(e.detail(), "unknown key \"hbm_bandwith\" (did you mean \"hbm_bandwidth\"?)");
+}
+
+TEST(BadInput, ZeroAndNegativeCounts) {
+  TempDir d;
+  SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["trays"] = 0; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/trays");
+  EXPECT_EQ(e.detail(), "expected a positive integer, got 0");
+  e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpus"] = -4; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpus");
+  EXPECT_EQ(e.detail(), "expected a positive integer, got -4");
+}
+
+TEST(BadInput, UnitThatDoesNotFit) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"]["hbm_bandwidth"] = "900 GB"; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpu/hbm_bandwidth");
+  EXPECT_EQ(e.detail(), "expected a bandwidth like \"900 GB/s\" or \"400 Gb/s\", got \"900 GB\" (a byte size)");
+  const SpecError n = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"]["hbm_bandwidth"] = 8; });
+  EXPECT_EQ(n.detail(), "expected a bandwidth like \"900 GB/s\" or \"400 Gb/s\", got 8");
+}
+
+TEST(BadInput, LinksPerChipMustMatchTheGpu) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["gpu_links_per_chip"] = {5, 5, 5, 5}; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/gpu_links_per_chip");
+  EXPECT_EQ(e.detail(), "the links per chip add up to 20, but the GPU (g) has 18 NVLink links");
+}
+
+TEST(BadInput, MissingReferencedFile) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"] = "domains/nope.json"; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain");
+  EXPECT_EQ(e.detail().rfind("referenced file \"domains/nope.json\" not found", 0), 0u) << e.what();
+}
+
+TEST(BadInput, ReferenceCycleBetweenFiles) {
+  TempDir d;
+  // a.json (system) -> b.json (nvlink_domain) -> tray: a.json
+  json a = json::parse(kSystem);
+  json b = a["nvlink_domain"];
+  b["kind"] = "nvlink_domain";
+  b["tray"] = "a.json";
+  a["nvlink_domain"] = "b.json";
+  const auto fa = d.write("a.json", a.dump());
+  const auto fb = d.write("b.json", b.dump());
+  try {
+    validate_file(fa);
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.file(), fb);
+    EXPECT_EQ(e.json_path(), "/tray");
+    EXPECT_EQ(e.detail(), "reference cycle: a.json -> b.json -> a.json");
+  }
+}
+
+TEST(BadInput, ReferenceToTheWrongKind) {
+  TempDir d;
+  const SpecError e = error_after(d, [](json& j) {
+    j["nvlink_domain"]["tray"]["gpu"] = source("topologies/nics/connectx-7.json");
+  });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/tray/gpu");
+  EXPECT_EQ(e.detail(), "expected a path to a \"gpu\" file, but \"" + source("topologies/nics/connectx-7.json") +
+                            "\" is a \"nic\"");
+}
+
+// ---- scenario consistency ----
+std::string scenario_with(const TempDir& d, const std::function<void(json&)>& edit) {
+  json s = {{"kind", "scenario"},
+            {"model", source("examples/models/deepseek-v3/config.json")},
+            {"system", source("topologies/gb300-nvl72.json")},
+            {"gpus", 128},
+            {"parallelism", {{"ep", 8}, {"fsdp", 16}}},
+            {"batch", {{"seq_len", 4096}, {"micro_batch", 6}, {"global_batch", 768}}}};
+  edit(s);
+  return d.write("scenario.json", s.dump(2));
+}
+
+SpecError scenario_error(const TempDir& d, const std::function<void(json&)>& edit) {
+  const std::string f = scenario_with(d, edit);
+  try {
+    load_scenario(f);
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.file(), f);
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return SpecError("", "", "");
+}
+
+TEST(BadInput, ScenarioBaseIsValid) {
+  TempDir d;
+  EXPECT_EQ(load_scenario(scenario_with(d, [](json&) {})).gpus, 128);
+}
+
+TEST(BadInput, EpMustDivideTheExperts) {
+  TempDir d;
+  const SpecError e = scenario_error(d, [](json& s) {
+    s["parallelism"]["ep"] = 12;
+    s["gpus"] = 12 * 16;
+    s["batch"]["global_batch"] = 6 * 12 * 16;
+  });
+  EXPECT_EQ(e.json_path(), "/parallelism/ep");
+  EXPECT_EQ(e.detail(), "ep = 12 must divide the model's 256 routed experts");
+}
+
+TEST(BadInput, LayoutMustMatchTheGpuCount) {
+  TempDir d;
+  const SpecError e = scenario_error(d, [](json& s) { s["gpus"] = 256; });
+  EXPECT_EQ(e.json_path(), "/parallelism");
+  EXPECT_EQ(e.detail(),
+            "tp x cp x pp x ep x fsdp x dp = 1 x 1 x 1 x 8 x 16 x 1 = 128, but gpus is 256; the layout rule is gpus = "
+            "tp x cp x pp x ep x fsdp x dp");
+}
+
+TEST(BadInput, MicroBatchesMustDivideTheGlobalBatch) {
+  TempDir d;
+  const SpecError e = scenario_error(d, [](json& s) { s["batch"]["global_batch"] = 1000; });
+  EXPECT_EQ(e.json_path(), "/batch/global_batch");
+  EXPECT_EQ(e.detail(),
+            "global_batch = 1000 sequences must be a multiple of micro_batch x data-parallel ranks (ep x fsdp x dp) = "
+            "6 x 128 = 768");
+}
+
+TEST(BadInput, TpMustDivideHeadsAndMoreGpusThanTheFabricHolds) {
+  TempDir d;
+  SpecError e = scenario_error(d, [](json& s) {
+    s["parallelism"] = {{"tp", 3}, {"ep", 8}, {"fsdp", 16}};
+    s["gpus"] = 384;
+  });
+  EXPECT_EQ(e.json_path(), "/parallelism/tp");
+  EXPECT_EQ(e.detail(), "tp = 3 must divide the model's 128 attention heads");
+  e = scenario_error(d, [](json& s) {
+    s["system"] = source("topologies/h200-single.json");
+  });
+  EXPECT_EQ(e.json_path(), "/gpus");
+  EXPECT_NE(e.detail().find("no scale-out fabric"), std::string::npos) << e.what();
+}
+
+TEST(BadInput, UnknownEnumValueWithHint) {
+  TempDir d;
+  const SpecError e = scenario_error(d, [](json& s) { s["stack"] = {{"dispatcher", "fused_dedupe"}}; });
+  EXPECT_EQ(e.json_path(), "/stack/dispatcher");
+  EXPECT_EQ(e.detail(),
+            "expected one of \"allgather\", \"alltoall\" or \"fused_dedup\", got \"fused_dedupe\" (did you mean "
+            "\"fused_dedup\"?)");
+}
+
+}  // namespace
+}  // namespace moeperf::io
