@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds moeperf into build/ (or $MOEPERF_BUILD_DIR). Extra arguments go to CMake.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${MOEPERF_BUILD_DIR:-$root/build}"
+gen=()
+if command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ]; then gen=(-G Ninja); fi
+cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >"$build.configure.log" 2>&1 || {
+  cat "$build.configure.log" >&2; exit 1; }
+grep -E "^-- (moeperf configuration|  )" "$build.configure.log" || true
+cmake --build "$build" --parallel "$(nproc)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Every test in one command: install what is missing, build with warnings as errors, run all
+# tests (GPU tests skip with a reason where there is no GPU) and the benchmarks' correctness gates.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${MOEPERF_BUILD_DIR:-$root/build}"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh" -DMOEPERF_WERROR=ON
+cd "$build"
+ctest --output-on-failure --timeout 600 -j "$(nproc)"
+echo
+echo "== benchmarks =="
+"$build/bin/bench_topology"
