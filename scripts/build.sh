@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds moeperf into build/ (or $MOEPERF_BUILD_DIR). Extra arguments go to CMake.
+# Configures and builds moeperf into build/ (or $MOEPERF_BUILD_DIR). Extra arguments go to CMake's
+# configure step; MOEPERF_TARGETS="moeperf ..." builds only those targets.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${MOEPERF_BUILD_DIR:-$root/build}"
@@ -8,4 +9,6 @@ if command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ]; then gen=(-G 
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >"$build.configure.log" 2>&1 || {
   cat "$build.configure.log" >&2; exit 1; }
 grep -E "^-- (moeperf configuration|  )" "$build.configure.log" || true
-cmake --build "$build" --parallel "$(nproc)"
+targets=()
+for t in ${MOEPERF_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" --parallel "$(nproc)" "${targets[@]}"

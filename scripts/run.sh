@@ -5,7 +5,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
-"$root/scripts/build.sh" >/dev/null
+MOEPERF_TARGETS=moeperf "$root/scripts/build.sh" >/dev/null
 bin="${MOEPERF_BUILD_DIR:-$root/build}/bin/moeperf"
 cd "$root"
 if [ $# -gt 0 ]; then exec "$bin" "$@"; fi
