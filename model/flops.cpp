@@ -1,0 +1,141 @@
+#include "model/flops.h"
+
+namespace moeperf {
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+bool is_sliding(const ModelSpec& m, int layer) {
+  const auto& s = m.attention.sliding_layers;
+  return m.attention.sliding_window > 0 && layer >= 0 && static_cast<size_t>(layer) < s.size() &&
+         s[static_cast<size_t>(layer)];
+}
+
+// Weights (not FLOPs) of one layer's attention projections, per part.
+struct AttentionWeights {
+  double q = 0, kv = 0, out = 0, norms = 0;
+};
+
+AttentionWeights attention_weights(const ModelSpec& m) {
+  const AttentionSpec& a = m.attention;
+  const double h = d(m.hidden), heads = a.heads;
+  AttentionWeights w;
+  if (a.kind == AttentionKind::mla) {
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    w.q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank * heads * qk : h * heads * qk;
+    w.kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim);
+    w.out = heads * a.v_head_dim * h;
+    w.norms = (a.q_lora_rank > 0 ? a.q_lora_rank : 0) + a.kv_lora_rank;
+  } else {
+    w.q = h * heads * a.head_dim;
+    w.kv = 2 * h * a.kv_heads * a.head_dim;
+    w.out = heads * a.head_dim * h;
+    w.norms = a.qk_norm ? 2.0 * a.head_dim : 0.0;
+  }
+  w.norms += 2 * h;  // input and post-attention RMSNorm
+  return w;
+}
+
+double expert_weights(const ModelSpec& m) { return 3.0 * d(m.hidden) * d(m.expert_ffn); }  // gate, up, down
+
+}  // namespace
+
+double attended_keys(int64_t seq_len, int window) {
+  const double s = d(seq_len);
+  if (window <= 0 || window >= seq_len) return s / 2.0;
+  const double w = window;
+  return (w * (w + 1) / 2.0 + (s - w) * w) / s;
+}
+
+LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq_len) {
+  const AttentionSpec& a = m.attention;
+  const AttentionWeights w = attention_weights(m);
+  LayerForwardFlops f;
+  f.q_proj = 2 * w.q;
+  f.kv_proj = 2 * w.kv;
+  f.out_proj = 2 * w.out;
+  // Scores Q K^T and values P V: 2 x keys x heads x (qk_dim + v_dim) per query.
+  const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  const double v = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+  const double keys = attended_keys(seq_len, is_sliding(m, layer) ? a.sliding_window : 0);
+  f.core = 2 * keys * a.heads * (qk + v);
+  if (layer < m.dense_layers || !m.is_moe()) {
+    f.dense_ffn = 2 * 3 * d(m.hidden) * d(m.dense_ffn);
+  } else {
+    f.router = 2 * d(m.hidden) * m.experts;
+    f.routed_experts = 2 * expert_weights(m) * m.top_k;
+    f.shared_experts = 2 * expert_weights(m) * m.shared_experts;
+  }
+  return f;
+}
+
+double lm_head_forward_flops(const ModelSpec& m) { return 2 * d(m.hidden) * d(m.vocab); }
+
+double mtp_forward_flops(const ModelSpec& m, int64_t seq_len) {
+  // eh_proj: [h; emb] (2H) -> H, then one transformer layer of the last layer's kind, then the head.
+  const double proj = 2 * 2 * d(m.hidden) * d(m.hidden);
+  return proj + layer_forward_flops(m, m.layers - 1, seq_len).total() + lm_head_forward_flops(m);
+}
+
+FlopsPerToken model_flops_per_token(const ModelSpec& m, int64_t seq_len, bool include_mtp) {
+  FlopsPerToken f;
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerForwardFlops x = layer_forward_flops(m, l, seq_len);
+    f.attention_proj += x.q_proj + x.kv_proj + x.out_proj;
+    f.attention_core += x.core;
+    f.moe += x.router + x.routed_experts + x.shared_experts;
+    f.dense_ffn += x.dense_ffn;
+  }
+  f.lm_head = lm_head_forward_flops(m);
+  if (include_mtp) f.mtp = m.mtp_layers * mtp_forward_flops(m, seq_len);
+  // Forward + backward: the backward pass does two matmuls (data and weight gradient) per forward one.
+  constexpr double kFwdBwd = 3.0;
+  f.attention_proj *= kFwdBwd;
+  f.attention_core *= kFwdBwd;
+  f.moe *= kFwdBwd;
+  f.dense_ffn *= kFwdBwd;
+  f.lm_head *= kFwdBwd;
+  f.mtp *= kFwdBwd;
+  f.total = f.attention_proj + f.attention_core + f.moe + f.dense_ffn + f.lm_head + f.mtp;
+  return f;
+}
+
+ParamCounts count_params(const ModelSpec& m) {
+  ParamCounts p;
+  const AttentionWeights w = attention_weights(m);
+  p.attention_per_layer = w.q + w.kv + w.out + w.norms;
+  p.expert = expert_weights(m);
+  p.embedding = d(m.vocab) * d(m.hidden);
+  p.lm_head = m.tie_embeddings ? 0.0 : p.embedding;
+  const double final_norm = d(m.hidden);
+  double total = p.embedding + p.lm_head + final_norm, active = total;
+  for (int l = 0; l < m.layers; ++l) {
+    total += p.attention_per_layer;
+    active += p.attention_per_layer;
+    if (l < m.dense_layers || !m.is_moe()) {
+      const double ffn = 3.0 * d(m.hidden) * d(m.dense_ffn);
+      total += ffn;
+      active += ffn;
+    } else {
+      const double router = d(m.hidden) * m.experts + (m.router.bias ? m.experts : 0);
+      const double shared = p.expert * m.shared_experts;
+      total += router + shared + p.expert * m.experts;
+      active += router + shared + p.expert * m.top_k;
+      p.routed_experts += p.expert * m.experts;
+    }
+  }
+  p.total = total;
+  p.active = active;
+  p.active_no_embedding = active - p.embedding;
+  p.non_expert = total - p.routed_experts;
+  if (m.mtp_layers > 0) {
+    // eh_proj (2H x H), two input norms, and one transformer layer of the last layer's kind.
+    const double layer = p.attention_per_layer +
+                         (m.is_moe() ? d(m.hidden) * m.experts + p.expert * (m.experts + m.shared_experts)
+                                     : 3.0 * d(m.hidden) * d(m.dense_ffn));
+    p.mtp = m.mtp_layers * (2 * d(m.hidden) * d(m.hidden) + 3 * d(m.hidden) + layer);
+  }
+  return p;
+}
+
+}  // namespace moeperf

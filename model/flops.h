@@ -1,0 +1,64 @@
+// Parameter and FLOP counts of a transformer (dense or MoE, MLA or GQA attention).
+//
+// Model FLOPs follow MaxText's convention (calculate_tflops_training_per_device): every matmul
+// counts 2 x m x n x k forward and 3x that for forward + backward; causal attention counts half
+// of the S x S score and value products; the LM head counts, the embedding lookup does not;
+// recomputation and padding never count. DeepSeek-V3 at S = 4096 without MTP: 250.45 GFLOP/token.
+//
+//   ParamCounts p = count_params(model);                // p.total ~ 671e9 for DeepSeek-V3
+//   FlopsPerToken f = model_flops_per_token(model, 4096, /*include_mtp=*/false);
+//   double tflops_per_gpu = f.total * tokens_per_s_per_gpu / 1e12;
+//
+// The per-layer forward pieces are exported so the step lowering prices exactly what is counted.
+#pragma once
+
+#include <cstdint>
+
+#include "model/specs.h"
+
+namespace moeperf {
+
+// Forward matmul FLOPs per token of one layer's parts (2 x weights touched per token).
+struct LayerForwardFlops {
+  double q_proj = 0;      // MLA: q_a + q_b (or plain q); GQA: q
+  double kv_proj = 0;     // MLA: kv_a + kv_b; GQA: k + v
+  double out_proj = 0;
+  double core = 0;        // scores + values, causal (or sliding window) average keys per query
+  double router = 0;
+  double routed_experts = 0;  // top_k experts' FC1 (gate + up) and FC2
+  double shared_experts = 0;
+  double dense_ffn = 0;
+  double total() const { return q_proj + kv_proj + out_proj + core + router + routed_experts + shared_experts + dense_ffn; }
+};
+
+// Average number of keys a query attends to: (S + 1) / 2 for causal attention is written S / 2
+// in MaxText's count; with a sliding window W < S the exact average is (W(W+1)/2 + (S-W)W) / S.
+double attended_keys(int64_t seq_len, int window);
+
+LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq_len);
+
+// LM head forward FLOPs per token: 2 x hidden x vocab.
+double lm_head_forward_flops(const ModelSpec& m);
+
+// One MTP module (DeepSeek-V3): projection of [h; emb] (2H -> H), one MoE layer and a shared LM head.
+double mtp_forward_flops(const ModelSpec& m, int64_t seq_len);
+
+struct FlopsPerToken {
+  double attention_proj = 0, attention_core = 0, moe = 0, dense_ffn = 0, lm_head = 0, mtp = 0;
+  double total = 0;  // forward + backward (3 x forward)
+};
+FlopsPerToken model_flops_per_token(const ModelSpec& m, int64_t seq_len, bool include_mtp);
+
+struct ParamCounts {
+  double total = 0;          // every weight of the main model (no MTP module)
+  double active = 0;         // weights a token uses: non-expert + top_k routed experts, both embeddings
+  double active_no_embedding = 0;  // the same without the input embedding table (a lookup, no matmul)
+  double routed_experts = 0; // all routed experts of all layers
+  double non_expert = 0;     // total - routed_experts: attention, norms, dense FFNs, shared experts, router, embeddings
+  double embedding = 0, lm_head = 0;
+  double mtp = 0;            // the MTP modules (not in total), sharing embedding and head
+  double attention_per_layer = 0, expert = 0;  // one routed expert (gate, up, down)
+};
+ParamCounts count_params(const ModelSpec& m);
+
+}  // namespace moeperf
