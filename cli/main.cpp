@@ -12,6 +12,9 @@
 #include "model/error.h"
 #include "model/io/dot.h"
 #include "model/io/load.h"
+#include "model/io/report_io.h"
+#include "model/io/trace.h"
+#include "model/predict.h"
 #include "model/topology.h"
 
 namespace {
@@ -102,6 +105,33 @@ int cmd_topo(const std::string& file, int64_t gpus_opt, const std::string& dot, 
   return kExitOk;
 }
 
+std::vector<io::Override> overrides(const std::vector<std::string>& sets) {
+  std::vector<io::Override> out;
+  for (const auto& s : sets) out.push_back(io::parse_override(s));
+  return out;
+}
+
+int cmd_predict(const std::string& file, const std::vector<std::string>& sets, const std::string& format, bool serial,
+                const std::string& trace) {
+  const Scenario s = io::load_scenario(file, overrides(sets));
+  PredictOptions opt;
+  opt.simulate = !serial;
+  const StepReport r = predict(s, Calibration{}, opt);
+  if (!trace.empty()) {
+    std::ostringstream t;
+    io::write_chrome_trace(r, t);
+    write_atomically(trace, t.str());
+  }
+  if (format == "json") {
+    std::cout << io::report_json(r) << "\n";
+  } else if (format == "csv") {
+    io::write_report_csv(r, std::cout);
+  } else {
+    io::write_report_text(r, std::cout);
+  }
+  return kExitOk;
+}
+
 int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const std::string& f : files) {
@@ -132,6 +162,17 @@ int main(int argc, char** argv) {
   topo->add_option("--dot", topo_dot, "also write the graph in Graphviz format to this file");
   topo->add_option("--format", topo_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+  std::string predict_file, predict_format = "text";
+  std::vector<std::string> predict_sets;
+  bool predict_serial = false;
+  std::string predict_trace;
+  auto* predict_cmd = app.add_subcommand("predict", "Predict one training step: time, tokens/s/GPU, TFLOPS/GPU, memory, per-op breakdown");
+  predict_cmd->add_option("SCENARIO", predict_file, "scenario file, e.g. examples/deepseek-v3/gb300-optimized.json")->required();
+  predict_cmd->add_option("--set", predict_sets, "override a scenario field: PATH=VALUE (repeatable), e.g. parallelism.ep=16");
+  predict_cmd->add_option("--format", predict_format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}));
+  predict_cmd->add_flag("--serial", predict_serial, "the serial estimate only: every op back to back, no overlap");
+  predict_cmd->add_option("--trace", predict_trace, "write the simulated step as Chrome-trace JSON (Perfetto, HTA)");
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "Check files (systems, models, scenarios, building blocks); exit 2 if any is wrong");
   validate->add_option("FILE", validate_files, "files to check")->required();
@@ -145,6 +186,7 @@ int main(int argc, char** argv) {
   try {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
+    if (*predict_cmd) return cmd_predict(predict_file, predict_sets, predict_format, predict_serial, predict_trace);
   } catch (const InputError& e) {
     std::cerr << "moeperf: " << e.what() << "\n";
     return kExitBadInput;

@@ -69,6 +69,16 @@ LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq
   return f;
 }
 
+LayerParams layer_params(const ModelSpec& m, int layer) {
+  const LayerForwardFlops f = layer_forward_flops(m, layer, 1);
+  LayerParams p;
+  const AttentionWeights w = attention_weights(m);
+  p.dense = (f.q_proj + f.kv_proj + f.out_proj + f.router + f.shared_experts + f.dense_ffn) / 2.0 + w.norms;
+  if (f.router > 0 && m.router.bias) p.dense += m.experts;
+  if (f.routed_experts > 0) p.routed_experts = expert_weights(m) * m.experts;
+  return p;
+}
+
 double lm_head_forward_flops(const ModelSpec& m) { return 2 * d(m.hidden) * d(m.vocab); }
 
 double mtp_forward_flops(const ModelSpec& m, int64_t seq_len) {

@@ -49,6 +49,15 @@ struct FlopsPerToken {
 };
 FlopsPerToken model_flops_per_token(const ModelSpec& m, int64_t seq_len, bool include_mtp);
 
+// Weights of one layer: everything but routed experts (attention, norms, router and its bias,
+// shared experts, dense FFN), and all routed experts together. Sums to count_params().total with
+// the embeddings and the final norm.
+struct LayerParams {
+  double dense = 0;
+  double routed_experts = 0;
+};
+LayerParams layer_params(const ModelSpec& m, int layer);
+
 struct ParamCounts {
   double total = 0;          // every weight of the main model (no MTP module)
   double active = 0;         // weights a token uses: non-expert + top_k routed experts, both embeddings

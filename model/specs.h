@@ -157,7 +157,7 @@ struct ModelSpec {
   int shared_experts = 0;
   int64_t expert_ffn = 0;
   RouterSpec router;
-  int mtp_layers = 0;        // multi-token-prediction modules (DeepSeek-V3: 1)
+  int mtp_layers = 0;        // multi-token-prediction modules (DeepSeek-V3: 1); trained only if the scenario says
   bool is_moe() const { return experts > 0; }
   int moe_layers() const { return is_moe() ? layers - dense_layers : 0; }
 };
@@ -192,8 +192,12 @@ struct Precision {
   bool master_weights_fp32 = false;
 };
 
-// Tensor classes a memory policy names (MaxText remat names in parentheses).
-enum class TensorClass { q_proj, kv_proj, attn_out, moe_mlpwi, moe_mlpwo, mlp, router, norm };
+// Activation tensors saved for the backward pass, by MaxText's checkpoint names: norm
+// (decoder_layer_input), q_proj (query_proj), kv_proj (key_proj, value_proj), attn_out (context),
+// out_proj, mlp (dense mlpwi + mlpwo), router, moe_mlpwi (moe_mlpwi_0/1), moe_mlpwo. Only these are
+// saved; everything between them is rebuilt in the backward pass, as JAX's remat does.
+enum class TensorClass { norm, q_proj, kv_proj, attn_out, out_proj, mlp, router, moe_mlpwi, moe_mlpwo, kCount };
+inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::kCount);
 
 struct MemoryPolicy {
   std::vector<TensorClass> recompute;
@@ -210,6 +214,7 @@ struct Routing {
   double dirichlet_alpha = 0.0;
   std::vector<double> histogram;  // measured per-expert shares, when distribution is histogram
   uint64_t seed = 1;
+  bool group_limited = true;  // use the model's group-limited routing (DeepSeek-V3 n_group/topk_group)
 };
 
 enum class Dispatcher { allgather, alltoall, fused_dedup };
@@ -220,6 +225,7 @@ struct StackOptions {
   bool multistream_collectives = true;
   bool fsdp_prefetch = true;
   bool a2a_with_shared_expert = false;
+  int fsdp_prefetch_depth = 1;     // layers gathered ahead of use when fsdp_prefetch is on
   double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
 };
 
@@ -235,6 +241,7 @@ struct Scenario {
   MemoryPolicy memory;
   Routing routing;
   StackOptions stack;
+  bool train_mtp = false;  // include the model's MTP modules in the step (MaxText's deepseek3-671b: off)
   // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
   int64_t micro_batches() const {
     return batch.global_batch / (batch.micro_batch * parallelism.dense_data_parallel());

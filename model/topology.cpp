@@ -31,6 +31,9 @@ struct Topology::Impl {
   int64_t gpus = 0, domains = 0, per_domain = 0;
   int tiers = 0;
   BytesPerSecond nic_port;                       // zero without a fabric
+  BytesPerSecond leaf_up;                        // per leaf, per direction
+  int64_t half = 0, rails = 1, trays_per_domain = 0, tray_gpus = 1;
+  bool rail_optimized = true;
   BytesPerSecond domain_bisection, fabric_bisection;
 
   VertexKind kind(int64_t v) const {
@@ -226,6 +229,12 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   impl->domains = domains;
   impl->per_domain = per;
   impl->tiers = with_fabric ? shape.tiers : 0;
+  impl->half = half;
+  impl->rails = rails;
+  impl->trays_per_domain = trays_per_domain;
+  impl->tray_gpus = tray.gpus;
+  impl->rail_optimized = with_fabric && sys.fabric->rail_optimized;
+  if (with_fabric) impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
 
   // ---- bisection (per direction) ----
   const Topology t(impl);
@@ -257,6 +266,15 @@ int64_t Topology::domains() const { return impl_->domains; }
 int64_t Topology::gpus_per_domain() const { return impl_->per_domain; }
 int64_t Topology::domain_of(int64_t gpu) const { return gpu / impl_->per_domain; }
 int Topology::fabric_tiers() const { return impl_->tiers; }
+int64_t Topology::leaf_of(int64_t g) const {
+  const Impl& m = *impl_;
+  if (m.tiers == 0) return -1;
+  const int64_t d = g / m.per_domain, local = g % m.per_domain;
+  const int64_t global_tray = d * m.trays_per_domain + local / m.tray_gpus, slot = local % m.tray_gpus;
+  return m.rail_optimized ? (global_tray / m.half) * m.rails + slot % m.rails : g / m.half;
+}
+int64_t Topology::pod_of(int64_t g) const { return impl_->tiers == 3 ? leaf_of(g) / impl_->half : 0; }
+BytesPerSecond Topology::leaf_uplink_bandwidth() const { return impl_->leaf_up; }
 int64_t Topology::vertex_count() const { return static_cast<int64_t>(boost::num_vertices(impl_->g)); }
 int64_t Topology::link_count() const { return static_cast<int64_t>(boost::num_edges(impl_->g)); }
 int64_t Topology::count(VertexKind k) const {

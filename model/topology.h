@@ -56,6 +56,9 @@ class Topology {
   int64_t gpus_per_domain() const;      // GPUs of the job in each full domain
   int64_t domain_of(int64_t gpu) const;
   int fabric_tiers() const;             // 0 without a fabric
+  int64_t leaf_of(int64_t gpu) const;   // leaf switch index of the GPU's NIC (-1 without a fabric)
+  int64_t pod_of(int64_t gpu) const;    // pod of that leaf (0 in a 2-tier tree)
+  BytesPerSecond leaf_uplink_bandwidth() const;  // per leaf, per direction
 
   int64_t vertex_count() const;
   int64_t link_count() const;

@@ -455,7 +455,8 @@ std::vector<TensorClass> parse_tensor_classes(const Node& n) {
   std::vector<TensorClass> out;
   for (size_t i = 0; i < n.size(); ++i)
     out.push_back(n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
-                                              {"attn_out", TensorClass::attn_out}, {"moe_mlpwi", TensorClass::moe_mlpwi},
+                                              {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
+                                              {"moe_mlpwi", TensorClass::moe_mlpwi},
                                               {"moe_mlpwo", TensorClass::moe_mlpwo}, {"mlp", TensorClass::mlp},
                                               {"router", TensorClass::router}, {"norm", TensorClass::norm}}));
   return out;
@@ -474,13 +475,14 @@ std::vector<double> parse_histogram(const Node& n) {
 
 Scenario parse_scenario(Refs& refs, const Node& n) {
   n.allow_only({"kind", "name", "description", "note", "model", "system", "gpus", "parallelism", "batch", "precision",
-                "memory", "routing", "stack", "calibration"});
+                "memory", "routing", "stack", "calibration", "train_mtp"});
   Scenario s;
   s.name = n.string_or("name", fs::path(n.file()).stem().string());
   s.description = n.string_or("description", "");
   s.model = refs.follow(n.at("model"), "model", parse_model_any);
   s.system = refs.follow(n.at("system"), "system", [&](const Node& x) { return parse_system(refs, x); });
   s.gpus = n.positive_int_or("gpus", s.system.default_gpus);
+  s.train_mtp = n.bool_or("train_mtp", false);
 
   const Node p = n.at("parallelism");
   p.allow_only({"tp", "cp", "pp", "vpp", "ep", "fsdp", "dp", "schedule", "sequence_parallel", "distributed_optimizer"});
@@ -526,7 +528,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (auto x = m->get("host_offload_limit")) s.memory.host_offload_limit = x->as_bytes();
   }
   if (auto r = n.get("routing")) {
-    r->allow_only({"distribution", "zipf_exponent", "dirichlet_alpha", "histogram", "seed"});
+    r->allow_only({"distribution", "zipf_exponent", "dirichlet_alpha", "histogram", "seed", "group_limited"});
     Routing& ro = s.routing;
     if (auto d = r->get("distribution"))
       ro.distribution = d->as_enum<RoutingDistribution>(
@@ -551,6 +553,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
                std::to_string(ro.histogram.size()));
     }
     if (auto sd = r->get("seed")) ro.seed = static_cast<uint64_t>(sd->as_nonneg_int());
+    ro.group_limited = r->bool_or("group_limited", true);
   }
   if (auto st = n.get("stack")) {
     st->allow_only({"grouped_gemm", "dispatcher", "multistream_collectives", "overlap", "a2a_buffer_factor"});
@@ -561,8 +564,9 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
                                              {"fused_dedup", Dispatcher::fused_dedup}});
     o.multistream_collectives = st->bool_or("multistream_collectives", o.multistream_collectives);
     if (auto ov = st->get("overlap")) {
-      ov->allow_only({"fsdp_prefetch", "a2a_with_shared_expert"});
+      ov->allow_only({"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert"});
       o.fsdp_prefetch = ov->bool_or("fsdp_prefetch", o.fsdp_prefetch);
+      o.fsdp_prefetch_depth = static_cast<int>(ov->positive_int_or("fsdp_prefetch_depth", o.fsdp_prefetch_depth));
       o.a2a_with_shared_expert = ov->bool_or("a2a_with_shared_expert", o.a2a_with_shared_expert);
     }
     if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();

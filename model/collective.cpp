@@ -1,0 +1,249 @@
+// Collective algorithms as traffic on the topology. Every GPU pair's route is classed by the
+// graph: same NVLink domain (NVLink through the switch chips), same leaf, same pod, or across the
+// core. ECMP splits a flow evenly over parallel equal links (or in proportion to their bandwidth),
+// so a GPU's NVLink links, its NIC, and a leaf's uplinks each carry the sums computed here; the
+// most loaded of each class sets that resource's seconds per byte.
+#include "model/collective.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+namespace moeperf {
+namespace {
+
+struct Loads {
+  std::unordered_map<int64_t, double> nvl_out, nvl_in, nic_out, nic_in;  // per GPU
+  std::unordered_map<int64_t, double> leaf_up, leaf_down;                 // per leaf
+  Seconds max_latency;
+
+  void add(const Topology& t, int64_t a, int64_t b, double bytes, const std::map<int, Seconds>& hop_latency) {
+    if (a == b || bytes == 0) return;
+    if (t.domain_of(a) == t.domain_of(b) && t.nvlink_bandwidth_per_gpu().value() > 0) {
+      nvl_out[a] += bytes;
+      nvl_in[b] += bytes;
+      max_latency = std::max(max_latency, hop_latency.at(2));
+      return;
+    }
+    nic_out[a] += bytes;
+    nic_in[b] += bytes;
+    const int64_t la = t.leaf_of(a), lb = t.leaf_of(b);
+    int hops = 4;
+    if (la != lb) {
+      leaf_up[la] += bytes;
+      leaf_down[lb] += bytes;
+      hops = t.pod_of(a) == t.pod_of(b) ? 6 : 8;
+    }
+    auto it = hop_latency.find(hops);
+    if (it != hop_latency.end()) max_latency = std::max(max_latency, it->second);
+  }
+};
+
+double max_of(const std::unordered_map<int64_t, double>& m) {
+  double v = 0;
+  for (auto& [k, x] : m) v = std::max(v, x);
+  return v;
+}
+
+// Route latency of each pair class, from one representative route on the graph per class.
+std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_t>& members) {
+  std::map<int, Seconds> out;
+  const int64_t a = members.front();
+  for (int64_t b : members) {
+    if (b == a) continue;
+    int cls = 2;
+    if (t.domain_of(a) != t.domain_of(b))
+      cls = t.leaf_of(a) == t.leaf_of(b) ? 4 : t.pod_of(a) == t.pod_of(b) ? 6 : 8;
+    if (!out.count(cls)) out[cls] = t.route(a, b).latency;
+  }
+  // Classes the first member does not see from its position (e.g. a ring edge between two other leaves).
+  for (int cls : {2, 4, 6, 8})
+    if (!out.count(cls) && !out.empty()) out[cls] = out.rbegin()->second;
+  return out;
+}
+
+// Ring orders for multi-domain groups: one channel per member of a domain, each rotated so that
+// every channel leaves the domain from a different GPU (NCCL builds rail-aligned rings so every
+// NIC carries traffic). A group inside one domain uses one ring.
+std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int64_t>& members) {
+  std::vector<std::vector<int64_t>> per_domain;
+  int64_t cur = -1;
+  for (int64_t m : members) {
+    if (t.domain_of(m) != cur) {
+      per_domain.emplace_back();
+      cur = t.domain_of(m);
+    }
+    per_domain.back().push_back(m);
+  }
+  if (per_domain.size() == 1) return {members};
+  size_t channels = per_domain.front().size();
+  for (auto& d : per_domain) channels = std::min(channels, d.size());
+  std::vector<std::vector<int64_t>> out(channels);
+  for (size_t c = 0; c < channels; ++c)
+    for (auto& d : per_domain)
+      for (size_t i = 0; i < d.size(); ++i) out[c].push_back(d[(i + c) % d.size()]);
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(Resource r) {
+  switch (r) {
+    case Resource::nvlink: return "nvlink";
+    case Resource::nic: return "nic";
+    case Resource::fabric: return "fabric";
+    case Resource::host: return "host";
+    case Resource::kCount: break;
+  }
+  return "?";
+}
+
+Seconds CollectiveCost::time(Bytes b) const { return latency + Seconds(b.value() * bottleneck_s_per_byte()); }
+
+double CollectiveCost::bottleneck_s_per_byte() const { return *std::max_element(s_per_byte.begin(), s_per_byte.end()); }
+
+double bus_factor(Collective c, int64_t n) {
+  const double f = n > 0 ? static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;
+  switch (c) {
+    case Collective::all_reduce: return 2 * f;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all: return f;
+    default: return 1.0;
+  }
+}
+
+int64_t group_size(Group g, const Parallelism& p) {
+  switch (g) {
+    case Group::none: return 1;
+    case Group::tp: return p.tp;
+    case Group::cp: return p.cp;
+    case Group::ep: return p.ep;
+    case Group::fsdp: return p.fsdp;
+    case Group::dense_shard: return p.ep * p.fsdp;
+    case Group::dp: return p.dp;
+    case Group::dense_dp: return p.ep * p.dp;
+    case Group::pp: return p.pp;
+  }
+  return 1;
+}
+
+std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) {
+  // Strides of the mesh axes, innermost first: tp, cp, ep, fsdp, dp, pp.
+  const int64_t s_tp = 1, s_cp = p.tp, s_ep = s_cp * p.cp, s_fsdp = s_ep * p.ep, s_dp = s_fsdp * p.fsdp,
+                s_pp = s_dp * p.dp;
+  std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size)
+  switch (g) {
+    case Group::none: return {rank};
+    case Group::tp: axes = {{s_tp, p.tp}}; break;
+    case Group::cp: axes = {{s_cp, p.cp}}; break;
+    case Group::ep: axes = {{s_ep, p.ep}}; break;
+    case Group::fsdp: axes = {{s_fsdp, p.fsdp}}; break;
+    case Group::dense_shard: axes = {{s_ep, p.ep}, {s_fsdp, p.fsdp}}; break;
+    case Group::dp: axes = {{s_dp, p.dp}}; break;
+    case Group::dense_dp: axes = {{s_ep, p.ep}, {s_dp, p.dp}}; break;
+    case Group::pp: axes = {{s_pp, p.pp}}; break;
+  }
+  // The coordinates of `rank` on the group's axes are zeroed, then every combination is enumerated.
+  int64_t base = rank;
+  for (auto [stride, size] : axes) base -= ((rank / stride) % size) * stride;
+  std::vector<int64_t> out{base};
+  for (auto [stride, size] : axes) {
+    std::vector<int64_t> next;
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t b : out) next.push_back(b + i * stride);
+    out.swap(next);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                               const Calibration& cal) {
+  CollectiveCost cost;
+  const int64_t n = static_cast<int64_t>(members.size());
+  cost.latency = Seconds(cal[Param::collective_launch_s]);
+  if (n <= 1) {
+    cost.algorithm = "local";
+    return cost;
+  }
+  const auto lat = hop_latencies(t, members);
+  Loads loads;
+  const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
+  bool one_domain = true;
+  for (int64_t m : members) one_domain = one_domain && t.domain_of(m) == t.domain_of(members.front());
+  const bool switched = t.count(VertexKind::nvswitch) > 0;
+  auto ring_traffic = [&](double per_edge_total) {
+    const auto rs = rings(t, members);
+    const double per_channel = per_edge_total / static_cast<double>(rs.size());
+    for (const auto& r : rs)
+      for (size_t i = 0; i < r.size(); ++i) loads.add(t, r[i], r[(i + 1) % r.size()], per_channel, lat);
+  };
+  switch (c) {
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+      // Ring: every edge carries (n-1)/n of the buffer over n-1 steps.
+      ring_traffic(frac);
+      cost.steps = static_cast<int>(n - 1);
+      cost.algorithm = "ring";
+      break;
+    case Collective::all_reduce:
+      if (one_domain && switched) {
+        // NVLink SHARP (NVLS): each GPU sends its buffer into the switches once and receives the
+        // reduced result once.
+        for (int64_t m : members) {
+          loads.nvl_out[m] += 1.0;
+          loads.nvl_in[m] += 1.0;
+        }
+        loads.max_latency = lat.at(2);
+        cost.steps = 2;
+        cost.algorithm = "nvls";
+      } else {
+        ring_traffic(2 * frac);  // reduce-scatter then all-gather
+        cost.steps = static_cast<int>(2 * (n - 1));
+        cost.algorithm = "ring";
+      }
+      break;
+    case Collective::all_to_all:
+      // Direct: each member sends 1/(n-1) of its send buffer to every other member.
+      for (int64_t a : members)
+        for (int64_t b : members) loads.add(t, a, b, 1.0 / static_cast<double>(n - 1), lat);
+      cost.steps = 1;
+      cost.algorithm = "direct";
+      break;
+    case Collective::send_recv:
+      loads.add(t, members[0], members[1], 1.0, lat);
+      cost.steps = 1;
+      cost.algorithm = "p2p";
+      break;
+    default:
+      cost.algorithm = "none";
+      return cost;
+  }
+  cost.latency += loads.max_latency * static_cast<double>(cost.steps);
+  const double nvl = t.nvlink_bandwidth_per_gpu().value() * cal[Param::nvlink_fraction];
+  const double nic = t.scaleout_bandwidth_per_gpu().value() * cal[Param::ib_fraction];
+  const double up = t.leaf_uplink_bandwidth().value() * cal[Param::ib_fraction];
+  auto& s = cost.s_per_byte;
+  if (nvl > 0) s[static_cast<int>(Resource::nvlink)] = std::max(max_of(loads.nvl_out), max_of(loads.nvl_in)) / nvl;
+  if (nic > 0) s[static_cast<int>(Resource::nic)] = std::max(max_of(loads.nic_out), max_of(loads.nic_in)) / nic;
+  if (up > 0) s[static_cast<int>(Resource::fabric)] = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down)) / up;
+  return cost;
+}
+
+CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal) {
+  (void)t;
+  CollectiveCost c;
+  c.algorithm = "copy";
+  c.steps = 1;
+  c.latency = Seconds(cal[Param::kernel_launch_s]);
+  const ComputeTraySpec& tray = sys.domain.tray;
+  if (tray.cpus == 0) return c;
+  const int gpus_per_cpu = (tray.gpus + tray.cpus - 1) / tray.cpus;
+  const double bw = tray.cpu.gpu_link_bidirectional.value() / 2.0 / gpus_per_cpu * cal[Param::host_link_fraction];
+  c.s_per_byte[static_cast<int>(Resource::host)] = 1.0 / bw;
+  return c;
+}
+
+}  // namespace moeperf

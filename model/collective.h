@@ -1,0 +1,60 @@
+// Collectives priced on the topology graph. A collective over a group of GPUs becomes a traffic
+// matrix for its algorithm (rings for all-gather / reduce-scatter / all-reduce, NVLink-switch
+// in-network reduction for all-reduce inside one switch domain, direct pairwise exchange for
+// all-to-all), routed over the graph with ECMP shares. Loads are kept per resource class:
+//
+//   time(bytes) = launch + steps x hop latency + bytes x max over resources (seconds per byte),
+//
+// where a resource's seconds per byte is its most loaded link's load per byte over that link's
+// achieved bandwidth (link rate x the NVLink/IB/host efficiency parameter). The simulator shares
+// each resource class between concurrent collectives (fluid, max-min fair).
+//
+//   CollectiveCost c = collective_cost(Collective::all_gather, members, topo, cal);
+//   Seconds t = c.time(gibibytes(1));
+//
+// Bus bandwidth factors (nccl-tests): all-gather, reduce-scatter, all-to-all: (n-1)/n; all-reduce:
+// 2(n-1)/n (bus_factor below).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "model/params.h"
+#include "model/specs.h"
+#include "model/step.h"
+#include "model/topology.h"
+#include "model/units.h"
+
+namespace moeperf {
+
+// What a collective's bytes load, per GPU of the busiest rank class.
+enum class Resource : uint8_t { nvlink, nic, fabric, host, kCount };
+inline constexpr int kResourceCount = static_cast<int>(Resource::kCount);
+const char* to_string(Resource r);
+
+struct CollectiveCost {
+  Seconds latency;                                 // launch + steps x per-step latency
+  std::array<double, kResourceCount> s_per_byte{};  // per byte of the collective's size
+  int steps = 0;
+  const char* algorithm = "";
+  Seconds time(Bytes b) const;
+  double bottleneck_s_per_byte() const;
+};
+
+// nccl-tests bus bandwidth factor: busbw = algbw x factor.
+double bus_factor(Collective c, int64_t n);
+
+// GPUs of the group of kind `g` that contains `rank`, under the rank order tp, cp, ep, fsdp, dp, pp.
+std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank);
+int64_t group_size(Group g, const Parallelism& p);
+
+// Cost of a collective whose `size` semantics follow Op::bytes. For all-to-all, `size` is what each
+// member sends to the others (spread evenly over them).
+CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                               const Calibration& cal);
+
+// Host <-> device copy of one GPU over its CPU link (offload).
+CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal);
+
+}  // namespace moeperf

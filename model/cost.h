@@ -1,0 +1,49 @@
+// Pricing ops on a GPU and a topology: compute ops by roofline with named efficiencies,
+// communication ops by collective_cost on the graph.
+//
+//   Pricer pr(scenario, topo, cal);
+//   Seconds t = pr.compute_time(op);          // GEMM, attention, memory-bound, sync, optimizer
+//   CollectiveCost c = pr.comm_cost(op);       // ep/fsdp/dp/tp/pp collectives, offload copies
+//
+// GEMM: max(FLOPs / (peak(dtype) x gemm_peak_fraction x x/(x + gemm_half_dim)), HBM bytes /
+// (HBM x hbm_fraction)) + launches x kernel_launch_s, x = the GEMM's smallest dimension.
+// A dtype the GPU has no tensor-core rate for is priced at the nearest one it has (MXFP8 on
+// Hopper: FP8 with block scales; NVFP4 without FP4: MXFP8/FP8), and the Pricer says so in notes().
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "model/collective.h"
+#include "model/params.h"
+#include "model/specs.h"
+#include "model/step.h"
+#include "model/topology.h"
+
+namespace moeperf {
+
+// Dense tensor-core rate for a GEMM in `d` on `gpu`, and the dtype actually priced.
+FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& gpu, Dtype* priced_as = nullptr);
+const char* to_string(Dtype d);
+
+class Pricer {
+ public:
+  Pricer(const Scenario& s, const Topology& t, const Calibration& cal);
+  Seconds compute_time(const Op& op) const;
+  CollectiveCost comm_cost(const Op& op) const;
+  Seconds time(const Op& op) const;  // either kind, uncontended
+  const std::vector<std::string>& notes() const { return notes_; }
+  const Calibration& calibration() const { return cal_; }
+
+ private:
+  const Scenario& s_;
+  const Topology& t_;
+  Calibration cal_;
+  std::vector<std::string> notes_;
+  mutable std::map<std::pair<Collective, Group>, CollectiveCost> cache_;
+  CollectiveCost host_;
+};
+
+}  // namespace moeperf

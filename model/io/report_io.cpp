@@ -1,0 +1,124 @@
+#include "model/io/report_io.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "model/cost.h"
+
+namespace moeperf::io {
+namespace {
+
+std::string f(double v, int prec = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+std::string gb(Bytes b) { return f(in_gigabytes(b), 1) + " GB"; }
+
+}  // namespace
+
+void write_report_text(const StepReport& r, std::ostream& out, bool per_op) {
+  const double step = r.step_time.value();
+  out << r.name << "\n";
+  out << "  GPUs                   " << r.gpus << " x " << r.scenario->system.gpu().name << "\n";
+  out << "  step time              " << f(step, 3) << " s   (serial estimate, no overlap: "
+      << f(r.serial_step_time.value(), 3) << " s)\n";
+  out << "  tokens/s/GPU           " << f(r.tokens_per_s_per_gpu, 0) << "   (" << f(r.tokens_per_step_per_gpu, 0)
+      << " tokens per GPU per step)\n";
+  out << "  TFLOPS/GPU             " << f(r.model_tflops_per_gpu, 1) << "   (MaxText count: "
+      << f(r.model_flops_per_token / 1e9, 2) << " GFLOP/token)\n";
+  out << "  MFU                    " << f(100 * r.mfu, 1) << " % of dense BF16 peak\n";
+  out << "  communication          " << f(100 * r.comm_fraction_of_kernel_time, 1)
+      << " % of accumulated kernel time; exposed " << f(100 * r.exposed_comm_fraction, 1) << " % of the step\n";
+  if (r.scenario->model.is_moe())
+    out << "  expert load            " << f(r.load.mean_rows, 0) << " rows per rank on average, busiest "
+        << f(r.load.max_rows, 0) << " (x" << f(r.load.max_rows / r.load.mean_rows, 3) << "), padded "
+        << f(r.load.max_rank_tile_rows, 0) << "\n";
+  const MemoryReport& m = r.memory;
+  out << "  memory per GPU         " << gb(m.hbm_total) << " of " << gb(m.hbm_capacity) << " usable HBM"
+      << (m.fits_hbm ? "" : "  DOES NOT FIT: short by " + gb(m.hbm_shortfall)) << "\n";
+  out << "    weights " << gb(m.weights) << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
+      << ", FSDP buffers " << gb(m.fsdp_buffers) << "\n";
+  out << "    activations " << gb(m.activations) << " (" << m.micro_batches_in_flight << " micro-batch"
+      << (m.micro_batches_in_flight > 1 ? "es" : "") << " in flight), comm buffers " << gb(m.comm_buffers)
+      << ", transient " << gb(m.transient) << ", runtime " << gb(m.runtime_reserve) << "\n";
+  out << "    host offload " << gb(m.offloaded_to_host) << " of " << gb(m.host_capacity)
+      << (m.fits_host ? "" : "  DOES NOT FIT: short by " + gb(m.host_shortfall));
+  if (m.offloaded_to_host.value() > 0) out << " (without offload these would need " << gb(m.offloaded_if_kept) << " more HBM)";
+  out << "\n";
+  out << "  breakdown (kernel seconds per category, summed over streams):\n";
+  for (int c = 0; c < kCategoryCount; ++c) {
+    const double s = r.breakdown[static_cast<size_t>(c)].value();
+    if (s > 0) out << "    " << to_string(static_cast<Category>(c)) << std::string(16 - std::string(to_string(static_cast<Category>(c))).size(), ' ')
+                   << f(s, 3) << " s\n";
+  }
+  for (const auto& n : r.notes) out << "  note: " << n << "\n";
+  if (!per_op) return;
+  out << "  ops (busiest rank class):\n";
+  out << "    name                          count   seconds   serial_s      TFLOP   GB(HBM|msg)\n";
+  std::vector<const OpSummary*> v;
+  for (const auto& o : r.ops) v.push_back(&o);
+  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  for (const OpSummary* o : v) {
+    std::string name = o->name;
+    name.resize(30, ' ');
+    char line[160];
+    std::snprintf(line, sizeof line, "    %s %6lld %9.4f %10.4f %10.2f %12.2f\n", name.c_str(),
+                  static_cast<long long>(o->count), o->seconds.value(), o->serial_seconds.value(), o->flops.value() / 1e12,
+                  in_gigabytes(o->bytes));
+    out << line;
+  }
+}
+
+std::string report_json(const StepReport& r, int indent) {
+  nlohmann::json j;
+  j["name"] = r.name;
+  j["gpus"] = r.gpus;
+  j["step_time_s"] = r.step_time.value();
+  j["serial_step_time_s"] = r.serial_step_time.value();
+  j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+  j["model_flops_per_token"] = r.model_flops_per_token;
+  j["flop_convention"] = "maxtext";
+  j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;
+  j["mfu"] = r.mfu;
+  j["comm_fraction_of_kernel_time"] = r.comm_fraction_of_kernel_time;
+  j["exposed_comm_fraction"] = r.exposed_comm_fraction;
+  j["peak_memory_bytes_per_gpu"] = r.memory.hbm_total.value();
+  j["hbm_capacity_bytes"] = r.memory.hbm_capacity.value();
+  j["host_offload_bytes_per_gpu"] = r.memory.offloaded_to_host.value();
+  j["fits_in_memory"] = r.memory.fits;
+  nlohmann::json mem;
+  mem["weights"] = r.memory.weights.value();
+  mem["gradients"] = r.memory.gradients.value();
+  mem["optimizer_states"] = r.memory.optimizer_states.value();
+  mem["fsdp_buffers"] = r.memory.fsdp_buffers.value();
+  mem["activations"] = r.memory.activations.value();
+  mem["comm_buffers"] = r.memory.comm_buffers.value();
+  mem["transient"] = r.memory.transient.value();
+  mem["runtime_reserve"] = r.memory.runtime_reserve.value();
+  mem["offloaded_to_host"] = r.memory.offloaded_to_host.value();
+  mem["hbm_shortfall"] = r.memory.hbm_shortfall.value();
+  mem["host_shortfall"] = r.memory.host_shortfall.value();
+  for (int c = 0; c < kTensorClassCount; ++c)
+    mem["activations_by_class"][to_string(static_cast<TensorClass>(c))] = r.memory.activations_by_class[static_cast<size_t>(c)].value();
+  j["memory"] = mem;
+  for (int c = 0; c < kCategoryCount; ++c)
+    j["breakdown"][to_string(static_cast<Category>(c))] = r.breakdown[static_cast<size_t>(c)].value();
+  for (const auto& o : r.ops)
+    j["ops"][o.name] = {{"count", o.count}, {"seconds", o.seconds.value()}, {"serial_seconds", o.serial_seconds.value()},
+                        {"category", to_string(o.category)}, {"flops", o.flops.value()}, {"bytes", o.bytes.value()}};
+  j["expert_load"] = {{"mean_rows", r.load.mean_rows}, {"max_rows", r.load.max_rows},
+                      {"max_rank_tile_rows", r.load.max_rank_tile_rows}, {"distinct_ranks", r.load.distinct_ranks}};
+  j["notes"] = r.notes;
+  return j.dump(indent);
+}
+
+void write_report_csv(const StepReport& r, std::ostream& out) {
+  out << "name,category,count,seconds,serial_seconds,flops,bytes\n";
+  for (const auto& o : r.ops)
+    out << o.name << "," << to_string(o.category) << "," << o.count << "," << o.seconds.value() << ","
+        << o.serial_seconds.value() << "," << o.flops.value() << "," << o.bytes.value() << "\n";
+}
+
+}  // namespace moeperf::io

@@ -1,0 +1,88 @@
+#include "model/io/trace.h"
+
+#include <cstdio>
+#include <string>
+
+#include "model/collective.h"
+
+namespace moeperf::io {
+namespace {
+
+// Minimal JSON string escaping for op names (ASCII identifiers in practice).
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+void write_chrome_trace(const StepReport& r, std::ostream& out) {
+  const StepGraph& g = *r.graph;
+  const SimResult& sim = *r.sim;
+  char buf[512];
+  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"scenario\":\"" << esc(r.name) << "\",\"gpus\":" << r.gpus
+      << ",\"step_time_s\":" << r.step_time.value() << "},\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) out << ",\n";
+    first = false;
+  };
+  int64_t flow_id = 0;
+  for (size_t c = 0; c < g.classes.size(); ++c) {
+    const RankClass& rc = g.classes[c];
+    const SimClass& sc = sim.classes[c];
+    const int pid = static_cast<int>(c) + 1;
+    sep();
+    out << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << pid << ",\"args\":{\"name\":\"" << esc(rc.name) << " ("
+        << rc.ranks << " GPUs)\"}}";
+    for (size_t q = 0; q < sc.queues.size(); ++q) {
+      sep();
+      out << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << pid << ",\"tid\":" << q << ",\"args\":{\"name\":\""
+          << to_string(sc.queues[q]) << "\"}}";
+    }
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      const OpTiming& t = sc.ops[i];
+      const double ts = t.start.value() * 1e6, dur = (t.end - t.start).value() * 1e6;
+      sep();
+      std::snprintf(buf, sizeof buf,
+                    "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                    "\"args\":{\"layer\":%d,\"micro_batch\":%d,\"flops\":%.6g,\"hbm_bytes\":%.6g,\"bytes\":%.6g",
+                    esc(op.name).c_str(), to_string(op.category), pid, t.queue, ts, dur, op.layer, op.micro_batch,
+                    op.flops.value(), op.hbm_bytes.value(), op.bytes.value());
+      out << buf;
+      if (op.collective != Collective::none)
+        out << ",\"collective\":\"" << to_string(op.collective) << "\",\"group\":\"" << to_string(op.group) << "\"";
+      out << "}}";
+      // Flow arrows for dependencies that cross queues.
+      for (int32_t d : op.deps) {
+        if (d < 0) continue;
+        const OpTiming& from = sc.ops[static_cast<size_t>(d)];
+        if (from.queue == t.queue) continue;
+        ++flow_id;
+        sep();
+        std::snprintf(buf, sizeof buf,
+                      "{\"ph\":\"s\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f},\n"
+                      "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
+                      static_cast<long long>(flow_id), pid, from.queue, from.end.value() * 1e6 - 0.001,
+                      static_cast<long long>(flow_id), pid, t.queue, ts);
+        out << buf;
+      }
+    }
+    for (const UtilSample& u : sc.utilization) {
+      sep();
+      std::snprintf(buf, sizeof buf,
+                    "{\"ph\":\"C\",\"name\":\"link utilization\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"nvlink\":%.4f,"
+                    "\"nic\":%.4f,\"fabric\":%.4f,\"host\":%.4f}}",
+                    pid, u.time.value() * 1e6, u.util[0], u.util[1], u.util[2], u.util[3]);
+      out << buf;
+    }
+  }
+  out << "\n]}\n";
+}
+
+}  // namespace moeperf::io

@@ -1,0 +1,124 @@
+#include "model/memory.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "model/flops.h"
+
+namespace moeperf {
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
+
+}  // namespace
+
+const char* to_string(TensorClass c) {
+  switch (c) {
+    case TensorClass::norm: return "norm";
+    case TensorClass::q_proj: return "q_proj";
+    case TensorClass::kv_proj: return "kv_proj";
+    case TensorClass::attn_out: return "attn_out";
+    case TensorClass::out_proj: return "out_proj";
+    case TensorClass::mlp: return "mlp";
+    case TensorClass::router: return "router";
+    case TensorClass::moe_mlpwi: return "moe_mlpwi";
+    case TensorClass::moe_mlpwo: return "moe_mlpwo";
+    case TensorClass::kCount: break;
+  }
+  return "?";
+}
+
+MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal) {
+  const ModelSpec& m = s.model;
+  const Parallelism& p = s.parallelism;
+  const GpuSpec& g = s.system.gpu();
+  const ParamCounts pc = count_params(m);
+  const double tp = d(p.tp);
+  const double dense_shard = p.fsdp > 1 ? d(p.ep * p.fsdp) : 1.0;
+  const double expert_shard = p.fsdp > 1 ? d(p.fsdp) : 1.0;
+  const double bw = bytes_per_element(s.precision.weights), bg = bytes_per_element(s.precision.grads),
+               bo = bytes_per_element(s.precision.optimizer_state);
+  const double opt_div = p.distributed_optimizer && p.fsdp == 1 ? d(p.dp * p.ep) : 1.0;
+  MemoryReport best;
+  for (int st = 0; st < p.pp; ++st) {
+    MemoryReport r;
+    r.pp_stage = st;
+    const std::vector<int> layers = stage_layers(s, st);
+    double dense = 0, expert = 0, max_layer = 0;
+    for (int l : layers) {
+      const LayerParams lp = layer_params(m, l);
+      dense += lp.dense / tp;
+      expert += lp.routed_experts / d(p.ep);
+      max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep));
+    }
+    if (st == 0) dense += pc.embedding / tp;
+    if (st == p.pp - 1) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
+    const double local = dense / dense_shard + expert / expert_shard;
+    r.weights = Bytes(local * bw);
+    r.gradients = Bytes(local * bg);
+    r.optimizer_states = Bytes(local / opt_div * (2 * bo + (s.precision.master_weights_fp32 ? 4.0 : 0.0)));
+    if (p.fsdp > 1) {
+      // Gathered weights of the layer in use and the prefetched ones, plus one layer's unsharded gradients.
+      const double depth = s.stack.fsdp_prefetch ? s.stack.fsdp_prefetch_depth : 0;
+      r.fsdp_buffers = Bytes(max_layer * ((1 + depth) * bw + bg));
+    }
+    // Micro-batches in flight under 1F1B: the first stage holds pp of them (all when fewer).
+    r.micro_batches_in_flight = std::min<int64_t>(p.pp - st, s.micro_batches());
+    // Interleaved 1F1B warms up (pp - stage - 1) x 2 + (vpp - 1) x pp chunks of layers / vpp layers each.
+    if (p.schedule == PipelineSchedule::interleaved && p.pp > 1)
+      r.micro_batches_in_flight = std::min<int64_t>(((p.pp - st - 1) * 2 + (p.vpp - 1) * p.pp + 1 + p.vpp - 1) / p.vpp,
+                                                    s.micro_batches());
+    double kept = 0, off = 0;
+    for (int l : layers) {
+      const auto b = saved_tensor_bytes(s, load, l);
+      for (int c = 0; c < kTensorClassCount; ++c) {
+        const auto cls = static_cast<TensorClass>(c);
+        if (has(s.memory.recompute, cls)) continue;
+        const double bytes = b[static_cast<size_t>(c)] * d(r.micro_batches_in_flight);
+        if (has(s.memory.offload, cls)) {
+          off += bytes;
+        } else {
+          kept += bytes;
+          r.activations_by_class[static_cast<size_t>(c)] += Bytes(bytes);
+        }
+      }
+    }
+    r.activations = Bytes(kept);
+    r.offloaded_to_host = Bytes(off);
+    r.offloaded_if_kept = Bytes(off);
+    // Communication buffers: ragged all-to-all send and receive buffers sized at a2a_buffer_factor x
+    // the average rows, for dispatch and combine.
+    const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
+    if (m.is_moe()) {
+      const double rows = load.mean_rows * s.stack.a2a_buffer_factor;
+      r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
+    }
+    // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE
+    // layer's expert intermediates (FC1 out, activation, FC2 out) with their gradients.
+    double transient = 0;
+    if (st == p.pp - 1) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
+    if (m.is_moe())
+      transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
+    // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.
+    if (off > 0 && !layers.empty()) transient += 2 * off / d(layers.size());
+    r.transient = Bytes(transient);
+    r.runtime_reserve = Bytes(cal[Param::runtime_reserve_gib] * kGibi);
+    r.hbm_total = r.weights + r.gradients + r.optimizer_states + r.fsdp_buffers + r.activations + r.comm_buffers +
+                  r.transient + r.runtime_reserve;
+    r.hbm_capacity = g.hbm_usable * s.memory.usable_hbm_fraction;
+    const ComputeTraySpec& tray = s.system.domain.tray;
+    Bytes host = tray.cpus > 0 ? tray.cpu.memory * (d(tray.cpus) / d(tray.gpus)) : Bytes(0);
+    if (s.memory.host_offload_limit) host = std::min(host, *s.memory.host_offload_limit);
+    r.host_capacity = host;
+    r.fits_hbm = r.hbm_total <= r.hbm_capacity;
+    r.fits_host = r.offloaded_to_host <= r.host_capacity;
+    r.fits = r.fits_hbm && r.fits_host;
+    if (!r.fits_hbm) r.hbm_shortfall = r.hbm_total - r.hbm_capacity;
+    if (!r.fits_host) r.host_shortfall = r.offloaded_to_host - r.host_capacity;
+    if (st == 0 || r.hbm_total > best.hbm_total) best = r;
+  }
+  return best;
+}
+
+}  // namespace moeperf

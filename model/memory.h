@@ -1,0 +1,39 @@
+// Per-GPU memory of a scenario: weights, gradients and optimizer states by precision and
+// sharding, FSDP gather buffers, saved activations per micro-batch in flight (by schedule,
+// recompute and offload policy, per tensor class), communication buffers, the largest transient,
+// and the host memory offload uses; checked against the GPU's usable HBM and the host's share.
+//
+//   MemoryReport r = memory_report(scenario, load, cal);
+//   if (!r.fits) std::cout << "short by " << in_gigabytes(r.hbm_shortfall) << " GB";
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "model/specs.h"
+#include "model/step.h"
+#include "model/units.h"
+
+namespace moeperf {
+
+struct MemoryReport {
+  Bytes weights, gradients, optimizer_states, fsdp_buffers, activations, comm_buffers, transient, runtime_reserve;
+  std::array<Bytes, kTensorClassCount> activations_by_class{};  // saved in HBM, whole stage, all micro-batches in flight
+  Bytes offloaded_to_host;        // tensors the policy offloads (host memory they use)
+  Bytes offloaded_if_kept;        // the HBM those tensors would need without offload
+  Bytes hbm_total;                // everything above that lives in HBM
+  Bytes hbm_capacity;             // usable HBM x usable_hbm_fraction
+  Bytes host_capacity;            // host memory per GPU (min of the CPU's share and the offload cap)
+  int64_t micro_batches_in_flight = 1;
+  bool fits_hbm = true, fits_host = true, fits = true;
+  Bytes hbm_shortfall, host_shortfall;  // how much is missing when it does not fit
+  int pp_stage = 0;                     // the stage reported (the one with the most HBM)
+};
+
+MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal);
+
+const char* to_string(TensorClass c);
+
+}  // namespace moeperf

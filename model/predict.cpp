@@ -1,0 +1,134 @@
+#include "model/predict.h"
+
+#include <algorithm>
+#include <map>
+
+#include "model/cost.h"
+#include "model/flops.h"
+#include "model/routing.h"
+
+namespace moeperf {
+
+ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes) {
+  ExpertLoad load;
+  const ModelSpec& m = s.model;
+  if (!m.is_moe()) return load;
+  const Parallelism& p = s.parallelism;
+  // Tokens one EP group routes per micro-batch: each rank's sequence-parallel shard.
+  const int64_t per_rank = s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp;
+  const int64_t tokens = per_rank * p.ep;
+  RouterSpec router = m.router;
+  if (!s.routing.group_limited) router = RouterSpec{};
+  if (s.routing.distribution != RoutingDistribution::uniform && s.routing.distribution != RoutingDistribution::balanced &&
+      router.groups > 1) {
+    router = RouterSpec{};
+    if (notes) notes->push_back("group-limited routing is modelled for uniform shares only; skewed routing priced without it");
+  }
+  const LoadStats st = expected_loads(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep), tokens);
+  load.mean_rows = st.mean_rank_rows;
+  load.max_rows = st.expected_max_rank_rows;
+  load.max_rank_tile_rows = expected_tile_rows(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep), tokens,
+                                               static_cast<int>(cal[Param::gemm_tile_m]));
+  load.max_rank_tile_rows = std::max(load.max_rank_tile_rows, load.max_rows);
+  load.distinct_ranks = st.expected_distinct_ranks;
+  load.max_expert_rows = st.expected_max_expert_rows;
+  return load;
+}
+
+StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
+  StepReport r;
+  auto scen = std::make_shared<const Scenario>(s);
+  auto topo = std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
+  r.scenario = scen;
+  r.topology = topo;
+  r.name = s.name;
+  r.gpus = s.gpus;
+  r.load = expert_load(s, cal, &r.notes);
+  auto graph = std::make_shared<const StepGraph>(lower_step(*scen, r.load));
+  r.graph = graph;
+  const Pricer pricer(*scen, *topo, cal);
+  for (const auto& n : pricer.notes()) r.notes.push_back(n);
+  for (const auto& n : graph->notes) r.notes.push_back(n);
+
+  // Serial estimate of the busiest class.
+  for (const RankClass& rc : graph->classes) r.serial_step_time = std::max(r.serial_step_time, serial_time(rc, pricer));
+  SimResult sim;
+  if (opt.simulate) {
+    sim = simulate(*graph, pricer, s.stack);
+  } else {
+    // Back to back on one queue: start = previous end.
+    for (const RankClass& rc : graph->classes) {
+      SimClass sc;
+      Seconds t;
+      for (const Op& op : rc.ops) {
+        const Seconds d = pricer.time(op);
+        sc.ops.push_back({t, t + d, 0});
+        t += d;
+      }
+      sc.finish = t;
+      sc.queues = {Stream::compute};
+      sim.step_time = std::max(sim.step_time, t);
+      sim.classes.push_back(std::move(sc));
+    }
+  }
+  r.step_time = sim.step_time;
+  // Report the class that finishes last.
+  for (size_t c = 0; c < sim.classes.size(); ++c)
+    if (sim.classes[c].finish >= sim.classes[static_cast<size_t>(r.busiest_class)].finish) r.busiest_class = static_cast<int>(c);
+  const RankClass& rc = graph->classes[static_cast<size_t>(r.busiest_class)];
+  const SimClass& sc = sim.classes[static_cast<size_t>(r.busiest_class)];
+
+  r.model_flops_per_token = graph->model_flops_per_token;
+  r.tokens_per_step_per_gpu = static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
+  r.tokens_per_s_per_gpu = r.tokens_per_step_per_gpu / r.step_time.value();
+  r.model_tflops_per_gpu = r.tokens_per_s_per_gpu * r.model_flops_per_token / 1e12;
+  r.mfu = r.tokens_per_s_per_gpu * r.model_flops_per_token / s.system.gpu().dense_bf16.value();
+
+  // Kernel time per category, communication share, exposed communication.
+  Seconds comm_kernel, all_kernel;
+  std::map<std::string, size_t> index;
+  std::vector<std::pair<double, double>> comm_iv, compute_iv;
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    const Op& op = rc.ops[i];
+    const Seconds d = sc.ops[i].end - sc.ops[i].start;
+    r.breakdown[static_cast<size_t>(op.category)] += d;
+    all_kernel += d;
+    if (is_communication(op.category)) {
+      comm_kernel += d;
+      comm_iv.emplace_back(sc.ops[i].start.value(), sc.ops[i].end.value());
+    } else {
+      compute_iv.emplace_back(sc.ops[i].start.value(), sc.ops[i].end.value());
+    }
+    auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
+    if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}});
+    OpSummary& o = r.ops[it->second];
+    ++o.count;
+    o.seconds += d;
+    o.serial_seconds += pricer.time(op);
+    o.flops += op.flops;
+    o.bytes += op.collective == Collective::none ? op.hbm_bytes : op.bytes;
+  }
+  r.comm_fraction_of_kernel_time = all_kernel.value() > 0 ? comm_kernel / all_kernel : 0.0;
+  // Exposed: time covered by communication intervals but by no compute interval (sweep over events).
+  std::vector<std::pair<double, int>> ev;
+  for (auto [a, b] : comm_iv) ev.push_back({a, 1}), ev.push_back({b, -1});
+  for (auto [a, b] : compute_iv) ev.push_back({a, 2}), ev.push_back({b, -2});
+  std::sort(ev.begin(), ev.end());
+  int comm_on = 0, comp_on = 0;
+  double last = 0, exposed = 0;
+  for (auto [t, k] : ev) {
+    if (comm_on > 0 && comp_on == 0) exposed += t - last;
+    last = t;
+    if (k == 1) ++comm_on;
+    if (k == -1) --comm_on;
+    if (k == 2) ++comp_on;
+    if (k == -2) --comp_on;
+  }
+  r.exposed_comm = Seconds(exposed);
+  r.exposed_comm_fraction = r.step_time.value() > 0 ? exposed / r.step_time.value() : 0.0;
+  r.memory = memory_report(s, r.load, cal);
+  r.sim = std::make_shared<const SimResult>(std::move(sim));
+  return r;
+}
+
+}  // namespace moeperf

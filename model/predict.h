@@ -1,0 +1,66 @@
+// The cost model end to end: topology, routing loads, step lowering, pricing, simulation and
+// memory, summarized as a StepReport (what `moeperf predict` prints and the GUI shows).
+//
+//   StepReport r = predict(io::load_scenario(path), Calibration{});
+//   std::cout << r.model_tflops_per_gpu;
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/memory.h"
+#include "model/params.h"
+#include "model/sim.h"
+#include "model/specs.h"
+#include "model/step.h"
+#include "model/topology.h"
+
+namespace moeperf {
+
+struct OpSummary {
+  std::string name;
+  Category category = Category::memory;
+  int64_t count = 0;
+  Seconds seconds;        // simulated kernel time (start to end), summed
+  Seconds serial_seconds; // uncontended time, summed
+  Flops flops;
+  Bytes bytes;            // HBM bytes (compute) or message bytes (communication)
+};
+
+struct StepReport {
+  std::string name;
+  int64_t gpus = 0;
+  Seconds step_time;             // simulated (overlap, shared links)
+  Seconds serial_step_time;      // every op back to back, uncontended
+  double tokens_per_step_per_gpu = 0;
+  double tokens_per_s_per_gpu = 0;
+  double model_flops_per_token = 0;  // MaxText convention
+  double model_tflops_per_gpu = 0;
+  double mfu = 0;                    // model FLOP rate / dense BF16 peak
+  double comm_fraction_of_kernel_time = 0;  // communication kernel time / all kernel time, summed over streams
+  double exposed_comm_fraction = 0;         // step time with communication running and no compute / step time
+  std::array<Seconds, kCategoryCount> breakdown{};  // kernel seconds per category (busiest class)
+  Seconds exposed_comm;
+  MemoryReport memory;
+  ExpertLoad load;
+  std::vector<OpSummary> ops;
+  std::vector<std::string> notes;
+  // The pieces, for traces and views.
+  std::shared_ptr<const Scenario> scenario;
+  std::shared_ptr<const Topology> topology;
+  std::shared_ptr<const StepGraph> graph;
+  std::shared_ptr<const SimResult> sim;
+  int busiest_class = 0;
+};
+
+struct PredictOptions {
+  bool simulate = true;  // false: the serial estimate only (no overlap)
+};
+
+ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);
+
+StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
+
+}  // namespace moeperf

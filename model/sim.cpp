@@ -1,0 +1,284 @@
+#include "model/sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace moeperf {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+int queue_of(Stream s, bool multistream) {
+  if (s == Stream::compute) return 0;
+  if (s == Stream::offload) return multistream ? 5 : 2;  // copies run on copy engines either way
+  if (!multistream) return 1;                             // every collective on one stream (XLA default)
+  return static_cast<int>(s);                             // ep 1, fsdp 2, tp 3, pp 4
+}
+
+struct Running {
+  int cls = 0;
+  int32_t op = 0;
+  bool comm = false;
+  bool offload = false;
+  double latency_left = 0;  // s (comm: fixed latency first)
+  double work_left = 0;     // compute: s at full SMs; comm: bytes
+  std::array<double, kResourceCount> a{};  // comm: s per byte per resource
+  double rate = 0;
+};
+
+// A DES core with the four-member surface of ASTRA-sim's event queue: now, empty, step, schedule.
+class Engine {
+ public:
+  Engine(const StepGraph& g, const Pricer& pr, const StackOptions& stack) : g_(g), pr_(pr), multi_(stack.multistream_collectives) {
+    const int nq = multi_ ? 6 : 3;
+    for (const RankClass& rc : g.classes) {
+      ClassState cs;
+      cs.queues.assign(static_cast<size_t>(nq), {});
+      cs.timing.assign(rc.ops.size(), {});
+      cs.done.assign(rc.ops.size(), 0);
+      for (int32_t i = 0; i < static_cast<int32_t>(rc.ops.size()); ++i) {
+        const int q = queue_of(rc.ops[static_cast<size_t>(i)].stream, multi_);
+        cs.queues[static_cast<size_t>(q)].push_back(i);
+        cs.timing[static_cast<size_t>(i)].queue = q;
+      }
+      cs.head.assign(static_cast<size_t>(nq), 0);
+      cs.busy.assign(static_cast<size_t>(nq), 0);
+      cls_.push_back(std::move(cs));
+    }
+    // Pipeline: a stage's receive waits for the neighbour stage's matching send.
+    for (size_t c = 0; c < g.classes.size(); ++c) {
+      const auto& ops = g.classes[c].ops;
+      cls_[c].peer.assign(ops.size(), {-1, -1});
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const Op& op = ops[i];
+        if (op.name != "pp.recv" && op.name != "pp.recv.bwd") continue;
+        const bool fwd = op.name == "pp.recv";
+        const size_t pc = fwd ? c - 1 : c + 1;
+        const std::string want = fwd ? "pp.send" : "pp.send.bwd";
+        const auto& pops = g.classes[pc].ops;
+        for (size_t j = 0; j < pops.size(); ++j)
+          if (pops[j].name == want && pops[j].micro_batch == op.micro_batch) {
+            cls_[c].peer[i] = {static_cast<int>(pc), static_cast<int32_t>(j)};
+            break;
+          }
+      }
+    }
+  }
+
+  double now() const { return now_; }
+  bool empty() const { return running_.empty(); }
+
+  // Starts every op that heads its queue with its dependencies done.
+  void schedule() {
+    bool started = true;
+    while (started) {
+      started = false;
+      for (size_t c = 0; c < cls_.size(); ++c) {
+        ClassState& cs = cls_[c];
+        for (size_t q = 0; q < cs.queues.size(); ++q) {
+          if (cs.busy[q] || cs.head[q] >= cs.queues[q].size()) continue;
+          const int32_t i = cs.queues[q][cs.head[q]];
+          if (!ready(c, i)) continue;
+          start(c, i);
+          started = true;
+        }
+      }
+    }
+  }
+
+  // Advances to the next completion and retires what completed.
+  void step() {
+    rates();
+    double dt = kInf;
+    for (const Running& r : running_) {
+      const double left = r.latency_left > 0 ? r.latency_left : r.work_left;
+      const double rate = r.latency_left > 0 ? 1.0 : r.rate;
+      dt = std::min(dt, rate > 0 ? left / rate : kInf);
+    }
+    if (!std::isfinite(dt)) dt = 0;
+    now_ += dt;
+    std::vector<Running> keep;
+    for (Running& r : running_) {
+      if (r.latency_left > 0) {
+        r.latency_left -= dt;
+        if (r.latency_left <= 1e-15) r.latency_left = 0;
+      } else {
+        r.work_left -= dt * r.rate;
+      }
+      const bool finished = r.latency_left == 0 && r.work_left <= 1e-12 * std::max(1.0, r.work_left + dt * r.rate);
+      if (finished) {
+        ClassState& cs = cls_[static_cast<size_t>(r.cls)];
+        cs.done[static_cast<size_t>(r.op)] = 1;
+        cs.timing[static_cast<size_t>(r.op)].end = Seconds(now_);
+        const int q = cs.timing[static_cast<size_t>(r.op)].queue;
+        cs.busy[static_cast<size_t>(q)] = 0;
+        ++cs.head[static_cast<size_t>(q)];
+        cs.finish = std::max(cs.finish, now_);
+      } else {
+        keep.push_back(r);
+      }
+    }
+    running_.swap(keep);
+  }
+
+  SimResult result() const {
+    SimResult out;
+    for (const ClassState& cs : cls_) {
+      SimClass sc;
+      sc.ops = cs.timing;
+      sc.utilization = cs.util;
+      sc.finish = Seconds(cs.finish);
+      for (size_t q = 0; q < cs.queues.size(); ++q)
+        sc.queues.push_back(q == 0 ? Stream::compute : !multi_ ? (q == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(q));
+      out.step_time = std::max(out.step_time, sc.finish);
+      out.classes.push_back(std::move(sc));
+    }
+    return out;
+  }
+
+  bool all_done() const {
+    for (const ClassState& cs : cls_)
+      for (size_t q = 0; q < cs.queues.size(); ++q)
+        if (cs.head[q] < cs.queues[q].size()) return false;
+    return true;
+  }
+
+ private:
+  struct ClassState {
+    std::vector<std::vector<int32_t>> queues;
+    std::vector<size_t> head;
+    std::vector<char> busy;
+    std::vector<OpTiming> timing;
+    std::vector<char> done;
+    std::vector<std::pair<int, int32_t>> peer;
+    std::vector<UtilSample> util;
+    double finish = 0;
+  };
+
+  bool ready(size_t c, int32_t i) const {
+    const ClassState& cs = cls_[c];
+    const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
+    for (int32_t dep : op.deps)
+      if (dep >= 0 && !cs.done[static_cast<size_t>(dep)]) return false;
+    const auto [pc, pi] = cs.peer[static_cast<size_t>(i)];
+    if (pc >= 0 && !cls_[static_cast<size_t>(pc)].done[static_cast<size_t>(pi)]) return false;
+    return true;
+  }
+
+  void start(size_t c, int32_t i) {
+    ClassState& cs = cls_[c];
+    const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
+    Running r;
+    r.cls = static_cast<int>(c);
+    r.op = i;
+    cs.timing[static_cast<size_t>(i)].start = Seconds(now_);
+    cs.busy[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)] = 1;
+    if (op.collective == Collective::none) {
+      r.work_left = pr_.compute_time(op).value();
+    } else {
+      const CollectiveCost cc = pr_.comm_cost(op);
+      r.comm = true;
+      r.offload = op.category == Category::offload;
+      r.latency_left = cc.latency.value();
+      r.work_left = std::max(op.bytes, op.recv_bytes).value();
+      r.a = cc.s_per_byte;
+      if (cc.bottleneck_s_per_byte() == 0) r.work_left = 0;
+      if (r.latency_left == 0) r.latency_left = 0;
+    }
+    if (r.latency_left <= 0 && r.work_left <= 0) {
+      cs.done[static_cast<size_t>(i)] = 1;
+      cs.timing[static_cast<size_t>(i)].end = Seconds(now_);
+      cs.busy[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)] = 0;
+      ++cs.head[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)];
+      return;
+    }
+    running_.push_back(r);
+  }
+
+  // Compute ops run at full speed unless a communication kernel of their class is running;
+  // communication ops in their byte phase share each resource max-min fairly (water filling).
+  void rates() {
+    const double f = pr_.calibration()[Param::comm_sm_fraction];
+    for (size_t c = 0; c < cls_.size(); ++c) {
+      bool comm_kernel = false;
+      std::vector<Running*> flows;
+      for (Running& r : running_) {
+        if (r.cls != static_cast<int>(c)) continue;
+        if (r.comm && !r.offload) comm_kernel = true;
+        if (r.comm && r.latency_left == 0) flows.push_back(&r);
+      }
+      for (Running& r : running_)
+        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = comm_kernel ? 1.0 - f : 1.0;
+      std::array<double, kResourceCount> cap;
+      cap.fill(1.0);
+      struct Log {
+        Engine* e;
+        size_t c;
+        std::array<double, kResourceCount>* cap;
+        ~Log() {
+          UtilSample u{Seconds(e->now_), {}};
+          for (int k = 0; k < kResourceCount; ++k) u.util[static_cast<size_t>(k)] = std::clamp(1.0 - (*cap)[static_cast<size_t>(k)], 0.0, 1.0);
+          auto& v = e->cls_[c].util;
+          if (v.empty() || v.back().util != u.util) v.push_back(u);
+        }
+      } log{this, c, &cap};
+      std::vector<Running*> open = flows;
+      for (Running* r : open) r->rate = 0;
+      while (!open.empty()) {
+        double lambda = kInf;
+        int bottleneck = -1;
+        for (int k = 0; k < kResourceCount; ++k) {
+          double demand = 0;
+          for (Running* r : open) demand += r->a[static_cast<size_t>(k)];
+          if (demand <= 0) continue;
+          const double l = cap[static_cast<size_t>(k)] / demand;
+          if (l < lambda) lambda = l, bottleneck = k;
+        }
+        if (bottleneck < 0) {
+          for (Running* r : open) r->rate = kInf;
+          break;
+        }
+        std::vector<Running*> rest;
+        for (Running* r : open) {
+          if (r->a[static_cast<size_t>(bottleneck)] > 0) {
+            r->rate = lambda;
+            for (int k = 0; k < kResourceCount; ++k) cap[static_cast<size_t>(k)] -= lambda * r->a[static_cast<size_t>(k)];
+          } else {
+            rest.push_back(r);
+          }
+        }
+        open.swap(rest);
+      }
+    }
+  }
+
+  const StepGraph& g_;
+  const Pricer& pr_;
+  bool multi_;
+  std::vector<ClassState> cls_;
+  std::vector<Running> running_;
+  double now_ = 0;
+};
+
+}  // namespace
+
+SimResult simulate(const StepGraph& g, const Pricer& pricer, const StackOptions& stack) {
+  Engine e(g, pricer, stack);
+  e.schedule();
+  while (!e.empty()) {
+    e.step();
+    e.schedule();
+  }
+  if (!e.all_done()) throw std::logic_error("simulation deadlocked: an op waits for one that never runs");
+  return e.result();
+}
+
+Seconds serial_time(const RankClass& rc, const Pricer& pricer) {
+  Seconds t;
+  for (const Op& op : rc.ops) t += pricer.time(op);
+  return t;
+}
+
+}  // namespace moeperf

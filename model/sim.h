@@ -1,0 +1,50 @@
+// Discrete-event simulation of one training step: the streams of every rank class run their ops
+// in program order; an op starts when it heads its stream's queue and its dependencies are done.
+// Concurrent communication ops share the resources they load (NVLink, NIC, fabric, host link) as
+// fluids, max-min fair, recomputed whenever an op starts or ends; a running communication kernel
+// takes comm_sm_fraction of the SMs from compute. Pipeline bubbles come from the send/receive
+// dependencies between stage classes, not from a formula.
+//
+// The engine's surface is the four members of a DES core (now, empty, step, schedule) in
+// sim.cpp; this header gives the step-level entry point.
+//
+//   SimResult r = simulate(graph, pricer, scenario.stack);
+//   Seconds step = r.step_time;
+#pragma once
+
+#include <vector>
+
+#include "model/cost.h"
+#include "model/step.h"
+
+namespace moeperf {
+
+struct OpTiming {
+  Seconds start, end;
+  int queue = 0;  // hardware queue the op ran on (see SimClass::queues)
+};
+
+// Utilization of each communication resource (0..1) from `time` until the next sample.
+struct UtilSample {
+  Seconds time;
+  std::array<double, kResourceCount> util{};
+};
+
+struct SimClass {
+  std::vector<OpTiming> ops;            // parallel to RankClass::ops
+  std::vector<UtilSample> utilization;  // per resource, piecewise constant
+  std::vector<Stream> queues;           // queue index -> the first logical stream mapped to it
+  Seconds finish;
+};
+
+struct SimResult {
+  std::vector<SimClass> classes;
+  Seconds step_time;
+};
+
+SimResult simulate(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
+
+// The serial estimate: every op back to back, uncontended, no overlap.
+Seconds serial_time(const RankClass& rc, const Pricer& pricer);
+
+}  // namespace moeperf

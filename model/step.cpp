@@ -1,0 +1,717 @@
+// Lowering a Scenario into the ops of one training step, per pipeline stage.
+#include "model/step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "model/flops.h"
+
+namespace moeperf {
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
+
+// Builds one rank class's op list in program order.
+class Lowering {
+ public:
+  Lowering(const Scenario& s, const ExpertLoad& load, RankClass& rc)
+      : s_(s), m_(s.model), p_(s.parallelism), load_(load), rc_(rc) {
+    t_ = d(s.batch.micro_batch * s.batch.seq_len) / d(p_.cp);
+    tp_ = d(p_.tp);
+    t_sp_ = t_ / tp_;
+    bw_ = bytes_per_element(s.precision.weights);
+    bg_ = bytes_per_element(s.precision.grads);
+  }
+
+  // ---------------------------------------------------------------- emitters
+  int32_t emit(Op op) {
+    op.micro_batch = mb_;
+    op.phase = op.phase == Phase::forward ? phase_ : op.phase;
+    rc_.ops.push_back(std::move(op));
+    return static_cast<int32_t>(rc_.ops.size() - 1);
+  }
+
+  int32_t gemm(std::string name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
+               double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.layer = layer;
+    op.flops = Flops(flops_exec);
+    op.model_flops = Flops(flops_model);
+    op.dtype = dt;
+    op.m = static_cast<int64_t>(std::llround(m));
+    op.n = static_cast<int64_t>(std::llround(n));
+    op.k = static_cast<int64_t>(std::llround(k));
+    op.groups = groups;
+    op.launches = launches;
+    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16; FP8 inputs are
+    // quantized from BF16 first (one more read + write of A).
+    const double in = bytes_per_element(dt);
+    const double quant = (dt == Dtype::bf16 || dt == Dtype::fp16 || dt == Dtype::fp32) ? 0.0 : (2.0 + in) * m * k;
+    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0) + d(groups) * quant);
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  int32_t memory(std::string name, int layer, double bytes, Category cat = Category::memory,
+                 std::vector<int32_t> deps = {}) {
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.layer = layer;
+    op.hbm_bytes = Bytes(bytes);
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  int32_t comm(std::string name, Category cat, Stream stream, int layer, Collective c, Group g, double bytes,
+               std::vector<int32_t> deps = {}, double recv = -1, double fanout = 0) {
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.stream = stream;
+    op.layer = layer;
+    op.collective = c;
+    op.group = g;
+    op.bytes = Bytes(bytes);
+    op.recv_bytes = Bytes(recv < 0 ? bytes : recv);
+    op.fanout = fanout;
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  // ---------------------------------------------------------------- parameters of a layer
+  // Non-expert weights of layer l on this rank (TP-split), expert weights of this rank's experts.
+  double dense_params(int l) const { return layer_params(m_, l).dense / tp_; }
+  double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep); }
+  bool is_moe_layer(int l) const { return m_.is_moe() && l >= m_.dense_layers; }
+  bool fsdp() const { return p_.fsdp > 1; }
+
+  // ---------------------------------------------------------------- layers
+  // FSDP: gathers are issued `depth` layers ahead of use (prefetch), each waiting only for the
+  // compute issued before it (the buffer it reuses is then free); without prefetch a layer's gather
+  // is issued when the layer starts and the layer waits for it.
+  void begin_phase(std::vector<int> order) {
+    order_ = std::move(order);
+    issued_ = 0;
+    gathers_.clear();
+  }
+
+  void issue_gathers(int l) {
+    if (!fsdp()) return;
+    const auto pos = static_cast<size_t>(std::find(order_.begin(), order_.end(), l) - order_.begin());
+    const size_t depth = s_.stack.fsdp_prefetch ? static_cast<size_t>(s_.stack.fsdp_prefetch_depth) : 0;
+    const std::string sfx = phase_ == Phase::backward ? ".bwd" : "";
+    while (issued_ < order_.size() && issued_ <= pos + depth) {
+      const int j = order_[issued_++];
+      std::vector<int32_t> deps;
+      if (last_compute_ >= 0) deps.push_back(last_compute_);
+      auto& ids = gathers_[j];
+      ids.push_back(comm("fsdp.all_gather" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j, Collective::all_gather,
+                         Group::dense_shard, dense_params(j) * bw_, deps));
+      if (is_moe_layer(j))
+        ids.push_back(comm("fsdp.all_gather_experts" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j,
+                           Collective::all_gather, Group::fsdp, local_expert_params(j) * bw_, deps));
+    }
+  }
+
+  std::vector<int32_t> gather_deps(int l) const {
+    auto it = gathers_.find(l);
+    return it == gathers_.end() ? std::vector<int32_t>{} : it->second;
+  }
+
+  void forward_layer(int l) {
+    issue_gathers(l);
+    const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
+    const AttentionSpec& a = m_.attention;
+    const Dtype dd = s_.precision.dense_gemm;
+    const double h = d(m_.hidden);
+    const double heads = a.heads / tp_;
+    const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+    const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+    const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
+    auto first = memory("attn.norm", l, 3.0 * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
+    layer_start_.record(l, phase_, first);
+    if (p_.tp > 1) comm("tp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {first});
+    gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+         a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+    gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+         a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+    if (p_.cp > 1)
+      comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::cp,
+           t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+    attention_core(l, f.core, heads, kvh, qk, vd, false);
+    gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
+    if (p_.tp > 1) comm("tp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+    memory("mlp.norm", l, 3.0 * t_sp_ * h * 2.0);
+    if (!is_moe_layer(l)) {
+      const double ffn = d(m_.dense_ffn);
+      gemm("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_, 2 * ffn / tp_, h);
+      memory("mlp.act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+      gemm("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
+    } else {
+      moe_forward(l, f);
+    }
+    last_compute_ = last_on(Stream::compute);
+    // Offload: the layer's offloaded activations go to host memory once the layer is done.
+    if (const double b = offloaded_bytes(l); b > 0)
+      comm("offload.d2h", Category::offload, Stream::offload, l, Collective::d2h, Group::none, b, {last_compute_});
+  }
+
+  double offloaded_bytes(int l) const {
+    const auto b = saved_tensor_bytes(s_, load_, l);
+    double sum = 0;
+    for (TensorClass c : s_.memory.offload)
+      if (!has(s_.memory.recompute, c)) sum += b[static_cast<size_t>(c)];
+    return sum;
+  }
+
+  void attention_core(int l, double core_per_token, double heads, double kvh, double qk, double vd, bool backward) {
+    const double fwd = t_ * core_per_token / tp_;
+    // Flash attention reads Q, K, V and writes O (+ LSE); the backward also reads O, dO and writes dQ, dK, dV,
+    // and recomputes the scores (2.5 x the forward matmul work executed, 2 x counted).
+    const double io = t_ * (heads * qk + kvh * (qk + vd) + heads * vd) * 2.0;
+    Op op;
+    const bool recompute = phase_ == Phase::recompute;
+    op.name = backward ? "attn.core.bwd" : recompute ? "attn.core.recompute" : "attn.core";
+    op.category = Category::attention;
+    op.layer = l;
+    op.flops = Flops(backward ? 2.5 * fwd : fwd);
+    op.model_flops = Flops(recompute ? 0.0 : backward ? 2.0 * fwd : fwd);
+    op.hbm_bytes = Bytes(backward ? 2.5 * io : io);
+    op.dtype = Dtype::bf16;
+    emit(std::move(op));
+  }
+
+  // Without grouped GEMM the experts run as a batched (or looped) GEMM of one row count: dropless
+  // needs every expert padded to the busiest expert's rows.
+  double padded_rows() const {
+    const double e_local = d(m_.experts) / d(p_.ep);
+    return std::max(load_.max_rows, e_local * load_.max_expert_rows);
+  }
+
+  // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
+  double dispatch_fanout() const {
+    switch (s_.stack.dispatcher) {
+      case Dispatcher::alltoall: return m_.top_k;
+      case Dispatcher::fused_dedup: return load_.distinct_ranks;
+      case Dispatcher::allgather: return d(p_.ep);
+    }
+    return m_.top_k;
+  }
+
+  void moe_forward(int l, const LayerForwardFlops& f) {
+    const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep);
+    const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
+    const double r = d(p_.ep);
+    const double bd = bytes_per_element(s_.precision.dispatch), bc = bytes_per_element(s_.precision.combine);
+    gemm("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
+    memory("moe.topk", l, t_sp_ * d(m_.experts) * 4.0 * 2.0);
+    moe_dispatch(l, "moe.permute", "moe.dispatch", bd);
+    const int32_t dispatched = last();
+    const bool overlap_shared = s_.stack.a2a_with_shared_expert;
+    if (overlap_shared) shared_expert(l, f, dd);
+    // Expert GEMMs on the busiest rank: ragged grouped GEMM pads each expert's rows to the tile;
+    // a per-expert loop needs the counts on the host first and launches one GEMM per expert.
+    std::vector<int32_t> after{dispatched};
+    int launches = 1;
+    double rows_exec = load_.max_rank_tile_rows;
+    if (!s_.stack.grouped_gemm) {
+      Op sync;
+      sync.name = "moe.count_sync";
+      sync.category = Category::sync;
+      sync.layer = l;
+      sync.deps = after;
+      after = {emit(std::move(sync))};
+      launches = static_cast<int>(e_local);
+      rows_exec = padded_rows();
+    }
+    const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
+    const double rows_gemm = s_.stack.grouped_gemm ? rows_max : rows_exec;
+    const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;  // FLOPs per row
+    const int32_t fc1 = gemm("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de,
+                             rows_gemm / e_local, 2 * ffn, h, static_cast<int64_t>(e_local), launches, after);
+    (void)fc1;
+    memory("moe.act", l, rows_max * (2 * ffn * 2.0 + ffn * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de)));
+    gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+         static_cast<int64_t>(e_local), launches);
+    const double fan = dispatch_fanout();
+    if (s_.stack.dispatcher == Dispatcher::allgather) {
+      comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
+           r * t_sp_ * h * bc, {last()});
+    } else {
+      const double send = t_sp_ * fan * h * bc * (r - 1) / r;
+      comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+           send * rows_max / rows_mean, {last()}, send, fan);
+    }
+    const int32_t combined = last();
+    memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, {combined});
+    if (!overlap_shared) shared_expert(l, f, dd);
+  }
+
+  void moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
+    const double h = d(m_.hidden), r = d(p_.ep);
+    const double fan = dispatch_fanout();
+    if (s_.stack.dispatcher == Dispatcher::allgather) {
+      // Every rank gathers every token of its EP group, then keeps the rows for its own experts.
+      const int32_t g = comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+                             r * t_sp_ * h * bd, {last()});
+      memory(permute, l, r * t_sp_ * h * bd + load_.max_rows * h * bd, Category::memory, {g});
+      return;
+    }
+    // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
+    memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd);
+    const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+    comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, {last()},
+         send * load_.max_rows / load_.mean_rows, fan);
+  }
+
+  void shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
+    if (m_.shared_experts == 0) return;
+    const double h = d(m_.hidden), ffn = d(m_.expert_ffn) * m_.shared_experts;
+    gemm("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, t_ * f.shared_experts * 2 / 3 / tp_, dd,
+         t_, 2 * ffn / tp_, h);
+    memory("moe.shared_act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+    gemm("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd, t_,
+         h, ffn / tp_);
+  }
+
+  // Backward of a forward GEMM op: data gradient and weight gradient apart.
+  void gemm_bwd(const std::string& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
+                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    gemm(name + ".dgrad", cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
+    gemm(name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
+  }
+
+  void backward_layer(int l) {
+    issue_gathers(l);
+    const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
+    const AttentionSpec& a = m_.attention;
+    const Dtype dd = s_.precision.dense_gemm;
+    const double h = d(m_.hidden), heads = a.heads / tp_;
+    const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+    const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+    const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
+    std::vector<int32_t> first_deps = gather_deps(l);
+    if (const double b = offloaded_bytes(l); b > 0) {
+      // Prefetched one layer ahead: the copy back may start when the previous layer's backward starts.
+      const int32_t prev = layer_start_.find_at(l, 1, Phase::backward);
+      std::vector<int32_t> deps;
+      if (prev >= 0) deps.push_back(prev);
+      first_deps.push_back(comm("offload.h2d", Category::offload, Stream::offload, l, Collective::h2d, Group::none, b, deps));
+    }
+    const int32_t first = memory("mlp.norm.bwd", l, 4.0 * t_sp_ * h * 2.0, Category::memory, first_deps);
+    layer_start_.record(l, phase_, first);
+    if (!is_moe_layer(l)) {
+      const double ffn = d(m_.dense_ffn);
+      if (has(s_.memory.recompute, TensorClass::mlp)) {
+        phase_ = Phase::recompute;
+        gemm("mlp.fc1.recompute", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
+        phase_ = Phase::backward;
+      }
+      gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
+      memory("mlp.act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
+      gemm_bwd("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_,
+               2 * ffn / tp_, h);
+    } else {
+      moe_backward(l, f);
+    }
+    if (p_.tp > 1) comm("tp.all_gather.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {last()});
+    // Attention: recompute the projections the policy did not keep, then the backward.
+    phase_ = Phase::recompute;
+    if (has(s_.memory.recompute, TensorClass::q_proj))
+      gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,
+           a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+    if (has(s_.memory.recompute, TensorClass::kv_proj))
+      gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj / tp_, 0, dd, t_, kvh * (qk + vd),
+           a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+    if (has(s_.memory.recompute, TensorClass::attn_out)) attention_core(l, f.core, heads, kvh, qk, vd, false);
+    if (has(s_.memory.recompute, TensorClass::out_proj))
+      gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
+    phase_ = Phase::backward;
+    gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
+    attention_core(l, f.core, heads, kvh, qk, vd, true);
+    if (p_.cp > 1)
+      comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::cp,
+           t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+    gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+             a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+    gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+             a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+    if (p_.tp > 1) comm("tp.reduce_scatter.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+    memory("attn.norm.bwd", l, 4.0 * t_sp_ * h * 2.0);
+    const int32_t wgrads_done = last();
+    if (fsdp()) {
+      comm("fsdp.reduce_scatter", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
+           Group::dense_shard, dense_params(l) * bg_, {wgrads_done});
+      if (is_moe_layer(l))
+        comm("fsdp.reduce_scatter_experts", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
+             Group::fsdp, local_expert_params(l) * bg_, {wgrads_done});
+    }
+    last_compute_ = last_on(Stream::compute);
+  }
+
+  void moe_backward(int l, const LayerForwardFlops& f) {
+    const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep), r = d(p_.ep);
+    const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
+    const double bg = 2.0;  // gradients travel in BF16
+    if (!s_.stack.a2a_with_shared_expert) {
+      gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
+               t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+      gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
+               t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+    }
+    // The expert input rows are not a checkpoint: rebuild them (permute + dispatch) as JAX's remat does.
+    phase_ = Phase::recompute;
+    moe_dispatch(l, "moe.permute.recompute", "moe.dispatch.recompute", bytes_per_element(s_.precision.dispatch));
+    const int32_t redispatched = last();
+    phase_ = Phase::backward;
+    const double fan = dispatch_fanout();
+    memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg));
+    int32_t cb;
+    if (s_.stack.dispatcher == Dispatcher::allgather) {
+      cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+                r * t_sp_ * h * bg, {last()});
+    } else {
+      const double send = t_sp_ * fan * h * bg * (r - 1) / r;
+      cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
+                {last()}, send * load_.max_rows / load_.mean_rows, fan);
+    }
+    std::vector<int32_t> after{cb, redispatched};
+    int launches = 1;
+    double rows_exec = load_.max_rank_tile_rows;
+    if (!s_.stack.grouped_gemm) {
+      Op sync;
+      sync.name = "moe.count_sync";
+      sync.category = Category::sync;
+      sync.layer = l;
+      sync.deps = after;
+      after = {emit(std::move(sync))};
+      launches = static_cast<int>(e_local);
+      rows_exec = padded_rows();
+    }
+    const double rows_gemm = s_.stack.grouped_gemm ? load_.max_rows : rows_exec;
+    const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
+    const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;
+    if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
+      phase_ = Phase::recompute;
+      after = {gemm("moe.expert_fc1.recompute", Category::gemm, l, rows_exec * fc1_w, 0, de, rows_gemm / e_local, 2 * ffn,
+                    h, static_cast<int64_t>(e_local), launches, after)};
+      phase_ = Phase::backward;
+    }
+    // The FC2 input (activation output) is rebuilt from the saved FC1 outputs by the act kernel.
+    memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, after);
+    if (has(s_.memory.recompute, TensorClass::moe_mlpwo)) {
+      phase_ = Phase::recompute;
+      gemm("moe.expert_fc2.recompute", Category::gemm, l, rows_exec * fc2_w, 0, de, rows_gemm / e_local, h, ffn,
+           static_cast<int64_t>(e_local), launches);
+      phase_ = Phase::backward;
+    }
+    gemm_bwd("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+             static_cast<int64_t>(e_local), launches);
+    memory("moe.act.bwd", l, rows_max * (2 * ffn * 2.0 * 2 + ffn * 2.0));
+    gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local, 2 * ffn,
+             h, static_cast<int64_t>(e_local), launches);
+    const double bd = bg;
+    if (s_.stack.dispatcher == Dispatcher::allgather) {
+      comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
+           r * t_sp_ * h * bd, {last()});
+    } else {
+      const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+      comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+           send * load_.max_rows / load_.mean_rows, {last()}, send, fan);
+    }
+    memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, {last()});
+    gemm_bwd("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
+    if (s_.stack.a2a_with_shared_expert) {
+      gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
+               t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+      gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
+               t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+    }
+  }
+
+  // ---------------------------------------------------------------- embedding, head, optimizer
+  void embedding(bool backward) {
+    const double h = d(m_.hidden);
+    memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_sp_ * h * 2.0 * 2.0);
+  }
+
+  void head(bool backward) {
+    const double h = d(m_.hidden), v = d(m_.vocab);
+    const double f = t_ * lm_head_forward_flops(m_) / tp_;
+    if (!backward) {
+      memory("head.norm", -1, 3.0 * t_sp_ * h * 2.0);
+      gemm("head.proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+      memory("head.loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
+    } else {
+      memory("head.loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
+      gemm_bwd("head.proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+      memory("head.norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+    }
+  }
+
+  int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
+  int32_t last_on(Stream s) const {
+    for (int32_t i = last(); i >= 0; --i)
+      if (rc_.ops[static_cast<size_t>(i)].stream == s) return i;
+    return -1;
+  }
+
+  void set_micro_batch(int mb) { mb_ = mb; }
+  void set_phase(Phase ph) { phase_ = ph; }
+
+ private:
+  // First op of each layer in each phase of the current micro-batch, for prefetch dependencies.
+  struct LayerStarts {
+    std::vector<int32_t> fwd, bwd;
+    std::vector<int> order_fwd, order_bwd;  // layers in the order they ran
+    void record(int l, Phase ph, int32_t op) {
+      auto& v = ph == Phase::backward ? bwd : fwd;
+      auto& o = ph == Phase::backward ? order_bwd : order_fwd;
+      if (static_cast<size_t>(l) >= v.size()) v.resize(static_cast<size_t>(l) + 1, -1);
+      v[static_cast<size_t>(l)] = op;
+      o.push_back(l);
+    }
+    int32_t get(int l, Phase ph) const {
+      const auto& v = ph == Phase::backward ? bwd : fwd;
+      return static_cast<size_t>(l) < v.size() ? v[static_cast<size_t>(l)] : -1;
+    }
+    // The first op of the layer that ran `depth` layers before the next one in this phase.
+    int32_t find_at(int, int depth, Phase ph) const {
+      const auto& o = ph == Phase::backward ? order_bwd : order_fwd;
+      if (static_cast<int>(o.size()) < depth) return -1;
+      return get(o[o.size() - static_cast<size_t>(depth)], ph);
+    }
+  };
+
+  const Scenario& s_;
+  const ModelSpec& m_;
+  const Parallelism& p_;
+  ExpertLoad load_;
+  RankClass& rc_;
+  double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
+  int mb_ = 0;
+  Phase phase_ = Phase::forward;
+  int32_t last_compute_ = -1;
+  std::vector<int> order_;
+  size_t issued_ = 0;
+  std::map<int, std::vector<int32_t>> gathers_;
+  LayerStarts layer_start_;
+
+ public:
+  void reset_layer_starts() { layer_start_ = LayerStarts{}; }
+};
+
+}  // namespace
+
+std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int l) {
+  const ModelSpec& m = s.model;
+  const AttentionSpec& a = m.attention;
+  const Parallelism& p = s.parallelism;
+  const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), tp = d(p.tp), t_sp = t / tp, h = d(m.hidden);
+  const double heads = a.heads / tp;
+  const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+  const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp);
+  std::array<double, kTensorClassCount> b{};
+  auto at = [&](TensorClass c) -> double& { return b[static_cast<size_t>(c)]; };
+  at(TensorClass::norm) = t_sp * h * 2.0;  // decoder_layer_input
+  at(TensorClass::q_proj) = t * ((a.kind == AttentionKind::mla ? a.q_lora_rank : 0) + heads * qk) * 2.0;
+  at(TensorClass::kv_proj) =
+      t * ((a.kind == AttentionKind::mla ? a.kv_lora_rank + a.qk_rope_head_dim : 0) + kvh * (qk + vd)) * 2.0;
+  at(TensorClass::attn_out) = t * heads * (vd * 2.0 + 4.0);  // context + FP32 log-sum-exp
+  at(TensorClass::out_proj) = t_sp * h * 2.0;
+  if (m.is_moe() && l >= m.dense_layers) {
+    at(TensorClass::router) = t_sp * m.experts * 4.0;
+    const double shared = d(m.expert_ffn) * m.shared_experts / tp;
+    at(TensorClass::moe_mlpwi) = load.max_rows * 2.0 * d(m.expert_ffn) * 2.0 + t * 2.0 * shared * 2.0;
+    at(TensorClass::moe_mlpwo) = t_sp * h * 2.0;  // the combined expert output, one row per token
+  } else {
+    at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
+  }
+  return b;
+}
+
+
+std::vector<int> stage_layers(const Scenario& s, int stage) {
+  const int chunks = static_cast<int>(s.parallelism.pp * s.parallelism.vpp);
+  std::vector<int> out;
+  for (int l = 0; l < s.model.layers; ++l) {
+    const int chunk = static_cast<int>(static_cast<int64_t>(l) * chunks / s.model.layers);
+    if (chunk % s.parallelism.pp == stage) out.push_back(l);
+  }
+  return out;
+}
+
+const char* to_string(Category c) {
+  switch (c) {
+    case Category::gemm: return "gemm";
+    case Category::attention: return "attention";
+    case Category::memory: return "memory_bound";
+    case Category::ep_comm: return "ep_comm";
+    case Category::fsdp_comm: return "fsdp_comm";
+    case Category::dp_comm: return "dp_comm";
+    case Category::tp_comm: return "tp_comm";
+    case Category::pp_comm: return "pp_comm";
+    case Category::offload: return "offload";
+    case Category::sync: return "host_sync";
+    case Category::optimizer: return "optimizer";
+    case Category::kCount: break;
+  }
+  return "?";
+}
+
+bool is_communication(Category c) {
+  return c == Category::ep_comm || c == Category::fsdp_comm || c == Category::dp_comm || c == Category::tp_comm ||
+         c == Category::pp_comm || c == Category::offload;
+}
+
+const char* to_string(Stream s) {
+  switch (s) {
+    case Stream::compute: return "compute";
+    case Stream::ep_comm: return "ep_comm";
+    case Stream::fsdp_comm: return "fsdp_dp_comm";
+    case Stream::tp_comm: return "tp_comm";
+    case Stream::pp_comm: return "pp_comm";
+    case Stream::offload: return "offload";
+    case Stream::kCount: break;
+  }
+  return "?";
+}
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::none: return "none";
+    case Collective::all_gather: return "all_gather";
+    case Collective::reduce_scatter: return "reduce_scatter";
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::all_to_all: return "all_to_all";
+    case Collective::send_recv: return "send_recv";
+    case Collective::d2h: return "d2h";
+    case Collective::h2d: return "h2d";
+  }
+  return "?";
+}
+
+const char* to_string(Group g) {
+  switch (g) {
+    case Group::none: return "none";
+    case Group::tp: return "tp";
+    case Group::cp: return "cp";
+    case Group::ep: return "ep";
+    case Group::fsdp: return "fsdp";
+    case Group::dense_shard: return "ep_x_fsdp";
+    case Group::dp: return "dp";
+    case Group::dense_dp: return "ep_x_dp";
+    case Group::pp: return "pp";
+  }
+  return "?";
+}
+
+StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
+  StepGraph g;
+  const Parallelism& p = s.parallelism;
+  g.micro_batches = s.micro_batches();
+  g.tokens_per_gpu = s.batch.global_batch * s.batch.seq_len / (s.gpus / (p.tp * p.cp * p.pp));
+  g.load = load;
+  const FlopsPerToken f = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp);
+  g.model_flops_per_token = f.total;
+  const int stages = static_cast<int>(p.pp);
+  for (int st = 0; st < stages; ++st) {
+    RankClass rc;
+    rc.name = stages > 1 ? "pp stage " + std::to_string(st) : "all ranks";
+    rc.ranks = s.gpus / p.pp;
+    rc.pp_stage = st;
+    Lowering low(s, load, rc);
+    const std::vector<int> layers = stage_layers(s, st);
+    const int64_t mbs = g.micro_batches;
+    // 1F1B: (pp - stage - 1) warm-up forwards, then one forward and one backward in turn, then the
+    // remaining backwards. Interleaved and DualPipe use the same order per stage here (their
+    // finer chunk interleaving is a simulator refinement; see the README).
+    const int64_t warm = std::min<int64_t>(stages - st - 1, mbs);
+    int64_t next_f = 0, next_b = 0;
+    auto fwd = [&](int64_t mb) {
+      low.set_micro_batch(static_cast<int>(mb));
+      low.set_phase(Phase::forward);
+      low.reset_layer_starts();
+      low.begin_phase(layers);
+      if (st > 0)
+        low.comm("pp.recv", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0);
+      if (st == 0) low.embedding(false);
+      for (int l : layers) low.forward_layer(l);
+      if (st == stages - 1) low.head(false);
+      if (st < stages - 1)
+        low.comm("pp.send", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0, {low.last()});
+    };
+    auto bwd = [&](int64_t mb) {
+      low.set_micro_batch(static_cast<int>(mb));
+      low.set_phase(Phase::backward);
+      low.reset_layer_starts();
+      low.begin_phase(std::vector<int>(layers.rbegin(), layers.rend()));
+      if (st < stages - 1)
+        low.comm("pp.recv.bwd", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0);
+      if (st == stages - 1) low.head(true);
+      for (auto it = layers.rbegin(); it != layers.rend(); ++it) low.backward_layer(*it);
+      if (st == 0) low.embedding(true);
+      if (st > 0)
+        low.comm("pp.send.bwd", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0, {low.last()});
+    };
+    for (int64_t i = 0; i < warm; ++i) fwd(next_f++);
+    while (next_f < mbs) {
+      fwd(next_f++);
+      bwd(next_b++);
+    }
+    while (next_b < mbs) bwd(next_b++);
+    // Gradient reduction over data-parallel replicas, then the optimizer step on this rank's shard.
+    low.set_phase(Phase::optimizer);
+    std::vector<int32_t> grads{low.last()};
+    const ParamCounts pc = count_params(s.model);
+    double dense = 0, expert = 0;
+    for (int l : layers) {
+      dense += low.dense_params(l);
+      expert += low.local_expert_params(l);
+    }
+    if (st == 0) dense += pc.embedding / static_cast<double>(p.tp);
+    if (st == stages - 1) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
+    const double bgrad = bytes_per_element(s.precision.grads);
+    const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
+    const double expert_shard = static_cast<double>(p.fsdp);
+    if (p.fsdp == 1 && p.ep * p.dp > 1)
+      grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                               Group::dense_dp, dense * bgrad, {low.last()}));
+    if (p.dp > 1) {
+      if (p.fsdp > 1)
+        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                                 Group::dp, dense / dense_shard * bgrad, {low.last()}));
+      grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
+                               Collective::all_reduce, Group::dp, expert / expert_shard * bgrad, {low.last()}));
+    }
+    // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
+    const double opt_div = s.parallelism.distributed_optimizer && p.fsdp == 1 ? static_cast<double>(p.dp * p.ep) : 1.0;
+    const double local = dense / dense_shard + expert / expert_shard;
+    const double bw = bytes_per_element(s.precision.weights), bo = bytes_per_element(s.precision.optimizer_state);
+    const double per_param = 2 * bw + bgrad + 4 * bo + (s.precision.master_weights_fp32 ? 8.0 : 0.0);
+    Op opt;
+    opt.name = "optimizer.step";
+    opt.category = Category::optimizer;
+    opt.phase = Phase::optimizer;
+    opt.hbm_bytes = Bytes(local / opt_div * per_param);
+    opt.deps = grads;
+    low.emit(std::move(opt));
+    g.classes.push_back(std::move(rc));
+  }
+  if (s.parallelism.schedule != PipelineSchedule::one_f_one_b && s.parallelism.pp > 1)
+    g.notes.push_back("the interleaved and DualPipe schedules are lowered in 1F1B order per stage");
+  return g;
+}
+
+}  // namespace moeperf

@@ -1,0 +1,103 @@
+// One training step as an op graph: what every rank class runs, in program order, with each op's
+// FLOPs, HBM bytes, message bytes, stream and dependencies. Op names are shared with the executor
+// ("moe.dispatch", "moe.expert_fc1", "attn.core", "fsdp.all_gather", ...).
+//
+//   StepGraph g = lower_step(scenario, loads);          // loads: from the routing model
+//   for (const Op& op : g.classes[0].ops) ...            // priced by cost.h, simulated by sim/
+//
+// Ranks doing identical work form one rank class (a pipeline stage; a straggler later); the graph
+// is built per class, never per rank.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/specs.h"
+#include "model/units.h"
+
+namespace moeperf {
+
+enum class Category : uint8_t {
+  gemm, attention, memory, ep_comm, fsdp_comm, dp_comm, tp_comm, pp_comm, offload, sync, optimizer, kCount
+};
+inline constexpr int kCategoryCount = static_cast<int>(Category::kCount);
+const char* to_string(Category c);
+bool is_communication(Category c);  // ep/fsdp/dp/tp/pp comm and offload copies
+
+// Logical streams; the simulator maps them to hardware queues by the stack's multistream policy.
+enum class Stream : uint8_t { compute, ep_comm, fsdp_comm, tp_comm, pp_comm, offload, kCount };
+inline constexpr int kStreamCount = static_cast<int>(Stream::kCount);
+const char* to_string(Stream s);
+
+enum class Collective : uint8_t { none, all_gather, reduce_scatter, all_reduce, all_to_all, send_recv, d2h, h2d };
+const char* to_string(Collective c);
+
+// The rank group a collective runs over (laid on GPUs by the documented rank order).
+enum class Group : uint8_t { none, tp, cp, ep, fsdp, dense_shard, dp, dense_dp, pp };
+const char* to_string(Group g);
+
+enum class Phase : uint8_t { forward, backward, recompute, optimizer };
+
+struct Op {
+  std::string name;
+  Category category = Category::memory;
+  Stream stream = Stream::compute;
+  Phase phase = Phase::forward;
+  int layer = -1;        // -1: not a layer's op (embedding, head, optimizer)
+  int micro_batch = 0;
+  // Compute
+  Flops flops;           // executed by this class's busiest rank: recompute, padding, imbalance included
+  Flops model_flops;     // useful work (MaxText convention), this rank's average share
+  Bytes hbm_bytes;       // bytes read and written in HBM
+  Dtype dtype = Dtype::bf16;
+  int64_t m = 0, n = 0, k = 0;  // GEMM shape (m: rows per group for grouped GEMMs)
+  int64_t groups = 1;           // experts in a grouped GEMM or loop
+  int launches = 1;             // kernel launches (a per-expert loop launches one per expert)
+  // Communication
+  Collective collective = Collective::none;
+  Group group = Group::none;
+  Bytes bytes;           // NCCL-style size per rank: gathered buffer (all-gather/reduce-scatter/all-reduce),
+                         // bytes sent (all-to-all, send/recv), bytes copied (d2h/h2d)
+  Bytes recv_bytes;      // all-to-all: bytes received by the busiest rank (imbalance); else = bytes
+  double fanout = 0;     // all-to-all: destination ranks per token (k without de-duplication)
+  std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
+};
+
+struct RankClass {
+  std::string name;
+  int64_t ranks = 0;     // GPUs in this class
+  int pp_stage = 0;
+  std::vector<Op> ops;   // program order
+};
+
+// Per micro-batch expert load of one EP group (from the routing model).
+struct ExpertLoad {
+  double mean_rows = 0;        // (token, expert) rows an average rank receives
+  double max_rows = 0;         // rows the busiest rank receives (sets the group's pace)
+  double max_rank_tile_rows = 0;  // busiest rank's rows after padding each expert to gemm_tile_m
+  double max_expert_rows = 0;  // rows of the busiest expert (a batched GEMM pads every expert to it)
+  double distinct_ranks = 0;   // E[distinct EP ranks a token's k experts live on]
+};
+
+// Bytes of each saved activation class for one layer and one micro-batch on one rank (MaxText's
+// checkpoint names; moe_mlpwi on the busiest rank).
+std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int layer);
+
+struct StepGraph {
+  std::vector<RankClass> classes;
+  int64_t micro_batches = 0;        // per step per data-parallel rank (gradient accumulation)
+  int64_t tokens_per_gpu = 0;       // tokens one GPU's data shard processes per step (global / (gpus / (tp cp pp)))
+  double model_flops_per_token = 0; // MaxText convention, no MTP unless the scenario trains it
+  ExpertLoad load;
+  std::vector<std::string> notes;   // pricing choices worth saying (e.g. MXFP8 priced as FP8 on Hopper)
+};
+
+// Layers of pipeline stage `stage` in forward order (balanced chunks; with VPP the stage holds
+// chunks stage, stage + pp, ...).
+std::vector<int> stage_layers(const Scenario& s, int stage);
+
+StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
+
+}  // namespace moeperf

@@ -1,0 +1,156 @@
+// The step lowering, pricing, memory and serial estimate against closed forms.
+#include "model/step.h"
+
+#include <gtest/gtest.h>
+
+#include "model/cost.h"
+#include "model/flops.h"
+#include "model/io/load.h"
+#include "model/memory.h"
+#include "model/predict.h"
+#include "model/sim.h"
+
+namespace moeperf {
+namespace {
+
+const std::string kOptimized = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-optimized.json";
+
+Scenario scenario(std::vector<std::string> sets = {}) {
+  std::vector<io::Override> o;
+  for (auto& s : sets) o.push_back(io::parse_override(s));
+  return io::load_scenario(kOptimized, o);
+}
+
+double sum_model_flops(const StepGraph& g) {
+  double f = 0;
+  for (const RankClass& rc : g.classes)
+    for (const Op& op : rc.ops) f += op.model_flops.value();
+  return f;
+}
+
+TEST(Step, ModelFlopsOfTheOpsAddUpToTheMaxTextCount) {
+  for (const auto& sets : std::vector<std::vector<std::string>>{
+           {}, {"parallelism.tp=2", "parallelism.fsdp=8"}, {"parallelism.cp=2", "parallelism.fsdp=8"}}) {
+    const Scenario s = scenario(sets);
+    const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+    // One rank's ops carry its share: tokens per data shard x the per-token count, split over tp x cp.
+    const double per_rank = static_cast<double>(g.tokens_per_gpu) * g.model_flops_per_token /
+                            static_cast<double>(s.parallelism.tp * s.parallelism.cp);
+    EXPECT_NEAR(sum_model_flops(g) / per_rank, 1.0, 1e-9) << sets.size();
+  }
+}
+
+TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
+  const Scenario s = scenario();
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  double recompute = 0;
+  for (const Op& op : g.classes[0].ops)
+    if (op.phase == Phase::recompute) {
+      EXPECT_EQ(op.model_flops.value(), 0.0) << op.name;
+      recompute += op.flops.value();
+    }
+  // q and kv projections of 61 layers, one forward each: t x (q + kv) forward FLOPs per token.
+  const ModelSpec& m = s.model;
+  double expect = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerForwardFlops f = layer_forward_flops(m, l, 4096);
+    expect += 6 * 4096.0 * (f.q_proj + f.kv_proj);
+  }
+  EXPECT_NEAR(recompute, expect, 1e-9 * expect);
+}
+
+TEST(Step, GroupedGemmVersusPaddedPerExpertLoop) {
+  const Calibration cal;
+  const Scenario grouped = scenario();
+  const Scenario loop = scenario({"stack.grouped_gemm=false"});
+  const ExpertLoad load = expert_load(grouped, cal);
+  const StepGraph g = lower_step(grouped, load), l = lower_step(loop, load);
+  auto fc1 = [](const StepGraph& x) {
+    for (const Op& op : x.classes[0].ops)
+      if (op.name == "moe.expert_fc1") return op;
+    return Op{};
+  };
+  const double per_row = 2.0 * 7168 * 2 * 2048;
+  // Grouped: each expert's rows padded to the 128-row tile. Loop: every expert padded to the busiest.
+  EXPECT_DOUBLE_EQ(fc1(g).flops.value(), load.max_rank_tile_rows * per_row);
+  EXPECT_DOUBLE_EQ(fc1(l).flops.value(), 32 * load.max_expert_rows * per_row);
+  EXPECT_DOUBLE_EQ(fc1(g).model_flops.value(), load.mean_rows * per_row);
+  EXPECT_GT(fc1(l).flops.value(), fc1(g).flops.value());
+  EXPECT_EQ(fc1(l).launches, 32);
+  int syncs = 0;
+  for (const Op& op : l.classes[0].ops) syncs += op.name == "moe.count_sync";
+  EXPECT_EQ(syncs, 58 * 2);  // forward and backward of every MoE layer
+  const Topology t = Topology::build(grouped.system, grouped.gpus);
+  EXPECT_GT(Pricer(loop, t, cal).time(fc1(l)), Pricer(grouped, t, cal).time(fc1(g)));
+}
+
+TEST(Pricing, GemmRooflineClosedForm) {
+  const Scenario s = scenario();
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
+  Op op;
+  op.category = Category::gemm;
+  op.flops = Flops(1e12);
+  op.hbm_bytes = Bytes(1e6);
+  op.dtype = Dtype::mxfp8;
+  op.m = 4096, op.n = 4096, op.k = 256;
+  const double eff = 0.80 * 256 / (256 + 64.0);
+  EXPECT_NEAR(pr.compute_time(op).value(), 1e12 / (5e15 * eff) + 4e-6, 1e-15);
+  op.hbm_bytes = Bytes(1e12);  // memory-bound now
+  EXPECT_NEAR(pr.compute_time(op).value(), 1e12 / (8e12 * 0.85) + 4e-6, 1e-12);
+}
+
+TEST(Pricing, HopperHasNoMxfp8AndSaysWhatItPricedInstead) {
+  const Scenario s = scenario({"system=" + std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h200-cluster.json",
+                               "gpus=8", "parallelism.ep=8", "parallelism.fsdp=1", "batch.global_batch=48",
+                               "memory.offload=[]"});
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, Calibration{});
+  ASSERT_FALSE(pr.notes().empty());
+  EXPECT_NE(pr.notes()[0].find("mxfp8 GEMMs priced as fp8"), std::string::npos) << pr.notes()[0];
+  Dtype as = Dtype::mxfp8;
+  EXPECT_DOUBLE_EQ(gemm_peak(Dtype::mxfp8, s.system.gpu(), &as).value(), s.system.gpu().dense_fp8.value());
+  EXPECT_EQ(as, Dtype::fp8);
+}
+
+TEST(Memory, WeightsAndAdamMomentsAtFsdp16Ep8InBf16) {
+  const Scenario s = scenario();
+  const MemoryReport m = memory_report(s, expert_load(s, Calibration{}), Calibration{});
+  const double total = count_params(s.model).total;  // 671.03e9, every weight sharded 128 ways
+  EXPECT_NEAR(m.weights.value(), total / 128 * 2, 1e-6 * total);           // BF16 weights
+  EXPECT_NEAR(m.gradients.value(), total / 128 * 2, 1e-6 * total);         // BF16 gradients
+  EXPECT_NEAR(m.optimizer_states.value(), total / 128 * 2 * 2, 1e-6 * total);  // two BF16 Adam moments
+}
+
+TEST(Memory, PublishedReproductionFitsAndOffloadIsWhatMakesItFit) {
+  const Calibration cal;
+  const Scenario s = scenario();
+  const MemoryReport m = memory_report(s, expert_load(s, cal), cal);
+  // 88 % of 284,208 MiB and 180 GB of host memory per GPU.
+  EXPECT_DOUBLE_EQ(m.hbm_capacity.value(), 0.88 * 284208.0 * 1048576.0);
+  EXPECT_DOUBLE_EQ(m.host_capacity.value(), 180e9);
+  EXPECT_TRUE(m.fits) << in_gigabytes(m.hbm_total) << " GB";
+  EXPECT_GT(m.offloaded_to_host.value(), 0);
+  // Without the offload the same tensors stay in HBM and it no longer fits; the report says by how much.
+  const Scenario k = scenario({"memory.offload=[]"});
+  const MemoryReport mk = memory_report(k, expert_load(k, cal), cal);
+  EXPECT_NEAR((mk.activations - m.activations).value(), m.offloaded_if_kept.value(), 1e-6 * m.offloaded_if_kept.value());
+  EXPECT_FALSE(mk.fits_hbm);
+  EXPECT_DOUBLE_EQ(mk.hbm_shortfall.value(), (mk.hbm_total - mk.hbm_capacity).value());
+}
+
+TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
+  const Scenario s = scenario();
+  const Calibration cal;
+  const StepReport serial = predict(s, cal, {.simulate = false});
+  const StepReport sim = predict(s, cal, {});
+  EXPECT_NEAR(serial.step_time.value(), serial.serial_step_time.value(), 1e-9);
+  EXPECT_LT(sim.step_time.value(), serial.step_time.value());
+  // tokens/s/GPU and TFLOPS follow from the step time.
+  EXPECT_NEAR(sim.tokens_per_s_per_gpu, 6 * 4096 / sim.step_time.value(), 1e-6);
+  EXPECT_NEAR(sim.model_tflops_per_gpu, sim.tokens_per_s_per_gpu * sim.model_flops_per_token / 1e12, 1e-9);
+}
+
+}  // namespace
+}  // namespace moeperf
