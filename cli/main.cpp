@@ -14,7 +14,10 @@
 #include "model/io/load.h"
 #include "model/io/report_io.h"
 #include "model/io/trace.h"
+#include "model/io/units_parse.h"
 #include "model/predict.h"
+#include "model/study.h"
+#include "model/collective.h"
 #include "model/topology.h"
 
 namespace {
@@ -132,6 +135,115 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
   return kExitOk;
 }
 
+void print_waterfall(const std::vector<WaterfallStep>& steps, const std::string& format) {
+  if (format == "json") {
+    nlohmann::json j;
+    for (const auto& st : steps)
+      j["steps"].push_back({{"name", st.name}, {"changes", st.changes}, {"step_time_s", st.report.step_time.value()},
+                            {"tokens_per_s_per_gpu", st.report.tokens_per_s_per_gpu},
+                            {"model_tflops_per_gpu", st.report.model_tflops_per_gpu},
+                            {"comm_fraction_of_kernel_time", st.report.comm_fraction_of_kernel_time},
+                            {"exposed_comm_fraction", st.report.exposed_comm_fraction},
+                            {"fits_in_memory", st.report.memory.fits}});
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("%-26s %10s %10s %9s %8s %8s %7s  %s\n", "step", "step_s", "TFLOPS/GPU", "gain_s", "x_start", "comm%",
+              "fits", "switched");
+  const double t0 = steps.front().report.step_time.value();
+  double prev = t0;
+  for (const auto& st : steps) {
+    const double t = st.report.step_time.value();
+    std::printf("%-26s %10.3f %10.1f %9.3f %8.2f %8.1f %7s  %s\n", st.name.c_str(), t, st.report.model_tflops_per_gpu,
+                prev - t, t0 / t, 100 * st.report.comm_fraction_of_kernel_time, st.report.memory.fits ? "yes" : "NO",
+                st.changes.c_str());
+    prev = t;
+  }
+}
+
+int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::vector<std::string>& sets,
+                const std::string& format) {
+  const Calibration cal;
+  if (ablate) {
+    if (files.size() != 1) throw InputError("compare --ablate takes one scenario");
+    const Scenario s = io::load_scenario(files[0], overrides(sets));
+    print_waterfall(waterfall(baseline_of(s), s, cal), format);
+    return kExitOk;
+  }
+  if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");
+  const Scenario a = io::load_scenario(files[0], overrides(sets));
+  const Scenario b = io::load_scenario(files[1], overrides(sets));
+  print_waterfall(waterfall(a, b, cal), format);
+  return kExitOk;
+}
+
+int cmd_scale(const std::string& file, const std::vector<int64_t>& gpus, const std::string& grow,
+              const std::vector<std::string>& sets, const std::string& format) {
+  const Scenario s = io::load_scenario(file, overrides(sets));
+  const GrowAxis axis = grow == "dp" ? GrowAxis::dp : grow == "ep" ? GrowAxis::ep : GrowAxis::fsdp;
+  const auto points = scale(s, gpus, axis, Calibration{});
+  if (format == "json") {
+    nlohmann::json j;
+    j["points"] = nlohmann::json::array();
+    for (const auto& p : points)
+      j["points"].push_back({{"gpus", p.gpus}, {"tokens_per_s_per_gpu", p.report.tokens_per_s_per_gpu},
+                             {"step_time_s", p.report.step_time.value()}, {"efficiency", p.efficiency},
+                             {"model_tflops_per_gpu", p.report.model_tflops_per_gpu},
+                             {"fits_in_memory", p.report.memory.fits},
+                             {"peak_memory_bytes_per_gpu", p.report.memory.hbm_total.value()}});
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("%8s %10s %14s %12s %11s %6s\n", "gpus", "step_s", "tokens/s/GPU", "TFLOPS/GPU", "efficiency", "fits");
+  for (const auto& p : points)
+    std::printf("%8lld %10.3f %14.0f %12.1f %10.1f%% %6s\n", static_cast<long long>(p.gpus), p.report.step_time.value(),
+                p.report.tokens_per_s_per_gpu, p.report.model_tflops_per_gpu, 100 * p.efficiency,
+                p.report.memory.fits ? "yes" : "NO");
+  return kExitOk;
+}
+
+int cmd_collective(const std::string& file, const std::string& op_name, const std::string& bytes_text, int64_t gpus_opt,
+                   const std::string& format) {
+  const SystemSpec sys = io::load_system(file);
+  const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
+  const Topology t = Topology::build(sys, gpus);
+  const Bytes size = io::parse_bytes_arg(bytes_text);
+  const Collective c = op_name == "all_reduce" ? Collective::all_reduce
+                       : op_name == "all_gather" ? Collective::all_gather
+                       : op_name == "reduce_scatter" ? Collective::reduce_scatter
+                                                     : Collective::all_to_all;
+  std::vector<int64_t> members(static_cast<size_t>(gpus));
+  for (int64_t i = 0; i < gpus; ++i) members[static_cast<size_t>(i)] = i;
+  const Calibration cal;
+  const CollectiveCost cost = collective_cost(c, members, t, cal);
+  // nccl-tests semantics: all-to-all "size" is each rank's whole send buffer, 1/n of it to each
+  // rank including itself, so (n-1)/n of it leaves the GPU.
+  const double n = static_cast<double>(gpus);
+  const Bytes moved = c == Collective::all_to_all ? size * ((n - 1) / n) : size;
+  const Seconds time = cost.time(moved);
+  const double algbw = size.value() / time.value();
+  const double busbw = algbw * bus_factor(c, gpus);
+  if (format == "json") {
+    nlohmann::json j{{"op", op_name}, {"gpus", gpus}, {"bytes", size.value()}, {"time_s", time.value()},
+                     {"algbw_bytes_per_s", algbw}, {"busbw_bytes_per_s", busbw}, {"algorithm", cost.algorithm},
+                     {"latency_s", cost.latency.value()}};
+    for (int r = 0; r < kResourceCount; ++r)
+      j["seconds_per_byte"][to_string(static_cast<Resource>(r))] = cost.s_per_byte[static_cast<size_t>(r)];
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("# %s on %lld GPUs of %s (%s), nccl-tests conventions\n", op_name.c_str(), static_cast<long long>(gpus),
+              sys.name.c_str(), cost.algorithm);
+  std::printf("%14s %12s %12s %12s\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)");
+  std::printf("%14.0f %12.1f %12.2f %12.2f\n", size.value(), time.value() * 1e6, algbw / 1e9, busbw / 1e9);
+  std::printf("# bottleneck per byte:");
+  for (int r = 0; r < kResourceCount; ++r)
+    if (cost.s_per_byte[static_cast<size_t>(r)] > 0)
+      std::printf(" %s %.3g s/GB", to_string(static_cast<Resource>(r)), cost.s_per_byte[static_cast<size_t>(r)] * 1e9);
+  std::printf("; latency %.1f us\n", cost.latency.value() * 1e6);
+  return kExitOk;
+}
+
 int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const std::string& f : files) {
@@ -173,6 +285,35 @@ int main(int argc, char** argv) {
   predict_cmd->add_flag("--serial", predict_serial, "the serial estimate only: every op back to back, no overlap");
   predict_cmd->add_option("--trace", predict_trace, "write the simulated step as Chrome-trace JSON (Perfetto, HTA)");
 
+  std::vector<std::string> compare_files, compare_sets;
+  bool compare_ablate = false;
+  std::string compare_format = "text";
+  auto* compare_cmd = app.add_subcommand("compare", "Waterfall between two scenarios, or of one scenario's stack options (--ablate)");
+  compare_cmd->add_option("SCENARIOS", compare_files, "A B, or S with --ablate")->required();
+  compare_cmd->add_flag("--ablate", compare_ablate, "switch the stack options on one by one from everything off, in the post's order");
+  compare_cmd->add_option("--set", compare_sets, "override a field of every scenario: PATH=VALUE");
+  compare_cmd->add_option("--format", compare_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  std::string scale_file, scale_grow = "fsdp", scale_format = "text";
+  std::vector<int64_t> scale_gpus;
+  std::vector<std::string> scale_sets;
+  auto* scale_cmd = app.add_subcommand("scale", "Per-GPU throughput and efficiency over GPU counts at a fixed per-GPU batch");
+  scale_cmd->add_option("SCENARIO", scale_file, "scenario file")->required();
+  scale_cmd->add_option("--gpus", scale_gpus, "GPU counts, e.g. 128,256,512,1024")->delimiter(',')->required()->check(CLI::PositiveNumber);
+  scale_cmd->add_option("--grow", scale_grow, "mesh axis that grows: fsdp, dp or ep")->check(CLI::IsMember({"fsdp", "dp", "ep"}));
+  scale_cmd->add_option("--set", scale_sets, "override a scenario field: PATH=VALUE");
+  scale_cmd->add_option("--format", scale_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  std::string coll_file, coll_op = "all_reduce", coll_bytes = "1GiB", coll_format = "text";
+  int64_t coll_gpus = 0;
+  auto* coll_cmd = app.add_subcommand("collective", "Time, algbw and busbw of one collective over all GPUs, as nccl-tests prints them");
+  coll_cmd->add_option("SYSTEM", coll_file, "system file")->required();
+  coll_cmd->add_option("--op", coll_op, "all_reduce, all_gather, reduce_scatter or all_to_all")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
+  coll_cmd->add_option("--bytes", coll_bytes, "size per GPU, e.g. 64MiB or \"8 GiB\"");
+  coll_cmd->add_option("--gpus", coll_gpus, "GPU count (default: the system's)")->check(CLI::PositiveNumber);
+  coll_cmd->add_option("--format", coll_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "Check files (systems, models, scenarios, building blocks); exit 2 if any is wrong");
   validate->add_option("FILE", validate_files, "files to check")->required();
@@ -186,6 +327,9 @@ int main(int argc, char** argv) {
   try {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
+    if (*compare_cmd) return cmd_compare(compare_files, compare_ablate, compare_sets, compare_format);
+    if (*scale_cmd) return cmd_scale(scale_file, scale_gpus, scale_grow, scale_sets, scale_format);
+    if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_format);
     if (*predict_cmd) return cmd_predict(predict_file, predict_sets, predict_format, predict_serial, predict_trace);
   } catch (const InputError& e) {
     std::cerr << "moeperf: " << e.what() << "\n";

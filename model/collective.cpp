@@ -174,6 +174,12 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
   bool one_domain = true;
   for (int64_t m : members) one_domain = one_domain && t.domain_of(m) == t.domain_of(members.front());
   const bool switched = t.count(VertexKind::nvswitch) > 0;
+  // Latency steps of a ring over D domains of g members: NCCL's multi-node rings pipeline through
+  // each domain, so a chunk makes g - 1 NVLink steps and D - 1 network steps (a flat ring's n - 1
+  // when the group is one domain).
+  int64_t domains = 1;
+  for (size_t i = 1; i < members.size(); ++i) domains += t.domain_of(members[i]) != t.domain_of(members[i - 1]);
+  const int64_t ring_steps = domains == 1 ? n - 1 : (n / domains - 1) + (domains - 1);
   auto ring_traffic = [&](double per_edge_total) {
     const auto rs = rings(t, members);
     const double per_channel = per_edge_total / static_cast<double>(rs.size());
@@ -185,7 +191,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
     case Collective::reduce_scatter:
       // Ring: every edge carries (n-1)/n of the buffer over n-1 steps.
       ring_traffic(frac);
-      cost.steps = static_cast<int>(n - 1);
+      cost.steps = static_cast<int>(ring_steps);
       cost.algorithm = "ring";
       break;
     case Collective::all_reduce:
@@ -201,7 +207,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
         cost.algorithm = "nvls";
       } else {
         ring_traffic(2 * frac);  // reduce-scatter then all-gather
-        cost.steps = static_cast<int>(2 * (n - 1));
+        cost.steps = static_cast<int>(2 * ring_steps);
         cost.algorithm = "ring";
       }
       break;

@@ -3,6 +3,7 @@
 #include "model/routing.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numbers>
 #include <numeric>
@@ -638,6 +639,83 @@ PaddedRows padded_rows(int64_t T, double p, int tile) {
   return r;
 }
 
+// Law of ceil(m / tile) for m ~ Binomial(T, p): mass[i] = P(ceil(m / tile) = first + i), summed
+// outward from the mode as in padded_rows and normalized by its own sum.
+struct TileLaw {
+  int64_t first = 0;
+  std::vector<double> mass;
+};
+
+TileLaw tile_law(int64_t T, double p, int tile) {
+  if (p <= 0) return {0, {1.0}};
+  if (p >= 1) return {(T + tile - 1) / tile, {1.0}};
+  const int64_t mode = std::min<int64_t>(T, static_cast<int64_t>(std::floor((static_cast<double>(T) + 1) * p)));
+  const double odds = p / (1 - p);
+  const int64_t mode_bin = (mode + tile - 1) / tile;
+  std::vector<double> up{0.0}, down;  // bins mode_bin, mode_bin + 1, ... and mode_bin - 1, mode_bin - 2, ...
+  double w = 1;
+  for (int64_t m = mode, c = mode_bin * tile; m <= T && w > 1e-17; ++m) {
+    if (m > c) {
+      c += tile;
+      up.push_back(0.0);
+    }
+    up.back() += w;
+    w *= static_cast<double>(T - m) / (static_cast<double>(m) + 1.0) * odds;
+  }
+  w = 1;
+  for (int64_t m = mode, c = mode_bin * tile; m > 0;) {
+    w *= static_cast<double>(m) / (static_cast<double>(T - m) + 1.0) / odds;
+    if (w <= 1e-17) break;
+    if (--m <= c - tile) {
+      c -= tile;
+      down.push_back(0.0);
+    }
+    (down.empty() ? up[0] : down.back()) += w;
+  }
+  TileLaw law{mode_bin - static_cast<int64_t>(down.size()), {}};
+  law.mass.assign(down.rbegin(), down.rend());
+  law.mass.insert(law.mass.end(), up.begin(), up.end());
+  const double sum = std::accumulate(law.mass.begin(), law.mass.end(), 0.0);
+  for (double& x : law.mass) x /= sum;
+  return law;
+}
+
+// The law of the sum of two independent lattice variables, its tails below 1e-18 dropped.
+TileLaw convolve(const TileLaw& a, const TileLaw& b) {
+  TileLaw c{a.first + b.first, std::vector<double>(a.mass.size() + b.mass.size() - 1, 0.0)};
+  for (size_t i = 0; i < a.mass.size(); ++i)
+    for (size_t j = 0; j < b.mass.size(); ++j) c.mass[i + j] += a.mass[i] * b.mass[j];
+  size_t lo = 0, hi = c.mass.size();
+  while (hi - lo > 1 && c.mass[lo] < 1e-18) ++lo;
+  while (hi - lo > 1 && c.mass[hi - 1] < 1e-18) --hi;
+  c.first += static_cast<int64_t>(lo);
+  c.mass = std::vector<double>(c.mass.begin() + static_cast<ptrdiff_t>(lo), c.mass.begin() + static_cast<ptrdiff_t>(hi));
+  return c;
+}
+
+// E[max over independent lattice variables] = sum over d >= min of (1 - prod_r P(D_r <= d)), plus
+// the smallest value every variable reaches.
+double lattice_max(const std::vector<TileLaw>& laws) {
+  int64_t lo = INT64_MIN, hi = INT64_MIN;
+  std::vector<std::vector<double>> cdf;
+  for (const TileLaw& l : laws) {
+    lo = std::max(lo, l.first);
+    hi = std::max(hi, l.first + static_cast<int64_t>(l.mass.size()) - 1);
+    cdf.emplace_back(l.mass.size());
+    std::partial_sum(l.mass.begin(), l.mass.end(), cdf.back().begin());
+  }
+  double e = static_cast<double>(lo);
+  for (int64_t d = lo; d < hi; ++d) {
+    double prod = 1;
+    for (size_t r = 0; r < laws.size(); ++r) {
+      const int64_t i = d - laws[r].first;
+      if (i < static_cast<int64_t>(cdf[r].size())) prod *= std::min(cdf[r][i], 1.0);
+    }
+    e += 1 - prod;
+  }
+  return e;
+}
+
 double rows_per_rank_balanced(int64_t tokens, int top_k, int ranks) {
   return static_cast<double>(tokens) * top_k / ranks;
 }
@@ -745,6 +823,7 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
   // Padded rows of a rank = sum_e E[c_e] + beta (L - E L) + independent residual, with beta the
   // variance-weighted slope of its experts; L's standard deviation and third cumulant scale by beta.
   std::vector<Normal> ranks_padded;
+  double widest = 0;
   for (int q = 0; q < ranks; ++q) {
     double mean = 0, cov = 0, var = 0, residual = 0;
     for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) {
@@ -754,16 +833,35 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
       residual += pad[e].residual_var;
     }
     const double beta = var > 0 ? cov / var : 0.0;
-    if (rows.two_level) {  // every rank alike
-      const double a = beta * rows.a, b = std::sqrt(beta * beta * rows.b * rows.b + residual);
-      const double third = beta * beta * beta * rows.third;
-      return mean + two_level_max(a, b, b > 0 ? third / (b * b * b) : 0.0, rows.n, rows.G);
-    }
-    const Normal& y = rows.sets[q];
-    const double sd = std::sqrt(beta * beta * y.sd * y.sd + residual);
-    const double third = beta * beta * beta * y.skew * y.sd * y.sd * y.sd;
+    const double sd_rows = rows.two_level ? std::hypot(rows.a, rows.b) : rows.sets[q].sd;
+    const double sd = std::sqrt(beta * beta * sd_rows * sd_rows + residual);
+    const double third = beta * beta * beta * (rows.two_level ? rows.third : rows.sets[q].skew * std::pow(sd_rows, 3));
     ranks_padded.push_back({mean, sd, sd > 0 ? third / (sd * sd * sd) : 0.0});
+    widest = std::max(widest, sd);
+    if (rows.two_level) {  // every rank alike: one is enough
+      const double a = beta * rows.a, b = std::sqrt(beta * beta * rows.b * rows.b + residual);
+      ranks_padded.back().mean += two_level_max(a, b, b > 0 ? third / (b * b * b) : 0.0, rows.n, rows.G);
+      break;
+    }
   }
+  // A rank whose padded rows spread over fewer than ~16 tiles is lumpy: take the exact lattice law
+  // of each expert's tiles, experts independent (their negative correlation through the fixed
+  // total is what the free_load variance inflation stands for), and sum the expected maximum over
+  // the lattice. Group-limited correlation is not in that path.
+  if (widest < 16 * t) {
+    std::vector<TileLaw> per_expert;
+    for (size_t e = 0; e < pmfs[0].size(); ++e)
+      per_expert.push_back(e > 0 && pmfs[0][e][1] == pmfs[0][e - 1][1] ? per_expert.back()
+                                                                          : tile_law(tokens, pmfs[0][e][1], tile));
+    std::vector<TileLaw> per_rank_law;
+    for (int q = 0; q < ranks; ++q) {
+      TileLaw sum{0, {1.0}};
+      for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, per_expert[e]);
+      per_rank_law.push_back(std::move(sum));
+    }
+    return t * lattice_max(per_rank_law);
+  }
+  if (rows.two_level) return ranks_padded[0].mean;  // every rank alike
   return independent_max(ranks_padded);
 }
 

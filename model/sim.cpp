@@ -47,20 +47,19 @@ class Engine {
       cs.busy.assign(static_cast<size_t>(nq), 0);
       cls_.push_back(std::move(cs));
     }
-    // Pipeline: a stage's receive waits for the neighbour stage's matching send.
+    // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const auto& ops = g.classes[c].ops;
       cls_[c].peer.assign(ops.size(), {-1, -1});
       for (size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
         if (op.name != "pp.recv" && op.name != "pp.recv.bwd") continue;
-        const bool fwd = op.name == "pp.recv";
-        const size_t pc = fwd ? c - 1 : c + 1;
-        const std::string want = fwd ? "pp.send" : "pp.send.bwd";
-        const auto& pops = g.classes[pc].ops;
+        const std::string want = op.name == "pp.recv" ? "pp.send" : "pp.send.bwd";
+        const auto& pops = g.classes[static_cast<size_t>(op.peer_stage)].ops;
         for (size_t j = 0; j < pops.size(); ++j)
-          if (pops[j].name == want && pops[j].micro_batch == op.micro_batch) {
-            cls_[c].peer[i] = {static_cast<int>(pc), static_cast<int32_t>(j)};
+          if (pops[j].name == want && pops[j].micro_batch == op.micro_batch && pops[j].chunk == op.peer_chunk &&
+              pops[j].peer_stage == static_cast<int>(c)) {
+            cls_[c].peer[i] = {op.peer_stage, static_cast<int32_t>(j)};
             break;
           }
       }

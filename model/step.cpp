@@ -29,6 +29,10 @@ class Lowering {
   // ---------------------------------------------------------------- emitters
   int32_t emit(Op op) {
     op.micro_batch = mb_;
+    if (op.stream == Stream::compute && !pending_.empty()) {
+      op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
+      pending_.clear();
+    }
     op.phase = op.phase == Phase::forward ? phase_ : op.phase;
     rc_.ops.push_back(std::move(op));
     return static_cast<int32_t>(rc_.ops.size() - 1);
@@ -456,6 +460,8 @@ class Lowering {
   }
 
   int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
+  Op& op(int32_t i) { return rc_.ops[static_cast<size_t>(i)]; }
+  void wait_before_next_compute(int32_t i) { pending_.push_back(i); }
   int32_t last_on(Stream s) const {
     for (int32_t i = last(); i >= 0; --i)
       if (rc_.ops[static_cast<size_t>(i)].stream == s) return i;
@@ -498,6 +504,7 @@ class Lowering {
   int mb_ = 0;
   Phase phase_ = Phase::forward;
   int32_t last_compute_ = -1;
+  std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive)
   std::vector<int> order_;
   size_t issued_ = 0;
   std::map<int, std::vector<int32_t>> gathers_;
@@ -538,13 +545,43 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
 }
 
 
-std::vector<int> stage_layers(const Scenario& s, int stage) {
-  const int chunks = static_cast<int>(s.parallelism.pp * s.parallelism.vpp);
-  std::vector<int> out;
-  for (int l = 0; l < s.model.layers; ++l) {
-    const int chunk = static_cast<int>(static_cast<int64_t>(l) * chunks / s.model.layers);
-    if (chunk % s.parallelism.pp == stage) out.push_back(l);
+int pipeline_chunks(const Scenario& s) {
+  if (s.parallelism.pp == 1) return 1;
+  switch (s.parallelism.schedule) {
+    case PipelineSchedule::interleaved: return static_cast<int>(s.parallelism.vpp);
+    case PipelineSchedule::dualpipe: return 2;
+    case PipelineSchedule::one_f_one_b: return 1;
   }
+  return 1;
+}
+
+int virtual_stage(const Scenario& s, int stage, int chunk) {
+  const int pp = static_cast<int>(s.parallelism.pp);
+  if (s.parallelism.schedule == PipelineSchedule::dualpipe && pp > 1) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  return chunk * pp + stage;
+}
+
+int stage_of_virtual(const Scenario& s, int v) {
+  const int pp = static_cast<int>(s.parallelism.pp);
+  if (s.parallelism.schedule == PipelineSchedule::dualpipe && pp > 1) return v < pp ? v : 2 * pp - 1 - v;
+  return v % pp;
+}
+
+int chunk_of_virtual(const Scenario& s, int v) { return v / static_cast<int>(s.parallelism.pp); }
+
+std::vector<int> virtual_stage_layers(const Scenario& s, int v) {
+  const int vstages = static_cast<int>(s.parallelism.pp) * pipeline_chunks(s);
+  std::vector<int> out;
+  for (int l = 0; l < s.model.layers; ++l)
+    if (static_cast<int>(static_cast<int64_t>(l) * vstages / s.model.layers) == v) out.push_back(l);
+  return out;
+}
+
+std::vector<int> stage_layers(const Scenario& s, int stage) {
+  std::vector<int> out;
+  for (int c = 0; c < pipeline_chunks(s); ++c)
+    for (int l : virtual_stage_layers(s, virtual_stage(s, stage, c))) out.push_back(l);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -630,47 +667,70 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     Lowering low(s, load, rc);
     const std::vector<int> layers = stage_layers(s, st);
     const int64_t mbs = g.micro_batches;
-    // 1F1B: (pp - stage - 1) warm-up forwards, then one forward and one backward in turn, then the
-    // remaining backwards. Interleaved and DualPipe use the same order per stage here (their
-    // finer chunk interleaving is a simulator refinement; see the README).
-    const int64_t warm = std::min<int64_t>(stages - st - 1, mbs);
-    int64_t next_f = 0, next_b = 0;
-    auto fwd = [&](int64_t mb) {
+    const int chunks = pipeline_chunks(s);
+    const int vstages = stages * chunks;
+    const double act_bytes = static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) *
+                             static_cast<double>(s.model.hidden) * 2.0;
+    // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this stage.
+    auto unit = [&](bool forward, int64_t mb, int c) {
+      const int v = virtual_stage(s, st, c);
+      const std::vector<int> vl = virtual_stage_layers(s, v);
       low.set_micro_batch(static_cast<int>(mb));
-      low.set_phase(Phase::forward);
+      low.set_phase(forward ? Phase::forward : Phase::backward);
       low.reset_layer_starts();
-      low.begin_phase(layers);
-      if (st > 0)
-        low.comm("pp.recv", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0);
-      if (st == 0) low.embedding(false);
-      for (int l : layers) low.forward_layer(l);
-      if (st == stages - 1) low.head(false);
-      if (st < stages - 1)
-        low.comm("pp.send", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0, {low.last()});
+      low.begin_phase(forward ? vl : std::vector<int>(vl.rbegin(), vl.rend()));
+      auto p2p = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
+        const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                                    act_bytes, std::move(deps));
+        Op& op = low.op(id);
+        op.chunk = c;
+        op.peer_stage = stage_of_virtual(s, peer_v);
+        op.peer_chunk = chunk_of_virtual(s, peer_v);
+        if (std::string(name).rfind("pp.recv", 0) == 0) low.wait_before_next_compute(id);
+      };
+      if (forward) {
+        if (v > 0) p2p("pp.recv", v - 1, {});
+        if (v == 0) low.embedding(false);
+        for (int l : vl) low.forward_layer(l);
+        if (v == vstages - 1) low.head(false);
+        if (v < vstages - 1) p2p("pp.send", v + 1, {low.last()});
+      } else {
+        if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
+        if (v == vstages - 1) low.head(true);
+        for (auto it = vl.rbegin(); it != vl.rend(); ++it) low.backward_layer(*it);
+        if (v == 0) low.embedding(true);
+        if (v > 0) p2p("pp.send.bwd", v - 1, {low.last()});
+      }
     };
-    auto bwd = [&](int64_t mb) {
-      low.set_micro_batch(static_cast<int>(mb));
-      low.set_phase(Phase::backward);
-      low.reset_layer_starts();
-      low.begin_phase(std::vector<int>(layers.rbegin(), layers.rend()));
-      if (st < stages - 1)
-        low.comm("pp.recv.bwd", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0);
-      if (st == stages - 1) low.head(true);
-      for (auto it = layers.rbegin(); it != layers.rend(); ++it) low.backward_layer(*it);
-      if (st == 0) low.embedding(true);
-      if (st > 0)
-        low.comm("pp.send.bwd", Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                 static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) * static_cast<double>(s.model.hidden) * 2.0, {low.last()});
-    };
-    for (int64_t i = 0; i < warm; ++i) fwd(next_f++);
-    while (next_f < mbs) {
-      fwd(next_f++);
-      bwd(next_b++);
+    // Units in program order: warm-up forwards, then one forward and one backward in turn, then the
+    // remaining backwards (1F1B). With chunks (interleaved VPP, DualPipe's V placement) the forward
+    // units run chunk by chunk in groups of pp micro-batches and the warm-up is
+    // (pp - stage - 1) x 2 + (chunks - 1) x pp units, as in Megatron's interleaved schedule.
+    std::vector<std::pair<int64_t, int>> fwd_units, bwd_units;
+    const int64_t groups = (mbs + stages - 1) / stages;
+    for (int64_t k = 0; k < groups * stages * chunks; ++k) {
+      const int64_t grp = k / (stages * chunks), within = k % (stages * chunks);
+      const int64_t mb = grp * stages + within % stages;
+      if (mb >= mbs) continue;
+      const int c = static_cast<int>(within / stages);
+      fwd_units.emplace_back(mb, c);
+      bwd_units.emplace_back(mb, chunks - 1 - c);
     }
-    while (next_b < mbs) bwd(next_b++);
+    const int64_t total = static_cast<int64_t>(fwd_units.size());
+    // DualPipe's V placement sends chunk 1 back down the pipeline, which the interleaved warm-up
+    // count does not cover: there every forward runs first (deadlock-free for any placement).
+    const int64_t warm = s.parallelism.schedule == PipelineSchedule::dualpipe ? total
+                         : chunks == 1 ? std::min<int64_t>(stages - st - 1, total)
+                                       : std::min<int64_t>((stages - st - 1) * 2 + (chunks - 1) * stages, total);
+    int64_t next_f = 0, next_b = 0;
+    for (int64_t i = 0; i < warm; ++i, ++next_f) unit(true, fwd_units[next_f].first, fwd_units[next_f].second);
+    while (next_f < total) {
+      unit(true, fwd_units[next_f].first, fwd_units[next_f].second);
+      ++next_f;
+      unit(false, bwd_units[next_b].first, bwd_units[next_b].second);
+      ++next_b;
+    }
+    for (; next_b < total; ++next_b) unit(false, bwd_units[next_b].first, bwd_units[next_b].second);
     // Gradient reduction over data-parallel replicas, then the optimizer step on this rank's shard.
     low.set_phase(Phase::optimizer);
     std::vector<int32_t> grads{low.last()};
@@ -709,8 +769,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     low.emit(std::move(opt));
     g.classes.push_back(std::move(rc));
   }
-  if (s.parallelism.schedule != PipelineSchedule::one_f_one_b && s.parallelism.pp > 1)
-    g.notes.push_back("the interleaved and DualPipe schedules are lowered in 1F1B order per stage");
+  if (s.parallelism.schedule == PipelineSchedule::dualpipe && s.parallelism.pp > 1)
+    g.notes.push_back("DualPipe is lowered as its V-shaped placement (stage s holds virtual stages s and 2pp-1-s) "
+                      "with every forward before the backwards; its forward/backward overlap of two micro-batches is "
+                      "not modelled");
   return g;
 }
 

@@ -63,6 +63,8 @@ struct Op {
   Bytes recv_bytes;      // all-to-all: bytes received by the busiest rank (imbalance); else = bytes
   double fanout = 0;     // all-to-all: destination ranks per token (k without de-duplication)
   std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
+  // Pipeline send/receive: this op's chunk, and the stage class and chunk of its partner.
+  int chunk = 0, peer_stage = -1, peer_chunk = 0;
 };
 
 struct RankClass {
@@ -94,9 +96,15 @@ struct StepGraph {
   std::vector<std::string> notes;   // pricing choices worth saying (e.g. MXFP8 priced as FP8 on Hopper)
 };
 
-// Layers of pipeline stage `stage` in forward order (balanced chunks; with VPP the stage holds
-// chunks stage, stage + pp, ...).
-std::vector<int> stage_layers(const Scenario& s, int stage);
+// Pipeline placement. The layers are split evenly over pp x chunks virtual stages; chunks is vpp
+// for the interleaved schedule, 2 for DualPipe (V placement: stage s holds virtual stages s and
+// 2pp - 1 - s), 1 for 1F1B. Interleaved: stage s holds virtual stages c x pp + s.
+int pipeline_chunks(const Scenario& s);
+int virtual_stage(const Scenario& s, int stage, int chunk);
+int stage_of_virtual(const Scenario& s, int v);
+int chunk_of_virtual(const Scenario& s, int v);
+std::vector<int> virtual_stage_layers(const Scenario& s, int v);
+std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in layer order
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

@@ -1,5 +1,7 @@
 #include "model/io/units_parse.h"
 
+#include "model/io/errors.h"
+
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -86,6 +88,14 @@ std::string describe(QuantityKind k) {
     case QuantityKind::flop_rate: return "a FLOP rate like \"2.5 PFLOPS\"";
   }
   return "a quantity";
+}
+
+Bytes parse_bytes_arg(std::string_view s) {
+  try {
+    return parse_bytes(s);
+  } catch (const UnitError& e) {
+    throw SpecError("--bytes " + std::string(s), "", e.what());
+  }
 }
 
 Seconds parse_seconds(std::string_view s) { return Seconds(parse(s, QuantityKind::time)); }

@@ -30,6 +30,9 @@ BytesPerSecond parse_bandwidth(std::string_view s);
 Flops parse_flops(std::string_view s);
 FlopsPerSecond parse_flop_rate(std::string_view s);
 
+// A byte size given on the command line ("64MiB", "8 GiB"); errors name the argument.
+Bytes parse_bytes_arg(std::string_view s);
+
 // "a bandwidth like \"900 GB/s\"": used in messages.
 std::string describe(QuantityKind k);
 

@@ -154,3 +154,47 @@ TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// Pipeline bubbles come out of the simulation: with M micro-batches 1F1B takes (M + pp - 1) units
+// of one micro-batch's forward + backward on a stage, between the lightest and the heaviest stage's
+// unit (the first stage has the embedding, the last the LM head), plus the final gradient
+// reduction and optimizer step; the bubble share (pp - 1) / (M + pp - 1) shrinks as M grows.
+TEST(Pipeline, OneFOneBBubbleMatchesTheClosedForm) {
+  const std::string src = MOEPERF_SOURCE_DIR;
+  double prev_per_mb = 1e30;
+  for (int64_t mbs : {4, 16}) {
+    const Scenario s = io::load_scenario(
+        src + "/examples/deepseek-v3/gb300-optimized.json",
+        {io::parse_override("model=" + src + "/examples/models/mixtral-8x7b/config.json"),
+         io::parse_override("system=" + src + "/topologies/dgx-h100-cluster.json"), io::parse_override("gpus=4"),
+         io::parse_override("parallelism={\"pp\": 4}"), io::parse_override("batch.micro_batch=1"),
+         io::parse_override("batch.global_batch=" + std::to_string(mbs)), io::parse_override("memory.offload=[]"),
+         io::parse_override("precision.expert_gemm=bf16"), io::parse_override("precision.dense_gemm=bf16"),
+         io::parse_override("precision.dispatch=bf16")});
+    const Calibration cal;
+    const StepReport r = predict(s, cal);
+    const Topology t = Topology::build(s.system, s.gpus);
+    const Pricer pr(s, t, cal);
+    double lo = 1e30, hi = 0, tail = 0;
+    for (const RankClass& rc : r.graph->classes) {
+      double unit = 0, end = 0;
+      for (const Op& op : rc.ops) {
+        if (op.micro_batch == 0 && op.collective == Collective::none && op.phase != Phase::optimizer)
+          unit += pr.compute_time(op).value();
+        if (op.phase == Phase::optimizer) end += pr.time(op).value();
+      }
+      lo = std::min(lo, unit), hi = std::max(hi, unit), tail = std::max(tail, end);
+    }
+    const double m = static_cast<double>(mbs);
+    EXPECT_GE(r.step_time.value(), (m + 3) * lo) << mbs;
+    EXPECT_LE(r.step_time.value(), (m + 3) * hi + tail + 1e-3) << mbs;
+    EXPECT_LT(r.step_time.value() / m, prev_per_mb);
+    prev_per_mb = r.step_time.value() / m;
+  }
+}
+
+}  // namespace
+}  // namespace moeperf

@@ -1,0 +1,44 @@
+// What-if studies built on predict(): the waterfall between two scenarios (each stack option of
+// NVIDIA's post switched on in the order the post added them) and scaling over GPU counts.
+//
+//   auto steps = waterfall(baseline_of(s), s, cal);   // compare S --ablate
+//   auto points = scale(s, {128, 256, 512, 1024}, GrowAxis::fsdp, cal);
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "model/predict.h"
+#include "model/specs.h"
+
+namespace moeperf {
+
+struct WaterfallStep {
+  std::string name;      // "baseline", "grouped GEMM", "multistream collectives", ...
+  std::string changes;   // what this step switched
+  StepReport report;
+};
+
+// The scenario with every optimization of the post off: per-expert loop, one collective stream
+// without prefetch, BF16 everywhere, offloaded tensors recomputed instead, plain all-to-all.
+Scenario baseline_of(const Scenario& s);
+
+// From `from` to `to` in the post's order: grouped GEMM, multistream collectives (with the
+// latency-hiding prefetch), MXFP8/FP8 precision, host offload, fused de-duplicated dispatch; a last
+// step carries any other difference (model, system, layout, batch, routing).
+std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal);
+
+enum class GrowAxis { fsdp, dp, ep };
+
+struct ScalePoint {
+  int64_t gpus = 0;
+  StepReport report;
+  double efficiency = 0;  // tokens/s/GPU over the first point's
+};
+
+// Grows one mesh axis to reach each GPU count at a fixed per-GPU batch (global batch scales).
+// Throws InputError when a count is not a multiple of the other axes.
+std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpus, GrowAxis axis, const Calibration& cal);
+
+}  // namespace moeperf
