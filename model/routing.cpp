@@ -693,25 +693,48 @@ TileLaw convolve(const TileLaw& a, const TileLaw& b) {
   return c;
 }
 
-// E[max over independent lattice variables] = sum over d >= min of (1 - prod_r P(D_r <= d)), plus
-// the smallest value every variable reaches.
-double lattice_max(const std::vector<TileLaw>& laws) {
+TileLaw power(TileLaw a, int n) {  // the law of the sum of n independent copies, by squaring
+  TileLaw r{0, {1.0}};
+  for (; n > 0; n /= 2, a = n > 1 ? convolve(a, a) : a)
+    if (n % 2) r = convolve(r, a);
+  return r;
+}
+
+// Independent blocks; block b's maximum has P(max <= d) = sum_i weight_i F_i(d)^members (a mixture
+// over a common factor of `members` iid variables). E[max] = lo + sum_{d >= lo} (1 - P(max <= d)),
+// lo the smallest value the maximum can take.
+struct LatticeBlock {
+  std::vector<double> weight;
+  std::vector<TileLaw> law;
+  int members = 1;
+};
+
+double lattice_max(const std::vector<LatticeBlock>& blocks) {
   int64_t lo = INT64_MIN, hi = INT64_MIN;
-  std::vector<std::vector<double>> cdf;
-  for (const TileLaw& l : laws) {
-    lo = std::max(lo, l.first);
-    hi = std::max(hi, l.first + static_cast<int64_t>(l.mass.size()) - 1);
-    cdf.emplace_back(l.mass.size());
-    std::partial_sum(l.mass.begin(), l.mass.end(), cdf.back().begin());
+  std::vector<std::vector<std::vector<double>>> cdf(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    int64_t low = INT64_MAX;
+    for (const TileLaw& l : blocks[b].law) {
+      low = std::min(low, l.first);
+      hi = std::max(hi, l.first + static_cast<int64_t>(l.mass.size()) - 1);
+      cdf[b].emplace_back(l.mass.size());
+      std::partial_sum(l.mass.begin(), l.mass.end(), cdf[b].back().begin());
+    }
+    lo = std::max(lo, low);
   }
   double e = static_cast<double>(lo);
   for (int64_t d = lo; d < hi; ++d) {
-    double prod = 1;
-    for (size_t r = 0; r < laws.size(); ++r) {
-      const int64_t i = d - laws[r].first;
-      if (i < static_cast<int64_t>(cdf[r].size())) prod *= std::min(cdf[r][i], 1.0);
+    double all = 1;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      double block = 0;
+      for (size_t i = 0; i < blocks[b].law.size(); ++i) {
+        const int64_t j = d - blocks[b].law[i].first;
+        const double f = j < 0 ? 0.0 : j >= static_cast<int64_t>(cdf[b][i].size()) ? 1.0 : std::min(cdf[b][i][j], 1.0);
+        block += blocks[b].weight[i] * (blocks[b].members == 1 ? f : std::pow(f, blocks[b].members));
+      }
+      all *= std::min(block, 1.0);
     }
-    e += 1 - prod;
+    e += 1 - all;
   }
   return e;
 }
@@ -845,21 +868,63 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
     }
   }
   // A rank whose padded rows spread over fewer than ~16 tiles is lumpy: take the exact lattice law
-  // of each expert's tiles, experts independent (their negative correlation through the fixed
-  // total is what the free_load variance inflation stands for), and sum the expected maximum over
-  // the lattice. Group-limited correlation is not in that path.
+  // of each expert's tiles and sum the expected maximum over the lattice. Experts are independent
+  // given their routing group (their negative correlation through the fixed total is what the
+  // free_load variance inflation stands for); group-limited routing adds a common factor per group,
+  // rows ~ Binomial(T, pi * (1 + s z)), z standard normal, with s matching the within-group
+  // covariance of the two-level model (trapezoid over z at steps of 1/2 from -8 to 8).
   if (widest < 16 * t) {
-    std::vector<TileLaw> per_expert;
-    for (size_t e = 0; e < pmfs[0].size(); ++e)
-      per_expert.push_back(e > 0 && pmfs[0][e][1] == pmfs[0][e - 1][1] ? per_expert.back()
-                                                                          : tile_law(tokens, pmfs[0][e][1], tile));
-    std::vector<TileLaw> per_rank_law;
-    for (int q = 0; q < ranks; ++q) {
-      TileLaw sum{0, {1.0}};
-      for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, per_expert[e]);
-      per_rank_law.push_back(std::move(sum));
+    const int per_group = experts / p.groups;
+    const bool grouped = p.groups > 1 && (per_rank % per_group == 0 || per_group % per_rank == 0);
+    std::vector<double> z{0.0}, wz{1.0};
+    double spread = 0;
+    if (grouped) {
+      const LoadModel ex = load_model(p, 1, pmfs[0], T);
+      spread = ex.two_level ? ex.a / (T * pmfs[0][0][1]) : 0.0;
+      z.clear();
+      wz.clear();
+      for (int i = -16; i <= 16; ++i) {
+        z.push_back(0.5 * i);
+        wz.push_back(0.5 * std::exp(-0.125 * i * i) / std::sqrt(2 * std::numbers::pi));
+      }
     }
-    return t * lattice_max(per_rank_law);
+    std::vector<LatticeBlock> blocks;
+    if (!grouped) {
+      std::vector<TileLaw> per_expert;
+      for (size_t e = 0; e < pmfs[0].size(); ++e)
+        per_expert.push_back(e > 0 && pmfs[0][e][1] == pmfs[0][e - 1][1] ? per_expert.back()
+                                                                            : tile_law(tokens, pmfs[0][e][1], tile));
+      for (int q = 0; q < ranks; ++q) {
+        TileLaw sum{0, {1.0}};
+        for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, per_expert[e]);
+        blocks.push_back({{1.0}, {std::move(sum)}, 1});
+      }
+      return t * lattice_max(blocks);
+    }
+    const double pi = pmfs[0][0][1];  // uniform group-limited routing: k/E for every expert
+    std::vector<TileLaw> expert_given_z;
+    for (double zi : z) expert_given_z.push_back(tile_law(tokens, std::clamp(pi * (1 + spread * zi), 0.0, 1.0), tile));
+    if (per_rank % per_group == 0) {  // a rank holds whole groups: ranks independent
+      TileLaw group{0, std::vector<double>()};
+      std::vector<TileLaw> given;
+      for (const TileLaw& x : expert_given_z) given.push_back(power(x, per_group));
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (const TileLaw& x : given) {
+        lo = std::min(lo, x.first);
+        hi = std::max(hi, x.first + static_cast<int64_t>(x.mass.size()));
+      }
+      group = {lo, std::vector<double>(static_cast<size_t>(hi - lo), 0.0)};
+      for (size_t i = 0; i < given.size(); ++i)
+        for (size_t j = 0; j < given[i].mass.size(); ++j)
+          group.mass[static_cast<size_t>(given[i].first - lo) + j] += wz[i] * given[i].mass[j];
+      const TileLaw rank = power(group, per_rank / per_group);
+      for (int q = 0; q < ranks; ++q) blocks.push_back({{1.0}, {rank}, 1});
+    } else {  // a group spans per_group / per_rank ranks that share its factor
+      LatticeBlock block{wz, {}, per_group / per_rank};
+      for (const TileLaw& x : expert_given_z) block.law.push_back(power(x, per_rank));
+      for (int g = 0; g < p.groups; ++g) blocks.push_back(block);
+    }
+    return t * lattice_max(blocks);
   }
   if (rows.two_level) return ranks_padded[0].mean;  // every rank alike
   return independent_max(ranks_padded);

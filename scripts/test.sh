@@ -11,3 +11,5 @@ ctest --output-on-failure --timeout 600 -j "$(nproc)"
 echo
 echo "== benchmarks =="
 "$build/bin/bench_topology"
+echo
+"$build/bin/bench_step"

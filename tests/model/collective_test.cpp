@@ -1,0 +1,171 @@
+// Collectives on small graphs and the fluid sharing of the simulator, against closed forms.
+#include "model/collective.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/io/load.h"
+#include "model/predict.h"
+#include "model/sim.h"
+#include "io/temp_dir.h"
+
+namespace moeperf {
+namespace {
+
+using moeperf::testing::source;
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+TEST(Collective, RingOfEightOverNvlink) {
+  const SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
+  const Topology t = Topology::build(sys, 8);
+  const Calibration cal;
+  const CollectiveCost c = collective_cost(Collective::all_gather, iota(8), t, cal);
+  EXPECT_STREQ(c.algorithm, "ring");
+  EXPECT_EQ(c.steps, 7);
+  // Every GPU sends (n-1)/n of the buffer over its NVLink (18 x 25 GB/s) at nvlink_fraction.
+  const double bw = 18 * 25e9 * cal[Param::nvlink_fraction];
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (7.0 / 8) / bw, 1e-24);
+  EXPECT_DOUBLE_EQ(c.s_per_byte[static_cast<int>(Resource::nic)], 0.0);
+  const double lat = cal[Param::collective_launch_s] + 7 * sys.domain.nvlink_latency.value();
+  EXPECT_NEAR(c.time(gibibytes(1)).value(), lat + 1073741824.0 * (7.0 / 8) / bw, 1e-12);
+  // nccl-tests: busbw = algbw x (n-1)/n equals the per-GPU achieved NVLink bandwidth for large sizes.
+  const double algbw = 1073741824.0 / (c.time(gibibytes(1)).value() - lat);
+  EXPECT_NEAR(algbw * bus_factor(Collective::all_gather, 8), bw, 1e-6 * bw);
+  // All-reduce inside one NVSwitch domain uses in-switch reduction: one send and one receive per GPU.
+  const CollectiveCost ar = collective_cost(Collective::all_reduce, iota(8), t, cal);
+  EXPECT_STREQ(ar.algorithm, "nvls");
+  EXPECT_NEAR(ar.s_per_byte[static_cast<int>(Resource::nvlink)], 1.0 / bw, 1e-24);
+}
+
+TEST(Collective, AllToAllAcrossTwoRacksThroughOneSpine) {
+  // Two GB300 racks of 64 GPUs, a fat tree that is not rail-optimized: NICs 0-71 on leaf 0, 72-127
+  // on leaf 1, one spine.
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(source("topologies/gb300-nvl72.json")));
+  j["nvlink_domain"] = source("topologies/domains/gb300-nvl72.json");
+  nlohmann::json f = nlohmann::json::parse(std::ifstream(source("topologies/fabrics/quantum-x800-fat-tree.json")));
+  f["switch"] = source("topologies/switches/quantum-x800.json");
+  f["rail_optimized"] = false;
+  j["fabric"] = f;
+  moeperf::testing::TempDir d;
+  const SystemSpec sys = io::load_system(d.write("two-racks.json", j.dump()));
+  const Topology t = Topology::build(sys, 128);
+  ASSERT_EQ(t.count(VertexKind::leaf), 2);
+  ASSERT_EQ(t.count(VertexKind::spine), 1);
+  const Calibration cal;
+  const CollectiveCost c = collective_cost(Collective::all_to_all, iota(128), t, cal);
+  const double nic = 100e9 * cal[Param::ib_fraction], nvl = 900e9 * cal[Param::nvlink_fraction];
+  // Each GPU sends 1/127 of its buffer to every other GPU: 64 of them in the other rack over its NIC,
+  // 63 in its own rack over NVLink.
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nic)], (64.0 / 127) / nic, 1e-24);
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (63.0 / 127) / nvl, 1e-24);
+  // Leaf 0 holds rack 0 (64 GPUs) and 8 GPUs of rack 1; rack 0's traffic to the 56 GPUs on leaf 1 goes
+  // up to the spine: 64 x 56/127 of a buffer over 72 uplinks of 100 GB/s.
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::fabric)], (64.0 * 56 / 127) / (72 * 100e9 * cal[Param::ib_fraction]), 1e-24);
+  EXPECT_DOUBLE_EQ(c.bottleneck_s_per_byte(), c.s_per_byte[static_cast<int>(Resource::nic)]);
+}
+
+TEST(Collective, AllToAllOf1152Gb200GpusIsBoundByTheBytesLeavingEachRack) {
+  const SystemSpec sys = io::load_system(source("topologies/gb200-nvl72.json"));
+  const Topology t = Topology::build(sys, 1152);
+  const Calibration cal;
+  const CollectiveCost c = collective_cost(Collective::all_to_all, iota(1152), t, cal);
+  const double size = 64.0 * 1048576, n = 1152, per_rack = static_cast<double>(t.gpus_per_domain());
+  const double moved = size * (n - 1) / n;  // nccl-tests: 1/n of the buffer stays on the GPU
+  const double time = c.time(Bytes(moved)).value();
+  // Bound: the bytes that leave the GPU's rack over its 400 Gb/s NIC at the achieved IB efficiency.
+  const double bound = size * (n - per_rack) / n / (50e9 * cal[Param::ib_fraction]);
+  EXPECT_NEAR(time / bound, 1.0, 0.05);
+}
+
+TEST(Collective, GroupsFollowTheRankOrder) {
+  Parallelism p;
+  p.tp = 2, p.ep = 4, p.fsdp = 2;
+  EXPECT_EQ(group_members(Group::tp, p, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(group_members(Group::ep, p, 5), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(group_members(Group::fsdp, p, 5), (std::vector<int64_t>{5, 13}));
+  EXPECT_EQ(group_members(Group::dense_shard, p, 0), (std::vector<int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+}
+
+// Two identical collectives on two streams share their bottleneck: each runs at half rate, so both
+// end at latency + 2 x bytes x seconds-per-byte (fluid max-min sharing).
+TEST(Simulation, TwoFlowsOnOneLinkShareIt) {
+  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
+  StepGraph g;
+  RankClass rc;
+  rc.ranks = 1;
+  Op a;
+  a.name = "a";
+  a.category = Category::fsdp_comm;
+  a.stream = Stream::fsdp_comm;
+  a.collective = Collective::all_gather;
+  a.group = Group::fsdp;
+  a.bytes = a.recv_bytes = gigabytes(1);
+  Op b = a;
+  b.name = "b";
+  b.stream = Stream::ep_comm;
+  rc.ops = {a, b};
+  g.classes.push_back(rc);
+  StackOptions multi;
+  multi.multistream_collectives = true;
+  const SimResult r = simulate(g, pr, multi);
+  const CollectiveCost c = pr.comm_cost(a);
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), c.latency.value() + 2 * 1e9 * c.bottleneck_s_per_byte(), 1e-9);
+  EXPECT_NEAR(r.classes[0].ops[1].end.value(), c.latency.value() + 2 * 1e9 * c.bottleneck_s_per_byte(), 1e-9);
+  // On one stream they serialize instead: the second ends at twice the solo time.
+  StackOptions single;
+  single.multistream_collectives = false;
+  const SimResult q = simulate(g, pr, single);
+  EXPECT_NEAR(q.classes[0].ops[1].end.value(), 2 * c.time(gigabytes(1)).value(), 1e-9);
+}
+
+// A compute op running beside a communication kernel runs on (1 - comm_sm_fraction) of the SMs.
+TEST(Simulation, CommunicationKernelsTakeSmsFromCompute) {
+  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
+  StepGraph g;
+  RankClass rc;
+  Op comp;
+  comp.name = "c";
+  comp.category = Category::memory;
+  comp.hbm_bytes = gigabytes(10);
+  Op comm;
+  comm.name = "x";
+  comm.category = Category::fsdp_comm;
+  comm.stream = Stream::fsdp_comm;
+  comm.collective = Collective::all_gather;
+  comm.group = Group::fsdp;
+  comm.bytes = comm.recv_bytes = gigabytes(100);  // outlasts the compute op
+  rc.ops = {comp, comm};
+  g.classes.push_back(rc);
+  const SimResult r = simulate(g, pr, StackOptions{});
+  const double solo = pr.compute_time(comp).value();
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), solo / (1 - cal[Param::comm_sm_fraction]), 1e-9);
+}
+
+TEST(Params, EveryParameterHasADefaultAReasonAndARange) {
+  ASSERT_EQ(param_defs().size(), static_cast<size_t>(kParamCount));
+  for (int i = 0; i < kParamCount; ++i) {
+    const ParamDef& d = param_defs()[static_cast<size_t>(i)];
+    EXPECT_EQ(static_cast<int>(d.id), i) << d.name;  // the table follows the enum
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_FALSE(d.unit.empty()) << d.name;
+    EXPECT_GT(d.reasoning.size(), 40u) << d.name;
+    EXPECT_LE(d.min, d.value) << d.name;
+    EXPECT_LE(d.value, d.max) << d.name;
+    EXPECT_EQ(find_param(d.name), d.id);
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
