@@ -119,7 +119,7 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
   const Scenario s = io::load_scenario(file, overrides(sets));
   PredictOptions opt;
   opt.simulate = !serial;
-  const StepReport r = predict(s, Calibration{}, opt);
+  const StepReport r = predict(s, s.calibration, opt);
   if (!trace.empty()) {
     std::ostringstream t;
     io::write_chrome_trace(r, t);
@@ -163,17 +163,16 @@ void print_waterfall(const std::vector<WaterfallStep>& steps, const std::string&
 
 int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::vector<std::string>& sets,
                 const std::string& format) {
-  const Calibration cal;
   if (ablate) {
     if (files.size() != 1) throw InputError("compare --ablate takes one scenario");
     const Scenario s = io::load_scenario(files[0], overrides(sets));
-    print_waterfall(waterfall(baseline_of(s), s, cal), format);
+    print_waterfall(waterfall(baseline_of(s), s, s.calibration), format);
     return kExitOk;
   }
   if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");
   const Scenario a = io::load_scenario(files[0], overrides(sets));
   const Scenario b = io::load_scenario(files[1], overrides(sets));
-  print_waterfall(waterfall(a, b, cal), format);
+  print_waterfall(waterfall(a, b, b.calibration), format);
   return kExitOk;
 }
 
@@ -181,7 +180,7 @@ int cmd_scale(const std::string& file, const std::vector<int64_t>& gpus, const s
               const std::vector<std::string>& sets, const std::string& format) {
   const Scenario s = io::load_scenario(file, overrides(sets));
   const GrowAxis axis = grow == "dp" ? GrowAxis::dp : grow == "ep" ? GrowAxis::ep : GrowAxis::fsdp;
-  const auto points = scale(s, gpus, axis, Calibration{});
+  const auto points = scale(s, gpus, axis, s.calibration);
   if (format == "json") {
     nlohmann::json j;
     j["points"] = nlohmann::json::array();

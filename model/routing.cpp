@@ -695,8 +695,11 @@ TileLaw convolve(const TileLaw& a, const TileLaw& b) {
 
 TileLaw power(TileLaw a, int n) {  // the law of the sum of n independent copies, by squaring
   TileLaw r{0, {1.0}};
-  for (; n > 0; n /= 2, a = n > 1 ? convolve(a, a) : a)
+  while (n > 0) {
     if (n % 2) r = convolve(r, a);
+    n /= 2;
+    if (n > 0) a = convolve(a, a);
+  }
   return r;
 }
 
@@ -869,25 +872,14 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
   }
   // A rank whose padded rows spread over fewer than ~16 tiles is lumpy: take the exact lattice law
   // of each expert's tiles and sum the expected maximum over the lattice. Experts are independent
-  // given their routing group (their negative correlation through the fixed total is what the
-  // free_load variance inflation stands for); group-limited routing adds a common factor per group,
-  // rows ~ Binomial(T, pi * (1 + s z)), z standard normal, with s matching the within-group
-  // covariance of the two-level model (trapezoid over z at steps of 1/2 from -8 to 8).
+  // (their negative correlation through the fixed total is what the free_load variance inflation
+  // stands for). Under group-limited routing they are independent given n_g, the tokens that chose
+  // their group: rows ~ Binomial(n_g, k / (M E/G)), with n_g normal of mean T M/G and the free
+  // variance T (M/G)(1 - M/G) G/(G - 1), on every integer when its sd is under 16, else at steps of
+  // sd/2 (trapezoid rule in the standard normal) out to 8 sd.
   if (widest < 16 * t) {
     const int per_group = experts / p.groups;
     const bool grouped = p.groups > 1 && (per_rank % per_group == 0 || per_group % per_rank == 0);
-    std::vector<double> z{0.0}, wz{1.0};
-    double spread = 0;
-    if (grouped) {
-      const LoadModel ex = load_model(p, 1, pmfs[0], T);
-      spread = ex.two_level ? ex.a / (T * pmfs[0][0][1]) : 0.0;
-      z.clear();
-      wz.clear();
-      for (int i = -16; i <= 16; ++i) {
-        z.push_back(0.5 * i);
-        wz.push_back(0.5 * std::exp(-0.125 * i * i) / std::sqrt(2 * std::numbers::pi));
-      }
-    }
     std::vector<LatticeBlock> blocks;
     if (!grouped) {
       std::vector<TileLaw> per_expert;
@@ -901,9 +893,22 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
       }
       return t * lattice_max(blocks);
     }
-    const double pi = pmfs[0][0][1];  // uniform group-limited routing: k/E for every expert
+    const double chosen = static_cast<double>(p.topk_groups) / p.groups;
+    const double mean_n = T * chosen, sd_n = std::sqrt(T * chosen * (1 - chosen) * p.groups / (p.groups - 1.0));
+    std::vector<int64_t> n;
+    std::vector<double> wz;
+    if (sd_n < 16) {
+      for (auto i = static_cast<int64_t>(std::floor(mean_n - 8.5 * sd_n)); static_cast<double>(i) <= mean_n + 8.5 * sd_n; ++i)
+        if (i >= 0 && i <= tokens) n.push_back(i);
+    } else {
+      for (int i = -16; i <= 16; ++i) n.push_back(std::llround(mean_n + 0.5 * i * sd_n));
+    }
+    for (int64_t x : n) wz.push_back(std::exp(-0.5 * std::pow((static_cast<double>(x) - mean_n) / sd_n, 2)));
+    const double wsum = std::accumulate(wz.begin(), wz.end(), 0.0);
+    for (double& x : wz) x /= wsum;
+    const double pick = static_cast<double>(top_k) / (p.topk_groups * per_group);
     std::vector<TileLaw> expert_given_z;
-    for (double zi : z) expert_given_z.push_back(tile_law(tokens, std::clamp(pi * (1 + spread * zi), 0.0, 1.0), tile));
+    for (int64_t x : n) expert_given_z.push_back(tile_law(x, pick, tile));
     if (per_rank % per_group == 0) {  // a rank holds whole groups: ranks independent
       TileLaw group{0, std::vector<double>()};
       std::vector<TileLaw> given;

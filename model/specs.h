@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/params.h"
 #include "model/units.h"
 
 namespace moeperf {
@@ -242,6 +243,7 @@ struct Scenario {
   Routing routing;
   StackOptions stack;
   bool train_mtp = false;  // include the model's MTP modules in the step (MaxText's deepseek3-671b: off)
+  Calibration calibration;  // the cost model's parameters: defaults unless a profile overrides them
   // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
   int64_t micro_batches() const {
     return batch.global_batch / (batch.micro_batch * parallelism.dense_data_parallel());

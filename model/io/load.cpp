@@ -411,6 +411,30 @@ bool is_hf(const Node& n) { return n.is_object() && n.has("model_type") && !n.ha
 
 ModelSpec parse_model_any(const Node& n) { return is_hf(n) ? parse_hf_model(n) : parse_own_model(n); }
 
+// ------------------------------------------------------------------ calibration
+// {"kind": "calibration", "params": {"gemm_peak_fraction": 0.72, ...}}: any subset of the cost
+// model's named parameters, each within its documented range.
+Calibration parse_calibration(const Node& n) {
+  n.allow_only({"kind", "name", "source", "note", "description", "params", "fit"});
+  Calibration c;
+  const Node p = n.at("params");
+  p.expect_object();
+  std::vector<std::string> names;
+  for (const ParamDef& d : param_defs()) names.emplace_back(d.name);
+  for (auto& [k, v] : p.raw().items()) {
+    const Node x(v, p.file(), p.path() + "/" + k);
+    const auto id = find_param(k);
+    if (!id) x.fail("unknown parameter \"" + k + "\"" + (detail::did_you_mean(k, names).empty() ? "; expected one of " + detail::join_choices(names) : detail::did_you_mean(k, names)));
+    const ParamDef& d = param_def(*id);
+    const double val = x.as_number();
+    if (val < d.min || val > d.max)
+      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
+             std::string(d.unit) + ", got " + v.dump());
+    c.set(*id, val);
+  }
+  return c;
+}
+
 // ------------------------------------------------------------------ scenario
 json parse_value(const std::string& v) {
   try {
@@ -571,8 +595,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     }
     if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();
   }
-  if (auto c = n.get("calibration"))
-    c->fail("calibration profiles are not implemented yet; expected null or no field");
+  if (auto c = n.get("calibration")) s.calibration = refs.follow(*c, "calibration", parse_calibration);
   return s;
 }
 
@@ -692,7 +715,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -714,6 +737,12 @@ Validated validate_file(const std::string& path) {
   if (kind == "compute_tray") return {kind, parse_tray(refs, root).name};
   if (kind == "nvlink_domain") return {kind, parse_domain(refs, root).name};
   if (kind == "fat_tree") return {kind, parse_fat_tree(refs, root).name};
+  if (kind == "calibration") {
+    const Calibration c = parse_calibration(root);
+    int changed = 0;
+    for (const ParamDef& d : param_defs()) changed += !c.is_default(d.id);
+    return {kind, std::to_string(changed) + " of " + std::to_string(param_defs().size()) + " parameters set"};
+  }
   if (kind == "histogram") {
     root.allow_only({"kind", "name", "source", "note", "counts"});
     return {kind, std::to_string(parse_histogram(root.at("counts")).size()) + " experts"};

@@ -169,3 +169,20 @@ TEST(Params, EveryParameterHasADefaultAReasonAndARange) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// The shipped defaults profile names every parameter at its default: adding a parameter without
+// writing it (and its default) there fails here.
+TEST(Params, DefaultsProfileListsEveryParameter) {
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(testing::source("examples/calibration/defaults.json")));
+  EXPECT_EQ(j["params"].size(), static_cast<size_t>(kParamCount));
+  for (const ParamDef& d : param_defs()) {
+    ASSERT_TRUE(j["params"].contains(std::string(d.name))) << d.name;
+    EXPECT_DOUBLE_EQ(j["params"][std::string(d.name)].get<double>(), d.value) << d.name;
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
