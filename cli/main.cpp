@@ -243,6 +243,21 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   return kExitOk;
 }
 
+int cmd_params(const std::string& format) {
+  if (format == "json") {
+    nlohmann::json j;
+    for (const ParamDef& d : param_defs())
+      j.push_back({{"name", d.name}, {"default", d.value}, {"unit", d.unit}, {"min", d.min}, {"max", d.max},
+                   {"reasoning", d.reasoning}});
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const ParamDef& d : param_defs())
+    std::cout << d.name << " = " << d.value << " " << d.unit << "  [" << d.min << ", " << d.max << "]\n    "
+              << d.reasoning << "\n";
+  return kExitOk;
+}
+
 int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const std::string& f : files) {
@@ -313,6 +328,10 @@ int main(int argc, char** argv) {
   coll_cmd->add_option("--gpus", coll_gpus, "GPU count (default: the system's)")->check(CLI::PositiveNumber);
   coll_cmd->add_option("--format", coll_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+  std::string params_format = "text";
+  auto* params_cmd = app.add_subcommand("params", "List the cost model's named parameters: default, unit, range, reasoning");
+  params_cmd->add_option("--format", params_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "Check files (systems, models, scenarios, building blocks); exit 2 if any is wrong");
   validate->add_option("FILE", validate_files, "files to check")->required();
@@ -326,6 +345,7 @@ int main(int argc, char** argv) {
   try {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
+    if (*params_cmd) return cmd_params(params_format);
     if (*compare_cmd) return cmd_compare(compare_files, compare_ablate, compare_sets, compare_format);
     if (*scale_cmd) return cmd_scale(scale_file, scale_gpus, scale_grow, scale_sets, scale_format);
     if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_format);

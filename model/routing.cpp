@@ -436,18 +436,20 @@ struct Normal {
 };
 
 // E[max of independent loads] = L + int_L^hi (1 - prod F) dx, with L at or below where the max can
-// fall (10 sd under the highest lower end) and hi above every upper end (12 sd: room for skew);
+// fall and hi above every upper end (10 sd each way, 20 at skewness 1, where the normal-power
+// tail reaches 8.4 sd);
 // a load with sd 0 is a step, so the integral starts at the largest of those. Steps of 1/10 of the
 // smallest sd of the loads that matter keep Simpson's error below 1e-9 sd. Equal loads are
 // counted once and raised to their multiplicity.
 double independent_max(const std::vector<Normal>& v) {
   double fixed = -INFINITY, lo = -INFINITY, hi = -INFINITY;
+  auto tail = [](const Normal& x) { return (10 + 10 * std::min(std::abs(x.skew), 1.0)) * x.sd; };
   for (const Normal& x : v) {
     if (x.sd <= 0) {
       fixed = std::max(fixed, x.mean);
     } else {
-      lo = std::max(lo, x.mean - 10 * x.sd);
-      hi = std::max(hi, x.mean + 12 * x.sd);
+      lo = std::max(lo, x.mean - tail(x));
+      hi = std::max(hi, x.mean + tail(x));
     }
   }
   const double start = std::max(fixed, lo);
@@ -455,7 +457,7 @@ double independent_max(const std::vector<Normal>& v) {
   std::vector<std::pair<Normal, double>> live;  // distinct loads that can pass `start`, multiplicity
   double step = INFINITY;
   for (const Normal& x : v) {
-    if (x.sd <= 0 || x.mean + 12 * x.sd <= start) continue;
+    if (x.sd <= 0 || x.mean + tail(x) <= start) continue;
     auto same = std::find_if(live.begin(), live.end(), [&](const auto& l) { return l.first == x; });
     if (same != live.end()) {
       same->second += 1;
@@ -480,29 +482,36 @@ double independent_max(const std::vector<Normal>& v) {
 
 // E[max over G groups of (a U_g + b max over the group's n members of W)], U standard normal, W
 // standardized of skewness `skew`, all independent: the two-level model of loads positively
-// correlated within a group. The law of one group is int phi(u) F_W((x - a u) / b)^n du (trapezoid
-// rule in u, spectrally accurate for a Gaussian weight at steps up to 0.5 and b / 4a); the maximum
-// over groups is int_0^inf (1 - F^G) - int_-inf^0 F^G, Simpson at sigma / 20 over +-12 sigma.
+// correlated within a group. The law of one group is F(x) = int phi(u) F_W((x - a u) / b)^n du, by
+// the trapezoid rule in u (spectrally accurate for a Gaussian weight at steps up to 0.5 and b / 4a);
+// E[max] = lo + int_lo^hi (1 - F^G) by Simpson's rule at steps under sigma / 16. The x step is a
+// whole number of (a du), so F_W^n is needed only on one lattice of arguments.
 double two_level_max(double a, double b, double skew, int n, int G) {
-  if (a <= 0 && b <= 0) return 0.0;
-  if (a <= 0) return independent_max(std::vector<Normal>(static_cast<size_t>(n) * G, {0.0, b, skew}));
-  if (b <= 0) return independent_max(std::vector<Normal>(G, {0.0, a, 0.0}));
-  const double du = std::min(0.5, b / (4 * a));
+  const double sigma = std::hypot(a, b);
+  if (sigma <= 0) return 0.0;
+  if (a < 1e-3 * sigma) return independent_max(std::vector<Normal>(static_cast<size_t>(n) * G, {0.0, sigma, skew}));
+  if (b < 1e-3 * sigma) return independent_max(std::vector<Normal>(G, {0.0, sigma, 0.0}));
+  const double du = std::min({0.5, b / (4 * a), sigma / (16 * a)});
   const int nu = static_cast<int>(std::ceil(9.0 / du));
-  std::vector<double> u, wu;
-  for (int i = -nu; i <= nu; ++i) {
-    u.push_back(i * du);
-    wu.push_back(du * std::exp(-0.5 * i * du * i * du) / std::sqrt(2 * std::numbers::pi));
-  }
-  const double sigma = std::hypot(a, b), dn = n, dG = G;
-  auto group_cdf = [&](double x) {
+  const int m = std::max(1, static_cast<int>(std::floor(sigma / (16 * a * du))));
+  const double hx = m * a * du, tail = 10 + 10 * std::min(std::abs(skew), 1.0);
+  const double lo = -tail * sigma;
+  int steps = static_cast<int>(std::ceil(2 * tail * sigma / hx));
+  steps += steps % 2;
+  // g[k] = F_W((lo + a du (k - nu)) / b)^n for k = m i - j + nu, i in [0, steps], j in [-nu, nu].
+  std::vector<double> g(static_cast<size_t>(m) * steps + 2 * nu + 1);
+  for (size_t k = 0; k < g.size(); ++k)
+    g[k] = std::pow(skewed_cdf((lo + a * du * (static_cast<double>(k) - nu)) / b, skew), n);
+  std::vector<double> wu(2 * nu + 1);
+  for (int j = -nu; j <= nu; ++j) wu[j + nu] = du * std::exp(-0.5 * j * du * j * du) / std::sqrt(2 * std::numbers::pi);
+  double sum = 0;
+  for (int i = 0; i <= steps; ++i) {
     double f = 0;
-    for (size_t i = 0; i < u.size(); ++i) f += wu[i] * std::pow(skewed_cdf((x - a * u[i]) / b, skew), dn);
-    return std::min(f, 1.0);
-  };
-  const int steps = 240;
-  return simpson([&](double x) { return 1.0 - std::pow(group_cdf(x), dG); }, 0.0, 12 * sigma, steps) -
-         simpson([&](double x) { return std::pow(group_cdf(x), dG); }, -12 * sigma, 0.0, steps);
+    for (int j = -nu; j <= nu; ++j) f += wu[j + nu] * g[static_cast<size_t>(m * i - j + nu)];
+    const double v = 1.0 - std::pow(std::min(f, 1.0), G);
+    sum += (i == 0 || i == steps ? 1.0 : i % 2 ? 4.0 : 2.0) * v;
+  }
+  return lo + sum * hx / 3.0;
 }
 
 // Loads that sum to a constant, replaced by independent surrogates with the same expected maximum.
@@ -746,6 +755,99 @@ double rows_per_rank_balanced(int64_t tokens, int top_k, int ranks) {
   return static_cast<double>(tokens) * top_k / ranks;
 }
 
+// The padded rows of the busiest rank when a rank's padded rows spread over many tiles: padded rows
+// of a rank = sum_e E[c_e] + beta (L - E L) + independent residual, with beta the variance-weighted
+// slope of its experts (padded_rows); L's standard deviation and third cumulant scale by beta.
+double padded_normal_max(const LoadModel& rows, const std::vector<Pmf>& per_expert, int64_t tokens, int ranks,
+                         int tile) {
+  const int per_rank = static_cast<int>(per_expert.size()) / ranks;
+  std::vector<PaddedRows> pad;
+  for (size_t e = 0; e < per_expert.size(); ++e)  // uniform routing: one law for all experts
+    pad.push_back(e > 0 && per_expert[e][1] == per_expert[e - 1][1] ? pad.back()
+                                                                    : padded_rows(tokens, per_expert[e][1], tile));
+  std::vector<Normal> ranks_padded;
+  for (int q = 0; q < ranks; ++q) {
+    double mean = 0, cov = 0, var = 0, residual = 0;
+    for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) {
+      mean += pad[e].mean;
+      cov += pad[e].slope * pad[e].rows_var;
+      var += pad[e].rows_var;
+      residual += pad[e].residual_var;
+    }
+    const double beta = var > 0 ? cov / var : 0.0;
+    if (rows.two_level) {  // every rank alike
+      const double a = beta * rows.a, b = std::sqrt(beta * beta * rows.b * rows.b + residual);
+      const double third = beta * beta * beta * rows.third;
+      return mean + two_level_max(a, b, b > 0 ? third / (b * b * b) : 0.0, rows.n, rows.G);
+    }
+    const Normal& y = rows.sets[q];
+    const double sd = std::sqrt(beta * beta * y.sd * y.sd + residual);
+    const double third = beta * beta * beta * y.skew * y.sd * y.sd * y.sd;
+    ranks_padded.push_back({mean, sd, sd > 0 ? third / (sd * sd * sd) : 0.0});
+  }
+  return independent_max(ranks_padded);
+}
+
+// The padded rows of the busiest rank when a rank's padded rows are lumpy (spread over few tiles):
+// the exact lattice law of each expert's tiles, summed over the rank, and the expected maximum
+// summed over the lattice. Experts are independent (their negative correlation through the fixed
+// total is what the free_load variance inflation stands for). Under group-limited routing they are
+// independent given n_g, the tokens that chose their group: rows ~ Binomial(n_g, k / (M E/G)), with
+// n_g normal of mean T M/G and the free variance T (M/G)(1 - M/G) G/(G - 1), on every integer when
+// its sd is under 16, else at steps of sd/2 (trapezoid rule in the standard normal) out to 8 sd.
+double padded_lattice_max(const Process& p, const std::vector<Pmf>& per_expert, int64_t tokens, int ranks, int tile) {
+  const int experts = p.experts, per_rank = experts / ranks, per_group = experts / p.groups;
+  std::vector<LatticeBlock> blocks;
+  if (p.groups == 1 || (per_rank % per_group != 0 && per_group % per_rank != 0)) {
+    std::vector<TileLaw> law;
+    for (size_t e = 0; e < per_expert.size(); ++e)  // uniform routing: one law for all experts
+      law.push_back(e > 0 && per_expert[e][1] == per_expert[e - 1][1] ? law.back()
+                                                                      : tile_law(tokens, per_expert[e][1], tile));
+    for (int q = 0; q < ranks; ++q) {
+      TileLaw sum{0, {1.0}};
+      for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, law[e]);
+      blocks.push_back({{1.0}, {std::move(sum)}, 1});
+    }
+    return tile * lattice_max(blocks);
+  }
+  const double T = static_cast<double>(tokens), chosen = static_cast<double>(p.topk_groups) / p.groups;
+  const double mean_n = T * chosen, sd_n = std::sqrt(T * chosen * (1 - chosen) * p.groups / (p.groups - 1.0));
+  std::vector<int64_t> n;
+  if (sd_n < 16) {
+    for (auto i = static_cast<int64_t>(std::floor(mean_n - 8.5 * sd_n)); static_cast<double>(i) <= mean_n + 8.5 * sd_n; ++i)
+      if (i >= 0 && i <= tokens) n.push_back(i);
+  } else {
+    for (int i = -16; i <= 16; ++i) n.push_back(std::llround(mean_n + 0.5 * i * sd_n));
+  }
+  std::vector<double> weight;
+  for (int64_t x : n) weight.push_back(std::exp(-0.5 * std::pow((static_cast<double>(x) - mean_n) / sd_n, 2)));
+  const double sum = std::accumulate(weight.begin(), weight.end(), 0.0);
+  for (double& x : weight) x /= sum;
+  const double pick = static_cast<double>(p.top_k) / (p.topk_groups * per_group);
+  std::vector<TileLaw> expert_given_n;
+  for (int64_t x : n) expert_given_n.push_back(tile_law(x, pick, tile));
+  if (per_rank % per_group == 0) {  // a rank holds whole groups: ranks independent
+    std::vector<TileLaw> given;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const TileLaw& x : expert_given_n) {
+      given.push_back(power(x, per_group));
+      lo = std::min(lo, given.back().first);
+      hi = std::max(hi, given.back().first + static_cast<int64_t>(given.back().mass.size()));
+    }
+    TileLaw group{lo, std::vector<double>(static_cast<size_t>(hi - lo), 0.0)};
+    for (size_t i = 0; i < given.size(); ++i)
+      for (size_t j = 0; j < given[i].mass.size(); ++j)
+        group.mass[static_cast<size_t>(given[i].first - lo) + j] += weight[i] * given[i].mass[j];
+    const TileLaw rank = power(group, per_rank / per_group);
+    for (int q = 0; q < ranks; ++q) blocks.push_back({{1.0}, {rank}, 1});
+  } else {  // a group spans per_group / per_rank ranks that share its n_g
+    LatticeBlock block{weight, {}, per_group / per_rank};
+    for (const TileLaw& x : expert_given_n) block.law.push_back(power(x, per_rank));
+    for (int g = 0; g < p.groups; ++g) blocks.push_back(block);
+  }
+  return tile * lattice_max(blocks);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- public functions
@@ -840,99 +942,13 @@ double expected_tile_rows(const Routing& r, const RouterSpec& router, int expert
   if (p.kind == Process::Kind::balanced)
     return per_rank * std::ceil(static_cast<double>(tokens) * top_k / experts / t) * t;
   if (tokens == 0) return 0;
-  const double T = static_cast<double>(tokens);
   const auto pmfs = count_pmfs(p, {blocks(experts, 1), blocks(experts, per_rank)});
-  const LoadModel rows = load_model(p, per_rank, pmfs[1], T);
-  std::vector<PaddedRows> pad;
-  for (size_t e = 0; e < pmfs[0].size(); ++e)  // uniform routing: one law for all experts
-    pad.push_back(e > 0 && pmfs[0][e][1] == pmfs[0][e - 1][1] ? pad.back() : padded_rows(tokens, pmfs[0][e][1], tile));
-  // Padded rows of a rank = sum_e E[c_e] + beta (L - E L) + independent residual, with beta the
-  // variance-weighted slope of its experts; L's standard deviation and third cumulant scale by beta.
-  std::vector<Normal> ranks_padded;
-  double widest = 0;
-  for (int q = 0; q < ranks; ++q) {
-    double mean = 0, cov = 0, var = 0, residual = 0;
-    for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) {
-      mean += pad[e].mean;
-      cov += pad[e].slope * pad[e].rows_var;
-      var += pad[e].rows_var;
-      residual += pad[e].residual_var;
-    }
-    const double beta = var > 0 ? cov / var : 0.0;
-    const double sd_rows = rows.two_level ? std::hypot(rows.a, rows.b) : rows.sets[q].sd;
-    const double sd = std::sqrt(beta * beta * sd_rows * sd_rows + residual);
-    const double third = beta * beta * beta * (rows.two_level ? rows.third : rows.sets[q].skew * std::pow(sd_rows, 3));
-    ranks_padded.push_back({mean, sd, sd > 0 ? third / (sd * sd * sd) : 0.0});
-    widest = std::max(widest, sd);
-    if (rows.two_level) {  // every rank alike: one is enough
-      const double a = beta * rows.a, b = std::sqrt(beta * beta * rows.b * rows.b + residual);
-      ranks_padded.back().mean += two_level_max(a, b, b > 0 ? third / (b * b * b) : 0.0, rows.n, rows.G);
-      break;
-    }
-  }
-  // A rank whose padded rows spread over fewer than ~16 tiles is lumpy: take the exact lattice law
-  // of each expert's tiles and sum the expected maximum over the lattice. Experts are independent
-  // (their negative correlation through the fixed total is what the free_load variance inflation
-  // stands for). Under group-limited routing they are independent given n_g, the tokens that chose
-  // their group: rows ~ Binomial(n_g, k / (M E/G)), with n_g normal of mean T M/G and the free
-  // variance T (M/G)(1 - M/G) G/(G - 1), on every integer when its sd is under 16, else at steps of
-  // sd/2 (trapezoid rule in the standard normal) out to 8 sd.
-  if (widest < 16 * t) {
-    const int per_group = experts / p.groups;
-    const bool grouped = p.groups > 1 && (per_rank % per_group == 0 || per_group % per_rank == 0);
-    std::vector<LatticeBlock> blocks;
-    if (!grouped) {
-      std::vector<TileLaw> per_expert;
-      for (size_t e = 0; e < pmfs[0].size(); ++e)
-        per_expert.push_back(e > 0 && pmfs[0][e][1] == pmfs[0][e - 1][1] ? per_expert.back()
-                                                                            : tile_law(tokens, pmfs[0][e][1], tile));
-      for (int q = 0; q < ranks; ++q) {
-        TileLaw sum{0, {1.0}};
-        for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, per_expert[e]);
-        blocks.push_back({{1.0}, {std::move(sum)}, 1});
-      }
-      return t * lattice_max(blocks);
-    }
-    const double chosen = static_cast<double>(p.topk_groups) / p.groups;
-    const double mean_n = T * chosen, sd_n = std::sqrt(T * chosen * (1 - chosen) * p.groups / (p.groups - 1.0));
-    std::vector<int64_t> n;
-    std::vector<double> wz;
-    if (sd_n < 16) {
-      for (auto i = static_cast<int64_t>(std::floor(mean_n - 8.5 * sd_n)); static_cast<double>(i) <= mean_n + 8.5 * sd_n; ++i)
-        if (i >= 0 && i <= tokens) n.push_back(i);
-    } else {
-      for (int i = -16; i <= 16; ++i) n.push_back(std::llround(mean_n + 0.5 * i * sd_n));
-    }
-    for (int64_t x : n) wz.push_back(std::exp(-0.5 * std::pow((static_cast<double>(x) - mean_n) / sd_n, 2)));
-    const double wsum = std::accumulate(wz.begin(), wz.end(), 0.0);
-    for (double& x : wz) x /= wsum;
-    const double pick = static_cast<double>(top_k) / (p.topk_groups * per_group);
-    std::vector<TileLaw> expert_given_z;
-    for (int64_t x : n) expert_given_z.push_back(tile_law(x, pick, tile));
-    if (per_rank % per_group == 0) {  // a rank holds whole groups: ranks independent
-      TileLaw group{0, std::vector<double>()};
-      std::vector<TileLaw> given;
-      for (const TileLaw& x : expert_given_z) given.push_back(power(x, per_group));
-      int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (const TileLaw& x : given) {
-        lo = std::min(lo, x.first);
-        hi = std::max(hi, x.first + static_cast<int64_t>(x.mass.size()));
-      }
-      group = {lo, std::vector<double>(static_cast<size_t>(hi - lo), 0.0)};
-      for (size_t i = 0; i < given.size(); ++i)
-        for (size_t j = 0; j < given[i].mass.size(); ++j)
-          group.mass[static_cast<size_t>(given[i].first - lo) + j] += wz[i] * given[i].mass[j];
-      const TileLaw rank = power(group, per_rank / per_group);
-      for (int q = 0; q < ranks; ++q) blocks.push_back({{1.0}, {rank}, 1});
-    } else {  // a group spans per_group / per_rank ranks that share its factor
-      LatticeBlock block{wz, {}, per_group / per_rank};
-      for (const TileLaw& x : expert_given_z) block.law.push_back(power(x, per_rank));
-      for (int g = 0; g < p.groups; ++g) blocks.push_back(block);
-    }
-    return t * lattice_max(blocks);
-  }
-  if (rows.two_level) return ranks_padded[0].mean;  // every rank alike
-  return independent_max(ranks_padded);
+  const LoadModel rows = load_model(p, per_rank, pmfs[1], static_cast<double>(tokens));
+  // Ranks whose rows spread over fewer than 16 tiles are lumpy once padded: take the lattice path.
+  double widest = rows.two_level ? std::hypot(rows.a, rows.b) : 0.0;
+  for (const Normal& x : rows.sets) widest = std::max(widest, x.sd);
+  if (widest < 16 * t) return padded_lattice_max(p, pmfs[0], tokens, ranks, tile);
+  return padded_normal_max(rows, pmfs[0], tokens, ranks, tile);
 }
 
 double expected_distinct_nodes(const Routing& r, const RouterSpec& router, int experts, int top_k, int ranks,

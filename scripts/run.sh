@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job in one command: install what is missing, build, and run the default study.
-# Until the cost model lands, the default study is the topology of a GB200 NVL72 rack and of a
-# 1,024-GPU GB300 NVL72 cluster. Extra arguments replace the default: scripts/run.sh topo FILE ...
+# The main job in one command: install what is missing, build, and run the default study: the
+# published DeepSeek-V3 reproduction config on 128 GB300 GPUs (predict), the waterfall of NVIDIA's
+# optimizations from the baseline to it (compare), and its scaling to 1,024 GPUs (scale).
+# Extra arguments replace the default: scripts/run.sh predict FILE ...
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -9,6 +10,10 @@ MOEPERF_TARGETS=moeperf "$root/scripts/build.sh" >/dev/null
 bin="${MOEPERF_BUILD_DIR:-$root/build}/bin/moeperf"
 cd "$root"
 if [ $# -gt 0 ]; then exec "$bin" "$@"; fi
-"$bin" topo topologies/gb200-nvl72.json
+"$bin" predict examples/deepseek-v3/gb300-optimized.json
 echo
-"$bin" topo topologies/gb300-nvl72.json --gpus 1024
+echo "== waterfall: baseline -> optimized (moeperf compare) =="
+"$bin" compare examples/deepseek-v3/gb300-baseline.json examples/deepseek-v3/gb300-optimized.json
+echo
+echo "== scaling at 6 x 4096 tokens per GPU (moeperf scale --grow fsdp) =="
+"$bin" scale examples/deepseek-v3/gb300-scaling.json --gpus 128,256,512,1024 --grow fsdp
