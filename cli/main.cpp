@@ -18,6 +18,9 @@
 #include "model/predict.h"
 #include "model/study.h"
 #include "model/collective.h"
+#ifdef MOEPERF_HAVE_EXECUTOR
+#include "executor/run.h"
+#endif
 #include "model/topology.h"
 
 namespace {
@@ -258,6 +261,68 @@ int cmd_params(const std::string& format) {
   return kExitOk;
 }
 
+#ifdef MOEPERF_HAVE_EXECUTOR
+int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec::RunOptions o, int* argc, char*** argv) {
+  // Fault injection for tests: MOEPERF_FAULT=RANK:STEP[:hang].
+  if (const char* f = std::getenv("MOEPERF_FAULT")) {
+    std::string v = f;
+    o.fault_rank = std::atoi(v.c_str());
+    o.fault_step = std::atoi(v.substr(v.find(':') + 1).c_str());
+    o.fault_hang = v.find(":hang") != std::string::npos;
+  }
+  auto comm = exec::make_communicator(argc, argv);
+  Scenario s;
+  try {
+    s = io::load_scenario(file, overrides(sets));
+  } catch (const InputError& e) {
+    if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
+    comm->barrier();
+    return kExitBadInput;
+  }
+  o.scenario_file = file;
+  exec::RunResult r;
+  try {
+    r = exec::run_scenario(s, o, *comm);
+  } catch (const InputError& e) {
+    if (comm->rank() == 0) std::cerr << "moeperf: " << file << ": " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    comm->abort(e.what(), kExitFailed);  // ends every rank, never a hang
+  }
+  if (comm->rank() != 0) return kExitOk;
+  const auto& d = r.dims;
+  std::printf("moeperf run: %s\n  backend %s, communicator %s, %d rank%s (EP group), %d step%s after %d warm-up, %d layer%s\n",
+              s.name.c_str(), o.backend.c_str(), comm->name().c_str(), comm->size(), comm->size() > 1 ? "s" : "", o.steps,
+              o.steps > 1 ? "s" : "", o.warmup, o.layers, o.layers > 1 ? "s" : "");
+  std::printf("  per rank: %lld tokens, hidden %lld, expert FFN %lld, %lld experts top-%d%s\n", static_cast<long long>(d.tokens),
+              static_cast<long long>(d.hidden), static_cast<long long>(d.ffn), static_cast<long long>(d.experts), d.top_k,
+              o.scale != 1.0 ? " (scaled down: see notes)" : "");
+  std::printf("  this machine: GEMM %.1f GFLOP/s (measured, 1024^3 FP32 Eigen, this build's ISA), copy %.1f GB/s\n", r.gemm_peak_flops / 1e9,
+              r.copy_bandwidth / 1e9);
+  std::printf("  %-24s %6s %11s %11s %12s %10s\n", "op", "calls", "median_ms", "model_ms", "GFLOP/s", "of_peak");
+  for (const auto& [name, st] : r.ops) {
+    std::vector<double> v = st.seconds;
+    std::sort(v.begin(), v.end());
+    const double med = v.empty() ? 0 : v[v.size() / 2];
+    if (st.flops > 0)
+      std::printf("  %-24s %6lld %11.3f %11.3f %12.1f %9.0f%%\n", name.c_str(), static_cast<long long>(st.calls), med * 1e3,
+                  st.predicted_s * 1e3, st.flops / med / 1e9, 100 * st.flops / med / r.gemm_peak_flops);
+    else
+      std::printf("  %-24s %6lld %11.3f %11.3f\n", name.c_str(), static_cast<long long>(st.calls), med * 1e3, st.predicted_s * 1e3);
+  }
+  int zero = 0;
+  for (double c : r.expert_rows) zero += c == 0;
+  std::printf("  experts with no tokens: %d of %zu\n", zero, r.expert_rows.size());
+  for (const auto& g : r.gates) std::printf("  gate ok: %s\n", g.c_str());
+  if (!r.notes.empty()) std::printf("  notes: %s\n", r.notes.c_str());
+  if (!o.out.empty()) {
+    write_atomically(o.out, exec::measurements_json(s, o, r, *comm) + "\n");
+    std::printf("  measurements written to %s\n", o.out.c_str());
+  }
+  return kExitOk;
+}
+#endif
+
 int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const std::string& f : files) {
@@ -332,6 +397,24 @@ int main(int argc, char** argv) {
   auto* params_cmd = app.add_subcommand("params", "List the cost model's named parameters: default, unit, range, reasoning");
   params_cmd->add_option("--format", params_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
+#ifdef MOEPERF_HAVE_EXECUTOR
+  std::string run_file;
+  std::vector<std::string> run_sets;
+  exec::RunOptions run_opt;
+  int64_t dry_tokens = 0;
+  auto* run_cmd = app.add_subcommand("run", "Execute the scenario's MoE layer forward and backward, check it, measure every op (under mpirun for many ranks)");
+  run_cmd->add_option("SCENARIO", run_file, "scenario file, e.g. examples/executor/cpu-small.json")->required();
+  run_cmd->add_option("--backend", run_opt.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  run_cmd->add_option("--layers", run_opt.layers, "MoE layers per step")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--steps", run_opt.steps, "timed steps")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--warmup", run_opt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--scale", run_opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--timeout", run_opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--out", run_opt.out, "measurements JSON (written by rank 0)");
+  run_cmd->add_option("--set", run_sets, "override a scenario field: PATH=VALUE");
+  run_cmd->add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
+#endif
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "Check files (systems, models, scenarios, building blocks); exit 2 if any is wrong");
   validate->add_option("FILE", validate_files, "files to check")->required();
@@ -346,6 +429,18 @@ int main(int argc, char** argv) {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
     if (*params_cmd) return cmd_params(params_format);
+#ifdef MOEPERF_HAVE_EXECUTOR
+    if (*run_cmd && dry_tokens > 0) {
+      const Scenario s = io::load_scenario(run_file, overrides(run_sets));
+      const int64_t off = exec::dry_run_last_row_offset(dry_tokens, s.model.top_k, s.model.hidden);
+      const int64_t rows = dry_tokens * s.model.top_k;
+      std::printf("dry run: %lld rows x %lld hidden FP32: last row at byte %lld (rows x hidden = %lld, %s 2^31)\n",
+                  static_cast<long long>(rows), static_cast<long long>(s.model.hidden), static_cast<long long>(off),
+                  static_cast<long long>(rows * s.model.hidden), rows * s.model.hidden >= (int64_t{1} << 31) ? "past" : "below");
+      return off == (rows - 1) * s.model.hidden * 4 ? kExitOk : kExitFailed;
+    }
+    if (*run_cmd) return cmd_run(run_file, run_sets, run_opt, &argc, &argv);
+#endif
     if (*compare_cmd) return cmd_compare(compare_files, compare_ablate, compare_sets, compare_format);
     if (*scale_cmd) return cmd_scale(scale_file, scale_gpus, scale_grow, scale_sets, scale_format);
     if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_format);

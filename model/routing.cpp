@@ -9,7 +9,6 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 namespace moeperf {
 namespace {
@@ -519,7 +518,8 @@ double two_level_max(double a, double b, double skew, int n, int G) {
 // for exchangeable sets, where c = 1/n) the load is Y - c sum Y with Y independent of variance
 // A = V / (1 - c), and max(Y - c sum Y) = max Y - c sum Y has the mean of max Y. The third cumulant
 // of Y - c sum Y is (1 - c)(1 - 2c) that of Y for exchangeable sets (as Poisson counts conditioned
-// on their sum give a binomial), so Y's is the load's divided by that; no skew for c >= 0.45.
+// on their sum give a binomial), so Y's is the load's divided by that. The factor vanishes at
+// c = 1/2 (two loads: the maximum m + |L - m| hardly feels skewness), so from c = 0.45 none is kept.
 Normal free_load(double mean, double var, double third, double var_share) {
   const double c = var_share;
   if (var <= 0 || c >= 1) return {mean, 0.0, 0.0};
@@ -751,10 +751,6 @@ double lattice_max(const std::vector<LatticeBlock>& blocks) {
   return e;
 }
 
-double rows_per_rank_balanced(int64_t tokens, int top_k, int ranks) {
-  return static_cast<double>(tokens) * top_k / ranks;
-}
-
 // The padded rows of the busiest rank when a rank's padded rows spread over many tiles: padded rows
 // of a rank = sum_e E[c_e] + beta (L - E L) + independent residual, with beta the variance-weighted
 // slope of its experts (padded_rows); L's standard deviation and third cumulant scale by beta.
@@ -911,7 +907,7 @@ LoadStats expected_loads(const Routing& r, const RouterSpec& router, int experts
   const double T = static_cast<double>(tokens);
   const Bounds by_expert = blocks(experts, 1), by_rank = blocks(experts, experts / ranks);
   LoadStats l;
-  l.mean_rank_rows = rows_per_rank_balanced(tokens, top_k, ranks);
+  l.mean_rank_rows = static_cast<double>(tokens) * top_k / ranks;
   if (p.kind == Process::Kind::balanced) {
     Process uniform = p;
     uniform.kind = Process::Kind::subsets;

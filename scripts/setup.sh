@@ -11,6 +11,8 @@ PACKAGES=(
   libcli11-dev         # the CLI
   libboost-graph-dev   # topology graph (header-only parts)
   libgtest-dev         # tests
+  libeigen3-dev        # executor: CPU backend GEMMs
+  libopenmpi-dev openmpi-bin  # executor: ranks across processes (mpirun)
 )
 
 missing=()

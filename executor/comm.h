@@ -1,0 +1,39 @@
+// Communicators of the executor: ragged all-to-all (64-bit counts), all-gather, sum all-reduce,
+// barrier and abort, over MPI between processes or in-process for one rank (loopback).
+//
+//   auto comm = make_communicator(&argc, &argv);   // MPI when launched by mpirun/srun, else loopback
+//   comm->alltoallv(send, send_bytes, recv, recv_bytes);
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moeperf::exec {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;
+  // Peer p gets send_bytes[p] bytes from `send` (peers' blocks consecutive, in rank order) and we
+  // get recv_bytes[p] from it into `recv` likewise. Counts are 64-bit: large exchanges are chunked.
+  virtual void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                         const std::vector<int64_t>& recv_bytes) = 0;
+  virtual void allgather(const void* send, int64_t bytes, void* recv) = 0;
+  virtual void allreduce_sum(double* data, int64_t n) = 0;
+  virtual void barrier() = 0;
+  [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
+};
+
+// MPI when the process was started by mpirun/srun (and moeperf was built with MPI), else loopback.
+std::unique_ptr<Communicator> make_communicator(int* argc, char*** argv);
+std::unique_ptr<Communicator> make_loopback();
+bool built_with_mpi();
+
+// Largest bytes one MPI call moves per peer; exchanges above it go in rounds (MPI counts are int).
+inline constexpr int64_t kMpiChunkBytes = int64_t{1} << 30;
+
+}  // namespace moeperf::exec

@@ -1,0 +1,620 @@
+// The MoE layer on the CPU backend: Eigen GEMMs (single-threaded: ranks already fill the cores)
+// and the reference kernels of kernels/reference, over the communicator.
+#include "executor/run.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unistd.h>
+
+#include "kernels/reference/moe_ref.h"
+#include "model/cost.h"
+#include "model/error.h"
+#include "model/routing.h"
+#include "model/step.h"
+#include "model/topology.h"
+
+namespace moeperf::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapM = Eigen::Map<Mat>;
+using CMapM = Eigen::Map<const Mat>;
+
+// SplitMix64: deterministic weights and data from (seed, stream) on every rank.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+double uniform(uint64_t seed, uint64_t i) { return static_cast<double>(mix(seed ^ mix(i)) >> 11) * 0x1.0p-53; }
+void fill(float* p, int64_t n, uint64_t seed, float scale) {
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>((2 * uniform(seed, static_cast<uint64_t>(i)) - 1) * scale);
+}
+enum : uint64_t { kRouterSeed = 11, kBiasSeed = 12, kW1Seed = 13, kW2Seed = 14, kS1Seed = 15, kS2Seed = 16, kXSeed = 17, kDySeed = 18, kGumbelSeed = 19 };
+
+std::string fmt(const char* f, double a, double b = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, f, a, b);
+  return buf;
+}
+
+// Times ops by name; only records when `record` is on (after warm-up).
+struct Recorder {
+  std::map<std::string, OpStats>* ops;
+  bool record = false;
+  template <class F>
+  void time(const std::string& name, double bytes, double flops, F&& f) {
+    const auto t0 = Clock::now();
+    f();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!record) return;
+    OpStats& o = (*ops)[name];
+    ++o.calls;
+    o.bytes = bytes;
+    o.flops = flops;
+    o.seconds.push_back(s);
+  }
+};
+
+// Watchdog: if a step is not done by its deadline, say so and end the process (mpirun then ends
+// the job); never a silent hang.
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, int rank) : timeout_(timeout_s), rank_(rank), th_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+  }
+  void arm(int step) {
+    std::lock_guard<std::mutex> l(m_);
+    step_ = step;
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
+    armed_ = true;
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> l(m_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(m_);
+    while (!stop_) {
+      cv_.wait_for(l, std::chrono::milliseconds(100));
+      if (armed_ && Clock::now() > deadline_) {
+        std::fprintf(stderr,
+                     "moeperf run: rank %d: step %d did not finish within %.0f s (--timeout): a peer failed or hangs; "
+                     "ending the job\n",
+                     rank_, step_, timeout_);
+        std::fflush(stderr);
+        std::_Exit(124);
+      }
+    }
+  }
+  double timeout_;
+  int rank_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false, armed_ = false;
+  int step_ = 0;
+  Clock::time_point deadline_;
+  std::thread th_;
+};
+
+struct Layer {
+  Dims d;
+  int rank = 0, ranks = 1;
+  int64_t el = 0;  // local experts
+  ref::RouterParams rp;
+  std::vector<float> router, bias, w1, w2, s1, s2, log_share;  // w1/w2: local experts only
+
+  void init(const Scenario& s, const Dims& dims, int r, int n) {
+    d = dims, rank = r, ranks = n, el = d.experts / n;
+    const int64_t h = d.hidden, f = d.ffn, e = d.experts;
+    const float sh = static_cast<float>(1.0 / std::sqrt(static_cast<double>(h)));
+    const float sf = static_cast<float>(1.0 / std::sqrt(static_cast<double>(f)));
+    router.resize(static_cast<size_t>(h * e));
+    fill(router.data(), h * e, kRouterSeed, sh);
+    bias.resize(static_cast<size_t>(e));
+    if (s.model.router.bias) fill(bias.data(), e, kBiasSeed, 0.01f);
+    w1.resize(static_cast<size_t>(el * h * 2 * f));
+    w2.resize(static_cast<size_t>(el * f * h));
+    for (int64_t x = 0; x < el; ++x) expert_weights(rank * el + x, w1.data() + x * h * 2 * f, w2.data() + x * f * h);
+    if (d.shared_ffn > 0) {
+      s1.resize(static_cast<size_t>(h * 2 * d.shared_ffn));
+      s2.resize(static_cast<size_t>(d.shared_ffn * h));
+      fill(s1.data(), h * 2 * d.shared_ffn, kS1Seed, sh);
+      fill(s2.data(), d.shared_ffn * h, kS2Seed, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.shared_ffn))));
+    }
+    (void)sf;
+    rp.tokens = d.tokens, rp.experts = e, rp.top_k = d.top_k;
+    if (s.routing.group_limited) rp.groups = s.model.router.groups, rp.topk_groups = s.model.router.topk_groups;
+    rp.score = s.model.router.score == RouterScore::sigmoid ? ref::Score::sigmoid : ref::Score::softmax;
+    // Skew: Gumbel-top-k on log(share) + noise draws k experts without replacement with
+    // probabilities proportional to the shares (Plackett-Luce), as the routing model assumes.
+    const std::vector<double> shares = expert_shares(s.routing, static_cast<int>(e));
+    log_share.resize(static_cast<size_t>(e));
+    for (int64_t x = 0; x < e; ++x)
+      log_share[static_cast<size_t>(x)] = shares[static_cast<size_t>(x)] > 0 ? static_cast<float>(std::log(shares[static_cast<size_t>(x)])) : -1e30f;
+    if (s.routing.distribution != RoutingDistribution::uniform && s.routing.distribution != RoutingDistribution::balanced) rp.groups = rp.topk_groups = 1;
+  }
+
+  void expert_weights(int64_t expert, float* w1e, float* w2e) const {
+    const int64_t h = d.hidden, f = d.ffn;
+    fill(w1e, h * 2 * f, kW1Seed * 1000003 + static_cast<uint64_t>(expert), static_cast<float>(1.0 / std::sqrt(static_cast<double>(h))));
+    fill(w2e, f * h, kW2Seed * 1000003 + static_cast<uint64_t>(expert), static_cast<float>(1.0 / std::sqrt(static_cast<double>(f))));
+  }
+
+  // Synthetic router logits for this step: x W_r plus the routing skew (Gumbel trick).
+  void skew(std::vector<float>& logits, int step) const {
+    const int64_t e = d.experts;
+    const uint64_t seed = kGumbelSeed ^ mix(static_cast<uint64_t>(step) * 1315423911u + static_cast<uint64_t>(rank));
+    for (int64_t t = 0; t < d.tokens; ++t)
+      for (int64_t x = 0; x < e; ++x) {
+        const double u = std::max(1e-300, uniform(seed, static_cast<uint64_t>(t * e + x)));
+        // The token's own scores enter at a tenth so the draw follows the requested shares.
+        logits[static_cast<size_t>(t * e + x)] = static_cast<float>(-std::log(-std::log(u))) + log_share[static_cast<size_t>(x)] +
+                                                 0.1f * logits[static_cast<size_t>(t * e + x)];
+      }
+  }
+};
+
+// Rows received for local experts arrive peer-major ([peer][local expert]); the grouped GEMM wants
+// expert-major ([local expert][peer]). perm[i] = the peer-major row that goes to expert-major row i.
+std::vector<int64_t> regroup_map(const std::vector<int64_t>& counts_from /*[peer][el]*/, int ranks, int64_t el,
+                                 std::vector<int64_t>& expert_offsets) {
+  std::vector<int64_t> peer_base(static_cast<size_t>(ranks) * static_cast<size_t>(el) + 1, 0);
+  for (size_t i = 0; i + 1 < peer_base.size(); ++i) peer_base[i + 1] = peer_base[i] + counts_from[i];
+  expert_offsets.assign(static_cast<size_t>(el) + 1, 0);
+  std::vector<int64_t> perm;
+  perm.reserve(static_cast<size_t>(peer_base.back()));
+  for (int64_t x = 0; x < el; ++x) {
+    for (int p = 0; p < ranks; ++p) {
+      const size_t i = static_cast<size_t>(p) * static_cast<size_t>(el) + static_cast<size_t>(x);
+      for (int64_t r = 0; r < counts_from[i]; ++r) perm.push_back(peer_base[i] + r);
+    }
+    expert_offsets[static_cast<size_t>(x) + 1] = static_cast<int64_t>(perm.size());
+  }
+  return perm;
+}
+
+void gather_rows(const float* in, const std::vector<int64_t>& perm, int64_t h, float* out) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    std::memcpy(out + static_cast<int64_t>(i) * h, in + perm[i] * h, sizeof(float) * static_cast<size_t>(h));
+}
+void scatter_rows(const float* in, const std::vector<int64_t>& perm, int64_t h, float* out) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    std::memcpy(out + perm[i] * h, in + static_cast<int64_t>(i) * h, sizeof(float) * static_cast<size_t>(h));
+}
+
+// Y_e = A_e W_e for each local expert (ragged row counts), with Eigen.
+void grouped(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) {
+  for (size_t x = 0; x + 1 < off.size(); ++x) {
+    const int64_t m = off[x + 1] - off[x];
+    if (m == 0) continue;
+    MapM(c + off[x] * n, m, n).noalias() = CMapM(a + off[x] * k, m, k) * CMapM(w + static_cast<int64_t>(x) * k * n, k, n);
+  }
+}
+// dA_e = dY_e W_e^T
+void grouped_dgrad(const float* dy, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) {
+  for (size_t x = 0; x + 1 < off.size(); ++x) {
+    const int64_t m = off[x + 1] - off[x];
+    if (m == 0) continue;
+    MapM(da + off[x] * k, m, k).noalias() = CMapM(dy + off[x] * n, m, n) * CMapM(w + static_cast<int64_t>(x) * k * n, k, n).transpose();
+  }
+}
+// dW_e = A_e^T dY_e; experts with no rows get exact zeros.
+void grouped_wgrad(const float* a, const float* dy, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) {
+  for (size_t x = 0; x + 1 < off.size(); ++x) {
+    const int64_t m = off[x + 1] - off[x];
+    MapM out(dw + static_cast<int64_t>(x) * k * n, k, n);
+    if (m == 0) {
+      out.setZero();
+      continue;
+    }
+    out.noalias() = CMapM(a + off[x] * k, m, k).transpose() * CMapM(dy + off[x] * n, m, n);
+  }
+}
+
+double measure_gemm_peak() {
+  const int64_t n = 1024;
+  Mat a = Mat::Random(n, n), b = Mat::Random(n, n), c(n, n);
+  c.noalias() = a * b;  // warm
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    c.noalias() = a * b;
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s);
+  }
+  return best;
+}
+
+double measure_copy_bandwidth() {
+  const size_t n = size_t{64} << 20;
+  std::vector<char> a(n, 1), b(n, 0);
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), n);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::max(best, 2.0 * static_cast<double>(n) / s);  // read + write
+  }
+  return best;
+}
+
+[[noreturn]] void gate_failed(Communicator&, const std::string& what) { throw GateError("correctness gate failed: " + what); }
+
+}  // namespace
+
+int64_t dry_run_last_row_offset(int64_t tokens, int top_k, int64_t hidden) {
+  return ref::row_offset_bytes(tokens * top_k - 1, hidden, static_cast<int64_t>(sizeof(float)));
+}
+
+RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm) {
+  if (o.backend != "cpu")
+    throw std::runtime_error("backend \"" + o.backend + "\" is not built: the CUDA backend is issue 7; use --backend cpu");
+  const ModelSpec& m = s.model;
+  if (!m.is_moe()) throw InputError("moeperf run executes MoE layers: " + m.name + " has no experts");
+  const int ranks = comm.size(), rank = comm.rank();
+  if (m.experts % ranks != 0)
+    throw InputError("the EP group is the " + std::to_string(ranks) + " ranks; it must divide the " +
+                     std::to_string(m.experts) + " experts");
+  RunResult res;
+  Dims& d = res.dims;
+  auto scaled = [&](int64_t v) { return std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(v) / o.scale))); };
+  d.tokens = scaled(s.batch.micro_batch * s.batch.seq_len / s.parallelism.cp / s.parallelism.tp);
+  d.hidden = scaled(m.hidden);
+  d.ffn = scaled(m.expert_ffn);
+  d.shared_ffn = m.shared_experts > 0 ? scaled(m.expert_ffn * m.shared_experts) : 0;
+  d.experts = m.experts;
+  d.top_k = m.top_k;
+  d.ranks = ranks;
+  if (ranks != s.parallelism.ep)
+    res.notes += "the EP group is the " + std::to_string(ranks) + " launched ranks (the scenario says ep = " +
+                 std::to_string(s.parallelism.ep) + "); ";
+  if (o.scale != 1.0) res.notes += "dimensions divided by --scale " + fmt("%g", o.scale) + " to fit this machine; ";
+
+  Layer L;
+  L.init(s, d, rank, ranks);
+  const int64_t T = d.tokens, H = d.hidden, F = d.ffn, E = d.experts, K = d.top_k, EL = L.el, R = T * K;
+  // The same sizes as doubles, for byte and FLOP counts.
+  const double fT = static_cast<double>(T), fH = static_cast<double>(H), fF = static_cast<double>(F),
+               fE = static_cast<double>(E), fR = static_cast<double>(R), fK = static_cast<double>(K),
+               fEL = static_cast<double>(EL);
+  (void)fK;
+  // This machine's ceilings, measured one rank at a time (ranks may share cores), then the best.
+  for (int r = 0; r < ranks; ++r) {
+    comm.barrier();
+    if (r == rank) res.gemm_peak_flops = measure_gemm_peak(), res.copy_bandwidth = measure_copy_bandwidth();
+  }
+  {
+    std::vector<double> all(static_cast<size_t>(2 * ranks));
+    const double mine[2] = {res.gemm_peak_flops, res.copy_bandwidth};
+    comm.allgather(mine, sizeof mine, all.data());
+    for (int r = 0; r < ranks; ++r)
+      res.gemm_peak_flops = std::max(res.gemm_peak_flops, all[static_cast<size_t>(2 * r)]),
+      res.copy_bandwidth = std::max(res.copy_bandwidth, all[static_cast<size_t>(2 * r + 1)]);
+  }
+  Recorder rec{&res.ops};
+  Watchdog dog(o.timeout_s, rank);
+  res.expert_rows.assign(static_cast<size_t>(E), 0.0);
+
+  std::vector<float> x(static_cast<size_t>(T * H)), dy(static_cast<size_t>(T * H));
+  fill(x.data(), T * H, kXSeed + static_cast<uint64_t>(rank), 1.0f);
+  fill(dy.data(), T * H, kDySeed + static_cast<uint64_t>(rank), 1.0f);
+  std::vector<float> logits(static_cast<size_t>(T * E)), topk_w(static_cast<size_t>(R)), rows(static_cast<size_t>(R * H));
+  std::vector<int32_t> topk_idx(static_cast<size_t>(R));
+  std::vector<int64_t> counts(static_cast<size_t>(E)), offsets(static_cast<size_t>(E) + 1), row_of_slot(static_cast<size_t>(R)),
+      slot_of_row(static_cast<size_t>(R));
+  std::vector<float> y(static_cast<size_t>(T * H)), y_first;
+  bool checked = false;
+
+  for (int step = 0; step < o.warmup + o.steps; ++step) {
+    rec.record = step >= o.warmup;
+    dog.arm(step);
+    for (int layer = 0; layer < o.layers; ++layer) {
+      // ---------------- forward
+      rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, [&] {
+        MapM(logits.data(), T, E).noalias() = CMapM(x.data(), T, H) * CMapM(L.router.data(), H, E);
+      });
+      L.skew(logits, step);
+      rec.time("moe.topk", 4.0 * fT * fE + 8.0 * fR, 0, [&] {
+        ref::router_topk(logits.data(), m.router.bias ? L.bias.data() : nullptr, L.rp, topk_idx.data(), topk_w.data());
+      });
+      rec.time("moe.permute", 4.0 * (fT * fH + fR * fH) + 16.0 * fR, 0, [&] {
+        ref::expert_counts(topk_idx.data(), T, static_cast<int>(K), E, counts.data(), offsets.data());
+        ref::permute_map(topk_idx.data(), T, static_cast<int>(K), E, offsets.data(), row_of_slot.data(), slot_of_row.data());
+        ref::permute(x.data(), T, H, static_cast<int>(K), slot_of_row.data(), rows.data());
+      });
+      // Count exchange: each peer learns how many rows of each of its experts we send.
+      std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
+      rec.time("moe.count_exchange", 8.0 * fE, 0, [&] {
+        comm.alltoallv(counts.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
+                       std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
+      });
+      std::vector<int64_t> send_b(static_cast<size_t>(ranks)), recv_b(static_cast<size_t>(ranks));
+      int64_t recv_rows = 0;
+      double frecv_rows = 0;
+      for (int p = 0; p < ranks; ++p) {
+        send_b[static_cast<size_t>(p)] = (offsets[static_cast<size_t>((p + 1) * EL)] - offsets[static_cast<size_t>(p * EL)]) * H * 4;
+        int64_t c = 0;
+        for (int64_t xe = 0; xe < EL; ++xe) c += counts_from[static_cast<size_t>(p * EL + xe)];
+        recv_b[static_cast<size_t>(p)] = c * H * 4;
+        recv_rows += c;
+      }
+      frecv_rows = static_cast<double>(recv_rows);
+      // Gate (every step): dropless - every routed row arrives somewhere, none twice.
+      double totals[2] = {static_cast<double>(recv_rows), static_cast<double>(R)};
+      comm.allreduce_sum(totals, 2);
+      if (totals[0] != totals[1] || totals[1] != static_cast<double>(T * K * ranks))
+        gate_failed(comm, "dropless: " + fmt("%.0f rows received, %.0f routed", totals[0], totals[1]));
+      if (rec.record)
+        for (int64_t e = 0; e < E; ++e) res.expert_rows[static_cast<size_t>(e)] += static_cast<double>(counts[static_cast<size_t>(e)]);
+      if (step == o.fault_step && rank == o.fault_rank) {
+        std::fprintf(stderr, "moeperf run: rank %d: fault injected in step %d: %s\n", rank, step,
+                     o.fault_hang ? "hanging in the dispatch" : "exiting in the dispatch");
+        std::fflush(stderr);
+        if (o.fault_hang)
+          for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+        std::_Exit(3);
+      }
+      std::vector<float> recv(static_cast<size_t>(recv_rows * H)), grouped_in(static_cast<size_t>(recv_rows * H));
+      rec.time("moe.dispatch", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(rows.data(), send_b, recv.data(), recv_b); });
+      std::vector<int64_t> eoff;
+      const std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff);
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { gather_rows(recv.data(), perm, H, grouped_in.data()); });
+      std::vector<float> h1(static_cast<size_t>(recv_rows * 2 * F)), act(static_cast<size_t>(recv_rows * F)),
+          h2(static_cast<size_t>(recv_rows * H));
+      rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, h1.data()); });
+      rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { ref::swiglu_fwd(h1.data(), recv_rows, F, act.data()); });
+      rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,                [&] { grouped(act.data(), L.w2.data(), eoff, F, H, h2.data()); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(h2.data(), perm, H, recv.data()); });
+      std::vector<float> back(static_cast<size_t>(R * H));
+      rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(recv.data(), recv_b, back.data(), send_b); });
+      rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
+        ref::unpermute(back.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y.data());
+      });
+      std::vector<float> sh1, sact;
+      if (d.shared_ffn > 0) {
+        const int64_t S = d.shared_ffn;
+        const double fS = static_cast<double>(S);
+        sh1.resize(static_cast<size_t>(T * 2 * S));
+        sact.resize(static_cast<size_t>(T * S));
+        rec.time("moe.shared_fc1", 4.0 * (fT * fH + fH * 2 * fS + fT * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
+          MapM(sh1.data(), T, 2 * S).noalias() = CMapM(x.data(), T, H) * CMapM(L.s1.data(), H, 2 * S);
+        });
+        rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { ref::swiglu_fwd(sh1.data(), T, S, sact.data()); });
+        rec.time("moe.shared_fc2", 4.0 * (fT * fS + fS * fH + 2 * fT * fH), 2.0 * fT * fS * fH, [&] {
+          MapM(y.data(), T, H).noalias() += CMapM(sact.data(), T, S) * CMapM(L.s2.data(), S, H);
+        });
+      }
+
+      // ---------------- correctness gates, once, before the timed steps
+      if (!checked && layer == 0) {
+        // Single-rank reference for this rank's tokens, with every expert's weights generated locally.
+        std::vector<float> w1(static_cast<size_t>(E * H * 2 * F)), w2(static_cast<size_t>(E * F * H));
+        for (int64_t e = 0; e < E; ++e) L.expert_weights(e, w1.data() + e * H * 2 * F, w2.data() + e * F * H);
+        std::vector<float> r1(static_cast<size_t>(R * 2 * F)), ra(static_cast<size_t>(R * F)), r2(static_cast<size_t>(R * H)),
+            yref(static_cast<size_t>(T * H));
+        ref::grouped_gemm(rows.data(), w1.data(), offsets.data(), E, H, 2 * F, r1.data());
+        ref::swiglu_fwd(r1.data(), R, F, ra.data());
+        ref::grouped_gemm(ra.data(), w2.data(), offsets.data(), E, F, H, r2.data());
+        ref::unpermute(r2.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), yref.data());
+        if (d.shared_ffn > 0)
+          MapM(yref.data(), T, H).noalias() += CMapM(sact.data(), T, d.shared_ffn) * CMapM(L.s2.data(), d.shared_ffn, H);
+        double err = 0, mag = 0;
+        for (size_t i = 0; i < yref.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(y[i] - yref[i]))), mag = std::max(mag, std::fabs(static_cast<double>(yref[i])));
+        if (!(err <= 1e-4 * std::max(mag, 1e-30)))
+          gate_failed(comm, fmt("multi-rank output differs from the single-rank reference: max |diff| %.3g vs max |y| %.3g", err, mag));
+        res.gates.push_back("multi-rank output equals the single-rank FP32 reference within 1e-4 of max |y| (" + fmt("%.2g", err / mag) + ")");
+        // Payload oracle: (source rank, token, slot, expert) travels with every row; each arrives once,
+        // at an expert of the receiving rank, and the combine brings every slot back to its place.
+        std::vector<int64_t> pay(static_cast<size_t>(R * 4)), got(static_cast<size_t>(recv_rows * 4)), ret(static_cast<size_t>(R * 4));
+        for (int64_t r = 0; r < R; ++r) {
+          const int64_t slot = slot_of_row[static_cast<size_t>(r)];
+          pay[static_cast<size_t>(r * 4)] = rank, pay[static_cast<size_t>(r * 4 + 1)] = slot / K, pay[static_cast<size_t>(r * 4 + 2)] = slot,
+                                     pay[static_cast<size_t>(r * 4 + 3)] = topk_idx[static_cast<size_t>(slot)];
+        }
+        std::vector<int64_t> sb4(send_b), rb4(recv_b);
+        for (auto& v : sb4) v = v / (H * 4) * 32;
+        for (auto& v : rb4) v = v / (H * 4) * 32;
+        comm.alltoallv(pay.data(), sb4, got.data(), rb4);
+        std::set<std::pair<int64_t, int64_t>> seen;
+        int64_t row = 0;
+        for (int p = 0; p < ranks; ++p)
+          for (int64_t xe = 0; xe < EL; ++xe)
+            for (int64_t c = 0; c < counts_from[static_cast<size_t>(p * EL + xe)]; ++c, ++row) {
+              const int64_t* g = &got[static_cast<size_t>(row * 4)];
+              if (g[0] != p || g[1] < 0 || g[1] >= T || g[3] != rank * EL + xe || !seen.insert({g[0], g[2]}).second)
+                gate_failed(comm, "payload: a dispatched row arrived at the wrong place or twice");
+            }
+        comm.alltoallv(got.data(), rb4, ret.data(), sb4);
+        for (int64_t r = 0; r < R; ++r)
+          if (ret[static_cast<size_t>(r * 4 + 2)] != slot_of_row[static_cast<size_t>(r)] || ret[static_cast<size_t>(r * 4)] != rank)
+            gate_failed(comm, "payload: the combine did not bring a row back to its slot");
+        res.gates.push_back("payload: every (source rank, token, slot) row reached the rank of its expert once and came back to its slot");
+        // Permute then un-permute with weights 1/k is the identity.
+        std::vector<float> ones(static_cast<size_t>(R), 1.0f / static_cast<float>(K)), ident(static_cast<size_t>(T * H));
+        ref::unpermute(rows.data(), T, H, static_cast<int>(K), row_of_slot.data(), ones.data(), ident.data());
+        for (size_t i = 0; i < ident.size(); ++i)
+          if (std::fabs(ident[i] - x[i]) > 1e-6f * (1 + std::fabs(x[i]))) gate_failed(comm, "permute then un-permute is not the identity");
+        res.gates.push_back("permute then un-permute (weights 1/k) is the identity within 1e-6");
+        // Determinism: the expert path and the combine again, on the same inputs, give the same bits.
+        {
+          std::vector<float> b1(h1.size()), ba(act.size()), b2(h2.size()), rv(recv.size()), bk(back.size()), y2(y.size());
+          grouped(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, b1.data());
+          ref::swiglu_fwd(b1.data(), recv_rows, F, ba.data());
+          grouped(ba.data(), L.w2.data(), eoff, F, H, b2.data());
+          scatter_rows(b2.data(), perm, H, rv.data());
+          comm.alltoallv(rv.data(), recv_b, bk.data(), send_b);
+          ref::unpermute(bk.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y2.data());
+          if (d.shared_ffn > 0)
+            MapM(y2.data(), T, H).noalias() += CMapM(sact.data(), T, d.shared_ffn) * CMapM(L.s2.data(), d.shared_ffn, H);
+          if (std::memcmp(y2.data(), y.data(), sizeof(float) * y.size()) != 0) gate_failed(comm, "two runs of the layer differ in their bits");
+          res.gates.push_back("two runs of the expert path and combine give identical bits");
+        }
+        y_first = y;
+      }
+
+      // ---------------- backward
+      std::vector<float> dx(static_cast<size_t>(T * H), 0.0f);
+      if (d.shared_ffn > 0) {
+        const int64_t S = d.shared_ffn;
+        const double fS = static_cast<double>(S);
+        std::vector<float> dact(static_cast<size_t>(T * S)), dh1(static_cast<size_t>(T * 2 * S)), ds1(static_cast<size_t>(H * 2 * S)),
+            ds2(static_cast<size_t>(S * H));
+        rec.time("moe.shared_fc2.dgrad", 4.0 * (fT * fH + fS * fH + fT * fS), 2.0 * fT * fS * fH, [&] {
+          MapM(dact.data(), T, S).noalias() = CMapM(dy.data(), T, H) * CMapM(L.s2.data(), S, H).transpose();
+        });
+        rec.time("moe.shared_fc2.wgrad", 4.0 * (fT * fS + fT * fH + fS * fH), 2.0 * fT * fS * fH, [&] {
+          MapM(ds2.data(), S, H).noalias() = CMapM(sact.data(), T, S).transpose() * CMapM(dy.data(), T, H);
+        });
+        rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { ref::swiglu_bwd(sh1.data(), dact.data(), T, S, dh1.data()); });
+        rec.time("moe.shared_fc1.dgrad", 4.0 * (fT * 2 * fS + fH * 2 * fS + fT * fH), 2.0 * fT * fH * 2 * fS, [&] {
+          MapM(dx.data(), T, H).noalias() = CMapM(dh1.data(), T, 2 * S) * CMapM(L.s1.data(), H, 2 * S).transpose();
+        });
+        rec.time("moe.shared_fc1.wgrad", 4.0 * (fT * fH + fT * 2 * fS + fH * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
+          MapM(ds1.data(), H, 2 * S).noalias() = CMapM(x.data(), T, H).transpose() * CMapM(dh1.data(), T, 2 * S);
+        });
+      }
+      std::vector<float> drows(static_cast<size_t>(R * H)), dw(static_cast<size_t>(R));
+      rec.time("moe.unpermute.bwd", 4.0 * (2 * fR * fH + fT * fH), 0, [&] {
+        ref::unpermute_bwd(back.data(), dy.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), drows.data(), dw.data());
+      });
+      std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
+      rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drows.data(), send_b, drecv.data(), recv_b); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { gather_rows(drecv.data(), perm, H, dgrouped.data()); });
+      std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
+          dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
+      std::fill(dw1.begin(), dw1.end(), std::nanf(""));  // a zero-token expert must overwrite these with zeros
+      std::fill(dw2.begin(), dw2.end(), std::nanf(""));
+      rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,                [&] { grouped_dgrad(dgrouped.data(), L.w2.data(), eoff, F, H, dact.data()); });
+      rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,                [&] { grouped_wgrad(act.data(), dgrouped.data(), eoff, F, H, dw2.data()); });
+      rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { ref::swiglu_bwd(h1.data(), dact.data(), recv_rows, F, dh1.data()); });
+      rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped_dgrad(dh1.data(), L.w1.data(), eoff, H, 2 * F, dxr.data()); });
+      rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped_wgrad(grouped_in.data(), dh1.data(), eoff, H, 2 * F, dw1.data()); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(dxr.data(), perm, H, drecv.data()); });
+      rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drecv.data(), recv_b, drows.data(), send_b); });
+      std::vector<float> dxe(static_cast<size_t>(T * H));
+      rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
+        ref::permute_bwd(drows.data(), T, H, static_cast<int>(K), row_of_slot.data(), dxe.data());
+      });
+      // Gate (every step): experts that received no rows have exact zero weight gradients.
+      for (int64_t xe = 0; xe < EL; ++xe)
+        if (eoff[static_cast<size_t>(xe) + 1] == eoff[static_cast<size_t>(xe)]) {
+          for (int64_t i = 0; i < H * 2 * F; ++i)
+            if (dw1[static_cast<size_t>(xe * H * 2 * F + i)] != 0.0f) gate_failed(comm, "a zero-token expert's FC1 weight gradient is not zero");
+          for (int64_t i = 0; i < F * H; ++i)
+            if (dw2[static_cast<size_t>(xe * F * H + i)] != 0.0f) gate_failed(comm, "a zero-token expert's FC2 weight gradient is not zero");
+        }
+      if (!checked && layer == 0) checked = true;
+    }
+    comm.barrier();
+    dog.disarm();
+  }
+  if (!y_first.empty()) res.gates.push_back("dropless on every step: rows received over all ranks = T x k x ranks");
+  // The measured histogram over all ranks; experts without tokens were checked on their ranks.
+  comm.allreduce_sum(res.expert_rows.data(), static_cast<int64_t>(res.expert_rows.size()));
+  std::string idle;
+  for (size_t e = 0; e < res.expert_rows.size(); ++e)
+    if (res.expert_rows[e] == 0) idle += (idle.empty() ? "" : ", ") + std::to_string(e);
+  if (!idle.empty())
+    res.gates.push_back("experts " + idle + " got no tokens: their weight gradients are exact zeros on their ranks, every step");
+
+  // The cost model's prediction for the same ops on this machine (its measured GEMM rate as the
+  // dense peak, its measured copy bandwidth as HBM; communication at the copy bandwidth).
+  Scenario cpu = s;
+  GpuSpec& g = cpu.system.domain.tray.gpu;
+  g.name = "this CPU (measured)";
+  g.dense_bf16 = g.dense_fp8 = FlopsPerSecond(res.gemm_peak_flops);
+  g.dense_mxfp8.reset();
+  g.dense_nvfp4.reset();
+  g.hbm_bandwidth = BytesPerSecond(res.copy_bandwidth);
+  cpu.gpus = 1;
+  const Topology topo = Topology::build(cpu.system, 1);
+  const Pricer pr(cpu, topo, cpu.calibration);
+  for (auto& [name, st] : res.ops) {
+    Op op;
+    op.name = name;
+    op.dtype = Dtype::fp32;
+    op.flops = Flops(st.flops);
+    op.hbm_bytes = Bytes(st.bytes);
+    const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
+                         name.find("exchange") != std::string::npos;
+    if (comm_op) {
+      st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
+      continue;
+    }
+    op.category = st.flops > 0 ? Category::gemm : Category::memory;
+    op.m = T, op.n = H, op.k = H;
+    if (name.find("expert_fc") != std::string::npos) op.m = std::max<int64_t>(1, R / E);
+    st.predicted_s = pr.compute_time(op).value();
+  }
+  return res;
+}
+
+std::string measurements_json(const Scenario& s, const RunOptions& o, const RunResult& r, const Communicator& comm) {
+  nlohmann::json j;
+  j["kind"] = "measurements";
+  j["scenario"] = {{"name", s.name}, {"file", o.scenario_file}};
+  j["backend"] = o.backend;
+  j["communicator"] = comm.name();
+  j["ranks"] = comm.size();
+  j["dims"] = {{"tokens_per_rank", r.dims.tokens}, {"hidden", r.dims.hidden}, {"expert_ffn", r.dims.ffn},
+               {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
+  j["steps"] = o.steps;
+  j["warmup"] = o.warmup;
+  j["layers"] = o.layers;
+  std::string cpu_model = "unknown";
+  if (std::ifstream in("/proc/cpuinfo"); in)
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model name", 0) == 0) {
+        cpu_model = line.substr(line.find(':') + 2);
+        break;
+      }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  j["machine"] = {{"cpu", cpu_model}, {"cores", std::thread::hardware_concurrency()}, {"host", host},
+                  {"gemm_peak_flops_measured", r.gemm_peak_flops}, {"copy_bandwidth_measured", r.copy_bandwidth}};
+  j["git_revision"] = MOEPERF_GIT_REVISION;
+  const std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  j["date"] = date;
+  for (const auto& [name, st] : r.ops) {
+    std::vector<double> v = st.seconds;
+    std::sort(v.begin(), v.end());
+    const double med = v.empty() ? 0 : v[v.size() / 2];
+    j["ops"][name] = {{"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
+                      {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
+                      {"predicted_s", st.predicted_s}};
+    if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
+  }
+  j["expert_rows_histogram"] = r.expert_rows;
+  j["gates_passed"] = r.gates;
+  j["notes"] = r.notes;
+  return j.dump(2);
+}
+
+}  // namespace moeperf::exec

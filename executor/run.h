@@ -1,0 +1,72 @@
+// `moeperf run`: executes a scenario's MoE layer forward and backward on a backend (CPU: Eigen
+// GEMMs and the reference kernels; CUDA: issue 7) over a communicator (MPI or loopback), checks
+// the correctness gates before any timing counts, measures every op, and writes measurements JSON
+// with the cost model's prediction for the same ops beside each measured time.
+//
+//   RunOptions o; o.steps = 5;
+//   RunResult r = run_scenario(scenario, o, *comm);    // every rank calls it
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "executor/comm.h"
+#include "model/specs.h"
+
+namespace moeperf::exec {
+
+struct RunOptions {
+  std::string backend = "cpu";
+  int layers = 1;
+  int steps = 3;
+  int warmup = 1;
+  double scale = 1.0;       // divide hidden, FFN sizes and tokens by this (say so in the output)
+  double timeout_s = 300;   // a step that does not finish in time ends the job with a message
+  std::string scenario_file;
+  std::string out;          // measurements JSON (rank 0 writes it)
+  // Fault injection for tests: the rank exits (or hangs) in this step's dispatch.
+  int fault_rank = -1, fault_step = -1;
+  bool fault_hang = false;
+};
+
+// A correctness gate failed: the caller ends the job on every rank (Communicator::abort).
+class GateError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OpStats {
+  int64_t calls = 0;
+  double bytes = 0, flops = 0;            // per call
+  std::vector<double> seconds;            // one per timed call
+  double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
+};
+
+struct Dims {
+  int64_t tokens = 0, hidden = 0, ffn = 0, shared_ffn = 0, experts = 0;
+  int top_k = 0, ranks = 1;
+};
+
+struct RunResult {
+  Dims dims;
+  std::map<std::string, OpStats> ops;
+  std::vector<double> expert_rows;        // measured histogram: rows per expert, all ranks, all steps
+  std::vector<std::string> gates;         // passed gates, in words
+  double gemm_peak_flops = 0;             // this machine's measured large-GEMM rate
+  double copy_bandwidth = 0;              // measured memcpy bandwidth (read + write)
+  std::string notes;
+};
+
+RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm);
+
+// The measurements JSON (what rank 0 writes with --out).
+std::string measurements_json(const Scenario& s, const RunOptions& o, const RunResult& r, const Communicator& comm);
+
+// Dry run of the 64-bit index arithmetic at a size past 2^31 (no allocation): returns the byte
+// offset of the last row of the permuted buffer for `tokens` x `top_k` rows of `hidden` floats.
+int64_t dry_run_last_row_offset(int64_t tokens, int top_k, int64_t hidden);
+
+}  // namespace moeperf::exec

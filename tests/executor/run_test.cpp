@@ -1,0 +1,119 @@
+// The executor as a user runs it: under mpirun with 4 ranks (EP 4, skewed routing with idle
+// experts) it passes its gates and writes measurements; a rank that exits or hangs mid-step ends
+// the job with a clear message in bounded time; 64-bit offsets past 2^31.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../model/io/temp_dir.h"
+#include "executor/run.h"
+
+namespace {
+
+using moeperf::testing::source;
+using moeperf::testing::TempDir;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  double seconds = 0;
+};
+
+Result sh(const std::string& cmd) {
+  Result r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string mpirun(int np) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 120 mpirun -np " +
+         std::to_string(np) + " --oversubscribe --mca btl self,vader ";
+}
+
+bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0 && moeperf::exec::built_with_mpi(); }
+
+TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  const std::string out = d.path("m.json");
+  const Result r = sh(mpirun(4) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") +
+                      " --backend cpu --steps 2 --warmup 1 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("communicator mpi, 4 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: multi-rank output equals the single-rank FP32 reference"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: payload"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: dropless on every step"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["ranks"], 4);
+  EXPECT_EQ(j["communicator"], "mpi");
+  // Histogram: T x k rows per rank per step, 2 timed steps, 4 ranks; experts 5, 6, 11 have share 0.
+  double sum = 0;
+  for (double v : j["expert_rows_histogram"]) sum += v;
+  EXPECT_DOUBLE_EQ(sum, 1024.0 * 4 * 4 * 2);
+  for (int e : {5, 6, 11}) EXPECT_EQ(j["expert_rows_histogram"][static_cast<size_t>(e)].get<double>(), 0.0) << e;
+  EXPECT_NE(r.out.find("experts 5, 6, 11 got no tokens"), std::string::npos) << r.out;
+  for (const char* op : {"moe.dispatch", "moe.expert_fc1", "moe.expert_fc1.wgrad", "moe.combine", "moe.unpermute"}) {
+    ASSERT_TRUE(j["ops"].contains(op)) << op;
+    EXPECT_EQ(j["ops"][op]["calls"], 2) << op;
+    EXPECT_GT(j["ops"][op]["median_s"].get<double>(), 0.0) << op;
+    EXPECT_GE(j["ops"][op]["max_s"].get<double>(), j["ops"][op]["min_s"].get<double>()) << op;
+  }
+  // GEMM rate against this machine's own measured peak, beside each GEMM.
+  EXPECT_GT(j["machine"]["gemm_peak_flops_measured"].get<double>(), 0.0);
+  EXPECT_GT(j["ops"]["moe.expert_fc1"]["fraction_of_measured_peak"].get<double>(), 0.0);
+  EXPECT_FALSE(j["git_revision"].get<std::string>().empty());
+}
+
+TEST(Executor, ARankThatExitsMidStepEndsTheJob) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  const Result r = sh("MOEPERF_FAULT=1:1 " + mpirun(4) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") +
+                      " --steps 3 --warmup 0 --timeout 20");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out instead of ending: " << r.out;  // `timeout` would say 124 after 120 s
+  EXPECT_LT(r.seconds, 60.0);
+  EXPECT_NE(r.out.find("rank 1: fault injected in step 1: exiting in the dispatch"), std::string::npos) << r.out;
+}
+
+TEST(Executor, ARankThatHangsEndsTheJobAtTheTimeout) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  const Result r = sh("MOEPERF_FAULT=2:1:hang " + mpirun(4) + MOEPERF_CLI + " run " +
+                      source("examples/executor/cpu-small.json") + " --steps 3 --warmup 0 --timeout 5");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_LT(r.seconds, 60.0) << r.out;
+  EXPECT_NE(r.out.find("did not finish within 5 s (--timeout): a peer failed or hangs"), std::string::npos) << r.out;
+}
+
+TEST(Executor, SixtyFourBitOffsetsPastTwoToThe31) {
+  // DeepSeek-V3 sizes: 300,000 tokens x k = 8 rows of 7,168 floats; rows x hidden = 1.7e10 > 2^31.
+  const int64_t tokens = 300000, hidden = 7168;
+  const int64_t off = moeperf::exec::dry_run_last_row_offset(tokens, 8, hidden);
+  EXPECT_EQ(off, (tokens * 8 - 1) * hidden * 4);
+  EXPECT_GT((tokens * 8 - 1) * hidden, int64_t{1} << 31);
+  const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/deepseek-v3/gb300-optimized.json") +
+                      " --dry-run-offsets 300000");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("last row at byte " + std::to_string(off)), std::string::npos) << r.out;
+}
+
+TEST(Executor, LoopbackRunsWithoutMpi) {
+  const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("communicator loopback, 1 rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the EP group is the 1 launched ranks (the scenario says ep = 4)"), std::string::npos) << r.out;
+}
+
+}  // namespace

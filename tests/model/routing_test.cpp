@@ -1,0 +1,483 @@
+// Routing / load-imbalance model: every figure against its closed form, an exact enumeration of the
+// Plackett-Luce draw, or a brute-force simulation of the same routing process (each token actually
+// draws its k distinct experts; the expected maximum is averaged over many micro-batches).
+#include "model/routing.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+namespace moeperf {
+namespace {
+
+// ---------------------------------------------------------------- brute force
+// SplitMix64 (Steele, Lea & Flood 2014, published constants): fast, and its own code here so the
+// reference shares nothing with the model.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed) {}
+  uint64_t next() {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform on [0, n) from 32 random bits (Lemire's multiply-shift; bias n / 2^32, immaterial here).
+  static int below(uint32_t bits, int n) { return static_cast<int>((static_cast<uint64_t>(bits) * static_cast<uint64_t>(n)) >> 32); }
+  int below(int n) { return below(static_cast<uint32_t>(next() >> 32), n); }
+
+ private:
+  uint64_t s_;
+};
+
+// Vose's alias table: one draw proportional to the shares in O(1).
+class Alias {
+ public:
+  explicit Alias(const std::vector<double>& shares) : prob_(shares.size()), alias_(shares.size(), 0) {
+    const int n = static_cast<int>(shares.size());
+    std::vector<double> scaled(shares.size());
+    std::vector<int> small, large;
+    for (int i = 0; i < n; ++i) {
+      scaled[i] = shares[i] * n;
+      (scaled[i] < 1 ? small : large).push_back(i);
+    }
+    while (!small.empty() && !large.empty()) {
+      const int s = small.back(), l = large.back();
+      small.pop_back();
+      prob_[s] = scaled[s];
+      alias_[s] = l;
+      scaled[l] -= 1 - scaled[s];
+      if (scaled[l] < 1) {
+        large.pop_back();
+        small.push_back(l);
+      }
+    }
+    for (int i : large) prob_[i] = 1;
+    for (int i : small) prob_[i] = 1;
+  }
+  int draw(Rng& rng) const {  // one 64-bit draw: 32 bits pick the column, 32 bits the coin
+    const uint64_t bits = rng.next();
+    const int i = Rng::below(static_cast<uint32_t>(bits >> 32), static_cast<int>(prob_.size()));
+    return static_cast<double>(bits & 0xffffffffULL) * 0x1.0p-32 < prob_[i] ? i : alias_[i];
+  }
+
+ private:
+  std::vector<double> prob_;
+  std::vector<int> alias_;
+};
+
+// One token's k distinct experts. Plackett-Luce by rejection: a draw proportional to the shares that
+// hits an expert already picked is redrawn, so each accepted pick is proportional to the shares of
+// the experts not yet picked, which is the sequential draw without replacement. Group-limited: M
+// distinct groups uniformly, then k distinct experts uniformly among their experts.
+struct Router {
+  int experts = 0, top_k = 0, groups = 1, topk_groups = 1;
+  std::vector<double> shares;  // empty: uniform
+};
+
+struct Simulated {
+  double max_rank_rows = 0, max_expert_rows = 0, distinct_ranks = 0, tile_rows = 0;
+  double max_rank_rows_se = 0;  // standard error of max_rank_rows
+};
+
+Simulated simulate(const Router& router, int ranks, int tokens, int tile, int samples, uint64_t seed) {
+  const int E = router.experts, k = router.top_k, per_rank = E / ranks, per_group = E / router.groups;
+  const Alias alias(router.shares.empty() ? std::vector<double>(E, 1.0 / E) : router.shares);
+  Rng rng(seed);
+  std::vector<int> picked_by(E, -1), rank_seen(ranks, -1), group_seen(router.groups, -1), rows(E), groups(router.topk_groups);
+  int token_id = 0;
+  double sum = 0, sum_sq = 0;
+  int64_t distinct = 0;
+  Simulated out;
+  for (int s = 0; s < samples; ++s) {
+    std::fill(rows.begin(), rows.end(), 0);
+    for (int t = 0; t < tokens; ++t, ++token_id) {
+      if (router.topk_groups < router.groups)
+        for (int m = 0; m < router.topk_groups;) {
+          const int g = rng.below(router.groups);
+          if (group_seen[g] == token_id) continue;
+          group_seen[g] = token_id;
+          groups[m++] = g;
+        }
+      for (int j = 0; j < k;) {
+        int e;
+        if (router.topk_groups < router.groups)
+          e = groups[rng.below(router.topk_groups)] * per_group + rng.below(per_group);
+        else if (router.shares.empty())
+          e = rng.below(E);
+        else
+          e = alias.draw(rng);
+        if (picked_by[e] == token_id) continue;
+        picked_by[e] = token_id;
+        ++rows[e];
+        ++j;
+        distinct += rank_seen[e / per_rank] != token_id;  // branch-free: the branch would mispredict
+        rank_seen[e / per_rank] = token_id;
+      }
+    }
+    int max_rank = 0, max_expert = 0, max_tile = 0;
+    for (int r = 0; r < ranks; ++r) {
+      int load = 0, padded = 0;
+      for (int e = r * per_rank; e < (r + 1) * per_rank; ++e) {
+        load += rows[e];
+        padded += (rows[e] + tile - 1) / tile * tile;
+        max_expert = std::max(max_expert, rows[e]);
+      }
+      max_rank = std::max(max_rank, load);
+      max_tile = std::max(max_tile, padded);
+    }
+    sum += max_rank;
+    sum_sq += static_cast<double>(max_rank) * max_rank;
+    out.max_expert_rows += max_expert;
+    out.tile_rows += max_tile;
+  }
+  const double n = samples;
+  out.max_rank_rows = sum / n;
+  out.max_rank_rows_se = std::sqrt((sum_sq / n - out.max_rank_rows * out.max_rank_rows) / n);
+  out.max_expert_rows /= n;
+  out.tile_rows /= n;
+  out.distinct_ranks = static_cast<double>(distinct) / (n * tokens);
+  return out;
+}
+
+Router router_for(const Routing& r, const RouterSpec& spec, int experts, int top_k) {
+  Router x{experts, top_k, spec.groups, spec.topk_groups, {}};
+  if (r.distribution != RoutingDistribution::uniform) x.shares = expert_shares(r, experts);
+  return x;
+}
+
+// ---------------------------------------------------------------- exact references
+// C(n, r) / C(m, r) as a product of ratios.
+double choose_ratio(int n, int m, int r) {
+  double x = 1;
+  for (int i = 0; i < r; ++i) x *= static_cast<double>(n - i) / (m - i);
+  return n < r ? 0.0 : x;
+}
+
+// Every ordered Plackett-Luce draw of k of the experts, with its probability
+// prod_i w(e_i) / (1 - sum_{j<i} w(e_j)); calls f(picks, probability).
+template <class F>
+void enumerate_plackett_luce(const std::vector<double>& w, int k, F f) {
+  std::vector<int> picks;
+  auto rec = [&](auto&& self, double prob, double used) -> void {
+    if (static_cast<int>(picks.size()) == k) return f(picks, prob);
+    for (int e = 0; e < static_cast<int>(w.size()); ++e) {
+      if (std::find(picks.begin(), picks.end(), e) != picks.end()) continue;
+      picks.push_back(e);
+      self(self, prob * w[e] / (1 - used), used + w[e]);
+      picks.pop_back();
+    }
+  };
+  rec(rec, 1.0, 0.0);
+}
+
+// E[max of n iid standard normals] = int_0^inf (1 - Phi^n) - int_-inf^0 Phi^n, trapezoid rule.
+double iid_normal_max_reference(int n) {
+  double s = 0;
+  const double h = 1e-3;
+  for (double x = -12; x <= 12; x += h) {
+    const double phi = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    s += (x >= 0 ? 1 - std::pow(phi, n) : -std::pow(phi, n)) * h;
+  }
+  return s;
+}
+
+Routing zipf(double s, uint64_t seed = 1) {
+  Routing r;
+  r.distribution = RoutingDistribution::zipf;
+  r.zipf_exponent = s;
+  r.seed = seed;
+  return r;
+}
+
+Routing dirichlet(double alpha, uint64_t seed = 1) {
+  Routing r;
+  r.distribution = RoutingDistribution::dirichlet;
+  r.dirichlet_alpha = alpha;
+  r.seed = seed;
+  return r;
+}
+
+Routing balanced() {
+  Routing r;
+  r.distribution = RoutingDistribution::balanced;
+  return r;
+}
+
+RouterSpec deepseek_groups() {  // DeepSeek-V3: n_group 8, topk_group 4
+  RouterSpec g;
+  g.groups = 8;
+  g.topk_groups = 4;
+  return g;
+}
+
+// ---------------------------------------------------------------- shares
+TEST(Routing, SharesOfEachDistribution) {
+  for (double x : expert_shares(Routing{}, 64)) EXPECT_DOUBLE_EQ(x, 1.0 / 64);
+  for (double x : expert_shares(balanced(), 64)) EXPECT_DOUBLE_EQ(x, 1.0 / 64);
+
+  // Zipf: sorted, the popularity-rank-i share is i^-s / H(E, s).
+  std::vector<double> z = expert_shares(zipf(1.2), 64);
+  double harmonic = 0;
+  for (int i = 1; i <= 64; ++i) harmonic += std::pow(i, -1.2);
+  std::vector<double> sorted = z;
+  std::sort(sorted.rbegin(), sorted.rend());
+  for (int i = 0; i < 64; ++i) EXPECT_NEAR(sorted[i], std::pow(i + 1, -1.2) / harmonic, 1e-15);
+  // The permutation spreads the 8 heaviest over the 8 ranks of 8 experts (all on one rank: the
+  // chance of that under a uniform permutation is 8 / C(64, 8) ~ 2e-9).
+  std::set<int> heavy_ranks;
+  for (int i = 0; i < 8; ++i)
+    heavy_ranks.insert(static_cast<int>(std::find(z.begin(), z.end(), sorted[i]) - z.begin()) / 8);
+  EXPECT_GT(heavy_ranks.size(), 1u);
+  EXPECT_EQ(expert_shares(zipf(1.2, 5), 64), expert_shares(zipf(1.2, 5), 64));
+  EXPECT_NE(expert_shares(zipf(1.2, 5), 64), expert_shares(zipf(1.2, 6), 64));
+
+  // Dirichlet(alpha): shares sum to 1 and vary as Var = (1/E)(1 - 1/E) / (E alpha + 1); one sample
+  // of E = 1024 estimates it within ~12 % (Gamma(1/2) has excess kurtosis 12).
+  const int E = 1024;
+  const double alpha = 0.5;
+  const std::vector<double> d = expert_shares(dirichlet(alpha, 3), E);
+  EXPECT_NEAR(std::accumulate(d.begin(), d.end(), 0.0), 1.0, 1e-12);
+  double var = 0;
+  for (double x : d) var += (x - 1.0 / E) * (x - 1.0 / E) / E;
+  EXPECT_NEAR(var / ((1.0 / E) * (1 - 1.0 / E) / (E * alpha + 1)), 1.0, 0.5);
+  EXPECT_EQ(expert_shares(dirichlet(alpha, 3), E), d);
+
+  Routing h;
+  h.distribution = RoutingDistribution::histogram;
+  h.histogram = {1, 3, 0, 4};
+  EXPECT_EQ(expert_shares(h, 4), (std::vector<double>{1.0 / 8, 3.0 / 8, 0.0, 4.0 / 8}));
+  EXPECT_THROW(expert_shares(h, 5), std::invalid_argument);
+}
+
+TEST(Routing, InvalidInputThrows) {
+  const RouterSpec none;
+  EXPECT_THROW(expected_loads(Routing{}, none, 64, 65, 8, 100), std::invalid_argument);  // k > E
+  EXPECT_THROW(expected_loads(Routing{}, none, 64, 8, 6, 100), std::invalid_argument);   // 6 does not divide 64
+  EXPECT_THROW(expected_loads(Routing{}, none, 64, 8, 8, -1), std::invalid_argument);
+  EXPECT_THROW(expected_loads(zipf(1.0), deepseek_groups(), 64, 8, 8, 100), std::invalid_argument);
+  RouterSpec tight = deepseek_groups();
+  tight.topk_groups = 1;  // 1 group of 8 experts cannot hold 9 picks
+  EXPECT_THROW(expected_loads(Routing{}, tight, 64, 9, 8, 100), std::invalid_argument);
+  EXPECT_THROW(expected_tile_rows(Routing{}, none, 64, 8, 8, 100, 0), std::invalid_argument);
+  EXPECT_THROW(expected_distinct_nodes(Routing{}, none, 64, 8, 8, 0), std::invalid_argument);
+  EXPECT_THROW(expert_shares(dirichlet(0.0), 64), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- Plackett-Luce per token
+TEST(Routing, PlackettLuceInclusionAndDistinctRanksMatchExactEnumeration) {
+  Routing h;
+  h.distribution = RoutingDistribution::histogram;
+  h.histogram = {9, 1, 4, 2, 7, 0.5, 3, 6};  // 8 experts, 4 ranks of 2, 2 nodes of 2 ranks
+  const int E = 8, k = 3, R = 4;
+  const std::vector<double> w = expert_shares(h, E);
+  std::vector<double> inclusion(E, 0.0);
+  double ranks = 0, nodes = 0;
+  enumerate_plackett_luce(w, k, [&](const std::vector<int>& picks, double prob) {
+    std::set<int> r, n;
+    for (int e : picks) {
+      inclusion[e] += prob;
+      r.insert(e / 2);
+      n.insert(e / 4);
+    }
+    ranks += prob * static_cast<double>(r.size());
+    nodes += prob * static_cast<double>(n.size());
+  });
+  const std::vector<double> pi = expert_inclusion(h, RouterSpec{}, E, k);
+  for (int e = 0; e < E; ++e) EXPECT_NEAR(pi[e], inclusion[e], 1e-9) << "expert " << e;
+  EXPECT_NEAR(expected_loads(h, RouterSpec{}, E, k, R, 1000).expected_distinct_ranks, ranks, 1e-9);
+  EXPECT_NEAR(expected_distinct_nodes(h, RouterSpec{}, E, k, R, 2), nodes, 1e-9);
+}
+
+TEST(Routing, InclusionSumsToTopK) {
+  for (const Routing& r : {zipf(1.0), zipf(2.0), dirichlet(0.2), dirichlet(3.0)}) {
+    const std::vector<double> pi = expert_inclusion(r, RouterSpec{}, 256, 8);
+    EXPECT_NEAR(std::accumulate(pi.begin(), pi.end(), 0.0), 8.0, 1e-9);
+    for (double x : pi) EXPECT_LE(x, 1.0);
+  }
+  for (double x : expert_inclusion(Routing{}, deepseek_groups(), 256, 8)) EXPECT_DOUBLE_EQ(x, 8.0 / 256);
+}
+
+// ---------------------------------------------------------------- distinct ranks and nodes
+TEST(Routing, UniformDistinctRanksClosedForm) {
+  for (int R : {1, 4, 8, 64}) {
+    const int E = 256, k = 8, per = E / R;
+    // R (1 - C(E - E/R, k) / C(E, k)): each rank is missed with that hypergeometric chance.
+    const double closed = R * (1 - choose_ratio(E - per, E, k));
+    EXPECT_NEAR(expected_loads(Routing{}, RouterSpec{}, E, k, R, 4096).expected_distinct_ranks, closed, 1e-12 * R);
+    EXPECT_NEAR(expected_distinct_nodes(Routing{}, RouterSpec{}, E, k, R, 1), closed, 1e-12 * R);
+  }
+  // Nodes of 4 ranks out of 64: 16 nodes of 16 experts, the same closed form with E/16.
+  EXPECT_NEAR(expected_distinct_nodes(Routing{}, RouterSpec{}, 256, 8, 64, 4), 16 * (1 - choose_ratio(256 - 16, 256, 8)),
+              1e-12);
+  // Balanced routing forces the totals, not a token's picks: same as uniform.
+  EXPECT_NEAR(expected_loads(balanced(), RouterSpec{}, 256, 8, 8, 4096).expected_distinct_ranks,
+              8 * (1 - choose_ratio(256 - 32, 256, 8)), 1e-12);
+}
+
+TEST(Routing, GroupLimitedDistinctRanks) {
+  const RouterSpec g = deepseek_groups();
+  const int E = 64, k = 8, M = g.topk_groups, per_group = E / g.groups, pool = M * per_group;
+  // One rank per group: a token meets exactly its M groups, each missed by all k picks with chance
+  // C(pool - per_group, k) / C(pool, k).
+  EXPECT_NEAR(expected_loads(Routing{}, g, E, k, g.groups, 512).expected_distinct_ranks,
+              M * (1 - choose_ratio(pool - per_group, pool, k)), 1e-12);
+  // Ranks holding two groups, and groups spread over two ranks: brute force, 5,000 micro-batches
+  // of 512 tokens (standard error ~4e-5 of the mean).
+  for (int R : {4, 16}) {
+    const double model = expected_loads(Routing{}, g, E, k, R, 512).expected_distinct_ranks;
+    const Simulated sim = simulate(router_for(Routing{}, g, E, k), R, 512, 16, 5000, 11);
+    EXPECT_NEAR(model, sim.distinct_ranks, 0.01 * sim.distinct_ranks) << "R = " << R;
+    EXPECT_NEAR(model, sim.distinct_ranks, 0.001 * sim.distinct_ranks) << "R = " << R;  // measured 3e-5
+  }
+}
+
+// ---------------------------------------------------------------- expected maxima
+TEST(Routing, UniformMaxRankMatchesBruteForce) {
+  struct Case {
+    int tokens, experts, top_k, ranks, samples;
+  };
+  // 100,000 micro-batches: T=512, E=64, k=8, R=8 (4e8 draws, ~2 s at -O3); and a wider group.
+  for (const Case& c : {Case{512, 64, 8, 8, 100000}, Case{256, 256, 8, 32, 100000}}) {
+    const LoadStats l = expected_loads(Routing{}, RouterSpec{}, c.experts, c.top_k, c.ranks, c.tokens);
+    const Simulated sim = simulate(router_for(Routing{}, RouterSpec{}, c.experts, c.top_k), c.ranks, c.tokens, 16,
+                                   c.samples, 7);
+    const double mean = static_cast<double>(c.tokens) * c.top_k / c.ranks;
+    EXPECT_DOUBLE_EQ(l.mean_rank_rows, mean);
+    EXPECT_NEAR(l.expected_max_rank_rows, sim.max_rank_rows, 0.01 * sim.max_rank_rows);
+    // The excess over the mean, which the 1 % above hardly tests: within 3 % (measured < 0.2 %;
+    // the simulation's standard error is ~0.2 % of it).
+    EXPECT_NEAR(l.expected_max_rank_rows - mean, sim.max_rank_rows - mean, 0.03 * (sim.max_rank_rows - mean));
+    EXPECT_NEAR(l.imbalance, l.expected_max_rank_rows / mean, 1e-15);
+    EXPECT_NEAR(l.expected_max_expert_rows, sim.max_expert_rows, 0.01 * sim.max_expert_rows);
+  }
+}
+
+TEST(Routing, SkewedSharesRaiseTheMaxAndMatchBruteForce) {
+  const int T = 512, E = 64, k = 8, R = 8;
+  const double uniform = expected_loads(Routing{}, RouterSpec{}, E, k, R, T).expected_max_rank_rows;
+  for (const Routing& r : {zipf(1.0, 7), dirichlet(0.5, 7)}) {
+    const LoadStats l = expected_loads(r, RouterSpec{}, E, k, R, T);
+    EXPECT_GT(l.expected_max_rank_rows, uniform);  // by 55 % (zipf) and 27 % (dirichlet) here
+    // 10,000 micro-batches: standard error ~0.02 % of the maximum.
+    const Simulated sim = simulate(router_for(r, RouterSpec{}, E, k), R, T, 16, 10000, 13);
+    EXPECT_NEAR(l.expected_max_rank_rows, sim.max_rank_rows, 0.02 * sim.max_rank_rows);
+    EXPECT_NEAR(l.expected_max_rank_rows, sim.max_rank_rows, 0.002 * sim.max_rank_rows);  // measured < 0.03 %
+    EXPECT_NEAR(l.expected_max_expert_rows, sim.max_expert_rows, 0.002 * sim.max_expert_rows);
+    EXPECT_NEAR(l.expected_distinct_ranks, sim.distinct_ranks, 0.001 * sim.distinct_ranks);
+  }
+}
+
+TEST(Routing, GroupLimitedMaxMatchesBruteForce) {
+  const RouterSpec g = deepseek_groups();
+  for (int R : {8, 16}) {  // a group per rank; a group over two ranks (two-level model)
+    const LoadStats l = expected_loads(Routing{}, g, 64, 8, R, 512);
+    const Simulated sim = simulate(router_for(Routing{}, g, 64, 8), R, 512, 16, 5000, 17);
+    EXPECT_NEAR(l.expected_max_rank_rows, sim.max_rank_rows, 0.005 * sim.max_rank_rows) << "R = " << R;
+    EXPECT_NEAR(l.expected_max_expert_rows, sim.max_expert_rows, 0.005 * sim.max_expert_rows) << "R = " << R;
+  }
+}
+
+TEST(Routing, LargeBatchApproachesTheExchangeableNormalLimit) {
+  // Uniform, T = 196,608: rank loads are normal with the hypergeometric per-token variance
+  // V = k (1/R)(1 - 1/R)(E - k)/(E - 1), summing to T k, so E[max] = T k/R + sqrt(T V R/(R - 1)) e_R
+  // (e_R: the expected max of R standard normals). The model's skewness term adds
+  // g/6 (E[Z_max^2] - 1) of the spread, g the loads' skewness (~(1 - 2/R) / sqrt(T k / R)): 0.1 %
+  // of it at R = 8, 0.5 % at R = 64; 1 % bounds both.
+  const int E = 256, k = 8;
+  const int64_t T = 196608;
+  for (int R : {8, 64}) {
+    const double V = k * (1.0 / R) * (1 - 1.0 / R) * (E - k) / (E - 1.0);
+    const double spread = std::sqrt(T * V * R / (R - 1.0));
+    const LoadStats l = expected_loads(Routing{}, RouterSpec{}, E, k, R, T);
+    const double normal_limit = static_cast<double>(T) * k / R + spread * iid_normal_max_reference(R);
+    EXPECT_NEAR(l.expected_max_rank_rows, normal_limit, 0.01 * spread);
+    EXPECT_GT(l.expected_max_rank_rows, normal_limit);  // positive skew: a longer upper tail
+  }
+}
+
+TEST(Routing, BalancedIsExact) {
+  const int E = 256, k = 8, R = 8;
+  const int64_t T = 4096;
+  const LoadStats l = expected_loads(balanced(), RouterSpec{}, E, k, R, T);
+  EXPECT_DOUBLE_EQ(l.mean_rank_rows, 4096.0 * 8 / 8);
+  EXPECT_DOUBLE_EQ(l.expected_max_rank_rows, 4096.0 * 8 / 8);
+  EXPECT_DOUBLE_EQ(l.expected_max_expert_rows, 4096.0 * 8 / 256);
+  EXPECT_DOUBLE_EQ(l.imbalance, 1.0);
+}
+
+TEST(Routing, AllMassOnOneExpert) {
+  const int E = 64, k = 8, R = 8, per = E / R;
+  const int64_t T = 4096;
+  Routing h;
+  h.distribution = RoutingDistribution::histogram;
+  h.histogram.assign(E, 0.0);
+  h.histogram[11] = 1;  // rank 1
+  const LoadStats l = expected_loads(h, RouterSpec{}, E, k, R, T);
+  // Every token picks expert 11 first (T rows), then k - 1 uniformly among the other E - 1, of
+  // which per - 1 sit on rank 1: that rank gets T (1 + (k - 1)(per - 1)/(E - 1)) rows on average,
+  // the others T (k - 1) per/(E - 1) = half as many, some 60 standard deviations below: the
+  // maximum is rank 1's mean, and the busiest expert is expert 11 with exactly T rows.
+  EXPECT_NEAR(l.expected_max_rank_rows, T * (1 + (k - 1.0) * (per - 1) / (E - 1)), 1e-9 * T);
+  EXPECT_NEAR(l.expected_max_expert_rows, static_cast<double>(T), 1e-9 * T);
+  // Distinct ranks: rank 1 always, each other rank unless all k - 1 picks miss its per experts.
+  EXPECT_NEAR(l.expected_distinct_ranks, 1 + (R - 1) * (1 - choose_ratio(E - 1 - per, E - 1, k - 1)), 1e-9);
+  const std::vector<double> pi = expert_inclusion(h, RouterSpec{}, E, k);
+  EXPECT_DOUBLE_EQ(pi[11], 1.0);
+  EXPECT_NEAR(pi[0], (k - 1.0) / (E - 1), 1e-15);
+}
+
+TEST(Routing, NoTokensNoRows) {
+  const LoadStats l = expected_loads(zipf(1.0), RouterSpec{}, 64, 8, 8, 0);
+  EXPECT_EQ(l.mean_rank_rows, 0.0);
+  EXPECT_EQ(l.expected_max_rank_rows, 0.0);
+  EXPECT_EQ(l.imbalance, 1.0);
+  EXPECT_EQ(expected_tile_rows(Routing{}, RouterSpec{}, 64, 8, 8, 0, 128), 0.0);
+}
+
+// ---------------------------------------------------------------- padding to a tile
+TEST(Routing, TileRowsBalancedClosedForm) {
+  const int E = 256, k = 8, R = 8;
+  const int64_t T = 4096;  // m = T k / E = 128 rows per expert
+  for (int tile : {1, 64, 128, 96, 200}) {
+    const double m = 4096.0 * 8 / 256;
+    EXPECT_DOUBLE_EQ(expected_tile_rows(balanced(), RouterSpec{}, E, k, R, T, tile),
+                     (E / R) * std::ceil(m / tile) * tile);
+  }
+}
+
+TEST(Routing, TileOfOneRowIsTheRowMaximum) {
+  for (int64_t T : {4096, 196608}) {
+    const LoadStats l = expected_loads(Routing{}, RouterSpec{}, 256, 8, 8, T);
+    EXPECT_NEAR(expected_tile_rows(Routing{}, RouterSpec{}, 256, 8, 8, T, 1), l.expected_max_rank_rows,
+                1e-9 * l.expected_max_rank_rows);
+  }
+}
+
+TEST(Routing, TileRowsMatchBruteForce) {
+  struct Case {
+    Routing routing;
+    RouterSpec router;
+    int experts, ranks, tokens, tile;
+  };
+  // Coarse tiles (lattice path: ranks spread over a few tiles) and fine ones (normal path).
+  const std::vector<Case> cases = {
+      {Routing{}, RouterSpec{}, 64, 8, 512, 16},        {Routing{}, RouterSpec{}, 64, 64, 512, 16},
+      {Routing{}, RouterSpec{}, 64, 8, 512, 2},         {zipf(1.0, 7), RouterSpec{}, 64, 8, 512, 16},
+      {Routing{}, deepseek_groups(), 64, 8, 512, 16},   {Routing{}, deepseek_groups(), 64, 64, 512, 16},
+  };
+  for (const Case& c : cases) {
+    const double model = expected_tile_rows(c.routing, c.router, c.experts, 8, c.ranks, c.tokens, c.tile);
+    const Simulated sim = simulate(router_for(c.routing, c.router, c.experts, 8), c.ranks, c.tokens, c.tile, 5000, 19);
+    EXPECT_NEAR(model, sim.tile_rows, 0.01 * sim.tile_rows)
+        << "R = " << c.ranks << ", tile = " << c.tile << ", groups = " << c.router.groups;
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
