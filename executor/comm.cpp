@@ -26,6 +26,9 @@ class Loopback final : public Communicator {
     if (bytes > 0) std::memcpy(recv, send, static_cast<size_t>(bytes));
   }
   void allreduce_sum(double*, int64_t) override {}
+  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
+    if (count > 0) std::memcpy(recv, send, sizeof(float) * static_cast<size_t>(count));
+  }
   void barrier() override {}
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "moeperf run: %s\n", message.c_str());
@@ -117,6 +120,19 @@ class Mpi final : public Communicator {
   }
   void allreduce_sum(double* data, int64_t n) override {
     check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  }
+  // In rounds of at most 2^28 floats per block so MPI's int counts hold.
+  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
+    const int64_t chunk = int64_t{1} << 28;
+    std::vector<float> buf;
+    for (int64_t lo = 0; lo < count; lo += chunk) {
+      const int64_t n = std::min(chunk, count - lo);
+      buf.resize(static_cast<size_t>(n * size_));
+      for (int p = 0; p < size_; ++p)
+        std::memcpy(buf.data() + p * n, send + p * count + lo, sizeof(float) * static_cast<size_t>(n));
+      check(MPI_Reduce_scatter_block(buf.data(), recv + lo, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+            "MPI_Reduce_scatter_block");
+    }
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   [[noreturn]] void abort(const std::string& message, int code) override {

@@ -24,6 +24,8 @@ class Communicator {
                          const std::vector<int64_t>& recv_bytes) = 0;
   virtual void allgather(const void* send, int64_t bytes, void* recv) = 0;
   virtual void allreduce_sum(double* data, int64_t n) = 0;
+  // Sums `send` (size() blocks of `count` floats) over ranks; this rank gets block rank() in `recv`.
+  virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count) = 0;
   virtual void barrier() = 0;
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };

@@ -20,6 +20,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "executor/backend.h"
 #include "kernels/reference/moe_ref.h"
 #include "model/cost.h"
 #include "model/error.h"
@@ -207,35 +208,6 @@ void scatter_rows(const float* in, const std::vector<int64_t>& perm, int64_t h, 
     std::memcpy(out + perm[i] * h, in + static_cast<int64_t>(i) * h, sizeof(float) * static_cast<size_t>(h));
 }
 
-// Y_e = A_e W_e for each local expert (ragged row counts), with Eigen.
-void grouped(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) {
-  for (size_t x = 0; x + 1 < off.size(); ++x) {
-    const int64_t m = off[x + 1] - off[x];
-    if (m == 0) continue;
-    MapM(c + off[x] * n, m, n).noalias() = CMapM(a + off[x] * k, m, k) * CMapM(w + static_cast<int64_t>(x) * k * n, k, n);
-  }
-}
-// dA_e = dY_e W_e^T
-void grouped_dgrad(const float* dy, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) {
-  for (size_t x = 0; x + 1 < off.size(); ++x) {
-    const int64_t m = off[x + 1] - off[x];
-    if (m == 0) continue;
-    MapM(da + off[x] * k, m, k).noalias() = CMapM(dy + off[x] * n, m, n) * CMapM(w + static_cast<int64_t>(x) * k * n, k, n).transpose();
-  }
-}
-// dW_e = A_e^T dY_e; experts with no rows get exact zeros.
-void grouped_wgrad(const float* a, const float* dy, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) {
-  for (size_t x = 0; x + 1 < off.size(); ++x) {
-    const int64_t m = off[x + 1] - off[x];
-    MapM out(dw + static_cast<int64_t>(x) * k * n, k, n);
-    if (m == 0) {
-      out.setZero();
-      continue;
-    }
-    out.noalias() = CMapM(a + off[x] * k, m, k).transpose() * CMapM(dy + off[x] * n, m, n);
-  }
-}
-
 double measure_gemm_peak() {
   const int64_t n = 1024;
   Mat a = Mat::Random(n, n), b = Mat::Random(n, n), c(n, n);
@@ -272,8 +244,8 @@ int64_t dry_run_last_row_offset(int64_t tokens, int top_k, int64_t hidden) {
 }
 
 RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm) {
-  if (o.backend != "cpu")
-    throw std::runtime_error("backend \"" + o.backend + "\" is not built: the CUDA backend is issue 7; use --backend cpu");
+  const std::unique_ptr<Backend> backend = make_backend(o.backend);
+  Backend& be = *backend;
   const ModelSpec& m = s.model;
   if (!m.is_moe()) throw InputError("moeperf run executes MoE layers: " + m.name + " has no experts");
   const int ranks = comm.size(), rank = comm.rank();
@@ -336,16 +308,16 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     for (int layer = 0; layer < o.layers; ++layer) {
       // ---------------- forward
       rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, [&] {
-        MapM(logits.data(), T, E).noalias() = CMapM(x.data(), T, H) * CMapM(L.router.data(), H, E);
+        be.gemm(x.data(), L.router.data(), logits.data(), T, E, H, false, false, false);
       });
       L.skew(logits, step);
       rec.time("moe.topk", 4.0 * fT * fE + 8.0 * fR, 0, [&] {
-        ref::router_topk(logits.data(), m.router.bias ? L.bias.data() : nullptr, L.rp, topk_idx.data(), topk_w.data());
+        be.router_topk(logits.data(), m.router.bias ? L.bias.data() : nullptr, L.rp, topk_idx.data(), topk_w.data());
       });
       rec.time("moe.permute", 4.0 * (fT * fH + fR * fH) + 16.0 * fR, 0, [&] {
-        ref::expert_counts(topk_idx.data(), T, static_cast<int>(K), E, counts.data(), offsets.data());
-        ref::permute_map(topk_idx.data(), T, static_cast<int>(K), E, offsets.data(), row_of_slot.data(), slot_of_row.data());
-        ref::permute(x.data(), T, H, static_cast<int>(K), slot_of_row.data(), rows.data());
+        be.expert_counts(topk_idx.data(), T, static_cast<int>(K), E, counts.data(), offsets.data());
+        be.permute_map(topk_idx.data(), T, static_cast<int>(K), E, offsets.data(), row_of_slot.data(), slot_of_row.data());
+        be.permute(x.data(), T, H, static_cast<int>(K), slot_of_row.data(), rows.data());
       });
       // Count exchange: each peer learns how many rows of each of its experts we send.
       std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
@@ -386,14 +358,14 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { gather_rows(recv.data(), perm, H, grouped_in.data()); });
       std::vector<float> h1(static_cast<size_t>(recv_rows * 2 * F)), act(static_cast<size_t>(recv_rows * F)),
           h2(static_cast<size_t>(recv_rows * H));
-      rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, h1.data()); });
-      rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { ref::swiglu_fwd(h1.data(), recv_rows, F, act.data()); });
-      rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,                [&] { grouped(act.data(), L.w2.data(), eoff, F, H, h2.data()); });
+      rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_gemm(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, h1.data()); });
+      rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { be.swiglu_fwd(h1.data(), recv_rows, F, act.data()); });
+      rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_gemm(act.data(), L.w2.data(), eoff, F, H, h2.data()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(h2.data(), perm, H, recv.data()); });
       std::vector<float> back(static_cast<size_t>(R * H));
       rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(recv.data(), recv_b, back.data(), send_b); });
       rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
-        ref::unpermute(back.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y.data());
+        be.unpermute(back.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y.data());
       });
       std::vector<float> sh1, sact;
       if (d.shared_ffn > 0) {
@@ -402,11 +374,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         sh1.resize(static_cast<size_t>(T * 2 * S));
         sact.resize(static_cast<size_t>(T * S));
         rec.time("moe.shared_fc1", 4.0 * (fT * fH + fH * 2 * fS + fT * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
-          MapM(sh1.data(), T, 2 * S).noalias() = CMapM(x.data(), T, H) * CMapM(L.s1.data(), H, 2 * S);
+          be.gemm(x.data(), L.s1.data(), sh1.data(), T, 2 * S, H, false, false, false);
         });
-        rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { ref::swiglu_fwd(sh1.data(), T, S, sact.data()); });
+        rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { be.swiglu_fwd(sh1.data(), T, S, sact.data()); });
         rec.time("moe.shared_fc2", 4.0 * (fT * fS + fS * fH + 2 * fT * fH), 2.0 * fT * fS * fH, [&] {
-          MapM(y.data(), T, H).noalias() += CMapM(sact.data(), T, S) * CMapM(L.s2.data(), S, H);
+          be.gemm(sact.data(), L.s2.data(), y.data(), T, H, S, false, false, true);
         });
       }
 
@@ -422,7 +394,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         ref::grouped_gemm(ra.data(), w2.data(), offsets.data(), E, F, H, r2.data());
         ref::unpermute(r2.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), yref.data());
         if (d.shared_ffn > 0)
-          MapM(yref.data(), T, H).noalias() += CMapM(sact.data(), T, d.shared_ffn) * CMapM(L.s2.data(), d.shared_ffn, H);
+          be.gemm(sact.data(), L.s2.data(), yref.data(), T, H, d.shared_ffn, false, false, true);
         double err = 0, mag = 0;
         for (size_t i = 0; i < yref.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(y[i] - yref[i]))), mag = std::max(mag, std::fabs(static_cast<double>(yref[i])));
         if (!(err <= 1e-4 * std::max(mag, 1e-30)))
@@ -463,14 +435,14 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         // Determinism: the expert path and the combine again, on the same inputs, give the same bits.
         {
           std::vector<float> b1(h1.size()), ba(act.size()), b2(h2.size()), rv(recv.size()), bk(back.size()), y2(y.size());
-          grouped(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, b1.data());
-          ref::swiglu_fwd(b1.data(), recv_rows, F, ba.data());
-          grouped(ba.data(), L.w2.data(), eoff, F, H, b2.data());
+          be.grouped_gemm(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, b1.data());
+          be.swiglu_fwd(b1.data(), recv_rows, F, ba.data());
+          be.grouped_gemm(ba.data(), L.w2.data(), eoff, F, H, b2.data());
           scatter_rows(b2.data(), perm, H, rv.data());
           comm.alltoallv(rv.data(), recv_b, bk.data(), send_b);
-          ref::unpermute(bk.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y2.data());
+          be.unpermute(bk.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y2.data());
           if (d.shared_ffn > 0)
-            MapM(y2.data(), T, H).noalias() += CMapM(sact.data(), T, d.shared_ffn) * CMapM(L.s2.data(), d.shared_ffn, H);
+            be.gemm(sact.data(), L.s2.data(), y2.data(), T, H, d.shared_ffn, false, false, true);
           if (std::memcmp(y2.data(), y.data(), sizeof(float) * y.size()) != 0) gate_failed(comm, "two runs of the layer differ in their bits");
           res.gates.push_back("two runs of the expert path and combine give identical bits");
         }
@@ -485,22 +457,38 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         std::vector<float> dact(static_cast<size_t>(T * S)), dh1(static_cast<size_t>(T * 2 * S)), ds1(static_cast<size_t>(H * 2 * S)),
             ds2(static_cast<size_t>(S * H));
         rec.time("moe.shared_fc2.dgrad", 4.0 * (fT * fH + fS * fH + fT * fS), 2.0 * fT * fS * fH, [&] {
-          MapM(dact.data(), T, S).noalias() = CMapM(dy.data(), T, H) * CMapM(L.s2.data(), S, H).transpose();
+          be.gemm(dy.data(), L.s2.data(), dact.data(), T, S, H, false, true, false);
         });
         rec.time("moe.shared_fc2.wgrad", 4.0 * (fT * fS + fT * fH + fS * fH), 2.0 * fT * fS * fH, [&] {
-          MapM(ds2.data(), S, H).noalias() = CMapM(sact.data(), T, S).transpose() * CMapM(dy.data(), T, H);
+          be.gemm(sact.data(), dy.data(), ds2.data(), S, H, T, true, false, false);
         });
-        rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { ref::swiglu_bwd(sh1.data(), dact.data(), T, S, dh1.data()); });
+        rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { be.swiglu_bwd(sh1.data(), dact.data(), T, S, dh1.data()); });
         rec.time("moe.shared_fc1.dgrad", 4.0 * (fT * 2 * fS + fH * 2 * fS + fT * fH), 2.0 * fT * fH * 2 * fS, [&] {
-          MapM(dx.data(), T, H).noalias() = CMapM(dh1.data(), T, 2 * S) * CMapM(L.s1.data(), H, 2 * S).transpose();
+          be.gemm(dh1.data(), L.s1.data(), dx.data(), T, H, 2 * S, false, true, false);
         });
         rec.time("moe.shared_fc1.wgrad", 4.0 * (fT * fH + fT * 2 * fS + fH * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
-          MapM(ds1.data(), H, 2 * S).noalias() = CMapM(x.data(), T, H).transpose() * CMapM(dh1.data(), T, 2 * S);
+          be.gemm(x.data(), dh1.data(), ds1.data(), H, 2 * S, T, true, false, false);
         });
+        // The shared expert is data-parallel over the EP ranks: its gradients are reduce-scattered
+        // (ZeRO / FSDP style). Gate: the shards add up to the sum of every rank's gradient.
+        const int64_t shard = (H * 2 * S + ranks - 1) / ranks;
+        std::vector<float> padded(static_cast<size_t>(shard * ranks), 0.0f), mine(static_cast<size_t>(shard));
+        std::copy(ds1.begin(), ds1.end(), padded.begin());
+        rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0,
+                 [&] { comm.reduce_scatter_sum(padded.data(), mine.data(), shard); });
+        if (!checked && layer == 0) {
+          double sums[2] = {0, 0};
+          for (float v : mine) sums[0] += static_cast<double>(v);
+          for (float v : ds1) sums[1] += static_cast<double>(v);
+          comm.allreduce_sum(sums, 2);
+          if (std::fabs(sums[0] - sums[1]) > 1e-3 * (1 + std::fabs(sums[1])))
+            gate_failed(comm, "reduce-scatter of the shared expert's gradient lost or duplicated a shard");
+          res.gates.push_back("reduce-scatter: the shared expert's gradient shards add up to the ranks' summed gradient");
+        }
       }
       std::vector<float> drows(static_cast<size_t>(R * H)), dw(static_cast<size_t>(R));
       rec.time("moe.unpermute.bwd", 4.0 * (2 * fR * fH + fT * fH), 0, [&] {
-        ref::unpermute_bwd(back.data(), dy.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), drows.data(), dw.data());
+        be.unpermute_bwd(back.data(), dy.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), drows.data(), dw.data());
       });
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
       rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drows.data(), send_b, drecv.data(), recv_b); });
@@ -509,17 +497,25 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
       std::fill(dw1.begin(), dw1.end(), std::nanf(""));  // a zero-token expert must overwrite these with zeros
       std::fill(dw2.begin(), dw2.end(), std::nanf(""));
-      rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,                [&] { grouped_dgrad(dgrouped.data(), L.w2.data(), eoff, F, H, dact.data()); });
-      rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,                [&] { grouped_wgrad(act.data(), dgrouped.data(), eoff, F, H, dw2.data()); });
-      rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { ref::swiglu_bwd(h1.data(), dact.data(), recv_rows, F, dh1.data()); });
-      rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped_dgrad(dh1.data(), L.w1.data(), eoff, H, 2 * F, dxr.data()); });
-      rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { grouped_wgrad(grouped_in.data(), dh1.data(), eoff, H, 2 * F, dw1.data()); });
+      rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_dgrad(dgrouped.data(), L.w2.data(), eoff, F, H, dact.data()); });
+      rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_wgrad(act.data(), dgrouped.data(), eoff, F, H, dw2.data()); });
+      rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { be.swiglu_bwd(h1.data(), dact.data(), recv_rows, F, dh1.data()); });
+      rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_dgrad(dh1.data(), L.w1.data(), eoff, H, 2 * F, dxr.data()); });
+      rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_wgrad(grouped_in.data(), dh1.data(), eoff, H, 2 * F, dw1.data()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(dxr.data(), perm, H, drecv.data()); });
       rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drecv.data(), recv_b, drows.data(), send_b); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
       rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
-        ref::permute_bwd(drows.data(), T, H, static_cast<int>(K), row_of_slot.data(), dxe.data());
+        be.permute_bwd(drows.data(), T, H, static_cast<int>(K), row_of_slot.data(), dxe.data());
       });
+      // Router: routing-weight gradients back through the score function, then its GEMM.
+      std::vector<float> dlogits(static_cast<size_t>(T * E)), drouter(static_cast<size_t>(H * E));
+      rec.time("moe.router.bwd", 4.0 * (2 * fT * fE + 2 * fR), 0,
+               [&] { be.router_bwd(logits.data(), topk_idx.data(), dw.data(), L.rp, dlogits.data()); });
+      rec.time("moe.router.dgrad", 4.0 * (fT * fE + fH * fE + fT * fH), 2.0 * fT * fE * fH,
+               [&] { be.gemm(dlogits.data(), L.router.data(), dxe.data(), T, H, E, false, true, true); });
+      rec.time("moe.router.wgrad", 4.0 * (fT * fH + fT * fE + fH * fE), 2.0 * fT * fE * fH,
+               [&] { be.gemm(x.data(), dlogits.data(), drouter.data(), H, E, T, true, false, false); });
       // Gate (every step): experts that received no rows have exact zero weight gradients.
       for (int64_t xe = 0; xe < EL; ++xe)
         if (eoff[static_cast<size_t>(xe) + 1] == eoff[static_cast<size_t>(xe)]) {

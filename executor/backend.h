@@ -1,0 +1,59 @@
+// The executor's backend: the compute ops of one MoE layer on one device, over raw pointers to
+// buffers the caller owns (host memory for the CPU backend; device memory for CUDA, issue 7).
+// One op sequence (executor/run.cpp, op names shared with the model) drives every backend.
+//
+//   auto be = make_backend("cpu");
+//   be->gemm(x, w, y, m, n, k, false, false, false);   // y = x w
+//   be->synchronize();                                  // timers measure completed work
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/reference/moe_ref.h"
+
+namespace moeperf::exec {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual void synchronize() = 0;
+  // C[m x n] (+)= op(A) op(B); A is [m x k] ([k x m] if trans_a), B is [k x n] ([n x k] if trans_b).
+  virtual void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
+                    bool accumulate) = 0;
+  // Ragged groups: group x owns rows [off[x], off[x+1]) of A/C and weight x of w (K x N each).
+  virtual void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n,
+                            float* c) = 0;
+  virtual void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n,
+                             float* da) = 0;
+  // Groups with no rows get exact zeros.
+  virtual void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n,
+                             float* dw) = 0;
+  virtual void swiglu_fwd(const float* gate_up, int64_t rows, int64_t inter, float* out) = 0;
+  virtual void swiglu_bwd(const float* gate_up, const float* dout, int64_t rows, int64_t inter, float* dgate_up) = 0;
+  virtual void router_topk(const float* logits, const float* bias, const ref::RouterParams& p, int32_t* idx, float* w) = 0;
+  // dlogits [tokens x experts] from the routing-weight gradients dw [tokens x k] of the selected experts
+  // (through the score function; the top-k renormalization is treated as constant).
+  virtual void router_bwd(const float* logits, const int32_t* idx, const float* dw, const ref::RouterParams& p,
+                          float* dlogits) = 0;
+  virtual void expert_counts(const int32_t* idx, int64_t tokens, int top_k, int64_t experts, int64_t* counts,
+                             int64_t* offsets) = 0;
+  virtual void permute_map(const int32_t* idx, int64_t tokens, int top_k, int64_t experts, const int64_t* offsets,
+                           int64_t* row_of_slot, int64_t* slot_of_row) = 0;
+  virtual void permute(const float* x, int64_t tokens, int64_t hidden, int top_k, const int64_t* slot_of_row, float* out) = 0;
+  virtual void unpermute(const float* rows, int64_t tokens, int64_t hidden, int top_k, const int64_t* row_of_slot,
+                         const float* w, float* out) = 0;
+  virtual void unpermute_bwd(const float* rows, const float* dout, int64_t tokens, int64_t hidden, int top_k,
+                             const int64_t* row_of_slot, const float* w, float* drows, float* dw) = 0;
+  virtual void permute_bwd(const float* drows, int64_t tokens, int64_t hidden, int top_k, const int64_t* row_of_slot,
+                           float* dx) = 0;
+};
+
+// "cpu": Eigen GEMMs (single-threaded: MPI ranks fill the cores) and the reference kernels.
+// "cuda" is issue 7; asking for it throws with that message.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace moeperf::exec

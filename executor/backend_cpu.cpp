@@ -1,0 +1,121 @@
+#include <Eigen/Dense>
+#include <cmath>
+#include <stdexcept>
+
+#include "executor/backend.h"
+
+namespace moeperf::exec {
+namespace {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapM = Eigen::Map<Mat>;
+using CMapM = Eigen::Map<const Mat>;
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  void synchronize() override {}
+
+  void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) override {
+    MapM C(c, m, n);
+    const CMapM A(a, ta ? k : m, ta ? m : k), B(b, tb ? n : k, tb ? k : n);
+    auto run = [&](const auto& x, const auto& y) {
+      if (acc) C.noalias() += x * y;
+      else C.noalias() = x * y;
+    };
+    if (!ta && !tb) run(A, B);
+    else if (ta && !tb) run(A.transpose(), B);
+    else if (!ta && tb) run(A, B.transpose());
+    else run(A.transpose(), B.transpose());
+  }
+  void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      if (m > 0) gemm(a + off[x] * k, w + static_cast<int64_t>(x) * k * n, c + off[x] * n, m, n, k, false, false, false);
+    }
+  }
+  void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      if (m > 0) gemm(dc + off[x] * n, w + static_cast<int64_t>(x) * k * n, da + off[x] * k, m, k, n, false, true, false);
+    }
+  }
+  void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      float* out = dw + static_cast<int64_t>(x) * k * n;
+      if (m == 0) {
+        MapM(out, k, n).setZero();
+        continue;
+      }
+      gemm(a + off[x] * k, dc + off[x] * n, out, k, n, m, true, false, false);
+    }
+  }
+  void swiglu_fwd(const float* g, int64_t rows, int64_t inter, float* out) override { ref::swiglu_fwd(g, rows, inter, out); }
+  void swiglu_bwd(const float* g, const float* d, int64_t rows, int64_t inter, float* dg) override {
+    ref::swiglu_bwd(g, d, rows, inter, dg);
+  }
+  void router_topk(const float* logits, const float* bias, const ref::RouterParams& p, int32_t* idx, float* w) override {
+    ref::router_topk(logits, bias, p, idx, w);
+  }
+  void router_bwd(const float* logits, const int32_t* idx, const float* dw, const ref::RouterParams& p, float* dl) override {
+    const int64_t e = p.experts;
+    for (int64_t t = 0; t < p.tokens; ++t) {
+      const float* l = logits + t * e;
+      float* d = dl + t * e;
+      for (int64_t x = 0; x < e; ++x) d[x] = 0.0f;
+      if (p.score == ref::Score::sigmoid) {
+        for (int j = 0; j < p.top_k; ++j) {
+          const int32_t x = idx[t * p.top_k + j];
+          const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(l[x])));
+          d[x] = static_cast<float>(dw[t * p.top_k + j] * s * (1 - s));
+        }
+      } else {
+        // softmax: dl_x = p_x (g_x - sum_j p_j g_j), g the weight gradient on the selected experts.
+        double mx = l[0];
+        for (int64_t x = 1; x < e; ++x) mx = std::max(mx, static_cast<double>(l[x]));
+        double z = 0;
+        for (int64_t x = 0; x < e; ++x) z += std::exp(l[x] - mx);
+        double dot = 0;
+        for (int j = 0; j < p.top_k; ++j) {
+          const int32_t x = idx[t * p.top_k + j];
+          dot += std::exp(l[x] - mx) / z * dw[t * p.top_k + j];
+        }
+        for (int64_t x = 0; x < e; ++x) d[x] = static_cast<float>(-std::exp(l[x] - mx) / z * dot);
+        for (int j = 0; j < p.top_k; ++j) {
+          const int32_t x = idx[t * p.top_k + j];
+          d[x] += static_cast<float>(std::exp(l[x] - mx) / z * dw[t * p.top_k + j]);
+        }
+      }
+    }
+  }
+  void expert_counts(const int32_t* idx, int64_t tokens, int k, int64_t experts, int64_t* counts, int64_t* offsets) override {
+    ref::expert_counts(idx, tokens, k, experts, counts, offsets);
+  }
+  void permute_map(const int32_t* idx, int64_t tokens, int k, int64_t experts, const int64_t* offsets, int64_t* ros,
+                   int64_t* sor) override {
+    ref::permute_map(idx, tokens, k, experts, offsets, ros, sor);
+  }
+  void permute(const float* x, int64_t tokens, int64_t hidden, int k, const int64_t* sor, float* out) override {
+    ref::permute(x, tokens, hidden, k, sor, out);
+  }
+  void unpermute(const float* rows, int64_t tokens, int64_t hidden, int k, const int64_t* ros, const float* w, float* out) override {
+    ref::unpermute(rows, tokens, hidden, k, ros, w, out);
+  }
+  void unpermute_bwd(const float* rows, const float* dout, int64_t tokens, int64_t hidden, int k, const int64_t* ros,
+                     const float* w, float* drows, float* dw) override {
+    ref::unpermute_bwd(rows, dout, tokens, hidden, k, ros, w, drows, dw);
+  }
+  void permute_bwd(const float* drows, int64_t tokens, int64_t hidden, int k, const int64_t* ros, float* dx) override {
+    ref::permute_bwd(drows, tokens, hidden, k, ros, dx);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cpu") return std::make_unique<CpuBackend>();
+  throw std::runtime_error("backend \"" + name + "\" is not built: the CUDA backend is issue 7; use --backend cpu");
+}
+
+}  // namespace moeperf::exec
