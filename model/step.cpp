@@ -198,6 +198,29 @@ class Lowering {
     return std::max(load_.max_rows, e_local * load_.max_expert_rows);
   }
 
+  // How the busiest rank runs its expert GEMMs: a ragged grouped GEMM pads each expert's rows to
+  // the tile; without it, the counts go to the host first (moe.count_sync, on the critical path)
+  // and one GEMM per expert runs, every expert padded to the busiest one.
+  struct ExpertGemms {
+    std::vector<int32_t> after;  // what the first expert GEMM waits for
+    int launches = 1;
+    double rows_exec = 0;        // rows computed (padding included)
+    double rows_gemm = 0;        // rows of the GEMM shape (for its efficiency)
+  };
+  ExpertGemms expert_gemms(int l, std::vector<int32_t> after) {
+    ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows};
+    if (s_.stack.grouped_gemm) return g;
+    Op sync;
+    sync.name = "moe.count_sync";
+    sync.category = Category::sync;
+    sync.layer = l;
+    sync.deps = g.after;
+    g.after = {emit(std::move(sync))};
+    g.launches = static_cast<int>(d(m_.experts) / d(p_.ep));
+    g.rows_exec = g.rows_gemm = padded_rows();
+    return g;
+  }
+
   // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
   double dispatch_fanout() const {
     switch (s_.stack.dispatcher) {
@@ -221,21 +244,11 @@ class Lowering {
     if (overlap_shared) shared_expert(l, f, dd);
     // Expert GEMMs on the busiest rank: ragged grouped GEMM pads each expert's rows to the tile;
     // a per-expert loop needs the counts on the host first and launches one GEMM per expert.
-    std::vector<int32_t> after{dispatched};
-    int launches = 1;
-    double rows_exec = load_.max_rank_tile_rows;
-    if (!s_.stack.grouped_gemm) {
-      Op sync;
-      sync.name = "moe.count_sync";
-      sync.category = Category::sync;
-      sync.layer = l;
-      sync.deps = after;
-      after = {emit(std::move(sync))};
-      launches = static_cast<int>(e_local);
-      rows_exec = padded_rows();
-    }
+    const ExpertGemms eg = expert_gemms(l, {dispatched});
+    std::vector<int32_t> after = eg.after;
+    const int launches = eg.launches;
+    const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
     const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
-    const double rows_gemm = s_.stack.grouped_gemm ? rows_max : rows_exec;
     const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;  // FLOPs per row
     const int32_t fc1 = gemm("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de,
                              rows_gemm / e_local, 2 * ffn, h, static_cast<int64_t>(e_local), launches, after);
@@ -385,20 +398,10 @@ class Lowering {
       cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
                 {last()}, send * load_.max_rows / load_.mean_rows, fan);
     }
-    std::vector<int32_t> after{cb, redispatched};
-    int launches = 1;
-    double rows_exec = load_.max_rank_tile_rows;
-    if (!s_.stack.grouped_gemm) {
-      Op sync;
-      sync.name = "moe.count_sync";
-      sync.category = Category::sync;
-      sync.layer = l;
-      sync.deps = after;
-      after = {emit(std::move(sync))};
-      launches = static_cast<int>(e_local);
-      rows_exec = padded_rows();
-    }
-    const double rows_gemm = s_.stack.grouped_gemm ? load_.max_rows : rows_exec;
+    const ExpertGemms eg = expert_gemms(l, {cb, redispatched});
+    std::vector<int32_t> after = eg.after;
+    const int launches = eg.launches;
+    const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
     const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
     const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;
     if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
