@@ -47,6 +47,16 @@ class Engine {
       cs.busy.assign(static_cast<size_t>(nq), 0);
       cls_.push_back(std::move(cs));
     }
+    // Stragglers: classes that share one program synchronize their collectives.
+    sync_.assign(g.classes.size(), {});
+    arrived_.assign(g.classes.size(), {});
+    for (size_t c = 0; c < g.classes.size(); ++c) {
+      const int w = g.classes[c].sync_with;
+      if (w < 0) continue;
+      sync_[c].push_back(static_cast<size_t>(w));
+      sync_[static_cast<size_t>(w)].push_back(c);
+    }
+    for (size_t c = 0; c < g.classes.size(); ++c) arrived_[c].assign(g.classes[c].ops.size(), 0.0);
     // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const auto& ops = g.classes[c].ops;
@@ -80,6 +90,11 @@ class Engine {
           if (cs.busy[q] || cs.head[q] >= cs.queues[q].size()) continue;
           const int32_t i = cs.queues[q][cs.head[q]];
           if (!ready(c, i)) continue;
+          const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
+          if (!sync_[c].empty() && is_group_collective(op)) {
+            if (!arrived_[c][static_cast<size_t>(i)]) arrived_[c][static_cast<size_t>(i)] = now_ + 1.0;  // store arrival + 1
+            if (!peers_arrived(c, i)) continue;
+          }
           start(c, i);
           started = true;
         }
@@ -128,6 +143,9 @@ class Engine {
       SimClass sc;
       sc.ops = cs.timing;
       sc.utilization = cs.util;
+      for (size_t i = 0; i < cs.timing.size(); ++i)
+        if (arrived_[out.classes.size()][i] > 0)
+          sc.wait += Seconds(std::max(0.0, cs.timing[i].start.value() - (arrived_[out.classes.size()][i] - 1.0)));
       sc.finish = Seconds(cs.finish);
       for (size_t q = 0; q < cs.queues.size(); ++q)
         sc.queues.push_back(q == 0 ? Stream::compute : !multi_ ? (q == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(q));
@@ -166,6 +184,24 @@ class Engine {
     return true;
   }
 
+  // A collective shared with synchronized classes starts when every one of them has reached it
+  // (each class's copy heads its queue with its dependencies done): the early ones wait.
+  bool is_group_collective(const Op& op) const {
+    return op.collective != Collective::none && op.collective != Collective::d2h && op.collective != Collective::h2d &&
+           op.collective != Collective::send_recv;
+  }
+  bool peers_arrived(size_t c, int32_t i) const {
+    for (size_t o : sync_[c]) {
+      const ClassState& os = cls_[o];
+      if (os.done[static_cast<size_t>(i)]) continue;
+      const int q = os.timing[static_cast<size_t>(i)].queue;
+      const bool at_head = os.head[static_cast<size_t>(q)] < os.queues[static_cast<size_t>(q)].size() &&
+                           os.queues[static_cast<size_t>(q)][os.head[static_cast<size_t>(q)]] == i;
+      if (!at_head || !ready(o, i)) return false;
+    }
+    return true;
+  }
+
   void start(size_t c, int32_t i) {
     ClassState& cs = cls_[c];
     const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
@@ -174,10 +210,14 @@ class Engine {
     r.op = i;
     cs.timing[static_cast<size_t>(i)].start = Seconds(now_);
     cs.busy[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)] = 1;
+    const RankClass& rc = g_.classes[c];
     if (op.collective == Collective::none) {
-      r.work_left = pr_.compute_time(op).value();
+      r.work_left = pr_.compute_time(op).value() * rc.compute_slowdown;
     } else {
-      const CollectiveCost cc = pr_.comm_cost(op);
+      CollectiveCost cc = pr_.comm_cost(op);
+      cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
+      cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
+      cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
       r.comm = true;
       r.offload = op.category == Category::offload;
       r.latency_left = cc.latency.value();
@@ -257,6 +297,8 @@ class Engine {
   const Pricer& pr_;
   bool multi_;
   std::vector<ClassState> cls_;
+  std::vector<std::vector<size_t>> sync_;       // classes whose collectives start together
+  std::vector<std::vector<double>> arrived_;    // when each collective was reached (+1; 0: not yet)
   std::vector<Running> running_;
   double now_ = 0;
 };

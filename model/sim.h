@@ -35,6 +35,7 @@ struct SimClass {
   std::vector<UtilSample> utilization;  // per resource, piecewise constant
   std::vector<Stream> queues;           // queue index -> the first logical stream mapped to it
   Seconds finish;
+  Seconds wait;                         // time its collectives waited for a synchronized (straggler) class
 };
 
 struct SimResult {

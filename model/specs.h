@@ -230,6 +230,15 @@ struct StackOptions {
   double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
 };
 
+// One slow GPU (a straggler): its compute and its links run slower by these factors (>= 1). It
+// becomes a rank class of its own; every collective it joins waits for it.
+struct Straggler {
+  int64_t gpu = 0;
+  double compute_slowdown = 1.0;
+  double nvlink_slowdown = 1.0;
+  double network_slowdown = 1.0;  // its NIC and the fabric links it uses
+};
+
 struct Scenario {
   std::string name;
   std::string description;
@@ -244,6 +253,7 @@ struct Scenario {
   StackOptions stack;
   bool train_mtp = false;  // include the model's MTP modules in the step (MaxText's deepseek3-671b: off)
   Calibration calibration;  // the cost model's parameters: defaults unless a profile overrides them
+  std::vector<Straggler> stragglers;
   // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
   int64_t micro_batches() const {
     return batch.global_batch / (batch.micro_batch * parallelism.dense_data_parallel());

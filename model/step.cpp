@@ -772,6 +772,21 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     low.emit(std::move(opt));
     g.classes.push_back(std::move(rc));
   }
+  // Stragglers: a copy of their stage's program as a class of one GPU, synchronized with it.
+  for (const Straggler& x : s.stragglers) {
+    const int64_t stage = x.gpu / (s.gpus / p.pp);  // pp is the outermost mesh axis
+    RankClass rc = g.classes[static_cast<size_t>(stage)];
+    g.classes[static_cast<size_t>(stage)].ranks -= 1;
+    rc.name = "straggler GPU " + std::to_string(x.gpu);
+    rc.ranks = 1;
+    rc.compute_slowdown = x.compute_slowdown;
+    rc.nvlink_slowdown = x.nvlink_slowdown;
+    rc.network_slowdown = x.network_slowdown;
+    rc.sync_with = static_cast<int>(stage);
+    for (Op& op : rc.ops)
+      if (op.peer_stage >= 0) op.peer_stage = -1;  // pipeline partners stay the stage classes
+    g.classes.push_back(std::move(rc));
+  }
   if (s.parallelism.schedule == PipelineSchedule::dualpipe && s.parallelism.pp > 1)
     g.notes.push_back("DualPipe is lowered as its V-shaped placement (stage s holds virtual stages s and 2pp-1-s) "
                       "with every forward before the backwards; its forward/backward overlap of two micro-batches is "

@@ -72,6 +72,10 @@ struct RankClass {
   int64_t ranks = 0;     // GPUs in this class
   int pp_stage = 0;
   std::vector<Op> ops;   // program order
+  // A straggler's class: slowdown factors, and the class whose program it shares (its collectives
+  // start only when both have reached them).
+  double compute_slowdown = 1.0, nvlink_slowdown = 1.0, network_slowdown = 1.0;
+  int sync_with = -1;
 };
 
 // Per micro-batch expert load of one EP group (from the routing model).

@@ -13,6 +13,7 @@ PACKAGES=(
   libgtest-dev         # tests
   libeigen3-dev        # executor: CPU backend GEMMs
   libopenmpi-dev openmpi-bin  # executor: ranks across processes (mpirun)
+  qt6-base-dev qt6-charts-dev  # desktop app (moeperf-gui) and its headless tests
 )
 
 missing=()

@@ -499,7 +499,7 @@ std::vector<double> parse_histogram(const Node& n) {
 
 Scenario parse_scenario(Refs& refs, const Node& n) {
   n.allow_only({"kind", "name", "description", "note", "model", "system", "gpus", "parallelism", "batch", "precision",
-                "memory", "routing", "stack", "calibration", "train_mtp"});
+                "memory", "routing", "stack", "calibration", "train_mtp", "stragglers"});
   Scenario s;
   s.name = n.string_or("name", fs::path(n.file()).stem().string());
   s.description = n.string_or("description", "");
@@ -596,6 +596,26 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();
   }
   if (auto c = n.get("calibration")) s.calibration = refs.follow(*c, "calibration", parse_calibration);
+  if (auto st = n.get("stragglers")) {
+    for (size_t i = 0; i < st->size(); ++i) {
+      const Node x = (*st)[i];
+      x.allow_only({"gpu", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"});
+      Straggler g;
+      g.gpu = x.at("gpu").as_nonneg_int();
+      if (g.gpu >= s.gpus) x.at("gpu").fail("expected a GPU index below gpus (" + std::to_string(s.gpus) + "), got " + std::to_string(g.gpu));
+      auto factor = [&](const char* key) {
+        auto f = x.get(key);
+        if (!f) return 1.0;
+        const double v = f->as_positive_number();
+        if (v < 1.0) f->fail("expected a slowdown factor >= 1, got " + f->raw().dump());
+        return v;
+      };
+      g.compute_slowdown = factor("compute_slowdown");
+      g.nvlink_slowdown = factor("nvlink_slowdown");
+      g.network_slowdown = factor("network_slowdown");
+      s.stragglers.push_back(g);
+    }
+  }
   return s;
 }
 

@@ -53,6 +53,17 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op) {
     if (s > 0) out << "    " << to_string(static_cast<Category>(c)) << std::string(16 - std::string(to_string(static_cast<Category>(c))).size(), ' ')
                    << f(s, 3) << " s\n";
   }
+  if (r.graph->classes.size() > 1) {
+    out << "  rank classes (who waits for whom):\n";
+    for (size_t c = 0; c < r.graph->classes.size(); ++c) {
+      const RankClass& rc = r.graph->classes[c];
+      const SimClass& sc = r.sim->classes[c];
+      out << "    " << rc.name << " (" << rc.ranks << " GPU" << (rc.ranks > 1 ? "s" : "") << "): finishes at "
+          << f(sc.finish.value(), 3) << " s";
+      if (sc.wait.value() > 0) out << ", its collectives waited " << f(sc.wait.value(), 3) << " s for a slower class";
+      out << "\n";
+    }
+  }
   for (const auto& n : r.notes) out << "  note: " << n << "\n";
   if (!per_op) return;
   out << "  ops (busiest rank class):\n";
@@ -111,6 +122,10 @@ std::string report_json(const StepReport& r, int indent) {
   j["expert_load"] = {{"mean_rows", r.load.mean_rows}, {"max_rows", r.load.max_rows},
                       {"max_rank_tile_rows", r.load.max_rank_tile_rows}, {"distinct_ranks", r.load.distinct_ranks}};
   j["notes"] = r.notes;
+  for (size_t c = 0; c < r.graph->classes.size(); ++c)
+    j["rank_classes"].push_back({{"name", r.graph->classes[c].name}, {"ranks", r.graph->classes[c].ranks},
+                                 {"finish_s", r.sim->classes[c].finish.value()},
+                                 {"collective_wait_s", r.sim->classes[c].wait.value()}});
   return j.dump(indent);
 }
 

@@ -186,3 +186,28 @@ TEST(Params, DefaultsProfileListsEveryParameter) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// A straggler becomes a class of one GPU; the others' collectives wait for it. With a slowdown of 1
+// nothing changes; with 1.2x compute the step slows and the rest of the ranks show the wait.
+TEST(Simulation, StragglerIsItsOwnClassAndTheOthersWaitForIt) {
+  const std::string f = testing::source("examples/deepseek-v3/gb300-optimized.json");
+  const StepReport base = predict(io::load_scenario(f), Calibration{});
+  const StepReport same =
+      predict(io::load_scenario(f, {io::parse_override("stragglers=[{\"gpu\": 5, \"compute_slowdown\": 1.0}]")}), Calibration{});
+  ASSERT_EQ(same.graph->classes.size(), 2u);
+  EXPECT_EQ(same.graph->classes[0].ranks, 127);
+  EXPECT_EQ(same.graph->classes[1].ranks, 1);
+  EXPECT_NEAR(same.step_time.value(), base.step_time.value(), 1e-9);
+  const StepReport slow =
+      predict(io::load_scenario(f, {io::parse_override("stragglers=[{\"gpu\": 5, \"compute_slowdown\": 1.2}]")}), Calibration{});
+  EXPECT_GT(slow.step_time.value(), base.step_time.value() * 1.1);
+  EXPECT_GT(slow.sim->classes[0].wait.value(), 0.1);                           // the 127 wait ...
+  EXPECT_LT(slow.sim->classes[1].wait.value(), slow.sim->classes[0].wait.value());  // ... for the one
+  EXPECT_EQ(slow.busiest_class, 1);
+}
+
+}  // namespace
+}  // namespace moeperf
