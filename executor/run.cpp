@@ -58,11 +58,13 @@ std::string fmt(const char* f, double a, double b = 0) {
 // Times ops by name; only records when `record` is on (after warm-up).
 struct Recorder {
   std::map<std::string, OpStats>* ops;
+  Backend* backend = nullptr;  // synchronized after each op so the time covers completed work
   bool record = false;
   template <class F>
   void time(const std::string& name, double bytes, double flops, F&& f) {
     const auto t0 = Clock::now();
     f();
+    if (backend) backend->synchronize();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!record) return;
     OpStats& o = (*ops)[name];
@@ -288,7 +290,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       res.gemm_peak_flops = std::max(res.gemm_peak_flops, all[static_cast<size_t>(2 * r)]),
       res.copy_bandwidth = std::max(res.copy_bandwidth, all[static_cast<size_t>(2 * r + 1)]);
   }
-  Recorder rec{&res.ops};
+  Recorder rec{&res.ops, &be};
   Watchdog dog(o.timeout_s, rank);
   res.expert_rows.assign(static_cast<size_t>(E), 0.0);
 
