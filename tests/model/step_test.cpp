@@ -198,3 +198,29 @@ TEST(Pipeline, OneFOneBBubbleMatchesTheClosedForm) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// gb200-optimized.json differs from the GB300 file only in its system: B200 has the same dense
+// rates, 189,471 instead of 284,208 MiB of usable HBM and 400 instead of 800 Gb/s NICs. So the step
+// cannot be faster (the FSDP traffic over InfiniBand takes twice as long, partly hidden), and the
+// configuration that fits a B300 does not fit a B200.
+TEST(WhatIf, Gb200DiffersFromGb300ByItsNicsAndHbm) {
+  const std::string src = MOEPERF_SOURCE_DIR;
+  const Scenario a = io::load_scenario(src + "/examples/deepseek-v3/gb300-optimized.json");
+  const Scenario b = io::load_scenario(src + "/examples/deepseek-v3/gb200-optimized.json");
+  EXPECT_EQ(a.system.gpu().dense_fp8, b.system.gpu().dense_fp8);
+  EXPECT_DOUBLE_EQ(a.system.domain.tray.nic.port_bandwidth.value() / b.system.domain.tray.nic.port_bandwidth.value(), 2.0);
+  const Calibration cal;
+  const StepReport ra = predict(a, cal), rb = predict(b, cal);
+  EXPECT_GE(rb.step_time.value(), ra.step_time.value());
+  EXPECT_LT(rb.step_time.value(), 1.25 * ra.step_time.value());  // compute-bound: the NICs cost little
+  EXPECT_GT(rb.breakdown[static_cast<size_t>(Category::fsdp_comm)].value(), ra.breakdown[static_cast<size_t>(Category::fsdp_comm)].value());
+  EXPECT_TRUE(ra.memory.fits);
+  EXPECT_FALSE(rb.memory.fits);
+  EXPECT_NEAR(rb.memory.hbm_capacity / ra.memory.hbm_capacity, 189471.0 / 284208.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace moeperf
