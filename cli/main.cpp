@@ -11,7 +11,9 @@
 
 #include "model/error.h"
 #include "model/io/dot.h"
+#include "model/io/errors.h"
 #include "model/io/load.h"
+#include "model/io/measurements.h"
 #include "model/io/report_io.h"
 #include "model/io/trace.h"
 #include "model/io/units_parse.h"
@@ -323,6 +325,30 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
 }
 #endif
 
+int cmd_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::string& out) {
+  Calibration start;
+  if (!profile.empty()) {
+    start = io::load_calibration(profile);
+  }
+  std::vector<Sample> samples;
+  for (const auto& f : files) {
+    const auto s = io::load_measurements(f);
+    samples.insert(samples.end(), s.begin(), s.end());
+  }
+  const FitReport fit = fit_compute_params(samples, start);
+  std::printf("calibrate: %zu measured compute ops (%d fitted, %d held back) from %zu file%s\n", samples.size(), fit.train,
+              fit.held_back, files.size(), files.size() > 1 ? "s" : "");
+  for (Param p : {Param::gemm_peak_fraction, Param::hbm_fraction, Param::kernel_launch_s})
+    std::printf("  %-20s %12.6g -> %12.6g\n", std::string(param_def(p).name).c_str(), start[p], fit.fitted[p]);
+  std::printf("  RMS relative error    train %.1f %% -> %.1f %%, held back %.1f %% -> %.1f %%\n",
+              100 * fit.rms_rel_error_before_train, 100 * fit.rms_rel_error_after_train, 100 * fit.rms_rel_error_before_held,
+              100 * fit.rms_rel_error_after_held);
+  for (const auto& n : fit.notes) std::printf("  note: %s\n", n.c_str());
+  write_atomically(out, io::calibration_profile_json(fit, files) + "\n");
+  std::printf("  profile written to %s\n", out.c_str());
+  return kExitOk;
+}
+
 int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const std::string& f : files) {
@@ -415,6 +441,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
 #endif
 
+  std::vector<std::string> cal_files;
+  std::string cal_profile, cal_out;
+  auto* cal_cmd = app.add_subcommand("calibrate", "Fit the cost model's compute parameters to measured op times (moeperf run --out)");
+  cal_cmd->add_option("MEASUREMENTS", cal_files, "measurements JSON files")->required();
+  cal_cmd->add_option("--profile", cal_profile, "starting calibration profile (default: every parameter at its default)");
+  cal_cmd->add_option("--out", cal_out, "fitted profile to write")->required();
+
   std::vector<std::string> validate_files;
   auto* validate = app.add_subcommand("validate", "Check files (systems, models, scenarios, building blocks); exit 2 if any is wrong");
   validate->add_option("FILE", validate_files, "files to check")->required();
@@ -429,6 +462,7 @@ int main(int argc, char** argv) {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
     if (*params_cmd) return cmd_params(params_format);
+    if (*cal_cmd) return cmd_calibrate(cal_files, cal_profile, cal_out);
 #ifdef MOEPERF_HAVE_EXECUTOR
     if (*run_cmd && dry_tokens > 0) {
       const Scenario s = io::load_scenario(run_file, overrides(run_sets));

@@ -559,7 +559,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.flops = Flops(st.flops);
     op.hbm_bytes = Bytes(st.bytes);
     const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
-                         name.find("exchange") != std::string::npos;
+                         name.find("exchange") != std::string::npos || name.find("reduce_scatter") != std::string::npos;
     if (comm_op) {
       st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
       continue;
@@ -604,7 +604,10 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
     std::vector<double> v = st.seconds;
     std::sort(v.begin(), v.end());
     const double med = v.empty() ? 0 : v[v.size() / 2];
-    j["ops"][name] = {{"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
+    const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
+                         name.find("exchange") != std::string::npos || name.find("reduce_scatter") != std::string::npos;
+    j["ops"][name] = {{"kind", comm_op ? "communication" : st.flops > 0 ? "gemm" : "memory"},
+                      {"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
                       {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
                       {"predicted_s", st.predicted_s}};
     if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;

@@ -645,6 +645,15 @@ ModelSpec load_model(const std::string& path) {
   return parse_model_any(root);
 }
 
+Calibration load_calibration(const std::string& path) {
+  Refs refs;
+  const Node root = refs.open(path);
+  root.expect_object();
+  if (!root.has("kind") || root.at("kind").as_string() != "calibration")
+    root.fail("expected a calibration profile (\"kind\": \"calibration\")");
+  return parse_calibration(root);
+}
+
 Override parse_override(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)

@@ -27,6 +27,9 @@ Override parse_override(const std::string& arg);  // throws SpecError for "a.b" 
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& sets = {});
 
+// A calibration profile file ({"kind": "calibration", "params": {...}}).
+Calibration load_calibration(const std::string& path);
+
 // Consistency of a loaded scenario (layout, divisibility, batch). Throws SpecError against `file`.
 void check_scenario(const Scenario& s, const std::string& file);
 

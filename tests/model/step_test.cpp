@@ -9,6 +9,7 @@
 #include "model/memory.h"
 #include "model/predict.h"
 #include "model/sim.h"
+#include "model/error.h"
 
 namespace moeperf {
 namespace {
@@ -220,6 +221,41 @@ TEST(WhatIf, Gb200DiffersFromGb300ByItsNicsAndHbm) {
   EXPECT_TRUE(ra.memory.fits);
   EXPECT_FALSE(rb.memory.fits);
   EXPECT_NEAR(rb.memory.hbm_capacity / ra.memory.hbm_capacity, 189471.0 / 284208.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace moeperf
+
+#include "model/calibrate.h"
+
+namespace moeperf {
+namespace {
+
+// Calibration recovers known parameters from synthetic measurements made with them, and the
+// held-back error drops to zero.
+TEST(Calibrate, LeastSquaresRecoversKnownParameters) {
+  Calibration truth;
+  truth.set(Param::gemm_peak_fraction, 0.62);
+  truth.set(Param::hbm_fraction, 0.71);
+  truth.set(Param::kernel_launch_s, 7e-6);
+  std::vector<Sample> samples;
+  for (int i = 0; i < 24; ++i) {
+    Sample s;
+    s.name = "op" + std::to_string(i);
+    s.peak_flops = 1e15, s.bandwidth = 4e12;
+    if (i % 2 == 0) s.flops = 1e9 * (1 + i);
+    else s.bytes = 1e7 * (1 + i);
+    s.seconds = predicted_seconds(s, truth);
+    samples.push_back(s);
+  }
+  const FitReport f = fit_compute_params(samples, Calibration{});
+  EXPECT_NEAR(f.fitted[Param::gemm_peak_fraction], 0.62, 1e-9);
+  EXPECT_NEAR(f.fitted[Param::hbm_fraction], 0.71, 1e-9);
+  EXPECT_NEAR(f.fitted[Param::kernel_launch_s], 7e-6, 1e-12);
+  EXPECT_EQ(f.held_back, 6);
+  EXPECT_GT(f.rms_rel_error_before_held, 0.05);
+  EXPECT_LT(f.rms_rel_error_after_held, 1e-9);
+  EXPECT_THROW(fit_compute_params({samples[0], samples[1]}, Calibration{}), InputError);
 }
 
 }  // namespace
