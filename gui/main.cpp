@@ -1,0 +1,68 @@
+// moeperf-gui: the desktop app. Exit codes as the CLI: 0 ok, 1 the work failed, 2 bad input.
+//   moeperf-gui [SCENARIO] [--set PATH=VALUE ...]
+//   moeperf-gui --screenshot OUT.png [--view timeline|breakdown] [--range T0:T1] [--set ...] SCENARIO  (headless)
+#include <QApplication>
+#include <QCommandLineParser>
+#include <cstdio>
+
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/screenshot.h"
+
+int main(int argc, char** argv) {
+  QStringList args;
+  for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+  // A screenshot needs no display: default to the offscreen platform unless one is chosen.
+  if (args.contains(QStringLiteral("--screenshot")) && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("moeperf-gui"));
+
+  QCommandLineParser p;
+  p.setApplicationDescription(QStringLiteral("moeperf desktop app: step timeline and breakdown of a scenario"));
+  p.addHelpOption();
+  const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render a view to OUT.png and exit."),
+                                QStringLiteral("OUT.png"));
+  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("timeline (default) or breakdown."),
+                                QStringLiteral("view"), QStringLiteral("timeline"));
+  const QCommandLineOption set(QStringLiteral("set"), QStringLiteral("Override a scenario value, as the CLI."),
+                               QStringLiteral("PATH=VALUE"));
+  const QCommandLineOption range(QStringLiteral("range"), QStringLiteral("Timeline seconds shown, T0:T1."),
+                                 QStringLiteral("T0:T1"));
+  p.addOptions({shot, view, set, range});
+  p.addPositionalArgument(QStringLiteral("scenario"), QStringLiteral("Scenario JSON"));
+  if (!p.parse(args)) {
+    std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(p.errorText()));
+    return 2;
+  }
+  if (p.isSet(QStringLiteral("help"))) p.showHelp(0);
+  const QStringList pos = p.positionalArguments();
+
+  if (p.isSet(shot)) {
+    const QString v = p.value(view);
+    if (pos.size() != 1 || (v != QLatin1String("timeline") && v != QLatin1String("breakdown"))) {
+      std::fprintf(stderr, "moeperf-gui: --screenshot OUT.png [--view timeline|breakdown] SCENARIO\n");
+      return 2;
+    }
+    moeperf::gui::ShotOptions opt;
+    opt.view = v == QLatin1String("breakdown") ? moeperf::gui::View::breakdown : moeperf::gui::View::timeline;
+    if (p.isSet(range)) {
+      const QStringList r = p.value(range).split(QLatin1Char(':'));
+      bool ok0 = false, ok1 = false;
+      if (r.size() == 2) opt.t0 = r[0].toDouble(&ok0), opt.t1 = r[1].toDouble(&ok1);
+      if (!ok0 || !ok1 || !(opt.t1 > opt.t0)) {
+        std::fprintf(stderr, "moeperf-gui: --range: expected T0:T1 in seconds with T0 < T1, got %s\n",
+                     qPrintable(p.value(range)));
+        return 2;
+      }
+    }
+    QString error;
+    const int rc = moeperf::gui::screenshot(pos[0], p.values(set), opt, p.value(shot), &error);
+    if (rc != 0) std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(error));
+    return rc;
+  }
+
+  moeperf::gui::MainWindow w;
+  if (!pos.isEmpty()) w.openScenario(pos[0], p.values(set));
+  w.show();
+  return app.exec();
+}

@@ -1,0 +1,15 @@
+// One color per Category, and one for exposed communication (running while no compute runs),
+// distinct from every category color. Overlapped communication keeps its category's color.
+#pragma once
+
+#include <QColor>
+
+#include "model/step.h"
+
+namespace moeperf::gui {
+
+QColor category_color(Category c);
+QColor exposed_comm_color();
+QColor span_color(Category c, bool exposed);
+
+}  // namespace moeperf::gui

@@ -1,0 +1,21 @@
+#include "gui/models/scenario_loader.h"
+
+#include "model/error.h"
+#include "model/io/load.h"
+
+namespace moeperf::gui {
+
+LoadResult load_and_predict(const std::string& path, const std::vector<std::string>& sets) {
+  LoadResult out;
+  try {
+    std::vector<io::Override> ov;
+    for (const auto& s : sets) ov.push_back(io::parse_override(s));
+    const Scenario s = io::load_scenario(path, ov);
+    out.report = std::make_shared<const StepReport>(predict(s, s.calibration));
+  } catch (const InputError& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace moeperf::gui

@@ -1,0 +1,49 @@
+// The ops of the busiest rank class as a table: name, stream, category, start, duration, bytes,
+// FLOPs, achieved rate. A thin adapter over StepReport: DisplayRole gives text, SortRole the
+// number (seconds, bytes, FLOPs, bytes/s or FLOP/s) so a QSortFilterProxyModel sorts by value.
+//
+//   TimelineModel m;
+//   m.setReport(report);                 // std::shared_ptr<const StepReport>
+//   QModelIndex i = m.index(m.rowForOp(op), TimelineModel::ColDuration);
+#pragma once
+
+#include <QAbstractTableModel>
+#include <memory>
+
+#include "model/predict.h"
+
+namespace moeperf::gui {
+
+class TimelineModel : public QAbstractTableModel {
+  Q_OBJECT
+ public:
+  enum Column { ColName, ColStream, ColCategory, ColStart, ColDuration, ColBytes, ColFlops, ColRate, ColumnCount };
+  enum Role { SortRole = Qt::UserRole + 1, OpIndexRole };
+
+  explicit TimelineModel(QObject* parent = nullptr);
+
+  void setReport(std::shared_ptr<const StepReport> report);
+  const StepReport* report() const { return report_.get(); }
+  int rankClass() const { return report_ ? report_->busiest_class : 0; }
+  int rowForOp(int op) const { return op; }  // rows are the class's ops in program order
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
+
+ private:
+  const RankClass* class_() const;
+  std::shared_ptr<const StepReport> report_;
+};
+
+// Bytes an op moves: message bytes for communication, HBM bytes for compute (as OpSummary counts).
+double op_bytes(const Op& op);
+// Achieved rate over the simulated duration: bytes/s for communication, FLOP/s for compute.
+double op_rate(const Op& op, double seconds);
+QString format_seconds(double s);
+QString format_bytes(double b);
+QString format_flops(double f);
+QString format_rate(const Op& op, double seconds);
+
+}  // namespace moeperf::gui

@@ -1,0 +1,52 @@
+#include "gui/widgets/screenshot.h"
+
+#include <QSaveFile>
+
+#include "gui/models/scenario_loader.h"
+#include "gui/widgets/breakdown_view.h"
+#include "gui/widgets/timeline_view.h"
+
+namespace moeperf::gui {
+
+QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt) {
+  const QSize size = opt.size;
+  std::unique_ptr<QWidget> w;
+  if (opt.view == View::timeline) {
+    auto* t = new TimelineView();
+    w.reset(t);
+    t->resize(size);
+    t->setReport(report);
+    if (opt.t1 > opt.t0) t->setRange(opt.t0, opt.t1);
+  } else {
+    auto* b = new BreakdownView();
+    w.reset(b);
+    b->resize(size);
+    b->setReport(report);
+  }
+  w->setAttribute(Qt::WA_DontShowOnScreen);
+  w->show();
+  QImage img(size, QImage::Format_RGB32);
+  img.fill(Qt::white);
+  w->render(&img);
+  return img;
+}
+
+int screenshot(const QString& scenario, const QStringList& sets, const ShotOptions& opt, const QString& out,
+               QString* error) {
+  std::vector<std::string> s;
+  for (const QString& x : sets) s.push_back(x.toStdString());
+  const LoadResult r = load_and_predict(scenario.toStdString(), s);
+  if (!r.report) {
+    if (error) *error = QString::fromStdString(r.error);
+    return 2;
+  }
+  const QImage img = render_view(r.report, opt);
+  QSaveFile f(out);
+  if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
+    if (error) *error = QStringLiteral("cannot write %1").arg(out);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace moeperf::gui

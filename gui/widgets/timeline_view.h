@@ -1,0 +1,67 @@
+// The step timeline: one row per (rank class, hardware queue), a time ruler, ops as colored spans
+// (level-of-detail merged below a pixel), exposed communication in its own color. Wheel zooms
+// around the cursor, drag pans, hover shows the op, click emits opClicked. Painting only: the
+// lanes come from gui/models/timeline_data.h, the time<->pixel mapping from TimelineGeometry.
+#pragma once
+
+#include <QWidget>
+#include <memory>
+#include <optional>
+
+#include "gui/models/timeline_data.h"
+#include "gui/models/timeline_geometry.h"
+
+namespace moeperf::gui {
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineView(QWidget* parent = nullptr);
+
+  void setReport(std::shared_ptr<const StepReport> report);
+  void setSelectedOp(int rank_class, int op);
+  void setRange(double t0, double t1);  // seconds shown across the plot
+
+  const TimelineData& timeline() const { return data_; }
+  const TimelineGeometry& timeGeometry() const { return geom_; }
+  // Layout, for tests and hit testing: the plot starts at plotLeft(); lane i occupies laneRect(i).
+  int plotLeft() const { return kLabelWidth; }
+  QRect laneRect(int lane) const;
+  int xForTime(double t) const;
+
+  struct Hit {
+    int lane = -1;
+    Span span;
+  };
+  std::optional<Hit> hitTest(QPoint pos) const;
+  QString toolTipFor(const Hit& hit) const;  // op name, duration, bytes, FLOPs, achieved rate
+
+ signals:
+  void opClicked(int rank_class, int op);
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseReleaseEvent(QMouseEvent*) override;
+  bool event(QEvent*) override;
+
+ private:
+  static constexpr int kLabelWidth = 190, kRulerHeight = 30, kLegendHeight = 28, kMaxLaneHeight = 220;
+  int laneHeight() const;
+  void paintRuler(class QPainter& p);
+  void paintLegend(class QPainter& p);
+  std::vector<Span> visibleSpans(const Lane& lane) const;
+
+  std::shared_ptr<const StepReport> report_;
+  TimelineData data_;
+  TimelineGeometry geom_;
+  int selected_class_ = -1, selected_op_ = -1;
+  std::optional<QPoint> press_;
+  QPoint last_;
+  bool dragged_ = false;
+};
+
+}  // namespace moeperf::gui

@@ -1,0 +1,164 @@
+// gui_models without a window: time<->pixel geometry and LOD merging in closed form, the op table
+// through QAbstractItemModelTester, the exposed-communication sweep against the model's figure.
+#include <QAbstractItemModelTester>
+#include <QGuiApplication>
+#include <QTest>
+#include <set>
+
+#include "gui/models/scenario_loader.h"
+#include "gui/models/timeline_data.h"
+#include "gui/models/timeline_geometry.h"
+#include "gui/models/timeline_model.h"
+
+using namespace moeperf;
+using namespace moeperf::gui;
+
+namespace {
+const std::string kOptimized = MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb300-optimized.json";
+}
+
+class GeometryTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void roundTrip() {
+    const TimelineGeometry g{0.5, 2.5, 1000};
+    // x = (t - t0) / (t1 - t0) * width = (1.3 - 0.5) / 2 * 1000
+    QCOMPARE(g.time_to_x(1.3), (1.3 - 0.5) / 2.0 * 1000);
+    for (double t : {0.5, 0.9, 1.3, 2.5, 3.0}) QVERIFY(qAbs(g.x_to_time(g.time_to_x(t)) - t) < 1e-12);
+    for (double x : {0.0, 1.0, 333.3, 1000.0}) QVERIFY(qAbs(g.time_to_x(g.x_to_time(x)) - x) < 1e-9);
+  }
+  void zoomKeepsTimeUnderCursor() {
+    TimelineGeometry g{0, 4, 800};
+    const double x = 200, t = g.x_to_time(x);  // 200 / 800 * 4 = 1 s
+    g.zoom_at(x, 2.0);
+    // Half the range (2 s), t0 = t - x / width * 2 = 1 - 0.5
+    QVERIFY(qAbs(g.t1 - g.t0 - 4.0 / 2.0) < 1e-12);
+    QVERIFY(qAbs(g.t0 - (1.0 - 200.0 / 800.0 * 2.0)) < 1e-12);
+    QVERIFY(qAbs(g.x_to_time(x) - t) < 1e-12);
+    g.zoom_at(650, 0.25);  // zoom out 4x at another x: that time stays too
+    const double t2 = TimelineGeometry{0.5, 2.5, 800}.x_to_time(650);
+    QVERIFY(qAbs(g.x_to_time(650) - t2) < 1e-12);
+    QVERIFY(qAbs(g.t1 - g.t0 - 2.0 * 4) < 1e-12);
+  }
+  void panShiftsByFractionOfRange() {
+    TimelineGeometry g{0, 4, 800};
+    g.pan(80);  // content moves right 80 px: the range moves left by 80 / 800 * 4 s
+    QVERIFY(qAbs(g.t0 - (0 - 80.0 / 800 * 4)) < 1e-12);
+    QVERIFY(qAbs(g.t1 - (4 - 80.0 / 800 * 4)) < 1e-12);
+    g.pan(-80);
+    QVERIFY(qAbs(g.t0) < 1e-12 && qAbs(g.t1 - 4) < 1e-12);
+  }
+  void lodMergesSubPixelRun() {
+    const TimelineGeometry g{0, 1, 1000};  // 1 ms per pixel
+    const double px = 1e-3;
+    std::vector<Span> in = {{0.100, 0.100 + 0.2 * px, Category::gemm, false, 0, 1},
+                            {0.100 + 0.2 * px, 0.100 + 0.4 * px, Category::attention, false, 1, 1},
+                            {0.100 + 0.4 * px, 0.100 + 0.6 * px, Category::memory, false, 2, 1},
+                            {0.200, 0.200 + 5 * px, Category::ep_comm, true, 3, 1}};
+    const auto out = merge_lod(in, g, 1.0);
+    QCOMPARE(out.size(), size_t(2));
+    QCOMPARE(out[0].count, 3);                       // three 0.2-px spans, one 0.6-px span
+    QCOMPARE(out[0].start, in[0].start);
+    QCOMPARE(out[0].end, in[2].end);
+    QCOMPARE(out[1].start, in[3].start);             // the 5-px span stays as it was
+    QCOMPARE(out[1].end, in[3].end);
+    QCOMPARE(out[1].count, 1);
+    QVERIFY(out[1].exposed && out[1].category == Category::ep_comm);
+  }
+  void lodKeepsLongestPieceCategory() {
+    const TimelineGeometry g{0, 1, 1000};
+    const double px = 1e-3;
+    std::vector<Span> in = {{0, 0.2 * px, Category::gemm, false, 0, 1},
+                            {0.2 * px, 0.5 * px, Category::fsdp_comm, true, 1, 1},  // 0.3 px: the longest
+                            {0.5 * px, 0.7 * px, Category::gemm, false, 2, 1}};
+    const auto out = merge_lod(in, g, 1.0);
+    QCOMPARE(out.size(), size_t(1));
+    QVERIFY(out[0].category == Category::fsdp_comm && out[0].exposed);
+    QCOMPARE(out[0].op, 1);
+    QCOMPARE(out[0].count, 3);
+  }
+  void lodCountsAnOpsPiecesOnce() {
+    const TimelineGeometry g{0, 1, 1000};
+    const double px = 1e-3;
+    // Op 4 split into overlapped and exposed pieces, then op 5: two ops, three pieces.
+    std::vector<Span> in = {{0, 0.1 * px, Category::ep_comm, false, 4, 1},
+                            {0.1 * px, 0.3 * px, Category::ep_comm, true, 4, 1},
+                            {0.3 * px, 0.4 * px, Category::ep_comm, false, 5, 1}};
+    const auto out = merge_lod(in, g, 1.0);
+    QCOMPARE(out.size(), size_t(1));
+    QCOMPARE(out[0].count, 2);
+    QVERIFY(out[0].exposed);  // the 0.2-px exposed piece is the longest
+  }
+  void lodDoesNotBridgeGaps() {
+    const TimelineGeometry g{0, 1, 1000};
+    const double px = 1e-3;
+    // Two 0.2-px spans 50 px apart stay two spans: merging would paint over the idle time.
+    std::vector<Span> in = {{0, 0.2 * px, Category::gemm, false, 0, 1}, {50 * px, 50.2 * px, Category::gemm, false, 1, 1}};
+    QCOMPARE(merge_lod(in, g, 1.0).size(), size_t(2));
+  }
+};
+
+class TimelineModelTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void passesModelTester() {
+    const LoadResult r = load_and_predict(kOptimized);
+    QVERIFY2(r.report, r.error.c_str());
+    TimelineModel m;
+    QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    m.setReport(r.report);
+    const RankClass& rc = r.report->graph->classes[static_cast<size_t>(r.report->busiest_class)];
+    QCOMPARE(m.rowCount(), static_cast<int>(rc.ops.size()));
+    QCOMPARE(m.columnCount(), static_cast<int>(TimelineModel::ColumnCount));
+    m.setReport(nullptr);
+    QCOMPARE(m.rowCount(), 0);
+    m.setReport(r.report);
+  }
+  void sortRoleHoldsNumbers() {
+    const LoadResult r = load_and_predict(kOptimized);
+    QVERIFY(r.report);
+    TimelineModel m;
+    m.setReport(r.report);
+    const auto c = static_cast<size_t>(r.report->busiest_class);
+    const RankClass& rc = r.report->graph->classes[c];
+    const SimClass& sc = r.report->sim->classes[c];
+    for (int row = 0; row < m.rowCount(); ++row) {
+      const auto i = static_cast<size_t>(row);
+      const double d = (sc.ops[i].end - sc.ops[i].start).value();
+      QCOMPARE(m.index(row, TimelineModel::ColDuration).data(TimelineModel::SortRole).toDouble(), d);
+      if (rc.ops[i].category == Category::gemm && d > 0)  // achieved FLOP/s = FLOPs / simulated duration
+        QCOMPARE(m.index(row, TimelineModel::ColRate).data(TimelineModel::SortRole).toDouble(), rc.ops[i].flops.value() / d);
+    }
+  }
+  void exposedSweepMatchesPredict() {
+    const LoadResult r = load_and_predict(kOptimized);
+    QVERIFY(r.report);
+    const TimelineData d = build_timeline(*r.report);
+    // The same sweep as model/predict.cpp over the busiest class: the totals agree.
+    QVERIFY(qAbs(d.exposed_seconds(r.report->busiest_class) - r.report->exposed_comm.value()) < 1e-9);
+    // Lanes: one per (class, queue) that ran an op; every op appears (comm split into pieces).
+    size_t queues = 0;
+    for (const SimClass& sc : r.report->sim->classes) {
+      std::set<int> q;
+      for (const OpTiming& t : sc.ops) q.insert(t.queue);
+      queues += q.size();
+    }
+    QCOMPARE(d.lanes.size(), queues);
+  }
+};
+
+int main(int argc, char** argv) {
+  QGuiApplication app(argc, argv);
+  int rc = 0;
+  {
+    GeometryTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    TimelineModelTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  return rc;
+}
+
+#include "gui_models_test.moc"

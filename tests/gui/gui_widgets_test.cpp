@@ -1,0 +1,270 @@
+// The widgets offscreen: the timeline screenshot checked by pixels against the model's timings,
+// the headless screenshot path, and the window keeping its scenario when a malformed one is opened.
+#include <QApplication>
+#include <algorithm>
+#include <QItemSelectionModel>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QWheelEvent>
+
+#include "gui/models/palette.h"
+#include "gui/models/scenario_loader.h"
+#include "gui/widgets/main_window.h"
+#include "gui/widgets/screenshot.h"
+#include "gui/widgets/timeline_view.h"
+
+using namespace moeperf;
+using namespace moeperf::gui;
+
+namespace {
+
+const QString kDir = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/");
+const QSize kShot(1600, 900);
+
+std::shared_ptr<const StepReport> load(const QString& name) {
+  const LoadResult r = load_and_predict((kDir + name).toStdString());
+  if (!r.report) qFatal("%s", r.error.c_str());
+  return r.report;
+}
+
+struct Shot {
+  std::unique_ptr<TimelineView> view;
+  QImage image;
+};
+
+Shot shoot(std::shared_ptr<const StepReport> r) {
+  Shot s{std::make_unique<TimelineView>(), QImage(kShot, QImage::Format_RGB32)};
+  s.view->resize(kShot);
+  s.view->setReport(std::move(r));
+  s.image.fill(Qt::white);
+  s.view->render(&s.image);
+  return s;
+}
+
+// Pixel columns of the plot where some lane of `rank_class` shows `color` (the legend excluded).
+// Columns, not area: exposure is a property of time, and a scenario with more communication queues
+// paints the same exposed instant once per queue; columns / plot width ~ exposed time / step time.
+int64_t columns_with(const Shot& s, int rank_class, QColor color) {
+  const QRgb want = color.rgb();
+  std::vector<bool> hit(static_cast<size_t>(s.image.width()), false);
+  for (size_t l = 0; l < s.view->timeline().lanes.size(); ++l) {
+    if (s.view->timeline().lanes[l].rank_class != rank_class) continue;
+    const QRect r = s.view->laneRect(static_cast<int>(l)).intersected(s.image.rect());
+    for (int y = r.top(); y <= r.bottom(); ++y)
+      for (int x = r.left(); x <= r.right(); ++x)
+        if (s.image.pixel(x, y) == want) hit[static_cast<size_t>(x)] = true;
+  }
+  return std::count(hit.begin(), hit.end(), true);
+}
+
+int compute_lane(const TimelineView& v, int rank_class) {
+  const auto& lanes = v.timeline().lanes;
+  for (size_t i = 0; i < lanes.size(); ++i)
+    if (lanes[i].rank_class == rank_class && lanes[i].stream == Stream::compute) return static_cast<int>(i);
+  return -1;
+}
+
+// A GEMM of the busiest class at least `min_px` wide on the screenshot, the widest one.
+int wide_gemm(const StepReport& r, const TimelineView& v) {
+  const auto c = static_cast<size_t>(r.busiest_class);
+  int best = -1;
+  double best_d = 0;
+  for (size_t i = 0; i < r.graph->classes[c].ops.size(); ++i) {
+    const double d = (r.sim->classes[c].ops[i].end - r.sim->classes[c].ops[i].start).value();
+    if (r.graph->classes[c].ops[i].category == Category::gemm && d > best_d) best = static_cast<int>(i), best_d = d;
+  }
+  return v.timeGeometry().time_to_x(best_d) - v.timeGeometry().time_to_x(0) >= 3 ? best : -1;
+}
+
+}  // namespace
+
+class TimelineShotTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void gemmColorWhereGemmsRun() {
+    const auto r = load(QStringLiteral("gb300-optimized.json"));
+    const Shot s = shoot(r);
+    const int lane = compute_lane(*s.view, r->busiest_class);
+    QVERIFY(lane >= 0);
+    const QRect row = s.view->laneRect(lane);
+    const auto c = static_cast<size_t>(r->busiest_class);
+    const RankClass& rc = r->graph->classes[c];
+    const SimClass& sc = r->sim->classes[c];
+    // Every GEMM at least 3 px wide is painted in the GEMM color at its middle, on the compute row.
+    int checked = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      if (rc.ops[i].category != Category::gemm || sc.ops[i].queue != s.view->timeline().lanes[static_cast<size_t>(lane)].queue)
+        continue;
+      const double a = sc.ops[i].start.value(), b = sc.ops[i].end.value();
+      if (s.view->timeGeometry().time_to_x(b) - s.view->timeGeometry().time_to_x(a) < 3) continue;
+      const int x = s.view->xForTime((a + b) / 2);
+      QCOMPARE(QColor(s.image.pixel(x, row.center().y())), category_color(Category::gemm));
+      ++checked;
+    }
+    QVERIFY2(checked > 0, "no GEMM wide enough to check at 1600 px");
+    QVERIFY(wide_gemm(*r, *s.view) >= 0);
+  }
+  void exposedCommunicationFewerPixelsWhenOptimized() {
+    const auto base = load(QStringLiteral("gb300-baseline.json"));
+    const auto opt = load(QStringLiteral("gb300-optimized.json"));
+    // What the model says: exposed communication is a smaller share of the optimized step.
+    QVERIFY(base->exposed_comm_fraction > opt->exposed_comm_fraction);
+    const Shot sb = shoot(base), so = shoot(opt);
+    const int64_t n_base = columns_with(sb, base->busiest_class, exposed_comm_color());
+    const int64_t n_opt = columns_with(so, opt->busiest_class, exposed_comm_color());
+    const double w = sb.view->timeGeometry().width;
+    qInfo("exposed-communication columns: baseline %lld (model: %.0f), optimized %lld (model: %.0f)",
+          static_cast<long long>(n_base), base->exposed_comm_fraction * w, static_cast<long long>(n_opt),
+          opt->exposed_comm_fraction * w);
+    QVERIFY(n_base > 0);
+    QVERIFY(n_opt < n_base);
+  }
+  void commandLineScreenshot() {
+    // The executable as a user runs it: exit 0 and a 1600x900 PNG; malformed: exit 2, message, no file.
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("shot.png"));
+    QProcess p;
+    p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), out, QStringLiteral("--view"),
+                                          QStringLiteral("timeline"), kDir + QStringLiteral("gb300-optimized.json")});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 0);
+    QCOMPARE(QImage(out).size(), kShot);
+    const QString bad = dir.filePath(QStringLiteral("bad.png"));
+    p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), bad, kDir + QStringLiteral("gb300-optimized.json"),
+                                          QStringLiteral("--set"), QStringLiteral("parallelism.ep=7")});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    const LoadResult expected =
+        load_and_predict((kDir + QStringLiteral("gb300-optimized.json")).toStdString(), {"parallelism.ep=7"});
+    QVERIFY(!expected.report);
+    QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(QString::fromStdString(expected.error)));
+    QVERIFY(!QFile::exists(bad));
+  }
+  void wheelZoomsAroundCursorDragPans() {
+    TimelineView v;
+    v.resize(kShot);
+    v.setReport(load(QStringLiteral("gb300-optimized.json")));
+    const double x = 400, t = v.timeGeometry().x_to_time(x), len = v.timeGeometry().t1 - v.timeGeometry().t0;
+    const QPointF at(v.plotLeft() + x, v.laneRect(0).center().y());
+    QWheelEvent wheel(at, v.mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase,
+                      false);
+    QApplication::sendEvent(&v, &wheel);
+    // One notch magnifies 1.25x around the cursor: the range is len / 1.25 and t stays at x.
+    QVERIFY(qAbs(v.timeGeometry().t1 - v.timeGeometry().t0 - len / 1.25) < 1e-12);
+    QVERIFY(qAbs(v.timeGeometry().x_to_time(x) - t) < 1e-12);
+    // A 100-px drag to the right moves the range left by 100 / width of its length.
+    const double t0 = v.timeGeometry().t0, span = v.timeGeometry().t1 - v.timeGeometry().t0, w = v.timeGeometry().width;
+    const QPoint p0 = at.toPoint(), p1 = p0 + QPoint(100, 0);
+    QTest::mousePress(&v, Qt::LeftButton, {}, p0);
+    QMouseEvent move(QEvent::MouseMove, QPointF(p1), v.mapToGlobal(QPointF(p1)), Qt::NoButton, Qt::LeftButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(&v, &move);
+    QTest::mouseRelease(&v, Qt::LeftButton, {}, p1);
+    QVERIFY(qAbs(v.timeGeometry().t0 - (t0 - 100 / w * span)) < 1e-12);
+  }
+  void headlessScreenshotWritesPngOrNothing() {
+    QTemporaryDir dir;
+    const QString good = dir.filePath(QStringLiteral("t.png")), bad = dir.filePath(QStringLiteral("bad.png"));
+    QString error;
+    ShotOptions breakdown, timeline;
+    breakdown.view = View::breakdown;
+    QCOMPARE(screenshot(kDir + QStringLiteral("gb300-optimized.json"), {}, breakdown, good, &error), 0);
+    QCOMPARE(QImage(good).size(), kShot);
+    const QString malformed = dir.filePath(QStringLiteral("m.json"));
+    QFile f(malformed);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"name\": \"broken\", ");
+    f.close();
+    QCOMPARE(screenshot(malformed, {}, timeline, bad, &error), 2);
+    QVERIFY(error.startsWith(malformed));
+    QVERIFY(!QFile::exists(bad));
+  }
+};
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void malformedScenarioKeepsPrevious() {
+    MainWindow w;
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    QVERIFY(w.openScenario(good));
+    const auto before = w.report();
+    QVERIFY(w.errorText().isEmpty());
+    // Valid JSON, invalid scenario: ep = 7 breaks the layout rule (and does not divide the experts).
+    QVERIFY(!w.openScenario(good, {QStringLiteral("parallelism.ep=7")}));
+    const LoadResult expected = load_and_predict(good.toStdString(), {"parallelism.ep=7"});
+    QVERIFY(!expected.report);
+    QCOMPARE(w.errorText(), QString::fromStdString(expected.error));  // moeperf's InputError::what()
+    QCOMPARE(w.report(), before);
+    QCOMPARE(w.scenarioPath(), good);
+    // Not even JSON: same outcome, the loader's message shown, the report kept.
+    QTemporaryDir dir;
+    const QString broken = dir.filePath(QStringLiteral("broken.json"));
+    QFile f(broken);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{\"name\": ");
+    f.close();
+    QVERIFY(!w.openScenario(broken));
+    QVERIFY(w.errorText().startsWith(broken));
+    QCOMPARE(w.report(), before);
+    QVERIFY(w.openScenario(good));  // a good one clears the message
+    QVERIFY(w.errorText().isEmpty());
+  }
+  void staleBackgroundLoadIsDropped() {
+    MainWindow w;
+    QSignalSpy spy(w.job(), &ScenarioJob::finished);
+    const QString first = kDir + QStringLiteral("gb300-baseline.json");
+    const QString second = kDir + QStringLiteral("gb300-optimized.json");
+    w.requestScenario(first);
+    w.requestScenario(second);  // overtakes the first: only its result may arrive
+    QVERIFY(spy.wait(30000));
+    QTest::qWait(200);  // let the first request's (dropped) result come back too
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(w.scenarioPath(), second);
+    QVERIFY(w.report() && w.report()->step_time.value() > 0);
+  }
+  void clickSelectsRow() {
+    MainWindow w;
+    w.resize(1600, 1000);
+    w.show();
+    QVERIFY(w.openScenario(kDir + QStringLiteral("gb300-optimized.json")));
+    TimelineView* v = w.timelineView();
+    const auto r = w.report();
+    const int op = wide_gemm(*r, *v);
+    QVERIFY(op >= 0);
+    const OpTiming& t = r->sim->classes[static_cast<size_t>(r->busiest_class)].ops[static_cast<size_t>(op)];
+    const int lane = compute_lane(*v, r->busiest_class);
+    const QPoint at(v->xForTime((t.start + t.end).value() / 2), v->laneRect(lane).center().y());
+    const auto hit = v->hitTest(at);
+    QVERIFY(hit && hit->span.op == op);
+    const QString tip = v->toolTipFor(*hit);  // what hovering shows
+    const Op& o = r->graph->classes[static_cast<size_t>(r->busiest_class)].ops[static_cast<size_t>(op)];
+    QVERIFY2(tip.contains(QString::fromStdString(o.name)) && tip.contains(format_seconds((t.end - t.start).value())) &&
+                 tip.contains(format_flops(o.flops.value())) && tip.contains(QStringLiteral("TFLOP/s")) &&
+                 tip.contains(format_bytes(op_bytes(o))),
+             qPrintable(tip));
+    QTest::mouseClick(v, Qt::LeftButton, {}, at);
+    const QModelIndexList rows = w.opTable()->selectionModel()->selectedRows();
+    QCOMPARE(rows.size(), 1);
+    QCOMPARE(rows[0].data(TimelineModel::OpIndexRole).toInt(), op);
+  }
+};
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  int rc = 0;
+  {
+    TimelineShotTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    MainWindowTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  return rc;
+}
+
+#include "gui_widgets_test.moc"
