@@ -87,7 +87,6 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   // Kernel time per category, communication share, exposed communication.
   Seconds comm_kernel, all_kernel;
   std::map<std::string, size_t> index;
-  std::vector<std::pair<double, double>> comm_iv, compute_iv;
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = sc.ops[i].end - sc.ops[i].start;
@@ -95,9 +94,6 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     all_kernel += d;
     if (is_communication(op.category)) {
       comm_kernel += d;
-      comm_iv.emplace_back(sc.ops[i].start.value(), sc.ops[i].end.value());
-    } else {
-      compute_iv.emplace_back(sc.ops[i].start.value(), sc.ops[i].end.value());
     }
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
     if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}});
@@ -109,21 +105,9 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     o.bytes += op.collective == Collective::none ? op.hbm_bytes : op.bytes;
   }
   r.comm_fraction_of_kernel_time = all_kernel.value() > 0 ? comm_kernel / all_kernel : 0.0;
-  // Exposed: time covered by communication intervals but by no compute interval (sweep over events).
-  std::vector<std::pair<double, int>> ev;
-  for (auto [a, b] : comm_iv) ev.push_back({a, 1}), ev.push_back({b, -1});
-  for (auto [a, b] : compute_iv) ev.push_back({a, 2}), ev.push_back({b, -2});
-  std::sort(ev.begin(), ev.end());
-  int comm_on = 0, comp_on = 0;
-  double last = 0, exposed = 0;
-  for (auto [t, k] : ev) {
-    if (comm_on > 0 && comp_on == 0) exposed += t - last;
-    last = t;
-    if (k == 1) ++comm_on;
-    if (k == -1) --comm_on;
-    if (k == 2) ++comp_on;
-    if (k == -2) --comp_on;
-  }
+  // Exposed: time covered by communication but by no compute.
+  double exposed = 0;
+  for (auto [a, b] : exposed_intervals(rc, sc)) exposed += b - a;
   r.exposed_comm = Seconds(exposed);
   r.exposed_comm_fraction = r.step_time.value() > 0 ? exposed / r.step_time.value() : 0.0;
   r.memory = memory_report(s, r.load, cal);

@@ -45,6 +45,10 @@ struct SimResult {
 
 SimResult simulate(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
 
+// Time intervals [start, end) of a class's step when some communication runs and no compute does
+// (exposed communication), merged and sorted.
+std::vector<std::pair<double, double>> exposed_intervals(const RankClass& rc, const SimClass& sc);
+
 // The serial estimate: every op back to back, uncontended, no overlap.
 Seconds serial_time(const RankClass& rc, const Pricer& pricer);
 

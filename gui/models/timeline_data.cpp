@@ -5,32 +5,6 @@
 
 namespace moeperf::gui {
 
-std::vector<Interval> exposed_intervals(const RankClass& rc, const SimClass& sc) {
-  // The sweep of model/predict.cpp: +1/-1 for communication, +2/-2 for compute, sorted by time.
-  std::vector<std::pair<double, int>> ev;
-  for (size_t i = 0; i < rc.ops.size() && i < sc.ops.size(); ++i) {
-    const int k = is_communication(rc.ops[i].category) ? 1 : 2;
-    ev.push_back({sc.ops[i].start.value(), k});
-    ev.push_back({sc.ops[i].end.value(), -k});
-  }
-  std::sort(ev.begin(), ev.end());
-  std::vector<Interval> out;
-  int comm_on = 0, comp_on = 0;
-  double last = 0;
-  for (auto [t, k] : ev) {
-    if (comm_on > 0 && comp_on == 0 && t > last) {
-      if (!out.empty() && out.back().second >= last) out.back().second = t;
-      else out.emplace_back(last, t);
-    }
-    last = t;
-    if (k == 1) ++comm_on;
-    if (k == -1) --comm_on;
-    if (k == 2) ++comp_on;
-    if (k == -2) --comp_on;
-  }
-  return out;
-}
-
 double TimelineData::exposed_seconds(int rank_class) const {
   double s = 0;
   for (auto [a, b] : exposed.at(static_cast<size_t>(rank_class))) s += b - a;

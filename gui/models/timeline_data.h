@@ -27,8 +27,7 @@ struct Lane {
 
 using Interval = std::pair<double, double>;  // seconds
 
-// Time covered by a communication op and by no compute op, merged and sorted.
-std::vector<Interval> exposed_intervals(const RankClass& rc, const SimClass& sc);
+using moeperf::exposed_intervals;  // model/sim.h: exposed communication intervals of a class
 
 struct TimelineData {
   std::vector<Lane> lanes;
