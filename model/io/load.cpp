@@ -744,7 +744,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration, measurements) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -771,6 +771,13 @@ Validated validate_file(const std::string& path) {
     int changed = 0;
     for (const ParamDef& d : param_defs()) changed += !c.is_default(d.id);
     return {kind, std::to_string(changed) + " of " + std::to_string(param_defs().size()) + " parameters set"};
+  }
+  if (kind == "measurements") {
+    root.allow_only({"kind", "scenario", "backend", "communicator", "ranks", "dims", "steps", "warmup", "layers", "machine",
+                     "git_revision", "date", "ops", "expert_rows_histogram", "gates_passed", "notes"});
+    root.at("ops").expect_object();
+    return {kind, std::to_string(root.at("ops").raw().size()) + " ops measured on " +
+                      std::to_string(root.at("ranks").as_positive_int()) + " ranks (" + root.at("backend").as_string() + ")"};
   }
   if (kind == "histogram") {
     root.allow_only({"kind", "name", "source", "note", "counts"});
