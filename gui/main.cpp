@@ -1,9 +1,13 @@
 // moeperf-gui: the desktop app. Exit codes as the CLI: 0 ok, 1 the work failed, 2 bad input.
 //   moeperf-gui [SCENARIO] [--set PATH=VALUE ...]
-//   moeperf-gui --screenshot OUT.png [--view timeline|breakdown] [--range T0:T1] [--set ...] SCENARIO  (headless)
+//   moeperf-gui --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology] [--range T0:T1]
+//               [--scale-gpus 128,256,512,1024] [--grow fsdp|dp|ep] [--set ...] SCENARIO  (headless)
 #include <QApplication>
 #include <QCommandLineParser>
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <utility>
 
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/screenshot.h"
@@ -18,17 +22,22 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName(QStringLiteral("moeperf-gui"));
 
   QCommandLineParser p;
-  p.setApplicationDescription(QStringLiteral("moeperf desktop app: step timeline and breakdown of a scenario"));
+  p.setApplicationDescription(QStringLiteral("moeperf desktop app: step timeline, breakdown, waterfall, scaling and topology of a scenario"));
   p.addHelpOption();
   const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render a view to OUT.png and exit."),
                                 QStringLiteral("OUT.png"));
-  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("timeline (default) or breakdown."),
+  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("timeline (default), breakdown, waterfall, scaling or topology."),
                                 QStringLiteral("view"), QStringLiteral("timeline"));
   const QCommandLineOption set(QStringLiteral("set"), QStringLiteral("Override a scenario value, as the CLI."),
                                QStringLiteral("PATH=VALUE"));
   const QCommandLineOption range(QStringLiteral("range"), QStringLiteral("Timeline seconds shown, T0:T1."),
                                  QStringLiteral("T0:T1"));
-  p.addOptions({shot, view, set, range});
+  const QCommandLineOption gpus(QStringLiteral("scale-gpus"),
+                                QStringLiteral("Scaling view: GPU counts, comma separated (default 128,256,512,1024)."),
+                                QStringLiteral("N,N,..."));
+  const QCommandLineOption grow(QStringLiteral("grow"), QStringLiteral("Scaling view: axis grown, fsdp (default), dp or ep."),
+                                QStringLiteral("axis"), QStringLiteral("fsdp"));
+  p.addOptions({shot, view, set, range, gpus, grow});
   p.addPositionalArgument(QStringLiteral("scenario"), QStringLiteral("Scenario JSON"));
   if (!p.parse(args)) {
     std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(p.errorText()));
@@ -39,12 +48,40 @@ int main(int argc, char** argv) {
 
   if (p.isSet(shot)) {
     const QString v = p.value(view);
-    if (pos.size() != 1 || (v != QLatin1String("timeline") && v != QLatin1String("breakdown"))) {
-      std::fprintf(stderr, "moeperf-gui: --screenshot OUT.png [--view timeline|breakdown] SCENARIO\n");
+    using moeperf::gui::View;
+    const std::pair<const char*, View> views[] = {{"timeline", View::timeline},
+                                                   {"breakdown", View::breakdown},
+                                                   {"waterfall", View::waterfall},
+                                                   {"scaling", View::scaling},
+                                                   {"topology", View::topology}};
+    const auto* it = std::find_if(std::begin(views), std::end(views),
+                                  [&](const auto& x) { return v == QLatin1String(x.first); });
+    if (pos.size() != 1 || it == std::end(views)) {
+      std::fprintf(stderr, "moeperf-gui: --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology] SCENARIO\n");
       return 2;
     }
     moeperf::gui::ShotOptions opt;
-    opt.view = v == QLatin1String("breakdown") ? moeperf::gui::View::breakdown : moeperf::gui::View::timeline;
+    opt.view = it->second;
+    const QString g = p.value(grow);
+    if (g != QLatin1String("fsdp") && g != QLatin1String("dp") && g != QLatin1String("ep")) {
+      std::fprintf(stderr, "moeperf-gui: --grow: expected fsdp, dp or ep, got %s\n", qPrintable(g));
+      return 2;
+    }
+    opt.grow = g == QLatin1String("dp") ? moeperf::GrowAxis::dp : g == QLatin1String("ep") ? moeperf::GrowAxis::ep
+                                                                                          : moeperf::GrowAxis::fsdp;
+    if (p.isSet(gpus)) {
+      opt.scale_gpus.clear();
+      for (const QString& n : p.value(gpus).split(QLatin1Char(','))) {
+        bool ok = false;
+        const qlonglong count = n.toLongLong(&ok);
+        if (!ok || count <= 0) {
+          std::fprintf(stderr, "moeperf-gui: --scale-gpus: expected positive GPU counts like 128,256, got %s\n",
+                       qPrintable(p.value(gpus)));
+          return 2;
+        }
+        opt.scale_gpus.push_back(count);
+      }
+    }
     if (p.isSet(range)) {
       const QStringList r = p.value(range).split(QLatin1Char(':'));
       bool ok0 = false, ok1 = false;

@@ -13,7 +13,7 @@ void ScenarioJob::start(const QString& path, const QStringList& sets) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
   pool_.start([this, gen, path, s = std::move(s)] {
-    LoadResult r = load_and_predict(path.toStdString(), s);
+    LoadResult r = with_studies(load_and_predict(path.toStdString(), s));
     // Queued to the GUI thread; discarded by Qt if this object is gone (the destructor waits anyway).
     QMetaObject::invokeMethod(
         this,

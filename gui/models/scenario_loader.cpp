@@ -18,4 +18,9 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
   return out;
 }
 
+LoadResult with_studies(LoadResult r) {
+  if (r.report) r.studies = std::make_shared<const Studies>(build_studies(*r.report));
+  return r;
+}
+
 }  // namespace moeperf::gui

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gui/models/study_data.h"
 #include "model/predict.h"
 
 namespace moeperf::gui {
@@ -16,8 +17,11 @@ namespace moeperf::gui {
 struct LoadResult {
   std::shared_ptr<const StepReport> report;  // null when the input was rejected
   std::string error;                          // InputError::what() (file: JSON path: expected ...)
+  std::shared_ptr<const Studies> studies;     // waterfall and scaling, once with_studies() ran
 };
 
 LoadResult load_and_predict(const std::string& path, const std::vector<std::string>& sets = {});
+// The same result with build_studies() of its report (the waterfall and scaling views' data).
+LoadResult with_studies(LoadResult r);
 
 }  // namespace moeperf::gui

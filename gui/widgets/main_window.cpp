@@ -13,7 +13,10 @@
 
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/breakdown_view.h"
+#include "gui/widgets/scaling_view.h"
 #include "gui/widgets/timeline_view.h"
+#include "gui/widgets/topology_view.h"
+#include "gui/widgets/waterfall_view.h"
 
 namespace moeperf::gui {
 
@@ -43,6 +46,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_ = new QTabWidget();
   tabs_->addTab(split, tr("Timeline"));
   tabs_->addTab(breakdown_, tr("Breakdown"));
+  waterfall_ = new WaterfallView();
+  tabs_->addTab(waterfall_, tr("Waterfall"));
+  scaling_ = new ScalingView();
+  tabs_->addTab(scaling_, tr("Scaling"));
+  topology_ = new TopologyView();
+  tabs_->addTab(topology_, tr("Topology"));
 
   error_ = new QLabel();
   error_->setWordWrap(true);
@@ -82,7 +91,7 @@ void MainWindow::requestScenario(const QString& path, const QStringList& sets) {
 bool MainWindow::openScenario(const QString& path, const QStringList& sets) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
-  return apply(load_and_predict(path.toStdString(), s), path);
+  return apply(with_studies(load_and_predict(path.toStdString(), s)), path);
 }
 
 bool MainWindow::apply(const LoadResult& r, const QString& path) {
@@ -99,6 +108,9 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   model_->setReport(report_);
   timeline_->setReport(report_);
   breakdown_->setReport(report_);
+  waterfall_->setStudies(r.studies);
+  scaling_->setStudies(r.studies);
+  topology_->setReport(report_);
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
   statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5%")
                                .arg(path)

@@ -1,6 +1,7 @@
-// The desktop window: File > Open scenario, the timeline (with the busiest class's op table) and
-// the breakdown in tabs, a status line. A scenario that fails validation leaves the one shown and
-// puts moeperf's message (file: JSON path: what was expected) in a banner.
+// The desktop window: File > Open scenario, the timeline (with the busiest class's op table), the
+// breakdown, the ablation waterfall, the scaling sweep and the topology in tabs, a status line. A
+// scenario that fails validation leaves the one shown and puts moeperf's message (file: JSON
+// path: what was expected) in a banner.
 #pragma once
 
 #include <QMainWindow>
@@ -17,7 +18,10 @@ class QTableView;
 namespace moeperf::gui {
 
 class BreakdownView;
+class ScalingView;
 class TimelineView;
+class TopologyView;
+class WaterfallView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -35,6 +39,9 @@ class MainWindow : public QMainWindow {
   QString errorText() const;  // the banner's message, empty when hidden
   TimelineView* timelineView() const { return timeline_; }
   BreakdownView* breakdownView() const { return breakdown_; }
+  WaterfallView* waterfallView() const { return waterfall_; }
+  ScalingView* scalingView() const { return scaling_; }
+  TopologyView* topologyView() const { return topology_; }
   QTableView* opTable() const { return table_; }
   QTabWidget* tabs() const { return tabs_; }
 
@@ -49,6 +56,9 @@ class MainWindow : public QMainWindow {
   QSortFilterProxyModel* proxy_;
   TimelineView* timeline_;
   BreakdownView* breakdown_;
+  WaterfallView* waterfall_;
+  ScalingView* scaling_;
+  TopologyView* topology_;
   QTableView* table_;
   QTabWidget* tabs_;
   QLabel* error_;

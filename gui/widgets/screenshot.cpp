@@ -4,14 +4,35 @@
 
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/breakdown_view.h"
+#include "gui/widgets/scaling_view.h"
 #include "gui/widgets/timeline_view.h"
+#include "gui/widgets/topology_view.h"
+#include "gui/widgets/waterfall_view.h"
 
 namespace moeperf::gui {
 
-QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt) {
+QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt,
+                   std::shared_ptr<const Studies> studies) {
   const QSize size = opt.size;
   std::unique_ptr<QWidget> w;
-  if (opt.view == View::timeline) {
+  if ((opt.view == View::waterfall || opt.view == View::scaling) && !studies && report)
+    studies = std::make_shared<const Studies>(build_studies(*report, opt.scale_gpus, opt.grow));
+  if (opt.view == View::waterfall) {
+    auto* v = new WaterfallView();
+    w.reset(v);
+    v->resize(size);
+    v->setStudies(studies);
+  } else if (opt.view == View::scaling) {
+    auto* v = new ScalingView();
+    w.reset(v);
+    v->resize(size);
+    v->setStudies(studies);
+  } else if (opt.view == View::topology) {
+    auto* v = new TopologyView();
+    w.reset(v);
+    v->resize(size);
+    v->setReport(report);
+  } else if (opt.view == View::timeline) {
     auto* t = new TimelineView();
     w.reset(t);
     t->resize(size);
@@ -40,7 +61,16 @@ int screenshot(const QString& scenario, const QStringList& sets, const ShotOptio
     if (error) *error = QString::fromStdString(r.error);
     return 2;
   }
-  const QImage img = render_view(r.report, opt);
+  std::shared_ptr<const Studies> studies;
+  if (opt.view == View::waterfall || opt.view == View::scaling) {
+    studies = std::make_shared<const Studies>(build_studies(*r.report, opt.scale_gpus, opt.grow));
+    const std::string& e = opt.view == View::waterfall ? studies->waterfall_error : studies->scaling_error;
+    if (!e.empty()) {  // the study rejected the input (a GPU count the mesh does not divide)
+      if (error) *error = QString::fromStdString(e);
+      return 2;
+    }
+  }
+  const QImage img = render_view(r.report, opt, studies);
   QSaveFile f(out);
   if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
     if (error) *error = QStringLiteral("cannot write %1").arg(out);

@@ -9,23 +9,29 @@
 #include <QStringList>
 #include <memory>
 
+#include "gui/models/study_data.h"
 #include "model/predict.h"
 
 namespace moeperf::gui {
 
-enum class View { timeline, breakdown };
+enum class View { timeline, breakdown, waterfall, scaling, topology };
 
 // range: seconds shown by the timeline ({0, 0}: the whole step).
 struct ShotOptions {
   View view = View::timeline;
   QSize size = QSize(1600, 900);
   double t0 = 0, t1 = 0;
+  std::vector<int64_t> scale_gpus = kDefaultScaleGpus;  // the scaling view's sweep
+  GrowAxis grow = GrowAxis::fsdp;
 };
 
-QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt = {});
+// The waterfall and scaling views draw `studies` (build_studies(*report, opt.scale_gpus, opt.grow) when null).
+QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt = {},
+                   std::shared_ptr<const Studies> studies = nullptr);
 
 // Loads SCENARIO, renders and writes OUT (via a temporary, so a failure writes nothing).
-// Returns 0, 2 for bad input (message in *error), 1 when the PNG cannot be written.
+// Returns 0, 2 for bad input (message in *error; for the waterfall and scaling views also a study
+// the model rejects), 1 when the PNG cannot be written.
 int screenshot(const QString& scenario, const QStringList& sets, const ShotOptions& opt, const QString& out,
                QString* error);
 

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "gui/models/scenario_loader.h"
+#include "gui/models/study_data.h"
+#include "gui/models/topology_data.h"
 #include "gui/models/timeline_data.h"
 #include "gui/models/timeline_geometry.h"
 #include "gui/models/timeline_model.h"
@@ -147,6 +149,84 @@ class TimelineModelTest : public QObject {
   }
 };
 
+class StudyDataTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void valuesAreTheModels() {
+    // build_studies copies the model's numbers: waterfall(baseline_of(s), s, cal) and
+    // scale(s, {128, 256, 512, 1024}, fsdp, cal), bar for step and point for point.
+    const LoadResult r = with_studies(load_and_predict(kOptimized));
+    QVERIFY(r.report && r.studies);
+    const Scenario& s = *r.report->scenario;
+    const auto steps = waterfall(baseline_of(s), s, s.calibration);
+    const Studies& st = *r.studies;
+    QVERIFY(st.waterfall_error.empty() && st.scaling_error.empty());
+    QCOMPARE(st.waterfall.size(), steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      QCOMPARE(st.waterfall[i].name, steps[i].name);
+      QCOMPARE(st.waterfall[i].tflops_per_gpu, steps[i].report.model_tflops_per_gpu);
+      QCOMPARE(st.waterfall[i].step_time_s, steps[i].report.step_time.value());
+      QCOMPARE(st.waterfall[i].fits, steps[i].report.memory.fits);
+    }
+    // The last step is the scenario itself.
+    QCOMPARE(st.waterfall.back().tflops_per_gpu, r.report->model_tflops_per_gpu);
+    const auto pts = scale(s, kDefaultScaleGpus, GrowAxis::fsdp, s.calibration);
+    QCOMPARE(st.scaling.size(), pts.size());
+    for (size_t i = 0; i < pts.size(); ++i) {
+      QCOMPARE(st.scaling[i].gpus, pts[i].gpus);
+      QCOMPARE(st.scaling[i].tokens_per_s_per_gpu, pts[i].report.tokens_per_s_per_gpu);
+      QCOMPARE(st.scaling[i].efficiency, pts[i].efficiency);
+      QCOMPARE(st.scaling[i].fits, pts[i].report.memory.fits);
+    }
+    QCOMPARE(st.scaling.front().efficiency, 1.0);  // the first point over itself
+  }
+  void rejectedSweepKeepsTheMessage() {
+    // 100 GPUs is not a multiple of the other axes (ep 8): scale() throws, the waterfall stays.
+    const LoadResult r = load_and_predict(kOptimized);
+    const Studies st = build_studies(*r.report, {100});
+    QVERIFY(st.scaling.empty());
+    QVERIFY(!st.scaling_error.empty());
+    QVERIFY(!st.waterfall.empty());
+  }
+};
+
+class TopologyDataTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void wholeRackIsDrawnVertexByVertex() {
+    // One GB200 NVL72 rack: 72 GPUs, 18 NVLink switch chips, every vertex a node of its kind.
+    const LoadResult r = load_and_predict(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-optimized.json");
+    QVERIFY(r.report);
+    const Topology t = Topology::build(r.report->scenario->system, 72);
+    const TopologyData d = build_topology_data(t, {});
+    QVERIFY(d.whole);
+    QCOMPARE(d.drawn(VertexKind::gpu), int64_t{72});
+    QCOMPARE(d.drawn(VertexKind::nvswitch), int64_t{18});
+    for (int k = 0; k < kVertexKinds; ++k)
+      QCOMPARE(d.drawn(static_cast<VertexKind>(k)), t.count(static_cast<VertexKind>(k)));
+    QCOMPARE(static_cast<int64_t>(d.nodes.size()), t.vertex_count());
+    // Each GPU reaches all 18 switch chips (NVL72's all-to-all through the switch tray).
+    int64_t gpu_switch = 0;
+    for (const TopoEdge& e : d.edges) gpu_switch += e.kind == LinkKind::nvlink;
+    QCOMPARE(gpu_switch, int64_t{72 * 18});
+  }
+  void largeSystemDrawsOneDomainAndCounts() {
+    // 1,024 GB300 GPUs (64 per rack): one domain's 64 GPUs, each fabric tier one box with its count.
+    const LoadResult r = load_and_predict(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb300-scaling.json",
+                                          {"gpus=1024", "parallelism.fsdp=128", "batch.global_batch=6144"});
+    QVERIFY(r.report);
+    const Topology& t = *r.report->topology;
+    const TopologyData d = build_topology_data(t, step_utilization(*r.report));
+    QVERIFY(!d.whole);
+    QCOMPARE(d.drawn(VertexKind::gpu), t.gpus_per_domain());
+    QCOMPARE(d.drawn(VertexKind::leaf), int64_t{1});
+    for (const TopoTier& tier : d.tiers) QCOMPARE(tier.total, t.count(tier.kind));
+    // Mean utilization over the step is a fraction; EP all-to-all keeps NVLink busy some of the time.
+    for (double u : d.utilization) QVERIFY(u >= 0 && u <= 1);
+    QVERIFY(d.utilization[static_cast<size_t>(Resource::nvlink)] > 0);
+  }
+};
+
 int main(int argc, char** argv) {
   QGuiApplication app(argc, argv);
   int rc = 0;
@@ -156,6 +236,14 @@ int main(int argc, char** argv) {
   }
   {
     TimelineModelTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    StudyDataTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    TopologyDataTest t;
     rc |= QTest::qExec(&t, argc, argv);
   }
   return rc;

@@ -1,6 +1,13 @@
 // The widgets offscreen: the timeline screenshot checked by pixels against the model's timings,
 // the headless screenshot path, and the window keeping its scenario when a malformed one is opened.
 #include <QApplication>
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QLineSeries>
+#include <QScatterSeries>
+#include <QStackedBarSeries>
+#include <QTabWidget>
 #include <algorithm>
 #include <QItemSelectionModel>
 #include <QProcess>
@@ -14,7 +21,10 @@
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/screenshot.h"
+#include "gui/widgets/scaling_view.h"
 #include "gui/widgets/timeline_view.h"
+#include "gui/widgets/topology_view.h"
+#include "gui/widgets/waterfall_view.h"
 
 using namespace moeperf;
 using namespace moeperf::gui;
@@ -184,6 +194,146 @@ class TimelineShotTest : public QObject {
   }
 };
 
+namespace {
+
+QImage render(QWidget& w) {
+  QImage img(kShot, QImage::Format_RGB32);
+  img.fill(Qt::white);
+  w.render(&img);
+  return img;
+}
+
+// Widget pixel of a chart value (chart coordinates of `series`).
+QPoint chart_pixel(QChartView& v, QPointF value, QAbstractSeries* series) {
+  return v.mapFromScene(v.chart()->mapToScene(v.chart()->mapToPosition(value, series)));
+}
+
+}  // namespace
+
+class StudyViewsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void waterfallBarsAreTheModelsSteps() {
+    // The series hold waterfall(baseline_of(s), s, cal): one bar per step, each in the fits set or
+    // the does-not-fit set (0 in the other), labeled with the step's name.
+    const auto r = load(QStringLiteral("gb300-optimized.json"));
+    const Scenario& s = *r->scenario;
+    const auto steps = waterfall(baseline_of(s), s, s.calibration);
+    WaterfallView v;
+    v.resize(kShot);
+    v.setStudies(std::make_shared<const Studies>(build_studies(*r)));
+    QCOMPARE(v.chart()->series().size(), 1);
+    auto* series = qobject_cast<QStackedBarSeries*>(v.chart()->series().front());
+    QVERIFY(series);
+    const QList<QBarSet*> sets = series->barSets();
+    QVERIFY(!sets.isEmpty());
+    QCOMPARE(sets[0]->count(), static_cast<int>(steps.size()));
+    auto* axis = qobject_cast<QBarCategoryAxis*>(v.chart()->axes(Qt::Horizontal).front());
+    QVERIFY(axis);
+    QCOMPARE(axis->count(), static_cast<int>(steps.size()));
+    for (int i = 0; i < sets[0]->count(); ++i) {
+      const auto& st = steps[static_cast<size_t>(i)];
+      double sum = 0;
+      for (QBarSet* set : sets) sum += set->at(i);
+      QCOMPARE(sum, st.report.model_tflops_per_gpu);
+      QCOMPARE(sets[0]->at(i), st.report.memory.fits ? st.report.model_tflops_per_gpu : 0.0);
+      QVERIFY(axis->at(i).startsWith(QString::fromStdString(st.name)));
+    }
+    // Screenshot: the middle of every bar is painted in its color.
+    QVERIFY(steps.back().report.memory.fits);  // this scenario fits: the bars are in barColor()
+    const QImage img = render(v);
+    for (int i = 0; i < sets[0]->count(); ++i) {
+      const auto& st = steps[static_cast<size_t>(i)];
+      const QPoint at = chart_pixel(v, QPointF(i, st.report.model_tflops_per_gpu / 2), series);
+      const QColor want = st.report.memory.fits ? WaterfallView::barColor() : WaterfallView::noFitColor();
+      QCOMPARE(QColor(img.pixel(at)), want);
+    }
+  }
+  void scalingPointsAreScaleResults() {
+    // gb200-optimized: the optimized config on B200 (less HBM): its 128-GPU point does not fit.
+    const auto r = load(QStringLiteral("gb200-optimized.json"));
+    const Scenario& s = *r->scenario;
+    const auto pts = scale(s, {128, 256, 512, 1024}, GrowAxis::fsdp, s.calibration);
+    QVERIFY(!pts.front().report.memory.fits);
+    ScalingView v;
+    v.resize(kShot);
+    v.setStudies(std::make_shared<const Studies>(build_studies(*r)));
+    QVERIFY(v.throughputSeries() && v.efficiencySeries() && v.fitSeries() && v.noFitSeries());
+    QCOMPARE(v.throughputSeries()->count(), static_cast<int>(pts.size()));
+    int nofit = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const int k = static_cast<int>(i);
+      QCOMPARE(v.throughputSeries()->at(k), QPointF(static_cast<double>(pts[i].gpus), pts[i].report.tokens_per_s_per_gpu));
+      QCOMPARE(v.efficiencySeries()->at(k).y(), 100 * pts[i].efficiency);
+      QScatterSeries* marked = pts[i].report.memory.fits ? v.fitSeries() : v.noFitSeries();
+      QVERIFY(marked->points().contains(v.throughputSeries()->at(k)));
+      nofit += !pts[i].report.memory.fits;
+    }
+    QCOMPARE(v.noFitSeries()->count(), nofit);
+    QCOMPARE(v.fitSeries()->count() + v.noFitSeries()->count(), static_cast<int>(pts.size()));
+    QCOMPARE(v.noFitSeries()->name(), QStringLiteral("does not fit"));
+    // Screenshot: the 128-GPU point is a red square.
+    const QImage img = render(v);
+    const QPoint at = chart_pixel(v, v.throughputSeries()->at(0), v.noFitSeries());
+    QCOMPARE(QColor(img.pixel(at)), ScalingView::noFitColor());
+  }
+  void topologyDrawsEveryGpuAndSwitch() {
+    // gb200-nvl72, one rack: 72 GPU boxes and 18 NVLink switch boxes, each painted in its color.
+    const auto r = load(QStringLiteral("gb200-optimized.json"));
+    const Topology t = Topology::build(r->scenario->system, 72);
+    TopologyView v;
+    v.resize(kShot);
+    v.setData(build_topology_data(t, step_utilization(*r)));
+    const QImage img = render(v);
+    int gpus = 0, switches = 0;
+    for (size_t i = 0; i < v.data().nodes.size(); ++i) {
+      const VertexKind k = t.kind(v.data().nodes[i].vertex);
+      if (k != VertexKind::gpu && k != VertexKind::nvswitch) continue;
+      QCOMPARE(QColor(img.pixel(v.nodeRect(static_cast<int>(i)).center().toPoint())), TopologyView::kindColor(k));
+      (k == VertexKind::gpu ? gpus : switches) += 1;
+    }
+    QCOMPARE(gpus, 72);
+    QCOMPARE(switches, 18);
+    QCOMPARE(int64_t{gpus}, t.count(VertexKind::gpu));
+    QCOMPARE(int64_t{switches}, t.count(VertexKind::nvswitch));
+  }
+  void commandLineViews() {
+    QTemporaryDir dir;
+    for (const QString& view : {QStringLiteral("waterfall"), QStringLiteral("scaling"), QStringLiteral("topology")}) {
+      const QString out = dir.filePath(view + QStringLiteral(".png"));
+      QProcess p;
+      p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), out, QStringLiteral("--view"), view,
+                                            kDir + QStringLiteral("gb300-optimized.json")});
+      QVERIFY(p.waitForFinished(60000));
+      QCOMPARE(p.exitCode(), 0);
+      QCOMPARE(QImage(out).size(), kShot);
+    }
+    // A sweep the model rejects (100 GPUs: not a multiple of ep 8): exit 2, scale()'s message, no file.
+    const QString bad = dir.filePath(QStringLiteral("bad.png"));
+    QProcess p;
+    p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), bad, QStringLiteral("--view"),
+                                          QStringLiteral("scaling"), QStringLiteral("--scale-gpus"), QStringLiteral("100"),
+                                          kDir + QStringLiteral("gb300-optimized.json")});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    const Studies st = build_studies(*load(QStringLiteral("gb300-optimized.json")), {100});
+    QVERIFY(!st.scaling_error.empty());
+    QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(QString::fromStdString(st.scaling_error)));
+    QVERIFY(!QFile::exists(bad));
+  }
+  void windowHasTheTabs() {
+    MainWindow w;
+    QVERIFY(w.openScenario(kDir + QStringLiteral("gb300-optimized.json")));
+    QStringList tabs;
+    for (int i = 0; i < w.tabs()->count(); ++i) tabs << w.tabs()->tabText(i);
+    QVERIFY(tabs.contains(QStringLiteral("Waterfall")) && tabs.contains(QStringLiteral("Scaling")) &&
+            tabs.contains(QStringLiteral("Topology")));
+    QCOMPARE(w.topologyView()->data().drawn(VertexKind::gpu), w.report()->topology->gpus());
+    QVERIFY(w.waterfallView()->studies() && !w.waterfallView()->studies()->waterfall.empty());
+    QVERIFY(w.scalingView()->studies() && !w.scalingView()->studies()->scaling.empty());
+  }
+};
+
 class MainWindowTest : public QObject {
   Q_OBJECT
  private slots:
@@ -262,6 +412,10 @@ int main(int argc, char** argv) {
   }
   {
     MainWindowTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    StudyViewsTest t;
     rc |= QTest::qExec(&t, argc, argv);
   }
   return rc;

@@ -1,0 +1,55 @@
+#include "gui/models/study_data.h"
+
+#include "model/error.h"
+
+namespace moeperf::gui {
+
+std::vector<WaterfallBar> waterfall_bars(const std::vector<WaterfallStep>& steps) {
+  std::vector<WaterfallBar> out;
+  out.reserve(steps.size());
+  for (const WaterfallStep& s : steps)
+    out.push_back({s.name, s.changes, s.report.model_tflops_per_gpu, s.report.step_time.value(), s.report.memory.fits});
+  return out;
+}
+
+std::vector<ScalingPoint> scaling_points(const std::vector<ScalePoint>& points) {
+  std::vector<ScalingPoint> out;
+  out.reserve(points.size());
+  for (const ScalePoint& p : points)
+    out.push_back({p.gpus, p.report.tokens_per_s_per_gpu, p.report.model_tflops_per_gpu, p.efficiency,
+                   p.report.memory.fits});
+  return out;
+}
+
+Studies build_studies(const StepReport& r, const std::vector<int64_t>& gpus, GrowAxis axis) {
+  Studies st;
+  st.name = r.name;
+  st.axis = axis;
+  if (!r.scenario) {
+    st.waterfall_error = st.scaling_error = "the report carries no scenario";
+    return st;
+  }
+  const Scenario& s = *r.scenario;
+  try {
+    st.waterfall = waterfall_bars(waterfall(baseline_of(s), s, s.calibration));
+  } catch (const InputError& e) {
+    st.waterfall_error = e.what();
+  }
+  try {
+    st.scaling = scaling_points(scale(s, gpus, axis, s.calibration));
+  } catch (const InputError& e) {
+    st.scaling_error = e.what();
+  }
+  return st;
+}
+
+const char* to_string(GrowAxis a) {
+  switch (a) {
+    case GrowAxis::fsdp: return "fsdp";
+    case GrowAxis::dp: return "dp";
+    case GrowAxis::ep: return "ep";
+  }
+  return "?";
+}
+
+}  // namespace moeperf::gui

@@ -1,0 +1,112 @@
+#include "gui/widgets/scaling_view.h"
+
+#include <QChart>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
+#include <QValueAxis>
+#include <algorithm>
+
+namespace moeperf::gui {
+
+QColor ScalingView::throughputColor() { return QColor(0x1f, 0x77, 0xb4); }
+QColor ScalingView::noFitColor() { return QColor(0xd6, 0x27, 0x28); }
+
+ScalingView::ScalingView(QWidget* parent) : QChartView(parent) {
+  setRenderHint(QPainter::Antialiasing);
+  setChart(new QChart());
+  chart()->setTitle(tr("Open a scenario (File > Open scenario)"));
+}
+
+void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
+  studies_ = std::move(st);
+  throughput_ = efficiency_ = nullptr;
+  fit_ = nofit_ = nullptr;
+  auto* chart = new QChart();
+  if (studies_ && !studies_->scaling.empty()) {
+    const auto& pts = studies_->scaling;
+    throughput_ = new QLineSeries();
+    throughput_->setName(tr("tokens/s per GPU"));
+    throughput_->setPen(QPen(throughputColor(), 2.5));
+    efficiency_ = new QLineSeries();
+    efficiency_->setName(tr("scaling efficiency (%)"));
+    efficiency_->setPen(QPen(QColor(0x2c, 0xa0, 0x2c), 2.0, Qt::DashLine));
+    fit_ = new QScatterSeries();
+    fit_->setName(tr("fits memory"));
+    fit_->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+    fit_->setMarkerSize(12);
+    fit_->setColor(throughputColor());
+    fit_->setBorderColor(throughputColor());
+    nofit_ = new QScatterSeries();
+    nofit_->setName(tr("does not fit"));
+    nofit_->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    nofit_->setMarkerSize(16);
+    nofit_->setColor(noFitColor());
+    nofit_->setBorderColor(noFitColor());
+    double top = 0;
+    for (const ScalingPoint& p : pts) {
+      const double x = static_cast<double>(p.gpus);
+      throughput_->append(x, p.tokens_per_s_per_gpu);
+      efficiency_->append(x, 100 * p.efficiency);
+      (p.fits ? fit_ : nofit_)->append(x, p.tokens_per_s_per_gpu);
+      top = std::max(top, p.tokens_per_s_per_gpu);
+    }
+    efficiency_->setPointsVisible(true);
+    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(throughput_), static_cast<QAbstractSeries*>(efficiency_),
+                               static_cast<QAbstractSeries*>(fit_), static_cast<QAbstractSeries*>(nofit_)})
+      chart->addSeries(s);
+
+    auto* x = new QLogValueAxis();
+    x->setBase(2);
+    x->setLabelFormat(QStringLiteral("%d"));
+    x->setTitleText(tr("GPUs (%1 grows)").arg(QString::fromUtf8(to_string(studies_->axis))));
+    const double lo = static_cast<double>(pts.front().gpus), hi = static_cast<double>(pts.back().gpus);
+    x->setRange(lo / 1.3, hi * 1.3);
+    x->setMinorTickCount(0);
+    chart->addAxis(x, Qt::AlignBottom);
+    auto* y = new QValueAxis();
+    y->setTitleText(tr("tokens/s per GPU"));
+    // Throughput in the upper part, efficiency (near 100%) lower, so the two lines do not overlap.
+    y->setRange(0, top * 1.1);
+    y->setLabelFormat(QStringLiteral("%.0f"));
+    y->applyNiceNumbers();
+    chart->addAxis(y, Qt::AlignLeft);
+    auto* e = new QValueAxis();
+    e->setTitleText(tr("scaling efficiency (%)"));
+    e->setRange(0, 150);
+    e->setTickCount(y->tickCount());
+    e->setLabelFormat(QStringLiteral("%.0f"));
+    chart->addAxis(e, Qt::AlignRight);
+    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(throughput_), static_cast<QAbstractSeries*>(fit_),
+                               static_cast<QAbstractSeries*>(nofit_)}) {
+      s->attachAxis(x);
+      s->attachAxis(y);
+    }
+    efficiency_->attachAxis(x);
+    efficiency_->attachAxis(e);
+    // Only the marker kinds that occur in the legend.
+    if (fit_->count() == 0) chart->legend()->markers(fit_).front()->setVisible(false);
+    if (nofit_->count() == 0) chart->legend()->markers(nofit_).front()->setVisible(false);
+    chart->legend()->setAlignment(Qt::AlignBottom);
+    chart->setTitle(QStringLiteral("%1<br>scaling at a fixed per-GPU batch: %2 → %3 GPUs, efficiency %4%")
+                        .arg(QString::fromStdString(studies_->name).toHtmlEscaped())
+                        .arg(pts.front().gpus)
+                        .arg(pts.back().gpus)
+                        .arg(100 * pts.back().efficiency, 0, 'f', 1));
+    QFont f = chart->titleFont();
+    f.setPointSizeF(f.pointSizeF() * 1.4);
+    f.setBold(true);
+    chart->setTitleFont(f);
+  } else if (studies_) {
+    chart->setTitle(tr("No scaling sweep: %1").arg(QString::fromStdString(studies_->scaling_error)));
+  } else {
+    chart->setTitle(tr("Open a scenario (File > Open scenario)"));
+  }
+  QChart* old = this->chart();
+  setChart(chart);
+  delete old;
+}
+
+}  // namespace moeperf::gui
