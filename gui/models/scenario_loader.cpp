@@ -1,6 +1,7 @@
 #include "gui/models/scenario_loader.h"
 
 #include "model/error.h"
+#include "model/io/errors.h"
 #include "model/io/load.h"
 
 namespace moeperf::gui {
@@ -12,6 +13,9 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
     for (const auto& s : sets) ov.push_back(io::parse_override(s));
     const Scenario s = io::load_scenario(path, ov);
     out.report = std::make_shared<const StepReport>(predict(s, s.calibration));
+  } catch (const io::SpecError& e) {
+    out.error = e.what();
+    out.error_path = e.json_path();
   } catch (const InputError& e) {
     out.error = e.what();
   }

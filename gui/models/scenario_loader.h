@@ -17,6 +17,7 @@ namespace moeperf::gui {
 struct LoadResult {
   std::shared_ptr<const StepReport> report;  // null when the input was rejected
   std::string error;                          // InputError::what() (file: JSON path: expected ...)
+  std::string error_path;                     // SpecError::json_path() ("/parallelism/ep"), "" otherwise
   std::shared_ptr<const Studies> studies;     // waterfall and scaling, once with_studies() ran
 };
 

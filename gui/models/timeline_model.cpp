@@ -39,6 +39,12 @@ QString format_rate(const Op& op, double seconds) {
 
 TimelineModel::TimelineModel(QObject* parent) : QAbstractTableModel(parent) {}
 
+void TimelineModel::setMeasured(QHash<QString, double> median_s) {
+  beginResetModel();
+  measured_ = std::move(median_s);
+  endResetModel();
+}
+
 void TimelineModel::setReport(std::shared_ptr<const StepReport> report) {
   beginResetModel();
   report_ = std::move(report);
@@ -68,6 +74,8 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   const Op& op = rc->ops[row];
   const OpTiming& t = report_->sim->classes[static_cast<size_t>(report_->busiest_class)].ops[row];
   const double start = t.start.value(), dur = (t.end - t.start).value();
+  const auto measured = measured_.constFind(QString::fromStdString(op.name));
+  const bool has_measured = measured != measured_.constEnd();
   if (role == OpIndexRole) return index.row();
   if (role == SortRole) {
     switch (index.column()) {
@@ -79,6 +87,7 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
       case ColBytes: return op_bytes(op);
       case ColFlops: return op.flops.value();
       case ColRate: return op_rate(op, dur);
+      case ColMeasured: return has_measured ? *measured : -1.0;
       default: return {};
     }
   }
@@ -94,6 +103,7 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
     case ColBytes: return format_bytes(op_bytes(op));
     case ColFlops: return format_flops(op.flops.value());
     case ColRate: return format_rate(op, dur);
+    case ColMeasured: return has_measured ? format_seconds(*measured) : QString();
     default: return {};
   }
 }
@@ -101,7 +111,7 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
 QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (role != Qt::DisplayRole) return {};
   if (orientation == Qt::Vertical) return section + 1;
-  static const char* names[] = {"Op", "Stream", "Category", "Start", "Duration", "Bytes", "FLOPs", "Achieved rate"};
+  static const char* names[] = {"Op", "Stream", "Category", "Start", "Duration", "Bytes", "FLOPs", "Achieved rate", "Measured"};
   if (section < 0 || section >= ColumnCount) return {};
   return QString::fromUtf8(names[section]);
 }

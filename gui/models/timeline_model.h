@@ -1,5 +1,5 @@
 // The ops of the busiest rank class as a table: name, stream, category, start, duration, bytes,
-// FLOPs, achieved rate. A thin adapter over StepReport: DisplayRole gives text, SortRole the
+// FLOPs, achieved rate, and the measured median when a hardware run was loaded. A thin adapter over StepReport: DisplayRole gives text, SortRole the
 // number (seconds, bytes, FLOPs, bytes/s or FLOP/s) so a QSortFilterProxyModel sorts by value.
 //
 //   TimelineModel m;
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <QAbstractTableModel>
+#include <QHash>
 #include <memory>
 
 #include "model/predict.h"
@@ -17,12 +18,16 @@ namespace moeperf::gui {
 class TimelineModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { ColName, ColStream, ColCategory, ColStart, ColDuration, ColBytes, ColFlops, ColRate, ColumnCount };
+  enum Column { ColName, ColStream, ColCategory, ColStart, ColDuration, ColBytes, ColFlops, ColRate, ColMeasured, ColumnCount };
   enum Role { SortRole = Qt::UserRole + 1, OpIndexRole };
 
   explicit TimelineModel(QObject* parent = nullptr);
 
   void setReport(std::shared_ptr<const StepReport> report);
+  // Measured median seconds per op name (a `moeperf run --out` file, load_measured_medians): the
+  // Measured column shows them for the ops they name; empty clears it. Kept across setReport.
+  void setMeasured(QHash<QString, double> median_s);
+  const QHash<QString, double>& measured() const { return measured_; }
   const StepReport* report() const { return report_.get(); }
   int rankClass() const { return report_ ? report_->busiest_class : 0; }
   int rowForOp(int op) const { return op; }  // rows are the class's ops in program order
@@ -35,6 +40,7 @@ class TimelineModel : public QAbstractTableModel {
  private:
   const RankClass* class_() const;
   std::shared_ptr<const StepReport> report_;
+  QHash<QString, double> measured_;
 };
 
 // Bytes an op moves: message bytes for communication, HBM bytes for compute (as OpSummary counts).

@@ -1,9 +1,13 @@
 #include "gui/widgets/main_window.h"
 
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QLabel>
 #include <QMenuBar>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QSaveFile>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStatusBar>
@@ -11,9 +15,12 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "gui/models/exports.h"
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/breakdown_view.h"
 #include "gui/widgets/scaling_view.h"
+#include "gui/widgets/scenario_panel.h"
+#include "gui/widgets/screenshot.h"
 #include "gui/widgets/timeline_view.h"
 #include "gui/widgets/topology_view.h"
 #include "gui/widgets/waterfall_view.h"
@@ -68,12 +75,51 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open scenario…"), QKeySequence::Open, this, &MainWindow::openDialog);
+  file->addAction(tr("&Save scenario"), QKeySequence::Save, this, [this] { saveDialog(false); });
+  file->addAction(tr("Save scenario &as…"), QKeySequence::SaveAs, this, [this] { saveDialog(true); });
+  QMenu* exp = file->addMenu(tr("&Export"));
+  exp->addAction(tr("Current view as &PNG…"), this, [this] { exportDialog(0); });
+  exp->addAction(tr("Chrome &trace…"), this, [this] { exportDialog(1); });
+  exp->addAction(tr("Op table as &CSV…"), this, [this] { exportDialog(2); });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
   connect(timeline_, &TimelineView::opClicked, this, &MainWindow::selectOp);
   job_ = new ScenarioJob(this);
-  connect(job_, &ScenarioJob::finished, this, [this] { apply(job_->result(), job_->path()); });
+  connect(job_, &ScenarioJob::finished, this, &MainWindow::onJobFinished);
+
+  panel_ = new ScenarioPanel();
+  dock_ = new QDockWidget(tr("Scenario"), this);
+  dock_->setObjectName(QStringLiteral("scenarioDock"));
+  dock_->setWidget(panel_);
+  addDockWidget(Qt::LeftDockWidgetArea, dock_);
+  connect(panel_, &ScenarioPanel::edited, this, &MainWindow::onPanelEdited);
+
+  run_ = new HardwareRun(this);
+  run_log_ = new QPlainTextEdit();
+  run_log_->setReadOnly(true);
+  run_log_->setMaximumBlockCount(5000);
+  run_log_->setFont(QFont(QStringLiteral("monospace")));
+  auto* run_dock = new QDockWidget(tr("Hardware run"), this);
+  run_dock->setObjectName(QStringLiteral("hardwareRunDock"));
+  run_dock->setWidget(run_log_);
+  addDockWidget(Qt::BottomDockWidgetArea, run_dock);
+  run_dock->hide();
+  connect(run_, &HardwareRun::line, run_log_, &QPlainTextEdit::appendPlainText);
+  connect(run_, &HardwareRun::line, this, [run_dock] { run_dock->show(); });
+  connect(run_, &HardwareRun::finished, this, [this, run_dock](bool ok) {
+    run_dock->show();
+    if (!ok) {
+      run_log_->appendPlainText(tr("Run failed: %1").arg(run_->error()));
+      statusBar()->showMessage(tr("Hardware run failed"));
+      return;
+    }
+    model_->setMeasured(run_->medians());
+    run_log_->appendPlainText(tr("Measured medians of %1 ops loaded into the op table.").arg(run_->medians().size()));
+    statusBar()->showMessage(tr("Hardware run done: Measured column filled"));
+  });
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("Run on &hardware (CPU backend)"), this, [this] { runOnHardware(); });
   statusBar()->showMessage(tr("No scenario"));
   resize(1400, 900);
 }
@@ -85,13 +131,63 @@ void MainWindow::openDialog() {
 
 void MainWindow::requestScenario(const QString& path, const QStringList& sets) {
   statusBar()->showMessage(tr("Loading %1 …").arg(path));
+  editing_ = false;
+  request_sets_ = sets;
   job_->start(path, sets);
 }
 
 bool MainWindow::openScenario(const QString& path, const QStringList& sets) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
-  return apply(with_studies(load_and_predict(path.toStdString(), s)), path);
+  if (!apply(with_studies(load_and_predict(path.toStdString(), s)), path)) return false;
+  panel_->setScenario(path, sets);
+  model_->setMeasured({});  // another scenario: the last hardware run no longer applies
+  return true;
+}
+
+void MainWindow::onPanelEdited() {
+  editing_ = true;
+  statusBar()->showMessage(tr("Validating …"));
+  job_->start(panel_->form().path(), panel_->form().overrides());
+}
+
+void MainWindow::onJobFinished() {
+  const LoadResult& r = job_->result();
+  if (editing_) {
+    if (!r.report) {
+      const int field = panel_->form().fieldForError(QString::fromStdString(r.error_path));
+      panel_->showError(field, QString::fromStdString(r.error));
+      if (field < 0) apply(r, job_->path());  // a message no field owns goes to the banner
+      statusBar()->showMessage(tr("Edit rejected (showing the last valid scenario)"));
+      return;
+    }
+    panel_->clearErrors();
+    apply(r, job_->path());
+    return;
+  }
+  if (!apply(r, job_->path())) return;
+  panel_->setScenario(job_->path(), request_sets_);
+  model_->setMeasured({});
+}
+
+bool MainWindow::saveScenario(const QString& out, QString* error) {
+  QString e;
+  const bool ok = panel_->form().save(out, &e) && panel_->setScenario(out);
+  if (ok) path_ = out;
+  if (error) *error = e;
+  return ok;
+}
+
+void MainWindow::saveDialog(bool ask) {
+  if (panel_->form().path().isEmpty()) return;
+  QString out = panel_->form().path();
+  if (ask) out = QFileDialog::getSaveFileName(this, tr("Save scenario"), out, tr("Scenarios (*.json)"));
+  if (out.isEmpty()) return;
+  QString e;
+  if (saveScenario(out, &e))
+    statusBar()->showMessage(tr("Saved %1").arg(out));
+  else
+    QMessageBox::warning(this, tr("Save scenario"), e);
 }
 
 bool MainWindow::apply(const LoadResult& r, const QString& path) {
@@ -104,6 +200,7 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   error_->clear();
   error_->hide();
   report_ = r.report;
+  studies_ = r.studies;
   path_ = path;
   model_->setReport(report_);
   timeline_->setReport(report_);
@@ -120,6 +217,66 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
                                .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1));
   return true;
 }
+
+bool MainWindow::exportPng(const QString& out, QString* error) {
+  if (!report_) {
+    if (error) *error = tr("no scenario loaded");
+    return false;
+  }
+  ShotOptions opt;
+  const View views[] = {View::timeline, View::breakdown, View::waterfall, View::scaling, View::topology};
+  const int tab = tabs_->currentIndex();
+  opt.view = tab >= 0 && tab < 5 ? views[tab] : View::timeline;
+  QWidget* shown = tab == 0 ? static_cast<QWidget*>(timeline_) : tabs_->currentWidget();
+  if (shown && shown->width() > 100 && shown->height() > 100) opt.size = shown->size();
+  if (opt.view == View::timeline) opt.t0 = timeline_->timeGeometry().t0, opt.t1 = timeline_->timeGeometry().t1;
+  const QImage img = render_view(report_, opt, studies_);
+  QSaveFile f(out);
+  if (img.isNull() || !f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
+    if (error) *error = tr("cannot write %1").arg(out);
+    return false;
+  }
+  return true;
+}
+
+bool MainWindow::exportTrace(const QString& out, QString* error) {
+  if (!report_) {
+    if (error) *error = tr("no scenario loaded");
+    return false;
+  }
+  return export_chrome_trace(*report_, out, error);
+}
+
+bool MainWindow::exportCsv(const QString& out, QString* error) {
+  if (!report_) {
+    if (error) *error = tr("no scenario loaded");
+    return false;
+  }
+  return export_report_csv(*report_, out, error);
+}
+
+void MainWindow::exportDialog(int what) {
+  if (!report_) return;
+  static const char* filters[] = {"PNG images (*.png)", "Chrome traces (*.json)", "CSV (*.csv)"};
+  const QString out = QFileDialog::getSaveFileName(this, tr("Export"), QString(), tr(filters[what]));
+  if (out.isEmpty()) return;
+  QString e;
+  const bool ok = what == 0 ? exportPng(out, &e) : what == 1 ? exportTrace(out, &e) : exportCsv(out, &e);
+  if (ok)
+    statusBar()->showMessage(tr("Exported %1").arg(out));
+  else
+    QMessageBox::warning(this, tr("Export"), e);
+}
+
+void MainWindow::runOnHardware(const QStringList& extra, const QString& binary) {
+  if (panel_->form().path().isEmpty()) return;
+  run_log_->clear();
+  model_->setMeasured({});
+  statusBar()->showMessage(tr("Running on hardware …"));
+  run_->start(binary, panel_->form().path(), panel_->form().overrides(), extra);
+}
+
+QString MainWindow::hardwareLog() const { return run_log_->toPlainText(); }
 
 QString MainWindow::errorText() const { return error_->isHidden() ? QString() : error_->text(); }
 

@@ -1,5 +1,6 @@
 // The desktop window: File > Open scenario, the timeline (with the busiest class's op table), the
-// breakdown, the ablation waterfall, the scaling sweep and the topology in tabs, a status line. A
+// breakdown, the ablation waterfall, the scaling sweep and the topology in tabs, the scenario
+// panel (a dock editing common fields as --set overrides), File > Save, a status line. A
 // scenario that fails validation leaves the one shown and puts moeperf's message (file: JSON
 // path: what was expected) in a banner.
 #pragma once
@@ -7,10 +8,13 @@
 #include <QMainWindow>
 #include <memory>
 
+#include "gui/models/hardware_run.h"
 #include "gui/models/scenario_job.h"
 #include "gui/models/timeline_model.h"
 
+class QDockWidget;
 class QLabel;
+class QPlainTextEdit;
 class QSortFilterProxyModel;
 class QTabWidget;
 class QTableView;
@@ -19,6 +23,7 @@ namespace moeperf::gui {
 
 class BreakdownView;
 class ScalingView;
+class ScenarioPanel;
 class TimelineView;
 class TopologyView;
 class WaterfallView;
@@ -33,6 +38,21 @@ class MainWindow : public QMainWindow {
   // The same off the GUI thread (File > Open): the latest request wins, older results are dropped.
   void requestScenario(const QString& path, const QStringList& sets = {});
   ScenarioJob* job() const { return job_; }
+  // The scenario panel's edits re-validate through job(); a rejected edit puts the message under
+  // its field and keeps the report shown. saveScenario writes the file with the edits applied.
+  ScenarioPanel* scenarioPanel() const { return panel_; }
+  bool saveScenario(const QString& out, QString* error = nullptr);
+  // File > Export: the current tab as a PNG (the screenshot renderer, at the tab's size and, for
+  // the timeline, its zoom), the Chrome trace, the op table CSV. False (and *error) on failure.
+  bool exportPng(const QString& out, QString* error = nullptr);
+  bool exportTrace(const QString& out, QString* error = nullptr);
+  bool exportCsv(const QString& out, QString* error = nullptr);
+  // Run > Run on hardware: `moeperf run` of the scenario (with the panel's edits) on the CPU
+  // backend; its output goes to the "Hardware run" dock, its medians to the table's Measured column.
+  void runOnHardware(const QStringList& extra = {}, const QString& binary = HardwareRun::defaultBinary());
+  HardwareRun* hardwareRun() const { return run_; }
+  TimelineModel* opModel() const { return model_; }
+  QString hardwareLog() const;
 
   std::shared_ptr<const StepReport> report() const { return report_; }
   QString scenarioPath() const { return path_; }
@@ -47,10 +67,15 @@ class MainWindow : public QMainWindow {
 
  private:
   void openDialog();
+  void saveDialog(bool ask);
+  void exportDialog(int what);
+  void onJobFinished();
+  void onPanelEdited();
   bool apply(const LoadResult& r, const QString& path);
   void selectOp(int rank_class, int op);
 
   std::shared_ptr<const StepReport> report_;
+  std::shared_ptr<const Studies> studies_;
   QString path_;
   TimelineModel* model_;
   QSortFilterProxyModel* proxy_;
@@ -63,6 +88,12 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs_;
   QLabel* error_;
   ScenarioJob* job_;
+  ScenarioPanel* panel_;
+  HardwareRun* run_;
+  QPlainTextEdit* run_log_;
+  QDockWidget* dock_;
+  bool editing_ = false;      // the latest job request came from the panel
+  QStringList request_sets_;  // the latest File > Open request's --set values
 };
 
 }  // namespace moeperf::gui

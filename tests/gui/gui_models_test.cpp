@@ -1,11 +1,20 @@
 // gui_models without a window: time<->pixel geometry and LOD merging in closed form, the op table
-// through QAbstractItemModelTester, the exposed-communication sweep against the model's figure.
+// through QAbstractItemModelTester, the exposed-communication sweep against the model's figure,
+// the scenario form's field <-> override mapping and save, the measured-medians column.
 #include <QAbstractItemModelTester>
 #include <QGuiApplication>
 #include <QTest>
 #include <set>
 
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+
+#include "gui/models/hardware_run.h"
+#include "gui/models/scenario_form.h"
 #include "gui/models/scenario_loader.h"
+#include "model/io/errors.h"
+#include "model/io/load.h"
 #include "gui/models/study_data.h"
 #include "gui/models/topology_data.h"
 #include "gui/models/timeline_data.h"
@@ -17,6 +26,7 @@ using namespace moeperf::gui;
 
 namespace {
 const std::string kOptimized = MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb300-optimized.json";
+const QString kSmall = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json");
 }
 
 class GeometryTest : public QObject {
@@ -227,6 +237,119 @@ class TopologyDataTest : public QObject {
   }
 };
 
+class MeasuredTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void mediansFillTheMeasuredColumn() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("m.json"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"kind": "measurements", "ops": {"moe.expert_fc1": {"median_s": 0.25, "calls": 1}, "x": {"calls": 2}}})");
+    f.close();
+    QString error;
+    const QHash<QString, double> m = load_measured_medians(path, &error);
+    QCOMPARE(m.size(), 1);  // "x" has no median
+    QCOMPARE(m.value(QStringLiteral("moe.expert_fc1")), 0.25);
+    QVERIFY(load_measured_medians(dir.filePath(QStringLiteral("none.json")), &error).isEmpty());
+    QVERIFY(error.contains(QStringLiteral("none.json")));
+
+    const LoadResult r = load_and_predict(kSmall.toStdString());
+    QVERIFY(r.report);
+    TimelineModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setReport(r.report);
+    model.setMeasured(m);
+    int hits = 0;
+    for (int row = 0; row < model.rowCount(); ++row) {
+      const QModelIndex c = model.index(row, TimelineModel::ColMeasured);
+      if (model.index(row, TimelineModel::ColName).data().toString() == QLatin1String("moe.expert_fc1")) {
+        ++hits;
+        QCOMPARE(c.data(TimelineModel::SortRole).toDouble(), 0.25);
+        QCOMPARE(c.data().toString(), format_seconds(0.25));
+      } else {
+        QVERIFY(c.data().toString().isEmpty());
+      }
+    }
+    QVERIFY(hits > 0);
+    QCOMPARE(model.headerData(TimelineModel::ColMeasured, Qt::Horizontal).toString(), QStringLiteral("Measured"));
+  }
+};
+
+class ScenarioFormTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void fieldsMapToOverridePaths() {
+    // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
+    const auto& f = ScenarioForm::fields();
+    QCOMPARE(f.size(), size_t{17});
+    for (size_t i = 0; i < f.size(); ++i)
+      QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
+    QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
+             QStringLiteral("/stack/overlap/fsdp_prefetch"));
+    QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep/x")),
+             ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep")));
+    QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/memory")), -1);
+    for (const char* p : {"gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
+                          "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
+                          "routing.distribution", "routing.zipf_exponent", "stack.grouped_gemm", "stack.dispatcher",
+                          "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
+                          "stack.overlap.a2a_with_shared_expert"})
+      QVERIFY2(ScenarioForm::fieldForPointer(ScenarioForm::pointer(QLatin1String(p))) >= 0, p);
+  }
+  void editsBecomeOverrides() {
+    ScenarioForm f;
+    QVERIFY(f.load(kSmall));
+    QCOMPARE(f.value(QStringLiteral("parallelism.ep")), QStringLiteral("4"));  // as in the file
+    QCOMPARE(f.value(QStringLiteral("stack.dispatcher")), QStringLiteral("alltoall"));
+    QVERIFY(f.value(QStringLiteral("parallelism.tp")).isEmpty());  // absent from the file
+    f.setValue(QStringLiteral("parallelism.ep"), QStringLiteral("4"));  // the file's value: no edit
+    QVERIFY(f.overrides().isEmpty());
+    f.setValue(QStringLiteral("stack.grouped_gemm"), QStringLiteral("false"));
+    f.setValue(QStringLiteral("parallelism.ep"), QStringLiteral(" 7 "));
+    // In fields() order, trimmed, as `--set PATH=VALUE`.
+    QCOMPARE(f.overrides(), (QStringList{QStringLiteral("parallelism.ep=7"), QStringLiteral("stack.grouped_gemm=false")}));
+    // gpus = 4 but ep = 7: moeperf names /parallelism (the layout rule); the form puts it beside EP.
+    try {
+      (void)io::load_scenario(kSmall.toStdString(), {io::parse_override("parallelism.ep=7")});
+      QFAIL("ep = 7 on 4 GPUs was accepted");
+    } catch (const io::SpecError& e) {
+      QCOMPARE(f.fieldForError(QString::fromStdString(e.json_path())),
+               ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep")));
+    }
+    QCOMPARE(f.fieldForError(QStringLiteral("/memory")), -1);
+    f.setValue(QStringLiteral("parallelism.ep"), QString());  // cleared: back to the file's value
+    QCOMPARE(f.overrides(), QStringList{QStringLiteral("stack.grouped_gemm=false")});
+  }
+  void saveRoundTrips() {
+    ScenarioForm f;
+    QVERIFY(f.load(kSmall));
+    f.setValue(QStringLiteral("batch.micro_batch"), QStringLiteral("2"));
+    f.setValue(QStringLiteral("stack.dispatcher"), QStringLiteral("allgather"));
+    f.setValue(QStringLiteral("routing.distribution"), QStringLiteral("zipf"));
+    f.setValue(QStringLiteral("routing.zipf_exponent"), QStringLiteral("1.2"));
+    std::vector<io::Override> ov;
+    for (const QString& o : f.overrides()) ov.push_back(io::parse_override(o.toStdString()));
+    const Scenario want = io::load_scenario(kSmall.toStdString(), ov);
+    QTemporaryDir dir;  // another folder: the model and system references must be rewritten
+    QVERIFY(dir.isValid());
+    const QString out = dir.filePath(QStringLiteral("saved.json"));
+    QString error;
+    QVERIFY2(f.save(out, &error), qPrintable(error));
+    QVERIFY(f.overrides().isEmpty());  // reloaded from OUT
+    QCOMPARE(f.path(), out);
+    QCOMPARE(f.value(QStringLiteral("batch.micro_batch")), QStringLiteral("2"));
+    const Scenario got = io::load_scenario(out.toStdString());
+    QCOMPARE(got.batch.micro_batch, int64_t{2});
+    QVERIFY(got.stack.dispatcher == Dispatcher::allgather);
+    QVERIFY(got.routing.distribution == RoutingDistribution::zipf);
+    QCOMPARE(got.routing.zipf_exponent, 1.2);
+    // The same prediction as the file with the overrides.
+    QCOMPARE(predict(got, got.calibration).step_time.value(), predict(want, want.calibration).step_time.value());
+    QVERIFY(QDir(dir.path()).entryList(QDir::Files) == QStringList{QStringLiteral("saved.json")});  // no temporary left
+  }
+};
+
 int main(int argc, char** argv) {
   QGuiApplication app(argc, argv);
   int rc = 0;
@@ -244,6 +367,14 @@ int main(int argc, char** argv) {
   }
   {
     TopologyDataTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    MeasuredTest t;
+    rc |= QTest::qExec(&t, argc, argv);
+  }
+  {
+    ScenarioFormTest t;
     rc |= QTest::qExec(&t, argc, argv);
   }
   return rc;

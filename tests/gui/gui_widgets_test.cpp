@@ -1,5 +1,6 @@
 // The widgets offscreen: the timeline screenshot checked by pixels against the model's timings,
-// the headless screenshot path, and the window keeping its scenario when a malformed one is opened.
+// the headless screenshot path, the window keeping its scenario when a malformed one is opened,
+// the scenario dock's re-validation and save, File > Export, and Run on hardware (the CLI, CPU).
 #include <QApplication>
 #include <QBarCategoryAxis>
 #include <QBarSet>
@@ -9,7 +10,11 @@
 #include <QStackedBarSeries>
 #include <QTabWidget>
 #include <algorithm>
+#include <QFileInfo>
 #include <QItemSelectionModel>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTableView>
@@ -22,6 +27,9 @@
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/scaling_view.h"
+#include "gui/widgets/scenario_panel.h"
+#include "model/io/errors.h"
+#include "model/io/load.h"
 #include "gui/widgets/timeline_view.h"
 #include "gui/widgets/topology_view.h"
 #include "gui/widgets/waterfall_view.h"
@@ -375,6 +383,110 @@ class MainWindowTest : public QObject {
     QCOMPARE(spy.count(), 1);
     QCOMPARE(w.scenarioPath(), second);
     QVERIFY(w.report() && w.report()->step_time.value() > 0);
+  }
+  void panelEditRevalidates() {
+    const QString small = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json");
+    MainWindow w;
+    QVERIFY(w.openScenario(small));
+    ScenarioPanel* p = w.scenarioPanel();
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.ep")), QStringLiteral("4"));
+    const auto before = w.report();
+    QSignalSpy spy(w.job(), &ScenarioJob::finished);
+    // ep = 7 on 4 GPUs: moeperf's own message, beside EP; the previous report stays.
+    std::string want;
+    try {
+      (void)io::load_scenario(small.toStdString(), {io::parse_override("parallelism.ep=7")});
+    } catch (const io::SpecError& e) {
+      want = e.what();
+    }
+    QVERIFY(!want.empty());
+    p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("7"));
+    QVERIFY(spy.wait(30000));
+    QCOMPARE(p->errorFor(QStringLiteral("parallelism.ep")), QString::fromStdString(want));
+    QCOMPARE(w.report(), before);
+    QTemporaryDir bad;
+    QString refused;
+    QVERIFY(!w.saveScenario(bad.filePath(QStringLiteral("bad.json")), &refused));  // never saves a rejected edit
+    QVERIFY2(refused.contains(QString::fromStdString(want)), qPrintable(refused));
+    // Typing "1" then "2" into micro_batch (ep back to 4): stale runs are dropped, the last one wins.
+    p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("4"));
+    p->setFieldText(QStringLiteral("batch.micro_batch"), QStringLiteral("2"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.report() != before && !w.job()->busy(), 30000);
+    QVERIFY(p->errorFor(QStringLiteral("parallelism.ep")).isEmpty());
+    const LoadResult mb2 = load_and_predict(small.toStdString(), {"batch.micro_batch=2"});
+    QVERIFY(mb2.report);
+    QCOMPARE(w.report()->step_time.value(), mb2.report->step_time.value());
+    QVERIFY(w.report()->step_time.value() != before->step_time.value());
+    // Save + reload: the saved file predicts what the edited window shows.
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("edited.json"));
+    QString error;
+    QVERIFY2(w.saveScenario(out, &error), qPrintable(error));
+    const auto edited = w.report();
+    QVERIFY(w.openScenario(out));
+    QCOMPARE(w.report()->step_time.value(), edited->step_time.value());
+    QCOMPARE(p->fieldText(QStringLiteral("batch.micro_batch")), QStringLiteral("2"));
+  }
+  void exportsWriteParseableFiles() {
+    MainWindow w;
+    w.resize(1200, 800);
+    w.show();
+    QVERIFY(w.openScenario(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json")));
+    QTemporaryDir dir;
+    QString error;
+    for (int tab = 0; tab < w.tabs()->count(); ++tab) {  // every view through the screenshot renderer
+      w.tabs()->setCurrentIndex(tab);
+      const QString png = dir.filePath(QStringLiteral("view%1.png").arg(tab));
+      QVERIFY2(w.exportPng(png, &error), qPrintable(error));
+      const QImage img(png);
+      QVERIFY2(!img.isNull() && img.width() > 100 && img.height() > 100, qPrintable(png));
+    }
+    const QString trace = dir.filePath(QStringLiteral("step.trace.json"));
+    QVERIFY2(w.exportTrace(trace, &error), qPrintable(error));
+    QFile t(trace);
+    QVERIFY(t.open(QIODevice::ReadOnly));
+    QJsonParseError pe{};
+    const QJsonDocument doc = QJsonDocument::fromJson(t.readAll(), &pe);
+    QVERIFY2(pe.error == QJsonParseError::NoError, qPrintable(pe.errorString()));
+    QVERIFY(!doc.isNull() && (doc.isArray() ? !doc.array().isEmpty() : !doc.object().isEmpty()));
+    const QString csv = dir.filePath(QStringLiteral("ops.csv"));
+    QVERIFY2(w.exportCsv(csv, &error), qPrintable(error));
+    QFile c(csv);
+    QVERIFY(c.open(QIODevice::ReadOnly | QIODevice::Text));
+    QCOMPARE(c.readLine().trimmed(), QByteArray("name,category,count,seconds,serial_seconds,flops,bytes"));
+    QVERIFY(!c.readLine().trimmed().isEmpty());  // at least one op row
+    // A path that cannot be written fails with a message and leaves nothing.
+    QVERIFY(!w.exportCsv(dir.filePath(QStringLiteral("missing/ops.csv")), &error));
+    QVERIFY(!error.isEmpty());
+  }
+  void hardwareRunFillsMeasured() {
+    const QString cli = QFileInfo(QStringLiteral(MOEPERF_GUI)).absolutePath() + QStringLiteral("/moeperf");
+    if (!QFileInfo(cli).isExecutable()) QSKIP("the moeperf CLI is not built next to moeperf-gui");
+    MainWindow w;
+    QVERIFY(w.openScenario(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json")));
+    QSignalSpy done(w.hardwareRun(), &HardwareRun::finished);
+    w.runOnHardware({QStringLiteral("--steps"), QStringLiteral("1"), QStringLiteral("--warmup"), QStringLiteral("0")}, cli);
+    QVERIFY(done.wait(90000));
+    QVERIFY2(done.at(0).at(0).toBool(), qPrintable(w.hardwareRun()->error() + QLatin1Char('\n') + w.hardwareLog()));
+    QVERIFY(w.hardwareLog().contains(QStringLiteral("measurements written to")));  // the child's lines, as progress
+    const TimelineModel* m = w.opModel();
+    int moe = 0, measured = 0;
+    for (int row = 0; row < m->rowCount(); ++row) {
+      const QString name = m->index(row, TimelineModel::ColName).data().toString();
+      const auto it = w.hardwareRun()->medians().constFind(name);
+      const QModelIndex cell = m->index(row, TimelineModel::ColMeasured);
+      if (it == w.hardwareRun()->medians().constEnd()) {  // not measured (attention, dense MLP): blank
+        QVERIFY(cell.data().toString().isEmpty());
+        QCOMPARE(cell.data(TimelineModel::SortRole).toDouble(), -1.0);
+        continue;
+      }
+      QVERIFY2(name.startsWith(QStringLiteral("moe.")), qPrintable(name));  // the executor runs the MoE layer
+      ++moe;
+      ++measured;
+      QCOMPARE(cell.data(TimelineModel::SortRole).toDouble(), *it);
+      QCOMPARE(cell.data().toString(), format_seconds(*it));
+    }
+    QVERIFY2(moe > 0 && measured == moe, "no moe.* op of the table got a measured time");
   }
   void clickSelectsRow() {
     MainWindow w;

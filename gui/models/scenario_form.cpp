@@ -1,0 +1,167 @@
+#include "gui/models/scenario_form.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <algorithm>
+
+#include "model/error.h"
+#include "model/io/load.h"
+
+namespace moeperf::gui {
+
+namespace {
+
+QJsonValue at(const QJsonObject& root, const QString& dotted) {
+  QJsonValue cur = root;
+  for (const QString& part : dotted.split(QLatin1Char('.'))) {
+    if (!cur.isObject()) return {};
+    cur = cur.toObject().value(part);
+  }
+  return cur;
+}
+
+QString text(const QJsonValue& v) {
+  if (v.isBool()) return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
+  if (v.isDouble()) return QString::number(v.toDouble(), 'g', 15);
+  if (v.isString()) return v.toString();
+  return {};
+}
+
+// As io::parse_override: the value as JSON when it is valid JSON, otherwise a string.
+QJsonValue parse_value(const QString& v) {
+  QJsonParseError e{};
+  const QJsonDocument d = QJsonDocument::fromJson(QByteArray("[") + v.toUtf8() + "]", &e);
+  if (e.error == QJsonParseError::NoError && d.array().size() == 1) return d.array().at(0);
+  return v;
+}
+
+void put(QJsonObject& obj, const QStringList& parts, qsizetype i, const QJsonValue& v) {
+  if (i + 1 == parts.size()) {
+    obj.insert(parts[i], v);
+    return;
+  }
+  QJsonObject child = obj.value(parts[i]).toObject();
+  put(child, parts, i + 1, v);
+  obj.insert(parts[i], child);
+}
+
+}  // namespace
+
+const std::vector<FormField>& ScenarioForm::fields() {
+  using K = FormField::Kind;
+  const QStringList dtypes{"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"};
+  const QStringList flag{"true", "false"};
+  static const std::vector<FormField> f = {
+      {"gpus", "GPUs", K::integer, {}},
+      {"parallelism.tp", "TP", K::integer, {}},
+      {"parallelism.ep", "EP", K::integer, {}},
+      {"parallelism.fsdp", "FSDP", K::integer, {}},
+      {"parallelism.pp", "PP", K::integer, {}},
+      {"parallelism.dp", "DP", K::integer, {}},
+      {"batch.micro_batch", "Micro batch", K::integer, {}},
+      {"batch.global_batch", "Global batch", K::integer, {}},
+      {"precision.expert_gemm", "Expert GEMM", K::choice, dtypes},
+      {"precision.dense_gemm", "Dense GEMM", K::choice, dtypes},
+      {"routing.distribution", "Routing", K::choice, {"uniform", "balanced", "zipf", "dirichlet", "histogram"}},
+      {"routing.zipf_exponent", "Zipf exponent", K::number, {}},
+      {"stack.grouped_gemm", "Grouped GEMM", K::choice, flag},
+      {"stack.dispatcher", "Dispatcher", K::choice, {"alltoall", "allgather", "fused_dedup"}},
+      {"stack.multistream_collectives", "Multistream collectives", K::choice, flag},
+      {"stack.overlap.fsdp_prefetch", "FSDP prefetch", K::choice, flag},
+      {"stack.overlap.a2a_with_shared_expert", "A2A with shared expert", K::choice, flag},
+  };
+  return f;
+}
+
+QString ScenarioForm::pointer(const QString& dotted) {
+  return QLatin1Char('/') + QString(dotted).replace(QLatin1Char('.'), QLatin1Char('/'));
+}
+
+bool ScenarioForm::load(const QString& path, QString* error) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) {
+    if (error) *error = path + QStringLiteral(": cannot read: ") + f.errorString();
+    return false;
+  }
+  QJsonParseError e{};
+  const QJsonDocument d = QJsonDocument::fromJson(f.readAll(), &e);
+  if (e.error != QJsonParseError::NoError || !d.isObject()) {
+    if (error) *error = path + QStringLiteral(": expected a JSON object: ") + e.errorString();
+    return false;
+  }
+  path_ = path;
+  doc_ = d.object();
+  edits_.clear();
+  return true;
+}
+
+QString ScenarioForm::fileValue(const QString& dotted) const { return text(at(doc_, dotted)); }
+
+QString ScenarioForm::value(const QString& dotted) const {
+  for (const auto& [p, v] : edits_)
+    if (p == dotted) return v;
+  return fileValue(dotted);
+}
+
+void ScenarioForm::setValue(const QString& dotted, const QString& value) {
+  std::erase_if(edits_, [&](const auto& e) { return e.first == dotted; });
+  const QString v = value.trimmed();
+  if (v.isEmpty() || v == fileValue(dotted)) return;
+  edits_.emplace_back(dotted, v);
+}
+
+QStringList ScenarioForm::overrides() const {
+  QStringList out;
+  for (const FormField& f : fields())
+    for (const auto& [p, v] : edits_)
+      if (p == f.path) out << p + QLatin1Char('=') + v;
+  return out;
+}
+
+int ScenarioForm::fieldForPointer(const QString& json_pointer) {
+  const auto& f = fields();
+  for (size_t i = 0; i < f.size(); ++i) {
+    const QString p = pointer(f[i].path);
+    if (json_pointer == p || json_pointer.startsWith(p + QLatin1Char('/'))) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int ScenarioForm::fieldForError(const QString& json_pointer) const {
+  if (const int i = fieldForPointer(json_pointer); i >= 0) return i;
+  if (json_pointer.isEmpty()) return -1;
+  for (auto e = edits_.rbegin(); e != edits_.rend(); ++e)
+    if (pointer(e->first).startsWith(json_pointer + QLatin1Char('/'))) return fieldForPointer(pointer(e->first));
+  return -1;
+}
+
+bool ScenarioForm::save(const QString& out, QString* error) {
+  try {  // never write a scenario moeperf rejects
+    std::vector<io::Override> ov;
+    for (const QString& o : overrides()) ov.push_back(io::parse_override(o.toStdString()));
+    (void)io::load_scenario(path_.toStdString(), ov);
+  } catch (const InputError& e) {
+    if (error) *error = QStringLiteral("not saved: ") + QString::fromStdString(e.what());
+    return false;
+  }
+  QJsonObject doc = doc_;
+  for (const auto& [p, v] : edits_) put(doc, p.split(QLatin1Char('.')), 0, parse_value(v));
+  const QDir from = QFileInfo(path_).absoluteDir(), to = QFileInfo(out).absoluteDir();
+  for (const char* key : {"model", "system", "calibration"}) {
+    const QJsonValue ref = doc.value(QLatin1String(key));
+    if (!ref.isString() || QDir::isAbsolutePath(ref.toString())) continue;
+    doc.insert(QLatin1String(key), to.relativeFilePath(from.absoluteFilePath(ref.toString())));
+  }
+  QSaveFile f(out);  // writes a temporary beside OUT and renames it on commit()
+  if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(doc).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+    if (error) *error = out + QStringLiteral(": cannot write: ") + f.errorString();
+    return false;
+  }
+  return load(out, error);
+}
+
+}  // namespace moeperf::gui

@@ -1,0 +1,128 @@
+#include "gui/widgets/scenario_panel.h"
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+namespace moeperf::gui {
+
+ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
+  auto* inner = new QWidget();
+  auto* form = new QFormLayout(inner);
+  const auto& fields = ScenarioForm::fields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const FormField& f = fields[i];
+    QWidget* editor = nullptr;
+    if (f.kind == FormField::Kind::choice) {
+      auto* c = new QComboBox();
+      c->addItem(QString());  // "as in the file" when the file leaves the field out
+      c->addItems(f.choices);
+      connect(c, &QComboBox::currentTextChanged, this, [this, i](const QString& t) { onEdit(i, t); });
+      editor = c;
+    } else {
+      auto* e = new QLineEdit();
+      connect(e, &QLineEdit::textChanged, this, [this, i](const QString& t) { onEdit(i, t); });
+      editor = e;
+    }
+    editor->setObjectName(f.path);
+    editor->setToolTip(QStringLiteral("--set %1=…").arg(f.path));
+    auto* err = new QLabel();
+    err->setWordWrap(true);
+    err->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    err->setStyleSheet(QStringLiteral("QLabel { color: #8a1111; }"));
+    err->hide();
+    auto* cell = new QWidget();
+    auto* v = new QVBoxLayout(cell);
+    v->setContentsMargins(0, 0, 0, 0);
+    v->addWidget(editor);
+    v->addWidget(err);
+    form->addRow(f.label, cell);
+    editors_.push_back(editor);
+    errors_.push_back(err);
+  }
+  auto* scroll = new QScrollArea();
+  scroll->setWidget(inner);
+  scroll->setWidgetResizable(true);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(scroll);
+  setEnabled(false);
+}
+
+bool ScenarioPanel::setScenario(const QString& path, const QStringList& sets) {
+  if (!form_.load(path)) return false;
+  for (const QString& s : sets) {
+    const qsizetype eq = s.indexOf(QLatin1Char('='));
+    if (eq > 0) form_.setValue(s.left(eq), s.mid(eq + 1));
+  }
+  refresh();
+  clearErrors();
+  setEnabled(true);
+  return true;
+}
+
+void ScenarioPanel::refresh() {
+  refreshing_ = true;
+  const auto& fields = ScenarioForm::fields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const QString v = form_.value(fields[i].path);
+    if (auto* c = qobject_cast<QComboBox*>(editors_[i])) {
+      if (c->findText(v) < 0) c->addItem(v);
+      c->setCurrentText(v);
+    } else if (auto* e = qobject_cast<QLineEdit*>(editors_[i])) {
+      e->setText(v);
+    }
+  }
+  refreshing_ = false;
+}
+
+void ScenarioPanel::onEdit(size_t field, const QString& text) {
+  if (refreshing_) return;
+  const QStringList before = form_.overrides();
+  form_.setValue(ScenarioForm::fields()[field].path, text);
+  if (form_.overrides() != before) emit edited();
+}
+
+void ScenarioPanel::setFieldText(const QString& dotted, const QString& text) {
+  const int i = ScenarioForm::fieldForPointer(ScenarioForm::pointer(dotted));
+  if (i < 0) return;
+  if (auto* c = qobject_cast<QComboBox*>(editors_[static_cast<size_t>(i)])) {
+    if (c->findText(text) < 0) c->addItem(text);
+    c->setCurrentText(text);
+  } else if (auto* e = qobject_cast<QLineEdit*>(editors_[static_cast<size_t>(i)])) {
+    e->setText(text);
+  }
+}
+
+QString ScenarioPanel::fieldText(const QString& dotted) const {
+  const int i = ScenarioForm::fieldForPointer(ScenarioForm::pointer(dotted));
+  if (i < 0) return {};
+  if (auto* c = qobject_cast<QComboBox*>(editors_[static_cast<size_t>(i)])) return c->currentText();
+  if (auto* e = qobject_cast<QLineEdit*>(editors_[static_cast<size_t>(i)])) return e->text();
+  return {};
+}
+
+QString ScenarioPanel::errorFor(const QString& dotted) const {
+  const int i = ScenarioForm::fieldForPointer(ScenarioForm::pointer(dotted));
+  if (i < 0 || errors_[static_cast<size_t>(i)]->isHidden()) return {};
+  return errors_[static_cast<size_t>(i)]->text();
+}
+
+void ScenarioPanel::showError(int field, const QString& message) {
+  clearErrors();
+  if (field < 0 || static_cast<size_t>(field) >= errors_.size()) return;
+  errors_[static_cast<size_t>(field)]->setText(message);
+  errors_[static_cast<size_t>(field)]->show();
+}
+
+void ScenarioPanel::clearErrors() {
+  for (QLabel* e : errors_) {
+    e->clear();
+    e->hide();
+  }
+}
+
+}  // namespace moeperf::gui

@@ -1,0 +1,46 @@
+// The scenario panel (a dock in MainWindow): one editor per ScenarioForm field, an error line
+// under each. It only routes input: every edit goes into the form and `edited` asks the window to
+// re-validate and predict with the form's overrides; the window hands rejections back with showError.
+#pragma once
+
+#include <QWidget>
+#include <vector>
+
+#include "gui/models/scenario_form.h"
+
+class QLabel;
+
+namespace moeperf::gui {
+
+class ScenarioPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ScenarioPanel(QWidget* parent = nullptr);
+
+  // Loads the file's values into the editors; `sets` ("PATH=VALUE") become edits of listed fields.
+  bool setScenario(const QString& path, const QStringList& sets = {});
+  ScenarioForm& form() { return form_; }
+  const ScenarioForm& form() const { return form_; }
+
+  // As typing FIELD's editor would (combo boxes: choosing the text).
+  void setFieldText(const QString& dotted, const QString& text);
+  QString fieldText(const QString& dotted) const;
+  // The message shown under a field (empty when none), and the routing of one rejection to it.
+  QString errorFor(const QString& dotted) const;
+  void showError(int field, const QString& message);
+  void clearErrors();
+
+ signals:
+  void edited();  // form().overrides() changed
+
+ private:
+  void refresh();
+  void onEdit(size_t field, const QString& text);
+
+  ScenarioForm form_;
+  std::vector<QWidget*> editors_;
+  std::vector<QLabel*> errors_;
+  bool refreshing_ = false;
+};
+
+}  // namespace moeperf::gui
