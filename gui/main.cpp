@@ -1,6 +1,7 @@
 // moeperf-gui: the desktop app. Exit codes as the CLI: 0 ok, 1 the work failed, 2 bad input.
 //   moeperf-gui [SCENARIO] [--set PATH=VALUE ...]
-//   moeperf-gui --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology] [--range T0:T1]
+//   moeperf-gui --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology|compare] [--range T0:T1]
+//               [--compare OTHER_SCENARIO]  (compare: SCENARIO above, OTHER_SCENARIO below, one time axis)
 //               [--scale-gpus 128,256,512,1024] [--grow fsdp|dp|ep] [--set ...] SCENARIO  (headless)
 #include <QApplication>
 #include <QCommandLineParser>
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   p.addHelpOption();
   const QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("Render a view to OUT.png and exit."),
                                 QStringLiteral("OUT.png"));
-  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("timeline (default), breakdown, waterfall, scaling or topology."),
+  const QCommandLineOption view(QStringLiteral("view"), QStringLiteral("timeline (default), breakdown, waterfall, scaling, topology or compare."),
                                 QStringLiteral("view"), QStringLiteral("timeline"));
   const QCommandLineOption set(QStringLiteral("set"), QStringLiteral("Override a scenario value, as the CLI."),
                                QStringLiteral("PATH=VALUE"));
@@ -37,7 +38,10 @@ int main(int argc, char** argv) {
                                 QStringLiteral("N,N,..."));
   const QCommandLineOption grow(QStringLiteral("grow"), QStringLiteral("Scaling view: axis grown, fsdp (default), dp or ep."),
                                 QStringLiteral("axis"), QStringLiteral("fsdp"));
-  p.addOptions({shot, view, set, range, gpus, grow});
+  const QCommandLineOption compare(QStringLiteral("compare"),
+                                   QStringLiteral("Compare view: the second scenario, drawn below SCENARIO on the same time axis."),
+                                   QStringLiteral("OTHER_SCENARIO"));
+  p.addOptions({shot, view, set, range, gpus, grow, compare});
   p.addPositionalArgument(QStringLiteral("scenario"), QStringLiteral("Scenario JSON"));
   if (!p.parse(args)) {
     std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(p.errorText()));
@@ -53,15 +57,19 @@ int main(int argc, char** argv) {
                                                    {"breakdown", View::breakdown},
                                                    {"waterfall", View::waterfall},
                                                    {"scaling", View::scaling},
-                                                   {"topology", View::topology}};
+                                                   {"topology", View::topology},
+                                                   {"compare", View::compare}};
     const auto* it = std::find_if(std::begin(views), std::end(views),
                                   [&](const auto& x) { return v == QLatin1String(x.first); });
-    if (pos.size() != 1 || it == std::end(views)) {
-      std::fprintf(stderr, "moeperf-gui: --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology] SCENARIO\n");
+    if (pos.size() != 1 || it == std::end(views) || (it->second == View::compare) != p.isSet(compare)) {
+      std::fprintf(stderr,
+                   "moeperf-gui: --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology] SCENARIO\n"
+                   "             --screenshot OUT.png --view compare --compare OTHER_SCENARIO SCENARIO\n");
       return 2;
     }
     moeperf::gui::ShotOptions opt;
     opt.view = it->second;
+    opt.other_path = p.value(compare);
     const QString g = p.value(grow);
     if (g != QLatin1String("fsdp") && g != QLatin1String("dp") && g != QLatin1String("ep")) {
       std::fprintf(stderr, "moeperf-gui: --grow: expected fsdp, dp or ep, got %s\n", qPrintable(g));

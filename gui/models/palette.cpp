@@ -26,4 +26,6 @@ QColor exposed_comm_color() { return QColor(0xd6, 0x27, 0x28); }
 
 QColor span_color(Category c, bool exposed) { return exposed ? exposed_comm_color() : category_color(c); }
 
+QColor measured_color() { return QColor(0, 0, 0); }
+
 }  // namespace moeperf::gui

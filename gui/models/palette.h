@@ -11,5 +11,7 @@ namespace moeperf::gui {
 QColor category_color(Category c);
 QColor exposed_comm_color();
 QColor span_color(Category c, bool exposed);
+// The measured-median marker of a hardware run drawn over the timeline (pure black).
+QColor measured_color();
 
 }  // namespace moeperf::gui

@@ -116,4 +116,20 @@ QVariant TimelineModel::headerData(int section, Qt::Orientation orientation, int
   return QString::fromUtf8(names[section]);
 }
 
+std::vector<MeasuredMark> measured_overlay(const StepReport& r, const QHash<QString, double>& median_s) {
+  std::vector<MeasuredMark> out;
+  if (median_s.isEmpty() || !r.graph || !r.sim) return out;
+  for (size_t c = 0; c < r.graph->classes.size() && c < r.sim->classes.size(); ++c) {
+    const auto& ops = r.graph->classes[c].ops;
+    const auto& t = r.sim->classes[c].ops;
+    for (size_t i = 0; i < ops.size() && i < t.size(); ++i) {
+      const auto it = median_s.constFind(QString::fromStdString(ops[i].name));
+      if (it == median_s.constEnd()) continue;
+      out.push_back({static_cast<int>(c), static_cast<int>(i), t[i].queue, t[i].start.value(), t[i].end.value(),
+                     t[i].start.value() + *it});
+    }
+  }
+  return out;
+}
+
 }  // namespace moeperf::gui

@@ -10,6 +10,7 @@
 #include <QAbstractTableModel>
 #include <QHash>
 #include <memory>
+#include <vector>
 
 #include "model/predict.h"
 
@@ -42,6 +43,17 @@ class TimelineModel : public QAbstractTableModel {
   std::shared_ptr<const StepReport> report_;
   QHash<QString, double> measured_;
 };
+
+// Where a hardware run's measured median goes on the timeline: every op (of any rank class) whose
+// name has a median, at its predicted start, on its lane (rank class, queue).
+struct MeasuredMark {
+  int rank_class = 0;
+  int op = -1;
+  int queue = 0;
+  double start = 0, predicted_end = 0;  // seconds, the predicted span
+  double measured_end = 0;              // start + measured median
+};
+std::vector<MeasuredMark> measured_overlay(const StepReport& r, const QHash<QString, double>& median_s);
 
 // Bytes an op moves: message bytes for communication, HBM bytes for compute (as OpSummary counts).
 double op_bytes(const Op& op);

@@ -18,6 +18,7 @@
 #include "gui/models/exports.h"
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/breakdown_view.h"
+#include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
 #include "gui/widgets/screenshot.h"
@@ -59,6 +60,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(scaling_, tr("Scaling"));
   topology_ = new TopologyView();
   tabs_->addTab(topology_, tr("Topology"));
+  compare_ = new CompareView();
+  tabs_->addTab(compare_, tr("Compare"));
 
   error_ = new QLabel();
   error_->setWordWrap(true);
@@ -75,6 +78,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open scenario…"), QKeySequence::Open, this, &MainWindow::openDialog);
+  file->addAction(tr("Open &second scenario…"), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open second scenario"), path_, tr("Scenarios (*.json)"));
+    if (!f.isEmpty()) requestCompareScenario(f);
+  });
   file->addAction(tr("&Save scenario"), QKeySequence::Save, this, [this] { saveDialog(false); });
   file->addAction(tr("Save scenario &as…"), QKeySequence::SaveAs, this, [this] { saveDialog(true); });
   QMenu* exp = file->addMenu(tr("&Export"));
@@ -87,6 +94,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(timeline_, &TimelineView::opClicked, this, &MainWindow::selectOp);
   job_ = new ScenarioJob(this);
   connect(job_, &ScenarioJob::finished, this, &MainWindow::onJobFinished);
+  compare_job_ = new ScenarioJob(this);
+  connect(compare_job_, &ScenarioJob::finished, this,
+          [this] { applyCompare(compare_job_->result(), compare_job_->path()); });
 
   panel_ = new ScenarioPanel();
   dock_ = new QDockWidget(tr("Scenario"), this);
@@ -115,6 +125,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       return;
     }
     model_->setMeasured(run_->medians());
+    timeline_->setMeasured(run_->medians());
     run_log_->appendPlainText(tr("Measured medians of %1 ops loaded into the op table.").arg(run_->medians().size()));
     statusBar()->showMessage(tr("Hardware run done: Measured column filled"));
   });
@@ -142,6 +153,7 @@ bool MainWindow::openScenario(const QString& path, const QStringList& sets) {
   if (!apply(with_studies(load_and_predict(path.toStdString(), s)), path)) return false;
   panel_->setScenario(path, sets);
   model_->setMeasured({});  // another scenario: the last hardware run no longer applies
+  timeline_->setMeasured({});
   return true;
 }
 
@@ -168,6 +180,31 @@ void MainWindow::onJobFinished() {
   if (!apply(r, job_->path())) return;
   panel_->setScenario(job_->path(), request_sets_);
   model_->setMeasured({});
+  timeline_->setMeasured({});
+}
+
+void MainWindow::requestCompareScenario(const QString& path) {
+  statusBar()->showMessage(tr("Loading second scenario %1 …").arg(path));
+  compare_job_->start(path);
+}
+
+bool MainWindow::openCompareScenario(const QString& path) {
+  return applyCompare(load_and_predict(path.toStdString()), path);
+}
+
+bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {
+  if (!r.report) {
+    error_->setText(QString::fromStdString(r.error));
+    error_->show();
+    statusBar()->showMessage(tr("Not loaded: %1 (showing the previous second scenario)").arg(path));
+    return false;
+  }
+  error_->hide();
+  compare_report_ = r.report;
+  compare_->setLower(compare_report_);
+  tabs_->setCurrentWidget(compare_);
+  statusBar()->showMessage(tr("Comparing with %1 · step %2").arg(path, format_seconds(r.report->step_time.value())));
+  return true;
 }
 
 bool MainWindow::saveScenario(const QString& out, QString* error) {
@@ -208,6 +245,7 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   waterfall_->setStudies(r.studies);
   scaling_->setStudies(r.studies);
   topology_->setReport(report_);
+  compare_->setUpper(report_);
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
   statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5%")
                                .arg(path)
@@ -224,12 +262,15 @@ bool MainWindow::exportPng(const QString& out, QString* error) {
     return false;
   }
   ShotOptions opt;
-  const View views[] = {View::timeline, View::breakdown, View::waterfall, View::scaling, View::topology};
+  const View views[] = {View::timeline, View::breakdown, View::waterfall, View::scaling, View::topology, View::compare};
   const int tab = tabs_->currentIndex();
-  opt.view = tab >= 0 && tab < 5 ? views[tab] : View::timeline;
+  opt.view = tab >= 0 && tab < 6 ? views[tab] : View::timeline;
+  opt.other = compare_report_;
+  opt.measured = model_->measured();
   QWidget* shown = tab == 0 ? static_cast<QWidget*>(timeline_) : tabs_->currentWidget();
   if (shown && shown->width() > 100 && shown->height() > 100) opt.size = shown->size();
   if (opt.view == View::timeline) opt.t0 = timeline_->timeGeometry().t0, opt.t1 = timeline_->timeGeometry().t1;
+  if (opt.view == View::compare) opt.t0 = compare_->upper()->timeGeometry().t0, opt.t1 = compare_->upper()->timeGeometry().t1;
   const QImage img = render_view(report_, opt, studies_);
   QSaveFile f(out);
   if (img.isNull() || !f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
@@ -272,6 +313,7 @@ void MainWindow::runOnHardware(const QStringList& extra, const QString& binary) 
   if (panel_->form().path().isEmpty()) return;
   run_log_->clear();
   model_->setMeasured({});
+  timeline_->setMeasured({});
   statusBar()->showMessage(tr("Running on hardware …"));
   run_->start(binary, panel_->form().path(), panel_->form().overrides(), extra);
 }

@@ -1,6 +1,7 @@
 // The desktop window: File > Open scenario, the timeline (with the busiest class's op table), the
-// breakdown, the ablation waterfall, the scaling sweep and the topology in tabs, the scenario
-// panel (a dock editing common fields as --set overrides), File > Save, a status line. A
+// breakdown, the ablation waterfall, the scaling sweep, the topology and the side-by-side Compare
+// (File > Open second scenario) in tabs, the scenario panel (a dock editing common fields as
+// --set overrides), File > Save, a status line. A
 // scenario that fails validation leaves the one shown and puts moeperf's message (file: JSON
 // path: what was expected) in a banner.
 #pragma once
@@ -22,6 +23,7 @@ class QTableView;
 namespace moeperf::gui {
 
 class BreakdownView;
+class CompareView;
 class ScalingView;
 class ScenarioPanel;
 class TimelineView;
@@ -38,6 +40,14 @@ class MainWindow : public QMainWindow {
   // The same off the GUI thread (File > Open): the latest request wins, older results are dropped.
   void requestScenario(const QString& path, const QStringList& sets = {});
   ScenarioJob* job() const { return job_; }
+  // File > Open second scenario: the Compare tab's lower timeline (the current scenario is the
+  // upper one), loaded off the GUI thread by compareJob(); bad input shows the message in the
+  // banner and keeps the second scenario shown. openCompareScenario does the same synchronously.
+  void requestCompareScenario(const QString& path);
+  bool openCompareScenario(const QString& path);
+  ScenarioJob* compareJob() const { return compare_job_; }
+  CompareView* compareView() const { return compare_; }
+  std::shared_ptr<const StepReport> compareReport() const { return compare_report_; }
   // The scenario panel's edits re-validate through job(); a rejected edit puts the message under
   // its field and keeps the report shown. saveScenario writes the file with the edits applied.
   ScenarioPanel* scenarioPanel() const { return panel_; }
@@ -70,6 +80,7 @@ class MainWindow : public QMainWindow {
   void saveDialog(bool ask);
   void exportDialog(int what);
   void onJobFinished();
+  bool applyCompare(const LoadResult& r, const QString& path);
   void onPanelEdited();
   bool apply(const LoadResult& r, const QString& path);
   void selectOp(int rank_class, int op);
@@ -84,6 +95,9 @@ class MainWindow : public QMainWindow {
   WaterfallView* waterfall_;
   ScalingView* scaling_;
   TopologyView* topology_;
+  CompareView* compare_;
+  ScenarioJob* compare_job_;
+  std::shared_ptr<const StepReport> compare_report_;
   QTableView* table_;
   QTabWidget* tabs_;
   QLabel* error_;

@@ -4,6 +4,7 @@
 
 #include "gui/models/scenario_loader.h"
 #include "gui/widgets/breakdown_view.h"
+#include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/timeline_view.h"
 #include "gui/widgets/topology_view.h"
@@ -32,11 +33,18 @@ QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& 
     w.reset(v);
     v->resize(size);
     v->setReport(report);
+  } else if (opt.view == View::compare) {
+    auto* c = new CompareView();
+    w.reset(c);
+    c->resize(size);
+    c->setReports(report, opt.other);
+    if (opt.t1 > opt.t0) c->setRange(opt.t0, opt.t1);
   } else if (opt.view == View::timeline) {
     auto* t = new TimelineView();
     w.reset(t);
     t->resize(size);
     t->setReport(report);
+    t->setMeasured(opt.measured);
     if (opt.t1 > opt.t0) t->setRange(opt.t0, opt.t1);
   } else {
     auto* b = new BreakdownView();
@@ -61,6 +69,15 @@ int screenshot(const QString& scenario, const QStringList& sets, const ShotOptio
     if (error) *error = QString::fromStdString(r.error);
     return 2;
   }
+  ShotOptions o = opt;
+  if (opt.view == View::compare && !o.other) {
+    const LoadResult b = load_and_predict(opt.other_path.toStdString());
+    if (!b.report) {
+      if (error) *error = QString::fromStdString(b.error);
+      return 2;
+    }
+    o.other = b.report;
+  }
   std::shared_ptr<const Studies> studies;
   if (opt.view == View::waterfall || opt.view == View::scaling) {
     studies = std::make_shared<const Studies>(build_studies(*r.report, opt.scale_gpus, opt.grow));
@@ -70,7 +87,7 @@ int screenshot(const QString& scenario, const QStringList& sets, const ShotOptio
       return 2;
     }
   }
-  const QImage img = render_view(r.report, opt, studies);
+  const QImage img = render_view(r.report, o, studies);
   QSaveFile f(out);
   if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
     if (error) *error = QStringLiteral("cannot write %1").arg(out);

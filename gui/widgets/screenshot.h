@@ -3,6 +3,7 @@
 //   QImage img = render_view(report, {View::breakdown, QSize(1600, 900)});
 #pragma once
 
+#include <QHash>
 #include <QImage>
 #include <QSize>
 #include <QString>
@@ -14,7 +15,7 @@
 
 namespace moeperf::gui {
 
-enum class View { timeline, breakdown, waterfall, scaling, topology };
+enum class View { timeline, breakdown, waterfall, scaling, topology, compare };
 
 // range: seconds shown by the timeline ({0, 0}: the whole step).
 struct ShotOptions {
@@ -23,6 +24,11 @@ struct ShotOptions {
   double t0 = 0, t1 = 0;
   std::vector<int64_t> scale_gpus = kDefaultScaleGpus;  // the scaling view's sweep
   GrowAxis grow = GrowAxis::fsdp;
+  // The compare view: the lower timeline's report (render_view) or scenario file (screenshot(),
+  // loaded without the --set overrides, which apply to SCENARIO only); SCENARIO is the upper one.
+  std::shared_ptr<const StepReport> other;
+  QString other_path;
+  QHash<QString, double> measured;  // the timeline's measured-median markers (a hardware run's)
 };
 
 // The waterfall and scaling views draw `studies` (build_studies(*report, opt.scale_gpus, opt.grow) when null).

@@ -36,10 +36,25 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 void TimelineView::setReport(std::shared_ptr<const StepReport> report) {
   report_ = std::move(report);
   data_ = report_ ? build_timeline(*report_) : TimelineData{};
-  geom_.t0 = 0;
-  geom_.t1 = data_.step_time > 0 ? data_.step_time : 1.0;
-  geom_.width = std::max(1, width() - kLabelWidth - 10);
+  geom_->t0 = 0;
+  geom_->t1 = data_.step_time > 0 ? data_.step_time : 1.0;
+  geom_->width = std::max(1, width() - kLabelWidth - 10);
   selected_class_ = selected_op_ = -1;
+  marks_ = report_ ? measured_overlay(*report_, measured_) : std::vector<MeasuredMark>{};
+  update();
+}
+
+void TimelineView::shareGeometry(TimelineView* other) {
+  if (!other || other == this) return;
+  geom_ = other->geom_;
+  connect(this, &TimelineView::rangeChanged, other, qOverload<>(&QWidget::update));
+  connect(other, &TimelineView::rangeChanged, this, qOverload<>(&QWidget::update));
+  update();
+}
+
+void TimelineView::setMeasured(QHash<QString, double> median_s) {
+  measured_ = std::move(median_s);
+  marks_ = report_ ? measured_overlay(*report_, measured_) : std::vector<MeasuredMark>{};
   update();
 }
 
@@ -51,9 +66,10 @@ void TimelineView::setSelectedOp(int rank_class, int op) {
 
 void TimelineView::setRange(double t0, double t1) {
   if (!(t1 > t0)) return;
-  geom_.t0 = t0;
-  geom_.t1 = t1;
+  geom_->t0 = t0;
+  geom_->t1 = t1;
   update();
+  emit rangeChanged();
 }
 
 int TimelineView::laneHeight() const {
@@ -63,32 +79,32 @@ int TimelineView::laneHeight() const {
 
 QRect TimelineView::laneRect(int lane) const {
   const int h = laneHeight();
-  return QRect(kLabelWidth, kRulerHeight + lane * h, static_cast<int>(geom_.width), h);
+  return QRect(kLabelWidth, kRulerHeight + lane * h, static_cast<int>(geom_->width), h);
 }
 
-int TimelineView::xForTime(double t) const { return kLabelWidth + static_cast<int>(std::floor(geom_.time_to_x(t))); }
+int TimelineView::xForTime(double t) const { return kLabelWidth + static_cast<int>(std::floor(geom_->time_to_x(t))); }
 
 std::vector<Span> TimelineView::visibleSpans(const Lane& lane) const {
   // Spans are sorted by start; ops on one queue do not overlap, so ends are sorted too.
-  auto first = std::lower_bound(lane.spans.begin(), lane.spans.end(), geom_.t0,
+  auto first = std::lower_bound(lane.spans.begin(), lane.spans.end(), geom_->t0,
                                 [](const Span& s, double t) { return s.end < t; });
-  auto last = std::upper_bound(first, lane.spans.end(), geom_.t1, [](double t, const Span& s) { return t < s.start; });
-  return merge_lod(std::vector<Span>(first, last), geom_, 1.0);
+  auto last = std::upper_bound(first, lane.spans.end(), geom_->t1, [](double t, const Span& s) { return t < s.start; });
+  return merge_lod(std::vector<Span>(first, last), *geom_, 1.0);
 }
 
 void TimelineView::paintRuler(QPainter& p) {
   p.fillRect(QRect(0, 0, width(), kRulerHeight), QColor(245, 245, 245));
-  const double range = geom_.t1 - geom_.t0;
+  const double range = geom_->t1 - geom_->t0;
   // A 1-2-5 tick step giving about one tick per 120 px.
-  const double raw = range / std::max(1.0, geom_.width / 120.0);
+  const double raw = range / std::max(1.0, geom_->width / 120.0);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (raw <= m * mag) { step = m * mag; break; }
   p.setPen(QColor(90, 90, 90));
-  const double first = std::ceil(geom_.t0 / step) * step;
+  const double first = std::ceil(geom_->t0 / step) * step;
   const int bottom = kRulerHeight + laneHeight() * static_cast<int>(data_.lanes.size());
-  for (double t = first; t <= geom_.t1 + step * 1e-9; t += step) {
+  for (double t = first; t <= geom_->t1 + step * 1e-9; t += step) {
     const int x = xForTime(t);
     p.setPen(QColor(90, 90, 90));
     p.drawLine(x, kRulerHeight - 8, x, kRulerHeight);
@@ -112,6 +128,7 @@ void TimelineView::paintLegend(QPainter& p) {
                          QString::fromUtf8(to_string(static_cast<Category>(c))) +
                              (is_communication(static_cast<Category>(c)) ? " (overlapped)" : ""));
   items.emplace_back(exposed_comm_color(), QStringLiteral("exposed communication"));
+  if (!marks_.empty()) items.emplace_back(measured_color(), QStringLiteral("measured (moeperf run)"));
   for (const auto& [color, text] : items) {
     p.fillRect(QRect(x, y, 14, 14), color);
     p.setPen(Qt::black);
@@ -163,6 +180,16 @@ void TimelineView::paintEvent(QPaintEvent*) {
         p.drawRect(QRect(x0, r.top() + pad, x1 - x0, r.height() - 2 * pad));
       }
     }
+    // Measured medians: a thin bar from the op's start for its measured time along the lane's
+    // bottom, and a tick across the lane where the measurement ends.
+    for (const MeasuredMark& m : marks_) {
+      if (m.rank_class != lane.rank_class || m.queue != lane.queue) continue;
+      if (m.measured_end < geom_->t0 || m.start > geom_->t1) continue;
+      const int x0 = xForTime(m.start), x1 = std::max(x0 + 1, xForTime(m.measured_end));
+      const int bar = std::max(1, std::min(3, r.height() / 6));
+      p.fillRect(QRect(x0, r.bottom() - pad - bar + 1, x1 - x0, bar), measured_color());
+      p.fillRect(QRect(x1 - 1, r.top() + pad, 2, r.height() - 2 * pad), measured_color());
+    }
     p.restore();
   }
   paintLegend(p);
@@ -170,13 +197,14 @@ void TimelineView::paintEvent(QPaintEvent*) {
 
 void TimelineView::resizeEvent(QResizeEvent*) {
   // Keep the visible time range: a wider window shows the same time in more detail.
-  geom_.width = std::max(1, width() - kLabelWidth - 10);
+  geom_->width = std::max(1, width() - kLabelWidth - 10);
 }
 
 void TimelineView::wheelEvent(QWheelEvent* e) {
   const double x = e->position().x() - kLabelWidth;
-  geom_.zoom_at(x, std::pow(1.25, e->angleDelta().y() / 120.0));
+  geom_->zoom_at(x, std::pow(1.25, e->angleDelta().y() / 120.0));
   update();
+  emit rangeChanged();
   e->accept();
 }
 
@@ -192,9 +220,10 @@ void TimelineView::mouseMoveEvent(QMouseEvent* e) {
   const QPoint pos = e->position().toPoint();
   if ((pos - *press_).manhattanLength() > 3) dragged_ = true;
   if (dragged_) {
-    geom_.pan(pos.x() - last_.x());
+    geom_->pan(pos.x() - last_.x());
     last_ = pos;
     update();
+    emit rangeChanged();
   }
 }
 

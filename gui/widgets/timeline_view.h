@@ -1,15 +1,18 @@
 // The step timeline: one row per (rank class, hardware queue), a time ruler, ops as colored spans
 // (level-of-detail merged below a pixel), exposed communication in its own color. Wheel zooms
-// around the cursor, drag pans, hover shows the op, click emits opClicked. Painting only: the
+// around the cursor, drag pans, hover shows the op, click emits opClicked; a hardware run's
+// measured medians are drawn over their ops (setMeasured). Painting only: the
 // lanes come from gui/models/timeline_data.h, the time<->pixel mapping from TimelineGeometry.
 #pragma once
 
+#include <QHash>
 #include <QWidget>
 #include <memory>
 #include <optional>
 
 #include "gui/models/timeline_data.h"
 #include "gui/models/timeline_geometry.h"
+#include "gui/models/timeline_model.h"
 
 namespace moeperf::gui {
 
@@ -21,9 +24,16 @@ class TimelineView : public QWidget {
   void setReport(std::shared_ptr<const StepReport> report);
   void setSelectedOp(int rank_class, int op);
   void setRange(double t0, double t1);  // seconds shown across the plot
+  // Makes this view use `other`'s TimelineGeometry: a zoom or pan in either moves both (the
+  // Compare tab's shared time axis). Both views should have the same plot width.
+  void shareGeometry(TimelineView* other);
+  // Measured median seconds per op name (a hardware run): each measured op gets a marker over its
+  // predicted span (measured_overlay); empty clears them. Kept across setReport.
+  void setMeasured(QHash<QString, double> median_s);
+  const std::vector<MeasuredMark>& measuredMarks() const { return marks_; }
 
   const TimelineData& timeline() const { return data_; }
-  const TimelineGeometry& timeGeometry() const { return geom_; }
+  const TimelineGeometry& timeGeometry() const { return *geom_; }
   // Layout, for tests and hit testing: the plot starts at plotLeft(); lane i occupies laneRect(i).
   int plotLeft() const { return kLabelWidth; }
   QRect laneRect(int lane) const;
@@ -38,6 +48,7 @@ class TimelineView : public QWidget {
 
  signals:
   void opClicked(int rank_class, int op);
+  void rangeChanged();  // zoom, pan or setRange changed the (possibly shared) geometry
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -57,7 +68,9 @@ class TimelineView : public QWidget {
 
   std::shared_ptr<const StepReport> report_;
   TimelineData data_;
-  TimelineGeometry geom_;
+  std::shared_ptr<TimelineGeometry> geom_ = std::make_shared<TimelineGeometry>();
+  QHash<QString, double> measured_;
+  std::vector<MeasuredMark> marks_;
   int selected_class_ = -1, selected_op_ = -1;
   std::optional<QPoint> press_;
   QPoint last_;

@@ -274,6 +274,34 @@ class MeasuredTest : public QObject {
     QVERIFY(hits > 0);
     QCOMPARE(model.headerData(TimelineModel::ColMeasured, Qt::Horizontal).toString(), QStringLiteral("Measured"));
   }
+  void overlayMapsMediansToTheirSpans() {
+    const LoadResult r = load_and_predict(kSmall.toStdString());
+    QVERIFY(r.report);
+    QVERIFY(measured_overlay(*r.report, {}).empty());
+    const QHash<QString, double> m{{QStringLiteral("moe.expert_fc1"), 0.25}, {QStringLiteral("no.such.op"), 1.0}};
+    const std::vector<MeasuredMark> marks = measured_overlay(*r.report, m);
+    const TimelineData d = build_timeline(*r.report);
+    size_t named = 0;
+    for (const auto& c : r.report->graph->classes)
+      for (const Op& op : c.ops) named += op.name == "moe.expert_fc1";
+    QVERIFY(named > 0);
+    QCOMPARE(marks.size(), named);  // every op of that name, nothing for the unknown name
+    for (const MeasuredMark& mk : marks) {
+      const auto c = static_cast<size_t>(mk.rank_class), i = static_cast<size_t>(mk.op);
+      QCOMPARE(r.report->graph->classes[c].ops[i].name, std::string("moe.expert_fc1"));
+      const OpTiming& t = r.report->sim->classes[c].ops[i];
+      QCOMPARE(mk.start, t.start.value());
+      QCOMPARE(mk.predicted_end, t.end.value());
+      QCOMPARE(mk.measured_end, t.start.value() + 0.25);
+      QCOMPARE(mk.queue, t.queue);
+      // The op's span is on the lane the mark names.
+      bool on_lane = false;
+      for (const Lane& l : d.lanes)
+        if (l.rank_class == mk.rank_class && l.queue == mk.queue)
+          for (const Span& s : l.spans) on_lane |= s.op == mk.op && s.start == mk.start;
+      QVERIFY(on_lane);
+    }
+  }
 };
 
 class ScenarioFormTest : public QObject {

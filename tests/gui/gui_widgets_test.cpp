@@ -10,6 +10,7 @@
 #include <QStackedBarSeries>
 #include <QTabWidget>
 #include <algorithm>
+#include <cmath>
 #include <QFileInfo>
 #include <QItemSelectionModel>
 #include <QJsonArray>
@@ -24,6 +25,7 @@
 
 #include "gui/models/palette.h"
 #include "gui/models/scenario_loader.h"
+#include "gui/widgets/compare_view.h"
 #include "gui/widgets/main_window.h"
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/scaling_view.h"
@@ -102,6 +104,38 @@ int wide_gemm(const StepReport& r, const TimelineView& v) {
 class TimelineShotTest : public QObject {
   Q_OBJECT
  private slots:
+  void measuredMarkerOverMeasuredOp() {
+    const auto r = load(QStringLiteral("gb300-optimized.json"));
+    Shot s = shoot(r);
+    const int lane = compute_lane(*s.view, r->busiest_class);
+    const int op = wide_gemm(*r, *s.view);
+    QVERIFY(lane >= 0 && op >= 0);
+    const QRect row = s.view->laneRect(lane);
+    auto marker_pixels = [&](const QImage& img, QRect area) {
+      int n = 0;
+      area = area.intersected(img.rect());
+      for (int y = area.top(); y <= area.bottom(); ++y)
+        for (int x = area.left(); x <= area.right(); ++x) n += img.pixel(x, y) == measured_color().rgb();
+      return n;
+    };
+    QCOMPARE(marker_pixels(s.image, row), 0);  // no run yet: no marker
+    const auto c = static_cast<size_t>(r->busiest_class);
+    const OpTiming& t = r->sim->classes[c].ops[static_cast<size_t>(op)];
+    const double median = 0.5 * (t.end - t.start).value();
+    s.view->setMeasured({{QString::fromStdString(r->graph->classes[c].ops[static_cast<size_t>(op)].name), median}});
+    QVERIFY(!s.view->measuredMarks().empty());
+    s.image.fill(Qt::white);
+    s.view->render(&s.image);
+    // The tick where the measurement ends, inside the op's (GEMM-colored) predicted span.
+    const int x = s.view->xForTime(t.start.value() + median);
+    QVERIFY(x > s.view->xForTime(t.start.value()) && x < s.view->xForTime(t.end.value()));
+    QVERIFY2(marker_pixels(s.image, QRect(x - 2, row.top(), 5, row.height())) >= row.height() / 2,
+             "no measured tick at start + median on the compute lane");
+    s.view->setMeasured({});  // cleared: no marker
+    s.image.fill(Qt::white);
+    s.view->render(&s.image);
+    QCOMPARE(marker_pixels(s.image, row), 0);
+  }
   void gemmColorWhereGemmsRun() {
     const auto r = load(QStringLiteral("gb300-optimized.json"));
     const Shot s = shoot(r);
@@ -345,6 +379,90 @@ class StudyViewsTest : public QObject {
 class MainWindowTest : public QObject {
   Q_OBJECT
  private slots:
+  void compareSharesTheTimeAxis() {
+    const auto a = load(QStringLiteral("gb300-optimized.json"));
+    const auto b = load(QStringLiteral("gb300-baseline.json"));
+    CompareView v;
+    v.resize(kShot);
+    v.setAttribute(Qt::WA_DontShowOnScreen);
+    v.show();
+    v.setReports(a, b);
+    QCOMPARE(&v.upper()->timeGeometry(), &v.lower()->timeGeometry());  // one geometry
+    QCOMPARE(v.upper()->timeGeometry().t1, std::max(a->step_time.value(), b->step_time.value()));
+    QVERIFY(v.upperLabel().contains(format_seconds(a->step_time.value())));
+    QVERIFY(v.lowerLabel().contains(format_seconds(b->step_time.value())));
+    QVERIFY(v.upperLabel().contains(QString::fromStdString(a->name)));
+    QVERIFY(v.lowerLabel().contains(QString::fromStdString(b->name)));
+    for (TimelineView* zoomed : {v.lower(), v.upper()}) {
+      const double t0 = zoomed->timeGeometry().t0, t1 = zoomed->timeGeometry().t1;
+      const QPointF at(zoomed->plotLeft() + 300, zoomed->height() / 2);
+      QWheelEvent e(at, zoomed->mapToGlobal(at), QPoint(), QPoint(0, 240), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
+      QApplication::sendEvent(zoomed, &e);
+      const TimelineGeometry& u = v.upper()->timeGeometry();
+      const TimelineGeometry& l = v.lower()->timeGeometry();
+      QVERIFY(u.t1 - u.t0 < t1 - t0);  // zoomed in
+      QCOMPARE(u.t0, l.t0);
+      QCOMPARE(u.t1, l.t1);
+      QCOMPARE(v.upper()->xForTime(0.5), v.lower()->xForTime(0.5));
+    }
+  }
+  void compareScreenshotHasBothTimelines() {
+    ShotOptions opt;
+    opt.view = View::compare;
+    opt.other = load(QStringLiteral("gb300-baseline.json"));
+    const QImage img = render_view(load(QStringLiteral("gb300-optimized.json")), opt);
+    QCOMPARE(img.size(), opt.size);
+    const QRgb gemm = category_color(Category::gemm).rgb();
+    int upper = 0, lower = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 200; x < img.width(); ++x)  // the plot, not the legend swatches
+        if (img.pixel(x, y) == gemm) (y < img.height() / 2 ? upper : lower) += 1;
+    QVERIFY2(upper > 1000 && lower > 1000, qPrintable(QStringLiteral("gemm pixels %1 / %2").arg(upper).arg(lower)));
+    // The headless command.
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("compare.png"));
+    QProcess p;
+    p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), out, QStringLiteral("--view"), QStringLiteral("compare"),
+                                          QStringLiteral("--compare"), kDir + QStringLiteral("gb300-baseline.json"),
+                                          kDir + QStringLiteral("gb300-optimized.json")});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 0);
+    QCOMPARE(QImage(out).size(), QSize(1600, 900));
+    p.start(QStringLiteral(MOEPERF_GUI), {QStringLiteral("--screenshot"), dir.filePath(QStringLiteral("x.png")), QStringLiteral("--view"),
+                                          QStringLiteral("compare"), kDir + QStringLiteral("gb300-optimized.json")});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);  // compare without --compare
+    QVERIFY(!QFileInfo::exists(dir.filePath(QStringLiteral("x.png"))));
+  }
+  void openSecondScenario() {
+    MainWindow w;
+    QVERIFY(w.openScenario(kDir + QStringLiteral("gb300-optimized.json")));
+    QSignalSpy done(w.compareJob(), &ScenarioJob::finished);
+    w.requestCompareScenario(kDir + QStringLiteral("gb300-baseline.json"));  // File > Open second scenario
+    QVERIFY(done.wait(60000));
+    const auto b = w.compareReport();
+    QVERIFY(b);
+    QVERIFY(w.compareView()->upperLabel().contains(format_seconds(w.report()->step_time.value())));
+    QVERIFY(w.compareView()->lowerLabel().contains(format_seconds(b->step_time.value())));
+    QCOMPARE(w.tabs()->currentWidget(), static_cast<QWidget*>(w.compareView()));
+    // Bad input: the message in the banner, the second scenario kept.
+    QTemporaryDir dir;
+    const QString bad = dir.filePath(QStringLiteral("bad.json"));
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("{ not json");
+    f.close();
+    w.requestCompareScenario(bad);
+    QVERIFY(done.wait(60000));
+    QVERIFY(!w.errorText().isEmpty());
+    QCOMPARE(w.compareReport(), b);
+    QVERIFY(w.compareView()->lowerLabel().contains(format_seconds(b->step_time.value())));
+    QString error;
+    const QString png = dir.filePath(QStringLiteral("compare.png"));
+    QVERIFY2(w.exportPng(png, &error), qPrintable(error));  // the Compare tab exported
+    QVERIFY(!QImage(png).isNull());
+  }
   void malformedScenarioKeepsPrevious() {
     MainWindow w;
     const QString good = kDir + QStringLiteral("gb300-optimized.json");
@@ -487,6 +605,25 @@ class MainWindowTest : public QObject {
       QCOMPARE(cell.data().toString(), format_seconds(*it));
     }
     QVERIFY2(moe > 0 && measured == moe, "no moe.* op of the table got a measured time");
+    // The timeline overlay: a mark for every op named in the medians, and only those.
+    const auto& marks = w.timelineView()->measuredMarks();
+    QVERIFY(!marks.empty());
+    for (const MeasuredMark& mk : marks) {
+      const QString name = QString::fromStdString(
+          w.report()->graph->classes[static_cast<size_t>(mk.rank_class)].ops[static_cast<size_t>(mk.op)].name);
+      QVERIFY(w.hardwareRun()->medians().contains(name));
+      QVERIFY(std::abs(mk.measured_end - mk.start - w.hardwareRun()->medians().value(name)) < 1e-12);
+    }
+    // File > Export of the timeline keeps the markers.
+    QTemporaryDir dir;
+    QString error;
+    const QString png = dir.filePath(QStringLiteral("measured.png"));
+    QVERIFY2(w.exportPng(png, &error), qPrintable(error));
+    const QImage img = QImage(png).convertToFormat(QImage::Format_RGB32);
+    int black = 0;
+    for (int y = 0; y < img.height() - 40; ++y)  // the plot, above the legend
+      for (int x = w.timelineView()->plotLeft(); x < img.width(); ++x) black += img.pixel(x, y) == measured_color().rgb();
+    QVERIFY(black > 0);
   }
   void clickSelectsRow() {
     MainWindow w;
