@@ -56,6 +56,8 @@ const std::vector<FormField>& ScenarioForm::fields() {
   const QStringList dtypes{"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"};
   const QStringList flag{"true", "false"};
   static const std::vector<FormField> f = {
+      {"model", "Model file", K::text, {}},    // moeperf model JSON or HF config.json, relative to the scenario
+      {"system", "System file", K::text, {}},  // topologies/*.json, relative to the scenario
       {"gpus", "GPUs", K::integer, {}},
       {"parallelism.tp", "TP", K::integer, {}},
       {"parallelism.ep", "EP", K::integer, {}},

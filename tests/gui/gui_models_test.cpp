@@ -310,7 +310,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{17});
+    QCOMPARE(f.size(), size_t{19});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -318,7 +318,7 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep/x")),
              ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep")));
     QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/memory")), -1);
-    for (const char* p : {"gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
+    for (const char* p : {"model", "system", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
                           "routing.distribution", "routing.zipf_exponent", "stack.grouped_gemm", "stack.dispatcher",
                           "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
@@ -348,6 +348,28 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(f.fieldForError(QStringLiteral("/memory")), -1);
     f.setValue(QStringLiteral("parallelism.ep"), QString());  // cleared: back to the file's value
     QCOMPARE(f.overrides(), QStringList{QStringLiteral("stack.grouped_gemm=false")});
+  }
+  void systemAndModelAreFileReferences() {
+    // The panel switches hardware or model by file reference, validated like any other field.
+    const QString opt = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb300-optimized.json");
+    ScenarioForm f;
+    QVERIFY(f.load(opt));
+    QCOMPARE(f.value(QStringLiteral("system")), QStringLiteral("../../topologies/gb300-nvl72.json"));
+    f.setValue(QStringLiteral("system"), QStringLiteral("../../topologies/gb200-nvl72.json"));
+    QCOMPARE(f.overrides(), QStringList{QStringLiteral("system=../../topologies/gb200-nvl72.json")});
+    std::vector<io::Override> ov;
+    for (const QString& o : f.overrides()) ov.push_back(io::parse_override(o.toStdString()));
+    const Scenario s = io::load_scenario(opt.toStdString(), ov);
+    QVERIFY(s.system.gpu().name.find("B200") != std::string::npos);
+    f.setValue(QStringLiteral("system"), QStringLiteral("../../topologies/nope.json"));
+    try {
+      std::vector<io::Override> bad;
+      for (const QString& o : f.overrides()) bad.push_back(io::parse_override(o.toStdString()));
+      (void)io::load_scenario(opt.toStdString(), bad);
+      QFAIL("a missing system file was accepted");
+    } catch (const io::SpecError& e) {
+      QCOMPARE(f.fieldForError(QString::fromStdString(e.json_path())), 1);  // shown beside "System file"
+    }
   }
   void saveRoundTrips() {
     ScenarioForm f;
