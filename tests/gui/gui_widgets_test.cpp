@@ -225,6 +225,19 @@ class TimelineShotTest : public QObject {
     breakdown.view = View::breakdown;
     QCOMPARE(screenshot(kDir + QStringLiteral("gb300-optimized.json"), {}, breakdown, good, &error), 0);
     QCOMPARE(QImage(good).size(), kShot);
+    {
+      // The breakdown's bars carry the category colors: GEMM (the largest share) and exposed communication.
+      const QImage img(good);
+      int gemm_px = 0, exposed_px = 0;
+      for (int y = 0; y < img.height(); ++y)
+        for (int x = 0; x < img.width(); ++x) {
+          const QRgb p = img.pixel(x, y);
+          gemm_px += p == category_color(Category::gemm).rgb();
+          exposed_px += p == exposed_comm_color().rgb();
+        }
+      QVERIFY2(gemm_px > 1000, qPrintable(QString::number(gemm_px)));
+      QVERIFY2(exposed_px > 100, qPrintable(QString::number(exposed_px)));
+    }
     const QString malformed = dir.filePath(QStringLiteral("m.json"));
     QFile f(malformed);
     QVERIFY(f.open(QIODevice::WriteOnly));
