@@ -27,5 +27,7 @@ QColor exposed_comm_color() { return QColor(0xd6, 0x27, 0x28); }
 QColor span_color(Category c, bool exposed) { return exposed ? exposed_comm_color() : category_color(c); }
 
 QColor measured_color() { return QColor(0, 0, 0); }
+QColor series_color() { return QColor(0x1f, 0x77, 0xb4); }
+QColor no_fit_color() { return QColor(0xd6, 0x27, 0x28); }
 
 }  // namespace moeperf::gui

@@ -13,5 +13,8 @@ QColor exposed_comm_color();
 QColor span_color(Category c, bool exposed);
 // The measured-median marker of a hardware run drawn over the timeline (pure black).
 QColor measured_color();
+// Study charts (waterfall, scaling): the main series, and a result that does not fit memory.
+QColor series_color();
+QColor no_fit_color();
 
 }  // namespace moeperf::gui

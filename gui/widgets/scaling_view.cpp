@@ -9,10 +9,12 @@
 #include <QValueAxis>
 #include <algorithm>
 
+#include "gui/models/palette.h"
+
 namespace moeperf::gui {
 
-QColor ScalingView::throughputColor() { return QColor(0x1f, 0x77, 0xb4); }
-QColor ScalingView::noFitColor() { return QColor(0xd6, 0x27, 0x28); }
+QColor ScalingView::throughputColor() { return series_color(); }
+QColor ScalingView::noFitColor() { return no_fit_color(); }
 
 ScalingView::ScalingView(QWidget* parent) : QChartView(parent) {
   setRenderHint(QPainter::Antialiasing);

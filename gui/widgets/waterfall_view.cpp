@@ -2,6 +2,8 @@
 
 #include <QBarCategoryAxis>
 #include <algorithm>
+
+#include "gui/models/palette.h"
 #include <QBarSet>
 #include <QChart>
 #include <QLegend>
@@ -20,8 +22,8 @@ void set_title(QChart* chart, const QString& text) {
 }
 }  // namespace
 
-QColor WaterfallView::barColor() { return QColor(0x1f, 0x77, 0xb4); }
-QColor WaterfallView::noFitColor() { return QColor(0xd6, 0x27, 0x28); }
+QColor WaterfallView::barColor() { return series_color(); }
+QColor WaterfallView::noFitColor() { return no_fit_color(); }
 
 WaterfallView::WaterfallView(QWidget* parent) : QChartView(parent) {
   setRenderHint(QPainter::Antialiasing);
