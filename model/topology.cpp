@@ -36,6 +36,15 @@ struct Topology::Impl {
   bool rail_optimized = true;
   BytesPerSecond domain_bisection, fabric_bisection;
 
+  // Leaf switch of GPU g's NIC: rail-optimized, NIC i of every tray on the leaves of rail i, one
+  // leaf per rail for every R/2 trays; otherwise R/2 consecutive NICs per leaf.
+  int64_t leaf(int64_t gpu) const {
+    if (tiers == 0) return -1;
+    const int64_t d = gpu / per_domain, local = gpu % per_domain;
+    const int64_t global_tray = d * trays_per_domain + local / tray_gpus, slot = local % tray_gpus;
+    return rail_optimized ? (global_tray / half) * rails + slot % rails : gpu / half;
+  }
+
   VertexKind kind(int64_t v) const {
     for (int k = 0; k < kVertexKinds; ++k)
       if (v < first[k + 1]) return static_cast<VertexKind>(k);
@@ -156,6 +165,13 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   auto id = [&](VertexKind k, int64_t i) { return impl->first[static_cast<int>(k)] + i; };
 
   Builder b;
+  impl->per_domain = per;
+  impl->tiers = with_fabric ? shape.tiers : 0;
+  impl->half = half;
+  impl->rails = rails;
+  impl->trays_per_domain = trays_per_domain;
+  impl->tray_gpus = tray.gpus;
+  impl->rail_optimized = with_fabric && sys.fabric->rail_optimized;
   // ---- NVLink: every GPU to every switch chip of its domain ----
   std::vector<uint16_t> chip_class;
   for (int c = 0; c < dom.switch_chips; ++c) {
@@ -188,8 +204,7 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
     if (with_fabric) {
       const int64_t nic = id(VertexKind::nic, g);
       b.connect(g, nic, pcie_class, pcie_class);
-      const int64_t leaf = sys.fabric->rail_optimized ? (global_tray / half) * rails + slot % rails : g / half;
-      b.connect(nic, id(VertexKind::leaf, leaf), up_nic, down_nic);
+      b.connect(nic, id(VertexKind::leaf, impl->leaf(g)), up_nic, down_nic);
     }
   }
   // ---- switch tiers ----
@@ -227,13 +242,6 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   impl->classes = std::move(b.classes);
   impl->gpus = gpus;
   impl->domains = domains;
-  impl->per_domain = per;
-  impl->tiers = with_fabric ? shape.tiers : 0;
-  impl->half = half;
-  impl->rails = rails;
-  impl->trays_per_domain = trays_per_domain;
-  impl->tray_gpus = tray.gpus;
-  impl->rail_optimized = with_fabric && sys.fabric->rail_optimized;
   if (with_fabric) impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
 
   // ---- bisection (per direction) ----
@@ -266,13 +274,7 @@ int64_t Topology::domains() const { return impl_->domains; }
 int64_t Topology::gpus_per_domain() const { return impl_->per_domain; }
 int64_t Topology::domain_of(int64_t gpu) const { return gpu / impl_->per_domain; }
 int Topology::fabric_tiers() const { return impl_->tiers; }
-int64_t Topology::leaf_of(int64_t g) const {
-  const Impl& m = *impl_;
-  if (m.tiers == 0) return -1;
-  const int64_t d = g / m.per_domain, local = g % m.per_domain;
-  const int64_t global_tray = d * m.trays_per_domain + local / m.tray_gpus, slot = local % m.tray_gpus;
-  return m.rail_optimized ? (global_tray / m.half) * m.rails + slot % m.rails : g / m.half;
-}
+int64_t Topology::leaf_of(int64_t g) const { return impl_->leaf(g); }
 int64_t Topology::pod_of(int64_t g) const { return impl_->tiers == 3 ? leaf_of(g) / impl_->half : 0; }
 BytesPerSecond Topology::leaf_uplink_bandwidth() const { return impl_->leaf_up; }
 int64_t Topology::vertex_count() const { return static_cast<int64_t>(boost::num_vertices(impl_->g)); }
