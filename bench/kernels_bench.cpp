@@ -8,6 +8,7 @@
 //
 //   bench_kernels out/kernels.json
 #include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
 #include "kernels/device.h"
 #include "kernels/moe_kernels.h"
 #include "kernels/reference/moe_ref.h"
@@ -35,35 +36,8 @@ constexpr int kWarmup = 5, kIters = 50, kGraphLaunches = 20;
 constexpr size_t kFlushBytes = size_t{256} << 20;
 
 template <class T>
-class Buf {
- public:
-  explicit Buf(size_t n) : n_(n) { MOEPERF_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit Buf(const std::vector<T>& h) : Buf(h.size()) {
-    MOEPERF_CUDA_CHECK(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~Buf() { cudaFree(p_); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  T* get() const { return p_; }
-  std::vector<T> download(size_t count) const {
-    std::vector<T> h(std::min(count, n_));
-    MOEPERF_CUDA_CHECK(cudaDeviceSynchronize());
-    MOEPERF_CUDA_CHECK(cudaMemcpy(h.data(), p_, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_;
-};
-
-std::vector<float> random_floats(size_t n, float lo, float hi, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using Buf = moeperf::kernels::DeviceBuffer<T>;
+using moeperf::kernels::random_floats;
 
 struct Timing {
   double median_s = 0, mean_s = 0;

@@ -3,6 +3,7 @@
 // on one expert, run twice and compare bits, offsets past 2^31 elements, MXFP8 NaN/Inf bit-exact).
 // Every test skips with the runtime's reason when no device is present.
 #include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
 #include "kernels/device.h"
 #include "kernels/moe_kernels.h"
 #include "kernels/reference/moe_ref.h"
@@ -27,38 +28,9 @@ namespace {
     if (d.count == 0) GTEST_SKIP() << d.reason;         \
   } while (0)
 
-// Device buffer owning `n` elements; frees on scope exit.
 template <class T>
-class Buf {
- public:
-  explicit Buf(size_t n) : n_(n) { MOEPERF_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n, 1) * sizeof(T))); }
-  explicit Buf(const std::vector<T>& h) : Buf(h.size()) { upload(h); }
-  ~Buf() { cudaFree(p_); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-  T* get() const { return p_; }
-  void upload(const std::vector<T>& h) {
-    MOEPERF_CUDA_CHECK(cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> download() const {
-    std::vector<T> h(n_);
-    MOEPERF_CUDA_CHECK(cudaDeviceSynchronize());
-    MOEPERF_CUDA_CHECK(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-
- private:
-  T* p_ = nullptr;
-  size_t n_;
-};
-
-std::vector<float> random_floats(size_t n, float lo, float hi, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using Buf = moeperf::kernels::DeviceBuffer<T>;
+using moeperf::kernels::random_floats;
 
 uint32_t bits(float f) {
   uint32_t u;
