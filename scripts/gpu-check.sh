@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # GPU check of the MoE kernels on one H200 (or any sm_90 GPU): fresh build for sm_90a only, the
-# gpu-labelled tests, then bench_kernels, everything under an 8-minute budget.
+# gpu-labelled tests, then bench_kernels and bench_expert_gemm, everything under an 8-minute budget.
 #
 #   scripts/gpu-check.sh OUTDIR
 #
 # Writes into OUTDIR: gpu.csv (nvidia-smi name, driver, max SM / memory clocks), date.txt,
-# build.log, ctest.log, bench.log, kernels.json. Exits non-zero if the build, a test or a bench
-# correctness gate failed. Without a GPU (no nvidia-smi, or it lists no GPU) it still builds the
-# same targets, so a CPU-only machine checks that they compile, then says there is no GPU and exits
-# 0 without running anything.
+# build.log, ctest.log, bench.log, kernels.json, expert_gemm.log, expert_gemm.json. Exits non-zero
+# if the build, a test or a bench correctness gate failed. Without a GPU (no nvidia-smi, or it
+# lists no GPU) it still builds the same targets, so a CPU-only machine checks that they compile,
+# then says there is no GPU and exits 0 without running anything.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:?usage: $0 OUTDIR}"
@@ -32,7 +32,7 @@ timeout "$(left)" cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Re
   -DCMAKE_CUDA_ARCHITECTURES=90a -DMOEPERF_WITH_GUI=OFF -DMOEPERF_WITH_CUDA=ON >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: configure failed"; exit 1; }
 timeout "$(left)" cmake --build "$build" --parallel "$(nproc)" \
-  --target test_kernels_gpu test_kernels_moe_gpu bench_kernels >>"$out/build.log" 2>&1 || {
+  --target test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu bench_kernels bench_expert_gemm >>"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: build failed (or ran out of time)"; exit 1; }
 
 if [ "$have_gpu" = 0 ]; then
@@ -47,5 +47,7 @@ echo "== gpu tests =="
 tail -25 "$out/ctest.log"
 echo "== bench_kernels =="
 timeout "$(left)" "$build/bin/bench_kernels" "$out/kernels.json" 2>&1 | tee "$out/bench.log" || status=1
-[ "$status" = 0 ] && echo "gpu-check: passed" || echo "gpu-check: FAILED (see $out/ctest.log, $out/bench.log)"
+echo "== bench_expert_gemm =="
+timeout "$(left)" "$build/bin/bench_expert_gemm" "$out/expert_gemm.json" 2>&1 | tee "$out/expert_gemm.log" || status=1
+[ "$status" = 0 ] && echo "gpu-check: passed" || echo "gpu-check: FAILED (see $out/ctest.log, $out/bench.log, $out/expert_gemm.log)"
 exit "$status"
