@@ -207,7 +207,7 @@ int cmd_scale(const std::string& file, const std::vector<int64_t>& gpus, const s
 }
 
 int cmd_collective(const std::string& file, const std::string& op_name, const std::string& bytes_text, int64_t gpus_opt,
-                   const std::string& format) {
+                   const std::string& algo, const std::string& format) {
   const SystemSpec sys = io::load_system(file);
   const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
   const Topology t = Topology::build(sys, gpus);
@@ -219,11 +219,21 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   std::vector<int64_t> members(static_cast<size_t>(gpus));
   for (int64_t i = 0; i < gpus; ++i) members[static_cast<size_t>(i)] = i;
   const Calibration cal;
-  const CollectiveCost cost = collective_cost(c, members, t, cal);
   // nccl-tests semantics: all-to-all "size" is each rank's whole send buffer, 1/n of it to each
   // rank including itself, so (n-1)/n of it leaves the GPU.
   const double n = static_cast<double>(gpus);
   const Bytes moved = c == Collective::all_to_all ? size * ((n - 1) / n) : size;
+  // The fastest algorithm at this size (as NCCL's tuner picks), unless --algo names one.
+  const std::vector<CollectiveCost> algos = collective_algorithms(c, members, t, cal);
+  const CollectiveCost* chosen = nullptr;
+  std::string offered;
+  for (const CollectiveCost& a : algos) {
+    offered += std::string(offered.empty() ? "" : ", ") + a.algorithm;
+    if (algo == "auto" ? (!chosen || a.time(moved) < chosen->time(moved)) : algo == a.algorithm) chosen = &a;
+  }
+  if (!chosen)
+    throw InputError("--algo " + algo + " does not apply to " + op_name + " on this group; offered: " + offered);
+  const CollectiveCost& cost = *chosen;
   const Seconds time = cost.time(moved);
   const double algbw = size.value() / time.value();
   const double busbw = algbw * bus_factor(c, gpus);
@@ -231,6 +241,7 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
     nlohmann::json j{{"op", op_name}, {"gpus", gpus}, {"bytes", size.value()}, {"time_s", time.value()},
                      {"algbw_bytes_per_s", algbw}, {"busbw_bytes_per_s", busbw}, {"algorithm", cost.algorithm},
                      {"latency_s", cost.latency.value()}};
+    for (const CollectiveCost& a : algos) j["algorithms"][a.algorithm] = a.time(moved).value();
     for (int r = 0; r < kResourceCount; ++r)
       j["seconds_per_byte"][to_string(static_cast<Resource>(r))] = cost.s_per_byte[static_cast<size_t>(r)];
     std::cout << j.dump(2) << "\n";
@@ -245,6 +256,11 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
     if (cost.s_per_byte[static_cast<size_t>(r)] > 0)
       std::printf(" %s %.3g s/GB", to_string(static_cast<Resource>(r)), cost.s_per_byte[static_cast<size_t>(r)] * 1e9);
   std::printf("; latency %.1f us\n", cost.latency.value() * 1e6);
+  if (algos.size() > 1) {
+    std::printf("# algorithms at this size:");
+    for (const CollectiveCost& a : algos) std::printf(" %s %.1f us", a.algorithm, a.time(moved).value() * 1e6);
+    std::printf("\n");
+  }
   return kExitOk;
 }
 
@@ -417,6 +433,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
   coll_cmd->add_option("--bytes", coll_bytes, "size per GPU, e.g. 64MiB or \"8 GiB\"");
   coll_cmd->add_option("--gpus", coll_gpus, "GPU count (default: the system's)")->check(CLI::PositiveNumber);
+  std::string coll_algo = "auto";
+  coll_cmd->add_option("--algo", coll_algo, "auto (the fastest at this size), ring, tree, nvls, nvls_tree, direct or hierarchical")
+      ->check(CLI::IsMember({"auto", "ring", "tree", "nvls", "nvls_tree", "direct", "hierarchical"}));
   coll_cmd->add_option("--format", coll_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
   std::string params_format = "text";
@@ -477,7 +496,7 @@ int main(int argc, char** argv) {
 #endif
     if (*compare_cmd) return cmd_compare(compare_files, compare_ablate, compare_sets, compare_format);
     if (*scale_cmd) return cmd_scale(scale_file, scale_gpus, scale_grow, scale_sets, scale_format);
-    if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_format);
+    if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_algo, coll_format);
     if (*predict_cmd) return cmd_predict(predict_file, predict_sets, predict_format, predict_serial, predict_trace);
   } catch (const InputError& e) {
     std::cerr << "moeperf: " << e.what() << "\n";

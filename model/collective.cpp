@@ -63,19 +63,26 @@ std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_
   return out;
 }
 
-// Ring orders for multi-domain groups: one channel per member of a domain, each rotated so that
-// every channel leaves the domain from a different GPU (NCCL builds rail-aligned rings so every
-// NIC carries traffic). A group inside one domain uses one ring.
-std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int64_t>& members) {
+// The members split by NVLink domain, in member order (members are sorted by GPU id, so each
+// domain's members are consecutive).
+std::vector<std::vector<int64_t>> by_domain(const Topology& t, const std::vector<int64_t>& members) {
   std::vector<std::vector<int64_t>> per_domain;
   int64_t cur = -1;
   for (int64_t m : members) {
-    if (t.domain_of(m) != cur) {
+    if (per_domain.empty() || t.domain_of(m) != cur) {
       per_domain.emplace_back();
       cur = t.domain_of(m);
     }
     per_domain.back().push_back(m);
   }
+  return per_domain;
+}
+
+// Ring orders for multi-domain groups: one channel per member of a domain, each rotated so that
+// every channel leaves the domain from a different GPU (NCCL builds rail-aligned rings so every
+// NIC carries traffic). A group inside one domain uses one ring.
+std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int64_t>& members) {
+  const auto per_domain = by_domain(t, members);
   if (per_domain.size() == 1) return {members};
   size_t channels = per_domain.front().size();
   for (auto& d : per_domain) channels = std::min(channels, d.size());
@@ -84,6 +91,17 @@ std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int
     for (auto& d : per_domain)
       for (size_t i = 0; i < d.size(); ++i) out[c].push_back(d[(i + c) % d.size()]);
   return out;
+}
+
+// Seconds per byte of each resource: its most loaded link's load over the achieved bandwidth.
+void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, const Calibration& cal) {
+  const double nvl = t.nvlink_bandwidth_per_gpu().value() * cal[Param::nvlink_fraction];
+  const double nic = t.scaleout_bandwidth_per_gpu().value() * cal[Param::ib_fraction];
+  const double up = t.leaf_uplink_bandwidth().value() * cal[Param::ib_fraction];
+  auto& s = cost.s_per_byte;
+  if (nvl > 0) s[static_cast<int>(Resource::nvlink)] = std::max(max_of(loads.nvl_out), max_of(loads.nvl_in)) / nvl;
+  if (nic > 0) s[static_cast<int>(Resource::nic)] = std::max(max_of(loads.nic_out), max_of(loads.nic_in)) / nic;
+  if (up > 0) s[static_cast<int>(Resource::fabric)] = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down)) / up;
 }
 
 }  // namespace
@@ -228,14 +246,118 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       return cost;
   }
   cost.latency += loads.max_latency * static_cast<double>(cost.steps);
-  const double nvl = t.nvlink_bandwidth_per_gpu().value() * cal[Param::nvlink_fraction];
-  const double nic = t.scaleout_bandwidth_per_gpu().value() * cal[Param::ib_fraction];
-  const double up = t.leaf_uplink_bandwidth().value() * cal[Param::ib_fraction];
-  auto& s = cost.s_per_byte;
-  if (nvl > 0) s[static_cast<int>(Resource::nvlink)] = std::max(max_of(loads.nvl_out), max_of(loads.nvl_in)) / nvl;
-  if (nic > 0) s[static_cast<int>(Resource::nic)] = std::max(max_of(loads.nic_out), max_of(loads.nic_in)) / nic;
-  if (up > 0) s[static_cast<int>(Resource::fabric)] = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down)) / up;
+  set_rates(cost, loads, t, cal);
   return cost;
+}
+
+CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const Topology& t, const Calibration& cal,
+                                    bool nvls) {
+  CollectiveCost cost;
+  cost.latency = Seconds(cal[Param::collective_launch_s]);
+  cost.algorithm = nvls ? "nvls_tree" : "tree";
+  const auto doms = by_domain(t, members);
+  const int64_t D = static_cast<int64_t>(doms.size());
+  if (members.size() <= 1) return cost;
+  const auto lat = hop_latencies(t, members);
+  Loads loads;
+  // Inside each domain a chain: every GPU passes the whole buffer on in the reduce and back in the
+  // broadcast ((g-1)/g of it on average per direction and phase). With NVLink SHARP the switches
+  // reduce and multicast: each GPU sends its buffer in once and receives the result once.
+  for (const auto& d : doms) {
+    const double g = static_cast<double>(d.size());
+    for (int64_t m : d) {
+      loads.nvl_out[m] += nvls ? 1.0 : 2.0 * (g - 1) / g;
+      loads.nvl_in[m] += nvls ? 1.0 : 2.0 * (g - 1) / g;
+    }
+  }
+  // Between domains: one channel per local GPU index, each carrying 1/g of the buffer over two
+  // binary trees of the domains (heap order and its mirror, half the channel's bytes each): up in
+  // the reduce and down in the broadcast. A node interior in one tree is a leaf in the other, so
+  // every NIC sends and receives about 2/g of the buffer, as the ring's rail channels do.
+  size_t g_min = doms.front().size();
+  for (const auto& d : doms) g_min = std::min(g_min, d.size());
+  if (D > 1) {
+    const double w = 1.0 / static_cast<double>(g_min) / 2.0;
+    for (size_t c = 0; c < g_min; ++c)
+      for (int tree = 0; tree < 2; ++tree)
+        for (int64_t i = 1; i < D; ++i) {
+          const int64_t parent = (i - 1) / 2;
+          const int64_t child_d = tree == 0 ? i : D - 1 - i, parent_d = tree == 0 ? parent : D - 1 - parent;
+          const int64_t a = doms[static_cast<size_t>(child_d)][c], b = doms[static_cast<size_t>(parent_d)][c];
+          loads.add(t, a, b, w, lat);  // reduce: child to parent
+          loads.add(t, b, a, w, lat);  // broadcast: parent to child
+        }
+  }
+  int depth = 0;
+  while ((int64_t{1} << depth) < D) ++depth;
+  const int64_t g = static_cast<int64_t>(g_min);
+  const int64_t intra = nvls ? 1 : g - 1;  // NVLink steps per phase
+  cost.steps = static_cast<int>(2 * (depth + intra));
+  // Latency: NVLink steps inside the domains, network steps between them.
+  const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
+  cost.latency += nvl_lat * static_cast<double>(2 * intra) + loads.max_latency * static_cast<double>(2 * depth);
+  set_rates(cost, loads, t, cal);
+  return cost;
+}
+
+CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
+                                            const Calibration& cal, const AllToAllShape& shape) {
+  CollectiveCost cost;
+  cost.latency = Seconds(cal[Param::collective_launch_s]);
+  cost.algorithm = shape.node_fanout > 0 ? "hierarchical-dedup" : "hierarchical";
+  const int64_t n = static_cast<int64_t>(members.size());
+  if (n <= 1) return cost;
+  const auto doms = by_domain(t, members);
+  const double D = static_cast<double>(doms.size());
+  const auto lat = hop_latencies(t, members);
+  Loads loads;
+  // Per token a source sends `fanout` rows, one to each of `fanout` distinct ranks placed uniformly
+  // over the n members; the collective's size is what leaves the GPU, fanout x (n-1)/n rows. So a
+  // row to one given member weighs 1/(n-1) of the size.
+  const double fan = std::max(shape.fanout, 1e-12);
+  const double unit = 1.0 / (fan * static_cast<double>(n - 1) / static_cast<double>(n));
+  const double per_member = 1.0 / static_cast<double>(n - 1);
+  for (size_t da = 0; da < doms.size(); ++da)
+    for (size_t ia = 0; ia < doms[da].size(); ++ia) {
+      const int64_t a = doms[da][ia];
+      for (size_t db = 0; db < doms.size(); ++db) {
+        const auto& B = doms[db];
+        if (db == da) {
+          for (int64_t b : B) loads.add(t, a, b, per_member, lat);
+          continue;
+        }
+        // Over the network once to the GPU of domain B on a's rail (same local index, so the same
+        // leaf in a rail-optimized fabric), then over NVLink to the destinations there.
+        const int64_t p = B[ia % B.size()];
+        // Rows crossing to B per token: one per destination rank there, or one per domain hit.
+        const double rows = shape.node_fanout > 0 ? shape.node_fanout / D
+                                                  : fan * static_cast<double>(B.size()) / static_cast<double>(n);
+        loads.add(t, a, p, rows * unit, lat);
+        for (int64_t b : B)
+          if (b != p) loads.add(t, p, b, per_member, lat);
+      }
+    }
+  cost.steps = 2;
+  const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
+  cost.latency += loads.max_latency + nvl_lat;  // a network hop, then an NVLink hop
+  set_rates(cost, loads, t, cal);
+  return cost;
+}
+
+std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                                                  const Calibration& cal, const AllToAllShape& shape) {
+  bool spans = false;
+  for (int64_t m : members) spans = spans || t.domain_of(m) != t.domain_of(members.front());
+  if (c == Collective::all_to_all && spans) {
+    if (shape.node_fanout > 0) return {all_to_all_hierarchical_cost(members, t, cal, shape)};
+    return {collective_cost(c, members, t, cal), all_to_all_hierarchical_cost(members, t, cal, shape)};
+  }
+  if (c == Collective::all_reduce && spans) {
+    std::vector<CollectiveCost> out{collective_cost(c, members, t, cal), all_reduce_tree_cost(members, t, cal)};
+    if (t.count(VertexKind::nvswitch) > 0) out.push_back(all_reduce_tree_cost(members, t, cal, true));
+    return out;
+  }
+  return {collective_cost(c, members, t, cal)};
 }
 
 CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal) {

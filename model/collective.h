@@ -50,9 +50,37 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank);
 int64_t group_size(Group g, const Parallelism& p);
 
 // Cost of a collective whose `size` semantics follow Op::bytes. For all-to-all, `size` is what each
-// member sends to the others (spread evenly over them).
+// member sends to the others (spread evenly over them). This is the first of the algorithms below
+// that applies: NVLS all-reduce in one switch domain, else ring; direct all-to-all.
 CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
                                const Calibration& cal);
+
+// What one token's rows do in an all-to-all (dispatch or combine). fanout: destination ranks per
+// token (k, or the distinct ranks when de-duplicated per rank); node_fanout: distinct NVLink domains
+// per token (own one included) when the dispatcher crosses each remote domain once and fans out
+// over NVLink there; 0 when it does not de-duplicate per domain.
+struct AllToAllShape {
+  double fanout = 1;
+  double node_fanout = 0;
+};
+
+// Every algorithm NCCL-like libraries would consider for this collective on this group; the caller
+// (Pricer) takes the fastest at its message size, as NCCL's tuner does:
+//  - all-reduce: NVLS inside one switch domain; ring (rail-aligned channels); tree when the group
+//    spans domains (NVLink chain inside each domain, double binary tree between domains: at most
+//    the ring's NIC bytes, half of them for two domains, and 2 log2(D) network steps instead of
+//    2 (D - 1)); NVLS tree where the domains have NVLink switches (in-switch reduction inside);
+//  - all-to-all: direct (every pair over its own route); hierarchical when the group spans domains
+//    (each row crosses the network once to the GPU on the destination's rail in its domain, then
+//    NVLink; with node_fanout > 0 a token crosses to a remote domain once, the only way offered then);
+//  - others: collective_cost.
+std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                                                  const Calibration& cal, const AllToAllShape& shape = {});
+// nvls: the domains reduce in their NVLink switches (NCCL's NVLS tree) instead of a chain.
+CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const Topology& t, const Calibration& cal,
+                                    bool nvls = false);
+CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
+                                            const Calibration& cal, const AllToAllShape& shape);
 
 // Host <-> device copy of one GPU over its CPU link (offload).
 CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal);

@@ -77,19 +77,26 @@ Seconds Pricer::compute_time(const Op& op) const {
 
 CollectiveCost Pricer::comm_cost(const Op& op) const {
   if (op.collective == Collective::d2h || op.collective == Collective::h2d) return host_;
-  const auto key = std::make_pair(op.collective, op.group);
+  const AllToAllShape shape{op.collective == Collective::all_to_all && op.fanout > 0 ? op.fanout : 1.0,
+                            op.collective == Collective::all_to_all ? op.node_fanout : 0.0};
+  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout);
   auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  std::vector<int64_t> members;
-  if (op.group == Group::pp) {
-    const auto all = group_members(Group::pp, s_.parallelism, 0);
-    members = {all[0], all.size() > 1 ? all[1] : all[0]};
-  } else {
-    members = group_members(op.group, s_.parallelism, 0);
+  if (it == cache_.end()) {
+    std::vector<int64_t> members;
+    if (op.group == Group::pp) {
+      const auto all = group_members(Group::pp, s_.parallelism, 0);
+      members = {all[0], all.size() > 1 ? all[1] : all[0]};
+    } else {
+      members = group_members(op.group, s_.parallelism, 0);
+    }
+    it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal_, shape)).first;
   }
-  CollectiveCost c = collective_cost(op.collective, members, t_, cal_);
-  cache_.emplace(key, c);
-  return c;
+  // The fastest algorithm at this op's size (NCCL's tuner chooses per size the same way).
+  const Bytes size = std::max(op.bytes, op.recv_bytes);
+  const CollectiveCost* best = &it->second.front();
+  for (const CollectiveCost& c : it->second)
+    if (c.time(size) < best->time(size)) best = &c;
+  return *best;
 }
 
 Seconds Pricer::time(const Op& op) const {

@@ -42,7 +42,9 @@ class Pricer {
   const Topology& t_;
   Calibration cal_;
   std::vector<std::string> notes_;
-  mutable std::map<std::pair<Collective, Group>, CollectiveCost> cache_;
+  // Candidate algorithms per (collective, group, fanout, node fanout); comm_cost picks the fastest
+  // at the op's size.
+  mutable std::map<std::tuple<Collective, Group, double, double>, std::vector<CollectiveCost>> cache_;
   CollectiveCost host_;
 };
 

@@ -31,6 +31,17 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
                                                static_cast<int>(cal[Param::gemm_tile_m]));
   load.max_rank_tile_rows = std::max(load.max_rank_tile_rows, load.max_rows);
   load.distinct_ranks = st.expected_distinct_ranks;
+  // NVLink domains of the EP group of rank 0 (every group is laid out alike): a token's experts
+  // hit distinct_domains of them; a dispatcher that crosses to each remote domain once sends that.
+  const std::vector<int64_t> ep = group_members(Group::ep, p, 0);
+  const int64_t per_domain = std::max<int64_t>(1, job_gpus_per_domain(s.system, s.gpus));
+  int64_t ranks_per_domain = 0;
+  for (int64_t g : ep) ranks_per_domain += g / per_domain == ep.front() / per_domain;
+  load.ep_domains = (p.ep + ranks_per_domain - 1) / ranks_per_domain;
+  load.distinct_domains = load.ep_domains > 1
+                              ? expected_distinct_nodes(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep),
+                                                        static_cast<int>(ranks_per_domain))
+                              : 1.0;
   load.max_expert_rows = st.expected_max_expert_rows;
   return load;
 }

@@ -84,6 +84,10 @@ class Lowering {
     op.bytes = Bytes(bytes);
     op.recv_bytes = Bytes(recv < 0 ? bytes : recv);
     op.fanout = fanout;
+    // A fused, de-duplicating dispatcher crosses to each remote NVLink domain once per token.
+    if (c == Collective::all_to_all && g == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup &&
+        load_.ep_domains > 1)
+      op.node_fanout = load_.distinct_domains;
     op.deps = std::move(deps);
     return emit(std::move(op));
   }

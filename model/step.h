@@ -62,6 +62,7 @@ struct Op {
                          // bytes sent (all-to-all, send/recv), bytes copied (d2h/h2d)
   Bytes recv_bytes;      // all-to-all: bytes received by the busiest rank (imbalance); else = bytes
   double fanout = 0;     // all-to-all: destination ranks per token (k without de-duplication)
+  double node_fanout = 0;  // all-to-all: NVLink domains per token when each remote one is crossed once (0: no)
   std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
   // Pipeline send/receive: this op's chunk, and the stage class and chunk of its partner.
   int chunk = 0, peer_stage = -1, peer_chunk = 0;
@@ -85,6 +86,8 @@ struct ExpertLoad {
   double max_rank_tile_rows = 0;  // busiest rank's rows after padding each expert to gemm_tile_m
   double max_expert_rows = 0;  // rows of the busiest expert (a batched GEMM pads every expert to it)
   double distinct_ranks = 0;   // E[distinct EP ranks a token's k experts live on]
+  double distinct_domains = 1; // E[distinct NVLink domains they live on] (1 when the EP group is in one)
+  int64_t ep_domains = 1;      // NVLink domains one EP group spans
 };
 
 // Bytes of each saved activation class for one layer and one micro-batch on one rank (MaxText's

@@ -104,6 +104,12 @@ FatTreeShape fat_tree_shape(const FatTreeSpec& f, int64_t leaves) {
 
 Topology::Topology(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
+int64_t job_gpus_per_domain(const SystemSpec& sys, int64_t gpus) {
+  const int64_t domain_gpus = sys.domain.gpus();
+  if (gpus <= domain_gpus) return gpus;
+  return sys.gpus_per_domain_when_spanning > 0 ? sys.gpus_per_domain_when_spanning : domain_gpus;
+}
+
 Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   const NvlinkDomainSpec& dom = sys.domain;
   const ComputeTraySpec& tray = dom.tray;
@@ -111,15 +117,10 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   if (tray.gpus <= 0 || dom.trays <= 0) throw InputError("system '" + sys.name + "' has no GPUs");
   auto impl = std::make_shared<Impl>();
   const int64_t domain_gpus = dom.gpus();
-  int64_t per = domain_gpus;
-  if (gpus > domain_gpus) {
-    if (!sys.fabric)
-      throw InputError("system '" + sys.name + "' is one NVLink domain of " + std::to_string(domain_gpus) +
-                       " GPUs with no scale-out fabric: " + std::to_string(gpus) + " GPUs do not fit");
-    per = sys.gpus_per_domain_when_spanning > 0 ? sys.gpus_per_domain_when_spanning : domain_gpus;
-  } else {
-    per = gpus;
-  }
+  if (gpus > domain_gpus && !sys.fabric)
+    throw InputError("system '" + sys.name + "' is one NVLink domain of " + std::to_string(domain_gpus) +
+                     " GPUs with no scale-out fabric: " + std::to_string(gpus) + " GPUs do not fit");
+  const int64_t per = job_gpus_per_domain(sys, gpus);
   const int64_t domains = ceil_div(gpus, per);
   const int64_t trays_per_domain = ceil_div(per, tray.gpus);
   const int64_t total_trays = (domains - 1) * trays_per_domain + ceil_div(gpus - (domains - 1) * per, tray.gpus);

@@ -90,6 +90,10 @@ class Topology {
   std::shared_ptr<const Impl> impl_;
 };
 
+// GPUs of a `gpus`-GPU job in each full NVLink domain, as Topology::build lays them out (without
+// building the graph).
+int64_t job_gpus_per_domain(const SystemSpec& system, int64_t gpus);
+
 const char* to_string(VertexKind k);
 const char* to_string(LinkKind k);
 

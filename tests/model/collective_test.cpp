@@ -7,6 +7,7 @@
 
 #include "model/io/load.h"
 #include "model/predict.h"
+#include "model/routing.h"
 #include "model/sim.h"
 #include "io/temp_dir.h"
 
@@ -81,6 +82,111 @@ TEST(Collective, AllToAllOf1152Gb200GpusIsBoundByTheBytesLeavingEachRack) {
   // Bound: the bytes that leave the GPU's rack over its 400 Gb/s NIC at the achieved IB efficiency.
   const double bound = size * (n - per_rack) / n / (50e9 * cal[Param::ib_fraction]);
   EXPECT_NEAR(time / bound, 1.0, 0.05);
+}
+
+// All-reduce over two GB300 racks (64 GPUs each): the tree exchanges half of each rack's buffer with
+// the other rack (1/64 of the buffer per NIC), the rail-aligned ring twice that; inside the racks a
+// chain passes the buffer on twice, NVLink SHARP sends and receives it once.
+TEST(Collective, TreeAllReduceAcrossTwoRacks) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Topology t = Topology::build(sys, 128);
+  const Calibration cal;
+  const double nic = 100e9 * cal[Param::ib_fraction], nvl = 900e9 * cal[Param::nvlink_fraction];
+  const auto algos = collective_algorithms(Collective::all_reduce, iota(128), t, cal);
+  ASSERT_EQ(algos.size(), 3u);
+  const CollectiveCost &ring = algos[0], &tree = algos[1], &nvls_tree = algos[2];
+  EXPECT_STREQ(ring.algorithm, "ring");
+  EXPECT_STREQ(tree.algorithm, "tree");
+  EXPECT_STREQ(nvls_tree.algorithm, "nvls_tree");
+  const int nic_r = static_cast<int>(Resource::nic), nvl_r = static_cast<int>(Resource::nvlink);
+  EXPECT_NEAR(ring.s_per_byte[nic_r], 2.0 * 127 / 128 / 64 / nic, 1e-24);
+  EXPECT_NEAR(tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
+  EXPECT_NEAR(tree.s_per_byte[nvl_r], 2.0 * 63 / 64 / nvl, 1e-24);
+  EXPECT_NEAR(nvls_tree.s_per_byte[nvl_r], 1.0 / nvl, 1e-24);
+  EXPECT_NEAR(nvls_tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
+  // Steps: the ring 2 (63 + 1); the tree 2 (1 network level + 63 chain steps); NVLS tree 2 (1 + 1).
+  EXPECT_EQ(ring.steps, 128);
+  EXPECT_EQ(tree.steps, 128);
+  EXPECT_EQ(nvls_tree.steps, 4);
+  // Rails line up between the racks (rail-optimized leaves): nothing goes up to a spine.
+  EXPECT_DOUBLE_EQ(tree.s_per_byte[static_cast<int>(Resource::fabric)], 0.0);
+}
+
+// The tree's network steps grow as log2 of the domains, the ring's linearly: for small messages on
+// 16 racks the tree wins, for large ones both carry the same NIC bytes.
+TEST(Collective, TreeBeatsRingOnLatencyAcrossManyRacks) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Topology t = Topology::build(sys, 1024);
+  const Calibration cal;
+  const auto algos = collective_algorithms(Collective::all_reduce, iota(1024), t, cal);
+  const CollectiveCost &ring = algos[0], &tree = algos[1];
+  EXPECT_EQ(ring.steps, 2 * (63 + 15));
+  EXPECT_EQ(tree.steps, 2 * (4 + 63));
+  EXPECT_LT(tree.latency, ring.latency);
+  const int nic_r = static_cast<int>(Resource::nic);
+  // Double binary tree: a rack is interior in one tree and a leaf in the other, about 2/64 of the
+  // buffer per NIC and direction, as the ring's 2 (n-1)/n / 64.
+  EXPECT_NEAR(tree.s_per_byte[nic_r] / ring.s_per_byte[nic_r], 1.0, 0.05);
+}
+
+// All-to-all over two racks, hierarchically: a row crosses the network once to the GPU on the
+// destination's rail, then NVLink. Without de-duplication the NIC bytes are those of the direct
+// exchange (but no traffic goes up to a spine); with node-level de-duplication a token crosses to
+// the other rack once: node_fanout / 2 rows of the fanout x 127/128 each GPU sends.
+TEST(Collective, HierarchicalAllToAllCrossesEachRemoteRackOnce) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Topology t = Topology::build(sys, 128);
+  const Calibration cal;
+  const double nic = 100e9 * cal[Param::ib_fraction];
+  const int nic_r = static_cast<int>(Resource::nic), fab_r = static_cast<int>(Resource::fabric);
+  const CollectiveCost direct = collective_cost(Collective::all_to_all, iota(128), t, cal);
+  const CollectiveCost hier = all_to_all_hierarchical_cost(iota(128), t, cal, {8.0, 0.0});
+  EXPECT_STREQ(hier.algorithm, "hierarchical");
+  EXPECT_NEAR(hier.s_per_byte[nic_r], (64.0 / 127) / nic, 1e-24);
+  EXPECT_NEAR(direct.s_per_byte[nic_r], (64.0 / 127) / nic, 1e-24);
+  EXPECT_GT(direct.s_per_byte[fab_r], 0.0);
+  EXPECT_DOUBLE_EQ(hier.s_per_byte[fab_r], 0.0);
+  const double node_fanout = 1.99;
+  const CollectiveCost dedup = all_to_all_hierarchical_cost(iota(128), t, cal, {8.0, node_fanout});
+  EXPECT_STREQ(dedup.algorithm, "hierarchical-dedup");
+  EXPECT_NEAR(dedup.s_per_byte[nic_r], (node_fanout / 2) / (8.0 * 127 / 128) / nic, 1e-24);
+  // Offered: only the de-duplicating path when node_fanout is given; both plain paths otherwise.
+  EXPECT_EQ(collective_algorithms(Collective::all_to_all, iota(128), t, cal, {8.0, node_fanout}).size(), 1u);
+  EXPECT_EQ(collective_algorithms(Collective::all_to_all, iota(128), t, cal, {8.0, 0.0}).size(), 2u);
+  EXPECT_EQ(collective_algorithms(Collective::all_to_all, iota(64), t, cal, {8.0, 0.0}).size(), 1u);
+}
+
+// A scenario whose EP group spans both racks: the fused de-duplicating dispatcher sends the routing
+// model's expected distinct racks per token across the network, and is priced hierarchically.
+TEST(Collective, FusedDedupDispatchAcrossRacksUsesDistinctNodes) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  s.parallelism.ep = 128;
+  s.parallelism.fsdp = 1;
+  const ExpertLoad load = expert_load(s, s.calibration);
+  EXPECT_EQ(load.ep_domains, 2);
+  RouterSpec router;  // the example routes without group limits
+  const double nodes = expected_distinct_nodes(s.routing, router, 256, 8, 128, 64);
+  EXPECT_NEAR(load.distinct_domains, nodes, 1e-12);
+  EXPECT_GT(nodes, 1.9);  // 8 picks over 2 racks: both are hit unless all 8 land in one (~0.4 %)
+  const StepGraph g = lower_step(s, load);
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, s.calibration);
+  const Op* dispatch = nullptr;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "moe.dispatch") dispatch = &op;
+  ASSERT_NE(dispatch, nullptr);
+  EXPECT_DOUBLE_EQ(dispatch->node_fanout, nodes);
+  EXPECT_DOUBLE_EQ(dispatch->fanout, load.distinct_ranks);
+  const CollectiveCost c = pr.comm_cost(*dispatch);
+  EXPECT_STREQ(c.algorithm, "hierarchical-dedup");
+  // Plain all-to-all: no node_fanout, k rows per token.
+  s.stack.dispatcher = Dispatcher::alltoall;
+  const StepGraph g2 = lower_step(s, load);
+  for (const Op& op : g2.classes[0].ops)
+    if (op.name == "moe.dispatch") {
+      EXPECT_DOUBLE_EQ(op.node_fanout, 0.0);
+      EXPECT_DOUBLE_EQ(op.fanout, 8.0);
+    }
 }
 
 TEST(Collective, GroupsFollowTheRankOrder) {
