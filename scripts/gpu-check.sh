@@ -31,8 +31,10 @@ echo "== configure + build ($build) =="
 timeout "$(left)" cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90a -DMOEPERF_WITH_GUI=OFF -DMOEPERF_WITH_CUDA=ON >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: configure failed"; exit 1; }
-timeout "$(left)" cmake --build "$build" --parallel "$(nproc)" \
-  --target test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu bench_kernels bench_expert_gemm >>"$out/build.log" 2>&1 || {
+targets=(test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu bench_kernels bench_expert_gemm)
+# The NCCL communicator's test when configure found CUDA, MPI and NCCL (its summary line says so).
+grep -q "NCCL: ON" "$out/build.log" && targets+=(test_comm_nccl_gpu)
+timeout "$(left)" cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: build failed (or ran out of time)"; exit 1; }
 
 if [ "$have_gpu" = 0 ]; then
