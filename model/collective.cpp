@@ -16,7 +16,9 @@ namespace {
 struct Loads {
   std::unordered_map<int64_t, double> nvl_out, nvl_in, nic_out, nic_in;  // per GPU
   std::unordered_map<int64_t, double> leaf_up, leaf_down;                 // per leaf
-  Seconds max_latency;
+  Seconds max_latency;      // of any step added
+  Seconds nvl_latency;      // of an NVLink step
+  Seconds net_latency;      // of the slowest network step
 
   void add(const Topology& t, int64_t a, int64_t b, double bytes, const std::map<int, Seconds>& hop_latency) {
     if (a == b || bytes == 0) return;
@@ -24,6 +26,7 @@ struct Loads {
       nvl_out[a] += bytes;
       nvl_in[b] += bytes;
       max_latency = std::max(max_latency, hop_latency.at(2));
+      nvl_latency = std::max(nvl_latency, hop_latency.at(2));
       return;
     }
     nic_out[a] += bytes;
@@ -36,7 +39,10 @@ struct Loads {
       hops = t.pod_of(a) == t.pod_of(b) ? 6 : 8;
     }
     auto it = hop_latency.find(hops);
-    if (it != hop_latency.end()) max_latency = std::max(max_latency, it->second);
+    if (it != hop_latency.end()) {
+      max_latency = std::max(max_latency, it->second);
+      net_latency = std::max(net_latency, it->second);
+    }
   }
 };
 
@@ -46,8 +52,10 @@ double max_of(const std::unordered_map<int64_t, double>& m) {
   return v;
 }
 
-// Route latency of each pair class, from one representative route on the graph per class.
-std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_t>& members) {
+// Latency of one algorithm step per pair class (2: NVLink; 4, 6, 8: network through 1, 3, 5
+// switches): the software step of the library (nvlink_step_s, network_step_s) with the route's wire
+// and switch latency, from one representative route on the graph per class, as its floor.
+std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_t>& members, const Calibration& cal) {
   std::map<int, Seconds> out;
   const int64_t a = members.front();
   for (int64_t b : members) {
@@ -60,6 +68,8 @@ std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_
   // Classes the first member does not see from its position (e.g. a ring edge between two other leaves).
   for (int cls : {2, 4, 6, 8})
     if (!out.count(cls) && !out.empty()) out[cls] = out.rbegin()->second;
+  for (auto& [cls, l] : out)
+    l = std::max(l, Seconds(cal[cls == 2 ? Param::nvlink_step_s : Param::network_step_s]));
   return out;
 }
 
@@ -186,18 +196,25 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
     cost.algorithm = "local";
     return cost;
   }
-  const auto lat = hop_latencies(t, members);
+  const auto lat = hop_latencies(t, members, cal);
   Loads loads;
   const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
   bool one_domain = true;
   for (int64_t m : members) one_domain = one_domain && t.domain_of(m) == t.domain_of(members.front());
   const bool switched = t.count(VertexKind::nvswitch) > 0;
-  // Latency steps of a ring over D domains of g members: NCCL's multi-node rings pipeline through
-  // each domain, so a chunk makes g - 1 NVLink steps and D - 1 network steps (a flat ring's n - 1
-  // when the group is one domain).
+  // Steps of a ring over D domains: n - 1, of which D - 1 cross the network and n - D stay on
+  // NVLink (NCCL's latency model counts them so); all-reduce makes twice as many.
   int64_t domains = 1;
   for (size_t i = 1; i < members.size(); ++i) domains += t.domain_of(members[i]) != t.domain_of(members[i - 1]);
-  const int64_t ring_steps = domains == 1 ? n - 1 : (n / domains - 1) + (domains - 1);
+  const int64_t ring_steps = n - 1;
+  auto ring_latency = [&](int64_t phases) {
+    // Without NVLink every step is a network step.
+    const bool nvl = loads.nvl_latency.value() > 0;
+    return nvl ? (loads.nvl_latency * static_cast<double>(n - domains) + loads.net_latency * static_cast<double>(domains - 1)) *
+                     static_cast<double>(phases)
+               : loads.net_latency * static_cast<double>(phases * (n - 1));
+  };
+  Seconds step_latency;  // the whole collective's steps, set per algorithm below
   auto ring_traffic = [&](double per_edge_total) {
     const auto rs = rings(t, members);
     const double per_channel = per_edge_total / static_cast<double>(rs.size());
@@ -210,6 +227,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       // Ring: every edge carries (n-1)/n of the buffer over n-1 steps.
       ring_traffic(frac);
       cost.steps = static_cast<int>(ring_steps);
+      step_latency = ring_latency(1);
       cost.algorithm = "ring";
       break;
     case Collective::all_reduce:
@@ -220,12 +238,13 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
           loads.nvl_out[m] += 1.0;
           loads.nvl_in[m] += 1.0;
         }
-        loads.max_latency = lat.at(2);
         cost.steps = 2;
+        step_latency = lat.at(2) * 2.0;
         cost.algorithm = "nvls";
       } else {
         ring_traffic(2 * frac);  // reduce-scatter then all-gather
         cost.steps = static_cast<int>(2 * ring_steps);
+        step_latency = ring_latency(2);
         cost.algorithm = "ring";
       }
       break;
@@ -234,18 +253,20 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       for (int64_t a : members)
         for (int64_t b : members) loads.add(t, a, b, 1.0 / static_cast<double>(n - 1), lat);
       cost.steps = 1;
+      step_latency = loads.max_latency;
       cost.algorithm = "direct";
       break;
     case Collective::send_recv:
       loads.add(t, members[0], members[1], 1.0, lat);
       cost.steps = 1;
+      step_latency = loads.max_latency;
       cost.algorithm = "p2p";
       break;
     default:
       cost.algorithm = "none";
       return cost;
   }
-  cost.latency += loads.max_latency * static_cast<double>(cost.steps);
+  cost.latency += step_latency;
   set_rates(cost, loads, t, cal);
   return cost;
 }
@@ -258,7 +279,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   const auto doms = by_domain(t, members);
   const int64_t D = static_cast<int64_t>(doms.size());
   if (members.size() <= 1) return cost;
-  const auto lat = hop_latencies(t, members);
+  const auto lat = hop_latencies(t, members, cal);
   Loads loads;
   // Inside each domain a chain: every GPU passes the whole buffer on in the reduce and back in the
   // broadcast ((g-1)/g of it on average per direction and phase). With NVLink SHARP the switches
@@ -295,7 +316,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   cost.steps = static_cast<int>(2 * (depth + intra));
   // Latency: NVLink steps inside the domains, network steps between them.
   const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
-  cost.latency += nvl_lat * static_cast<double>(2 * intra) + loads.max_latency * static_cast<double>(2 * depth);
+  cost.latency += nvl_lat * static_cast<double>(2 * intra) + loads.net_latency * static_cast<double>(2 * depth);
   set_rates(cost, loads, t, cal);
   return cost;
 }
@@ -309,7 +330,7 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
   if (n <= 1) return cost;
   const auto doms = by_domain(t, members);
   const double D = static_cast<double>(doms.size());
-  const auto lat = hop_latencies(t, members);
+  const auto lat = hop_latencies(t, members, cal);
   Loads loads;
   // Per token a source sends `fanout` rows, one to each of `fanout` distinct ranks placed uniformly
   // over the n members; the collective's size is what leaves the GPU, fanout x (n-1)/n rows. So a
@@ -339,7 +360,7 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
     }
   cost.steps = 2;
   const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
-  cost.latency += loads.max_latency + nvl_lat;  // a network hop, then an NVLink hop
+  cost.latency += loads.net_latency + nvl_lat;  // a network step, then an NVLink step
   set_rates(cost, loads, t, cal);
   return cost;
 }

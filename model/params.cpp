@@ -44,6 +44,14 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::collective_launch_s, "collective_launch_s", 10e-6, "s", 0, 1e-2,
      "Fixed cost of one NCCL collective or grouped send/recv: kernel launch, proxy thread and channel setup, "
      "~10 us in nccl-tests' small-message latency."},
+    {Param::nvlink_step_s, "nvlink_step_s", 3.4e-6, "s", 0, 1e-3,
+     "One step of a ring or tree (a chunk handed to the next GPU and its flag seen) over NVLink: NCCL's own "
+     "latency model charges 3.4 us per ring step with the Simple protocol used for large messages "
+     "(hwLat table, src/graph/tuning.cc); a route's wire and switch latency is the floor."},
+    {Param::network_step_s, "network_step_s", 14e-6, "s", 0, 1e-2,
+     "One algorithm step through the network (proxy thread, RDMA write, completion): NCCL's latency model "
+     "charges 14 us per network step for ring and tree with the Simple protocol (hwLat table, "
+     "src/graph/tuning.cc). A ring over D domains of n GPUs makes D - 1 network and n - D NVLink steps."},
     {Param::comm_sm_fraction, "comm_sm_fraction", 0.12, "fraction", 0, 0.9,
      "A running NCCL kernel holds its channels' thread blocks (typically 16-32 CTAs on 132-160 SMs), so "
      "concurrent compute runs on about 88 % of the SMs."},

@@ -27,6 +27,8 @@ enum class Param : int {
   ib_fraction,             // achieved InfiniBand bandwidth / link rate
   host_link_fraction,      // achieved NVLink-C2C / PCIe bandwidth for offload copies
   collective_launch_s,     // fixed software latency per collective
+  nvlink_step_s,           // latency of one algorithm step over NVLink (NCCL Simple protocol)
+  network_step_s,          // latency of one algorithm step over the scale-out network
   comm_sm_fraction,        // fraction of SMs a running communication kernel takes from compute
   runtime_reserve_gib,     // HBM held by the CUDA context, NCCL and library workspaces
   kCount

@@ -33,7 +33,9 @@ TEST(Collective, RingOfEightOverNvlink) {
   const double bw = 18 * 25e9 * cal[Param::nvlink_fraction];
   EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (7.0 / 8) / bw, 1e-24);
   EXPECT_DOUBLE_EQ(c.s_per_byte[static_cast<int>(Resource::nic)], 0.0);
-  const double lat = cal[Param::collective_launch_s] + 7 * sys.domain.nvlink_latency.value();
+  // Seven NVLink steps, each the library's step latency or the route's, whichever is longer.
+  const double step = std::max(cal[Param::nvlink_step_s], sys.domain.nvlink_latency.value());
+  const double lat = cal[Param::collective_launch_s] + 7 * step;
   EXPECT_NEAR(c.time(gibibytes(1)).value(), lat + 1073741824.0 * (7.0 / 8) / bw, 1e-12);
   // nccl-tests: busbw = algbw x (n-1)/n equals the per-GPU achieved NVLink bandwidth for large sizes.
   const double algbw = 1073741824.0 / (c.time(gibibytes(1)).value() - lat);
@@ -104,10 +106,17 @@ TEST(Collective, TreeAllReduceAcrossTwoRacks) {
   EXPECT_NEAR(tree.s_per_byte[nvl_r], 2.0 * 63 / 64 / nvl, 1e-24);
   EXPECT_NEAR(nvls_tree.s_per_byte[nvl_r], 1.0 / nvl, 1e-24);
   EXPECT_NEAR(nvls_tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
-  // Steps: the ring 2 (63 + 1); the tree 2 (1 network level + 63 chain steps); NVLS tree 2 (1 + 1).
-  EXPECT_EQ(ring.steps, 128);
+  // Steps: the ring 2 x 127, of which 2 x 1 cross the network; the tree 2 (1 network level + 63
+  // chain steps); NVLS tree 2 (1 + 1). Each step costs the library's step latency (route as floor).
+  EXPECT_EQ(ring.steps, 254);
   EXPECT_EQ(tree.steps, 128);
   EXPECT_EQ(nvls_tree.steps, 4);
+  const double nvl_step = std::max(cal[Param::nvlink_step_s], t.route(0, 1).latency.value());
+  const double net_step = std::max(cal[Param::network_step_s], t.route(0, 64).latency.value());
+  const double launch = cal[Param::collective_launch_s];
+  EXPECT_NEAR(ring.latency.value(), launch + 2 * (126 * nvl_step + 1 * net_step), 1e-12);
+  EXPECT_NEAR(tree.latency.value(), launch + 2 * (63 * nvl_step + 1 * net_step), 1e-12);
+  EXPECT_NEAR(nvls_tree.latency.value(), launch + 2 * (1 * nvl_step + 1 * net_step), 1e-12);
   // Rails line up between the racks (rail-optimized leaves): nothing goes up to a spine.
   EXPECT_DOUBLE_EQ(tree.s_per_byte[static_cast<int>(Resource::fabric)], 0.0);
 }
@@ -120,7 +129,7 @@ TEST(Collective, TreeBeatsRingOnLatencyAcrossManyRacks) {
   const Calibration cal;
   const auto algos = collective_algorithms(Collective::all_reduce, iota(1024), t, cal);
   const CollectiveCost &ring = algos[0], &tree = algos[1];
-  EXPECT_EQ(ring.steps, 2 * (63 + 15));
+  EXPECT_EQ(ring.steps, 2 * 1023);
   EXPECT_EQ(tree.steps, 2 * (4 + 63));
   EXPECT_LT(tree.latency, ring.latency);
   const int nic_r = static_cast<int>(Resource::nic);
