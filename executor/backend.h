@@ -1,5 +1,7 @@
 // The executor's backend: the compute ops of one MoE layer on one device, over raw pointers to
-// buffers the caller owns (host memory for the CPU backend; device memory for CUDA, issue 7).
+// buffers in the backend's memory: host memory for the CPU backend (alloc/upload/download are
+// malloc/memcpy and run.cpp passes its host vectors directly), device memory for CUDA (run.cpp
+// mirrors its host vectors there and copies explicitly where host code reads or writes them).
 // One op sequence (executor/run.cpp, op names shared with the model) drives every backend.
 //
 //   auto be = make_backend("cpu");
@@ -7,6 +9,7 @@
 //   be->synchronize();                                  // timers measure completed work
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +24,18 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual void synchronize() = 0;
+  // Memory: true when the ops work on host memory (then a host pointer is a backend pointer).
+  virtual bool host_memory() const = 0;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;    // host -> backend, done on return
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;  // backend -> host, done on return
+  // out[i, :] = in[idx[i], :] for i < rows (idx in backend memory).
+  virtual void gather_rows(const float* in, const int64_t* idx, int64_t rows, int64_t hidden, float* out) = 0;
+  virtual void fill(float* p, int64_t n, float value) = 0;
+  // This backend's ceilings, measured: FP32 GEMM FLOP/s and copy bytes (read + write) per second.
+  virtual double measure_gemm_peak() = 0;
+  virtual double measure_copy_bandwidth() = 0;
   // C[m x n] (+)= op(A) op(B); A is [m x k] ([k x m] if trans_a), B is [k x n] ([n x k] if trans_b).
   virtual void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                     bool accumulate) = 0;
@@ -53,7 +68,9 @@ class Backend {
 };
 
 // "cpu": Eigen GEMMs (single-threaded: MPI ranks fill the cores) and the reference kernels.
-// "cuda" is issue 7; asking for it throws with that message.
+// "cuda" (built when CUDA is found): device 0, our CUDA kernels, cuBLAS FP32 GEMMs; throws with the
+// runtime's reason when no GPU is usable, or says it was not built.
 std::unique_ptr<Backend> make_backend(const std::string& name);
+bool built_with_cuda_backend();
 
 }  // namespace moeperf::exec

@@ -1,5 +1,9 @@
 #include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <vector>
 #include <stdexcept>
 
 #include "executor/backend.h"
@@ -15,6 +19,46 @@ class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   void synchronize() override {}
+  bool host_memory() const override { return true; }
+  void* alloc(size_t bytes) override { return ::operator new(std::max<size_t>(bytes, 1)); }
+  void release(void* p) override { ::operator delete(p); }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+  }
+  void gather_rows(const float* in, const int64_t* idx, int64_t rows, int64_t h, float* out) override {
+    for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * h, in + idx[i] * h, sizeof(float) * static_cast<size_t>(h));
+  }
+  void fill(float* p, int64_t n, float value) override { std::fill(p, p + n, value); }
+  // A 1024^3 FP32 Eigen GEMM, best of 5.
+  double measure_gemm_peak() override {
+    const int64_t n = 1024;
+    Mat a = Mat::Random(n, n), b = Mat::Random(n, n), c(n, n);
+    c.noalias() = a * b;  // warm
+    double best = 0;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      c.noalias() = a * b;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * n * n * n / s);
+    }
+    return best;
+  }
+  // memcpy of 64 MiB, read + write, best of 3.
+  double measure_copy_bandwidth() override {
+    const size_t n = size_t{64} << 20;
+    std::vector<char> a(n, 1), b(n, 0);
+    double best = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      std::memcpy(b.data(), a.data(), n);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * static_cast<double>(n) / s);
+    }
+    return best;
+  }
 
   void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) override {
     MapM C(c, m, n);
@@ -113,9 +157,25 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+#ifdef MOEPERF_HAVE_CUDA_BACKEND
+std::unique_ptr<Backend> make_cuda_backend();  // backend_cuda.cpp
+#endif
+
+bool built_with_cuda_backend() {
+#ifdef MOEPERF_HAVE_CUDA_BACKEND
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
-  throw std::runtime_error("backend \"" + name + "\" is not built: the CUDA backend is issue 7; use --backend cpu");
+#ifdef MOEPERF_HAVE_CUDA_BACKEND
+  if (name == "cuda") return make_cuda_backend();
+#endif
+  if (name == "cuda") throw std::runtime_error("backend \"cuda\" is not built: this moeperf was built without CUDA (MOEPERF_WITH_CUDA); use --backend cpu");
+  throw std::runtime_error("unknown backend \"" + name + "\": use cpu or cuda");
 }
 
 }  // namespace moeperf::exec

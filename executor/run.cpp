@@ -1,5 +1,6 @@
-// The MoE layer on the CPU backend: Eigen GEMMs (single-threaded: ranks already fill the cores)
-// and the reference kernels of kernels/reference, over the communicator.
+// The MoE layer on a backend (CPU: Eigen GEMMs, single-threaded as ranks already fill the cores,
+// and the reference kernels of kernels/reference; CUDA: device memory, our kernels, cuBLAS), over
+// the communicator. Host vectors hold what host code reads or writes; the ops run on their mirrors.
 #include "executor/run.h"
 
 #include <Eigen/Dense>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -201,41 +203,36 @@ std::vector<int64_t> regroup_map(const std::vector<int64_t>& counts_from /*[peer
   return perm;
 }
 
-void gather_rows(const float* in, const std::vector<int64_t>& perm, int64_t h, float* out) {
-  for (size_t i = 0; i < perm.size(); ++i)
-    std::memcpy(out + static_cast<int64_t>(i) * h, in + perm[i] * h, sizeof(float) * static_cast<size_t>(h));
-}
-void scatter_rows(const float* in, const std::vector<int64_t>& perm, int64_t h, float* out) {
-  for (size_t i = 0; i < perm.size(); ++i)
-    std::memcpy(out + perm[i] * h, in + static_cast<int64_t>(i) * h, sizeof(float) * static_cast<size_t>(h));
-}
-
-double measure_gemm_peak() {
-  const int64_t n = 1024;
-  Mat a = Mat::Random(n, n), b = Mat::Random(n, n), c(n, n);
-  c.noalias() = a * b;  // warm
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = Clock::now();
-    c.noalias() = a * b;
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / s);
+// A buffer the backend's ops work on, mirroring a host vector: the vector itself on a host-memory
+// backend (up/down are no-ops), else backend memory with explicit copies. The vector must keep its
+// size while mirrored.
+template <class T>
+class Mirror {
+ public:
+  Mirror(Backend& be, std::vector<T>& h) : be_(&be), h_(&h), own_(!be.host_memory()) {
+    p_ = own_ ? static_cast<T*>(be.alloc(bytes())) : h.data();
   }
-  return best;
-}
-
-double measure_copy_bandwidth() {
-  const size_t n = size_t{64} << 20;
-  std::vector<char> a(n, 1), b(n, 0);
-  double best = 0;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), n);
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::max(best, 2.0 * static_cast<double>(n) / s);  // read + write
+  ~Mirror() {
+    if (own_) be_->release(p_);
   }
-  return best;
-}
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+  T* d() const { return p_; }
+  std::vector<T>& h() const { return *h_; }
+  void up() {
+    if (own_) be_->upload(p_, h_->data(), bytes());
+  }
+  void down() {
+    if (own_) be_->download(h_->data(), p_, bytes());
+  }
+
+ private:
+  size_t bytes() const { return h_->size() * sizeof(T); }
+  Backend* be_;
+  std::vector<T>* h_;
+  bool own_;
+  T* p_ = nullptr;
+};
 
 [[noreturn]] void gate_failed(Communicator&, const std::string& what) { throw GateError("correctness gate failed: " + what); }
 
@@ -268,6 +265,9 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     res.notes += "the EP group is the " + std::to_string(ranks) + " launched ranks (the scenario says ep = " +
                  std::to_string(s.parallelism.ep) + "); ";
   if (o.scale != 1.0) res.notes += "dimensions divided by --scale " + fmt("%g", o.scale) + " to fit this machine; ";
+  if (!be.host_memory())
+    res.notes += "backend " + be.name() + ": the all-to-alls and the count exchange go through host memory over the " + comm.name() +
+                 " communicator (their times include the device-host copies); ";
 
   Layer L;
   L.init(s, d, rank, ranks);
@@ -280,7 +280,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   // This machine's ceilings, measured one rank at a time (ranks may share cores), then the best.
   for (int r = 0; r < ranks; ++r) {
     comm.barrier();
-    if (r == rank) res.gemm_peak_flops = measure_gemm_peak(), res.copy_bandwidth = measure_copy_bandwidth();
+    if (r == rank) res.gemm_peak_flops = be.measure_gemm_peak(), res.copy_bandwidth = be.measure_copy_bandwidth();
   }
   {
     std::vector<double> all(static_cast<size_t>(2 * ranks));
@@ -294,6 +294,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   Watchdog dog(o.timeout_s, rank);
   res.expert_rows.assign(static_cast<size_t>(E), 0.0);
 
+  // Host vectors hold what host code reads or writes (routing skew, counts, gates); the backend's
+  // ops work on their mirrors (the vectors themselves on the CPU backend).
   std::vector<float> x(static_cast<size_t>(T * H)), dy(static_cast<size_t>(T * H));
   fill(x.data(), T * H, kXSeed + static_cast<uint64_t>(rank), 1.0f);
   fill(dy.data(), T * H, kDySeed + static_cast<uint64_t>(rank), 1.0f);
@@ -302,6 +304,18 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   std::vector<int64_t> counts(static_cast<size_t>(E)), offsets(static_cast<size_t>(E) + 1), row_of_slot(static_cast<size_t>(R)),
       slot_of_row(static_cast<size_t>(R));
   std::vector<float> y(static_cast<size_t>(T * H)), y_first;
+  Mirror<float> d_x(be, x), d_dy(be, dy), d_router(be, L.router), d_bias(be, L.bias), d_w1(be, L.w1), d_w2(be, L.w2), d_s1(be, L.s1),
+      d_s2(be, L.s2), d_logits(be, logits), d_topk_w(be, topk_w), d_rows(be, rows), d_y(be, y);
+  Mirror<int32_t> d_idx(be, topk_idx);
+  Mirror<int64_t> d_counts(be, counts), d_offsets(be, offsets), d_ros(be, row_of_slot), d_sor(be, slot_of_row);
+  for (Mirror<float>* b : {&d_x, &d_dy, &d_router, &d_bias, &d_w1, &d_w2, &d_s1, &d_s2}) b->up();
+  // An all-to-all of backend buffers through the host communicator (staged through host memory
+  // when the backend's memory is not host memory).
+  auto a2a = [&](Mirror<float>& src, const std::vector<int64_t>& sb, Mirror<float>& dst, const std::vector<int64_t>& rb) {
+    src.down();
+    comm.alltoallv(src.h().data(), sb, dst.h().data(), rb);
+    dst.up();
+  };
   bool checked = false;
 
   for (int step = 0; step < o.warmup + o.steps; ++step) {
@@ -310,20 +324,25 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     for (int layer = 0; layer < o.layers; ++layer) {
       // ---------------- forward
       rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, [&] {
-        be.gemm(x.data(), L.router.data(), logits.data(), T, E, H, false, false, false);
+        be.gemm(d_x.d(), d_router.d(), d_logits.d(), T, E, H, false, false, false);
       });
+      d_logits.down();
       L.skew(logits, step);
+      d_logits.up();
       rec.time("moe.topk", 4.0 * fT * fE + 8.0 * fR, 0, [&] {
-        be.router_topk(logits.data(), m.router.bias ? L.bias.data() : nullptr, L.rp, topk_idx.data(), topk_w.data());
+        be.router_topk(d_logits.d(), m.router.bias ? d_bias.d() : nullptr, L.rp, d_idx.d(), d_topk_w.d());
       });
       rec.time("moe.permute", 4.0 * (fT * fH + fR * fH) + 16.0 * fR, 0, [&] {
-        be.expert_counts(topk_idx.data(), T, static_cast<int>(K), E, counts.data(), offsets.data());
-        be.permute_map(topk_idx.data(), T, static_cast<int>(K), E, offsets.data(), row_of_slot.data(), slot_of_row.data());
-        be.permute(x.data(), T, H, static_cast<int>(K), slot_of_row.data(), rows.data());
+        be.expert_counts(d_idx.d(), T, static_cast<int>(K), E, d_counts.d(), d_offsets.d());
+        be.permute_map(d_idx.d(), T, static_cast<int>(K), E, d_offsets.d(), d_ros.d(), d_sor.d());
+        be.permute(d_x.d(), T, H, static_cast<int>(K), d_sor.d(), d_rows.d());
       });
-      // Count exchange: each peer learns how many rows of each of its experts we send.
+      // Count exchange: each peer learns how many rows of each of its experts we send (the counts
+      // come to the host first).
       std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
       rec.time("moe.count_exchange", 8.0 * fE, 0, [&] {
+        d_counts.down();
+        d_offsets.down();
         comm.alltoallv(counts.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
                        std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
       });
@@ -354,38 +373,58 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         std::_Exit(3);
       }
       std::vector<float> recv(static_cast<size_t>(recv_rows * H)), grouped_in(static_cast<size_t>(recv_rows * H));
-      rec.time("moe.dispatch", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(rows.data(), send_b, recv.data(), recv_b); });
+      Mirror<float> d_recv(be, recv), d_grouped_in(be, grouped_in);
+      rec.time("moe.dispatch", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
+               [&] { a2a(d_rows, send_b, d_recv, recv_b); });
       std::vector<int64_t> eoff;
-      const std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff);
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { gather_rows(recv.data(), perm, H, grouped_in.data()); });
+      // perm: expert-major row i <- peer-major row perm[i]; inv undoes it (a full permutation).
+      std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff), inv(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+      Mirror<int64_t> d_perm(be, perm), d_inv(be, inv);
+      d_perm.up();
+      d_inv.up();
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_recv.d(), d_perm.d(), recv_rows, H, d_grouped_in.d()); });
       std::vector<float> h1(static_cast<size_t>(recv_rows * 2 * F)), act(static_cast<size_t>(recv_rows * F)),
           h2(static_cast<size_t>(recv_rows * H));
-      rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_gemm(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, h1.data()); });
-      rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { be.swiglu_fwd(h1.data(), recv_rows, F, act.data()); });
-      rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_gemm(act.data(), L.w2.data(), eoff, F, H, h2.data()); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(h2.data(), perm, H, recv.data()); });
+      Mirror<float> d_h1(be, h1), d_act(be, act), d_h2(be, h2);
+      rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
+               [&] { be.grouped_gemm(d_grouped_in.d(), d_w1.d(), eoff, H, 2 * F, d_h1.d()); });
+      rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { be.swiglu_fwd(d_h1.d(), recv_rows, F, d_act.d()); });
+      rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,
+               [&] { be.grouped_gemm(d_act.d(), d_w2.d(), eoff, F, H, d_h2.d()); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_h2.d(), d_inv.d(), recv_rows, H, d_recv.d()); });
       std::vector<float> back(static_cast<size_t>(R * H));
-      rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(recv.data(), recv_b, back.data(), send_b); });
+      Mirror<float> d_back(be, back);
+      rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
+               [&] { a2a(d_recv, recv_b, d_back, send_b); });
       rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
-        be.unpermute(back.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y.data());
+        be.unpermute(d_back.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y.d());
       });
       std::vector<float> sh1, sact;
+      std::unique_ptr<Mirror<float>> d_sh1, d_sact;
       if (d.shared_ffn > 0) {
         const int64_t S = d.shared_ffn;
         const double fS = static_cast<double>(S);
         sh1.resize(static_cast<size_t>(T * 2 * S));
         sact.resize(static_cast<size_t>(T * S));
+        d_sh1 = std::make_unique<Mirror<float>>(be, sh1);
+        d_sact = std::make_unique<Mirror<float>>(be, sact);
         rec.time("moe.shared_fc1", 4.0 * (fT * fH + fH * 2 * fS + fT * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
-          be.gemm(x.data(), L.s1.data(), sh1.data(), T, 2 * S, H, false, false, false);
+          be.gemm(d_x.d(), d_s1.d(), d_sh1->d(), T, 2 * S, H, false, false, false);
         });
-        rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { be.swiglu_fwd(sh1.data(), T, S, sact.data()); });
+        rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { be.swiglu_fwd(d_sh1->d(), T, S, d_sact->d()); });
         rec.time("moe.shared_fc2", 4.0 * (fT * fS + fS * fH + 2 * fT * fH), 2.0 * fT * fS * fH, [&] {
-          be.gemm(sact.data(), L.s2.data(), y.data(), T, H, S, false, false, true);
+          be.gemm(d_sact->d(), d_s2.d(), d_y.d(), T, H, S, false, false, true);
         });
       }
 
       // ---------------- correctness gates, once, before the timed steps
       if (!checked && layer == 0) {
+        for (Mirror<float>* b : {&d_rows, &d_topk_w, &d_y}) b->down();
+        d_idx.down();
+        d_ros.down();
+        d_sor.down();
+        if (d_sact) d_sact->down();
         // Single-rank reference for this rank's tokens, with every expert's weights generated locally.
         std::vector<float> w1(static_cast<size_t>(E * H * 2 * F)), w2(static_cast<size_t>(E * F * H));
         for (int64_t e = 0; e < E; ++e) L.expert_weights(e, w1.data() + e * H * 2 * F, w2.data() + e * F * H);
@@ -395,8 +434,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         ref::swiglu_fwd(r1.data(), R, F, ra.data());
         ref::grouped_gemm(ra.data(), w2.data(), offsets.data(), E, F, H, r2.data());
         ref::unpermute(r2.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), yref.data());
-        if (d.shared_ffn > 0)
-          be.gemm(sact.data(), L.s2.data(), yref.data(), T, H, d.shared_ffn, false, false, true);
+        if (d.shared_ffn > 0)  // on the host, as the CPU backend's GEMM computes it
+          MapM(yref.data(), T, H).noalias() += CMapM(sact.data(), T, d.shared_ffn) * CMapM(L.s2.data(), d.shared_ffn, H);
         double err = 0, mag = 0;
         for (size_t i = 0; i < yref.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(y[i] - yref[i]))), mag = std::max(mag, std::fabs(static_cast<double>(yref[i])));
         if (!(err <= 1e-4 * std::max(mag, 1e-30)))
@@ -437,14 +476,16 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         // Determinism: the expert path and the combine again, on the same inputs, give the same bits.
         {
           std::vector<float> b1(h1.size()), ba(act.size()), b2(h2.size()), rv(recv.size()), bk(back.size()), y2(y.size());
-          be.grouped_gemm(grouped_in.data(), L.w1.data(), eoff, H, 2 * F, b1.data());
-          be.swiglu_fwd(b1.data(), recv_rows, F, ba.data());
-          be.grouped_gemm(ba.data(), L.w2.data(), eoff, F, H, b2.data());
-          scatter_rows(b2.data(), perm, H, rv.data());
-          comm.alltoallv(rv.data(), recv_b, bk.data(), send_b);
-          be.unpermute(bk.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), y2.data());
+          Mirror<float> d_b1(be, b1), d_ba(be, ba), d_b2(be, b2), d_rv(be, rv), d_bk(be, bk), d_y2(be, y2);
+          be.grouped_gemm(d_grouped_in.d(), d_w1.d(), eoff, H, 2 * F, d_b1.d());
+          be.swiglu_fwd(d_b1.d(), recv_rows, F, d_ba.d());
+          be.grouped_gemm(d_ba.d(), d_w2.d(), eoff, F, H, d_b2.d());
+          be.gather_rows(d_b2.d(), d_inv.d(), recv_rows, H, d_rv.d());
+          a2a(d_rv, recv_b, d_bk, send_b);
+          be.unpermute(d_bk.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y2.d());
           if (d.shared_ffn > 0)
-            be.gemm(sact.data(), L.s2.data(), y2.data(), T, H, d.shared_ffn, false, false, true);
+            be.gemm(d_sact->d(), d_s2.d(), d_y2.d(), T, H, d.shared_ffn, false, false, true);
+          d_y2.down();
           if (std::memcmp(y2.data(), y.data(), sizeof(float) * y.size()) != 0) gate_failed(comm, "two runs of the layer differ in their bits");
           res.gates.push_back("two runs of the expert path and combine give identical bits");
         }
@@ -453,31 +494,36 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
 
       // ---------------- backward
       std::vector<float> dx(static_cast<size_t>(T * H), 0.0f);
+      Mirror<float> d_dx(be, dx);
+      d_dx.up();
       if (d.shared_ffn > 0) {
         const int64_t S = d.shared_ffn;
         const double fS = static_cast<double>(S);
         std::vector<float> dact(static_cast<size_t>(T * S)), dh1(static_cast<size_t>(T * 2 * S)), ds1(static_cast<size_t>(H * 2 * S)),
             ds2(static_cast<size_t>(S * H));
+        Mirror<float> d_dact_s(be, dact), d_dh1_s(be, dh1), d_ds1(be, ds1), d_ds2(be, ds2);
         rec.time("moe.shared_fc2.dgrad", 4.0 * (fT * fH + fS * fH + fT * fS), 2.0 * fT * fS * fH, [&] {
-          be.gemm(dy.data(), L.s2.data(), dact.data(), T, S, H, false, true, false);
+          be.gemm(d_dy.d(), d_s2.d(), d_dact_s.d(), T, S, H, false, true, false);
         });
         rec.time("moe.shared_fc2.wgrad", 4.0 * (fT * fS + fT * fH + fS * fH), 2.0 * fT * fS * fH, [&] {
-          be.gemm(sact.data(), dy.data(), ds2.data(), S, H, T, true, false, false);
+          be.gemm(d_sact->d(), d_dy.d(), d_ds2.d(), S, H, T, true, false, false);
         });
-        rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { be.swiglu_bwd(sh1.data(), dact.data(), T, S, dh1.data()); });
+        rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { be.swiglu_bwd(d_sh1->d(), d_dact_s.d(), T, S, d_dh1_s.d()); });
         rec.time("moe.shared_fc1.dgrad", 4.0 * (fT * 2 * fS + fH * 2 * fS + fT * fH), 2.0 * fT * fH * 2 * fS, [&] {
-          be.gemm(dh1.data(), L.s1.data(), dx.data(), T, H, 2 * S, false, true, false);
+          be.gemm(d_dh1_s.d(), d_s1.d(), d_dx.d(), T, H, 2 * S, false, true, false);
         });
         rec.time("moe.shared_fc1.wgrad", 4.0 * (fT * fH + fT * 2 * fS + fH * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
-          be.gemm(x.data(), dh1.data(), ds1.data(), H, 2 * S, T, true, false, false);
+          be.gemm(d_x.d(), d_dh1_s.d(), d_ds1.d(), H, 2 * S, T, true, false, false);
         });
         // The shared expert is data-parallel over the EP ranks: its gradients are reduce-scattered
         // (ZeRO / FSDP style). Gate: the shards add up to the sum of every rank's gradient.
         const int64_t shard = (H * 2 * S + ranks - 1) / ranks;
         std::vector<float> padded(static_cast<size_t>(shard * ranks), 0.0f), mine(static_cast<size_t>(shard));
-        std::copy(ds1.begin(), ds1.end(), padded.begin());
-        rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0,
-                 [&] { comm.reduce_scatter_sum(padded.data(), mine.data(), shard); });
+        rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0, [&] {
+          d_ds1.down();
+          std::copy(ds1.begin(), ds1.end(), padded.begin());
+          comm.reduce_scatter_sum(padded.data(), mine.data(), shard);
+        });
         if (!checked && layer == 0) {
           double sums[2] = {0, 0};
           for (float v : mine) sums[0] += static_cast<double>(v);
@@ -489,36 +535,53 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         }
       }
       std::vector<float> drows(static_cast<size_t>(R * H)), dw(static_cast<size_t>(R));
+      Mirror<float> d_drows(be, drows), d_dw(be, dw);
       rec.time("moe.unpermute.bwd", 4.0 * (2 * fR * fH + fT * fH), 0, [&] {
-        be.unpermute_bwd(back.data(), dy.data(), T, H, static_cast<int>(K), row_of_slot.data(), topk_w.data(), drows.data(), dw.data());
+        be.unpermute_bwd(d_back.d(), d_dy.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_drows.d(), d_dw.d());
       });
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
-      rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drows.data(), send_b, drecv.data(), recv_b); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { gather_rows(drecv.data(), perm, H, dgrouped.data()); });
+      Mirror<float> d_drecv(be, drecv), d_dgrouped(be, dgrouped);
+      rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
+               [&] { a2a(d_drows, send_b, d_drecv, recv_b); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
       std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
-      std::fill(dw1.begin(), dw1.end(), std::nanf(""));  // a zero-token expert must overwrite these with zeros
-      std::fill(dw2.begin(), dw2.end(), std::nanf(""));
-      rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_dgrad(dgrouped.data(), L.w2.data(), eoff, F, H, dact.data()); });
-      rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,                [&] { be.grouped_wgrad(act.data(), dgrouped.data(), eoff, F, H, dw2.data()); });
-      rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { be.swiglu_bwd(h1.data(), dact.data(), recv_rows, F, dh1.data()); });
-      rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_dgrad(dh1.data(), L.w1.data(), eoff, H, 2 * F, dxr.data()); });
-      rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,                [&] { be.grouped_wgrad(grouped_in.data(), dh1.data(), eoff, H, 2 * F, dw1.data()); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { scatter_rows(dxr.data(), perm, H, drecv.data()); });
-      rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,                [&] { comm.alltoallv(drecv.data(), recv_b, drows.data(), send_b); });
+      Mirror<float> d_dact(be, dact), d_dh1(be, dh1), d_dw1(be, dw1), d_dw2(be, dw2), d_dxr(be, dxr);
+      be.fill(d_dw1.d(), EL * H * 2 * F, std::nanf(""));  // a zero-token expert must overwrite these with zeros
+      be.fill(d_dw2.d(), EL * F * H, std::nanf(""));
+      rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,
+               [&] { be.grouped_dgrad(d_dgrouped.d(), d_w2.d(), eoff, F, H, d_dact.d()); });
+      rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,
+               [&] { be.grouped_wgrad(d_act.d(), d_dgrouped.d(), eoff, F, H, d_dw2.d()); });
+      rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { be.swiglu_bwd(d_h1.d(), d_dact.d(), recv_rows, F, d_dh1.d()); });
+      rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,
+               [&] { be.grouped_dgrad(d_dh1.d(), d_w1.d(), eoff, H, 2 * F, d_dxr.d()); });
+      rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
+               [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
+      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
+      rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
+               [&] { a2a(d_drecv, recv_b, d_drows, send_b); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
+      Mirror<float> d_dxe(be, dxe);
       rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
-        be.permute_bwd(drows.data(), T, H, static_cast<int>(K), row_of_slot.data(), dxe.data());
+        be.permute_bwd(d_drows.d(), T, H, static_cast<int>(K), d_ros.d(), d_dxe.d());
       });
       // Router: routing-weight gradients back through the score function, then its GEMM.
       std::vector<float> dlogits(static_cast<size_t>(T * E)), drouter(static_cast<size_t>(H * E));
+      Mirror<float> d_dlogits(be, dlogits), d_drouter(be, drouter);
       rec.time("moe.router.bwd", 4.0 * (2 * fT * fE + 2 * fR), 0,
-               [&] { be.router_bwd(logits.data(), topk_idx.data(), dw.data(), L.rp, dlogits.data()); });
+               [&] { be.router_bwd(d_logits.d(), d_idx.d(), d_dw.d(), L.rp, d_dlogits.d()); });
       rec.time("moe.router.dgrad", 4.0 * (fT * fE + fH * fE + fT * fH), 2.0 * fT * fE * fH,
-               [&] { be.gemm(dlogits.data(), L.router.data(), dxe.data(), T, H, E, false, true, true); });
+               [&] { be.gemm(d_dlogits.d(), d_router.d(), d_dxe.d(), T, H, E, false, true, true); });
       rec.time("moe.router.wgrad", 4.0 * (fT * fH + fT * fE + fH * fE), 2.0 * fT * fE * fH,
-               [&] { be.gemm(x.data(), dlogits.data(), drouter.data(), H, E, T, true, false, false); });
+               [&] { be.gemm(d_x.d(), d_dlogits.d(), d_drouter.d(), H, E, T, true, false, false); });
       // Gate (every step): experts that received no rows have exact zero weight gradients.
+      bool idle_expert = false;
+      for (int64_t xe = 0; xe < EL; ++xe) idle_expert = idle_expert || eoff[static_cast<size_t>(xe) + 1] == eoff[static_cast<size_t>(xe)];
+      if (idle_expert) {
+        d_dw1.down();
+        d_dw2.down();
+      }
       for (int64_t xe = 0; xe < EL; ++xe)
         if (eoff[static_cast<size_t>(xe) + 1] == eoff[static_cast<size_t>(xe)]) {
           for (int64_t i = 0; i < H * 2 * F; ++i)

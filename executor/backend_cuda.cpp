@@ -1,0 +1,197 @@
+// The CUDA backend: device memory, the kernels of kernels/moe_kernels.h and kernels/moe_bwd_kernels.h,
+// cuBLAS SGEMM (FP32, default math mode: no TF32) for every GEMM, all on one non-blocking stream
+// of device 0. Built when CUDA is found; make_backend("cuda") returns it.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "executor/backend.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device.h"
+#include "kernels/moe_bwd_kernels.h"
+#include "kernels/moe_kernels.h"
+
+namespace moeperf::exec {
+namespace {
+
+void cublas_check(cublasStatus_t s, const char* expr) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw kernels::CudaError(std::string(expr) + ": " + cublasGetStatusString(s));
+}
+#define CUBLAS_CHECK(expr) cublas_check((expr), #expr)
+#define CUDA_CHECK(expr) MOEPERF_CUDA_CHECK(expr)
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    const kernels::DeviceInfo d = kernels::query_devices();
+    if (d.count == 0) throw std::runtime_error("--backend cuda: no usable GPU: " + d.reason);
+    name_ = d.devices[0].name;
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasCreate(&blas_));
+    CUBLAS_CHECK(cublasSetStream(blas_, s_));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(s_);
+    cudaFree(ws_);
+    cublasDestroy(blas_);
+    cudaStreamDestroy(s_);
+  }
+  std::string name() const override { return "cuda (" + name_ + ")"; }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+  bool host_memory() const override { return false; }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMallocAsync(&p, std::max<size_t>(bytes, 16), s_));
+    return p;
+  }
+  void release(void* p) override {
+    if (p) CUDA_CHECK(cudaFreeAsync(p, s_));
+  }
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s_));
+    CUDA_CHECK(cudaStreamSynchronize(s_));  // the host buffer may change right after
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s_));
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+  void gather_rows(const float* in, const int64_t* idx, int64_t rows, int64_t hidden, float* out) override {
+    kernels::permute(in, rows, hidden, 1, idx, out, s_);  // with top_k = 1 the permute is a row gather
+  }
+  void fill(float* p, int64_t n, float value) override { kernels::fill_f32(p, n, value, s_); }
+
+  // Row-major C [m x n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) override {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      if (!acc) CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<size_t>(m * n) * sizeof(float), s_));
+      return;
+    }
+    const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+    CUBLAS_CHECK(cublasSgemm_64(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, tb ? k : n, a,
+                                ta ? m : k, &beta, c, n));
+  }
+  void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      if (m > 0) gemm(a + off[x] * k, w + static_cast<int64_t>(x) * k * n, c + off[x] * n, m, n, k, false, false, false);
+    }
+  }
+  void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      if (m > 0) gemm(dc + off[x] * n, w + static_cast<int64_t>(x) * k * n, da + off[x] * k, m, k, n, false, true, false);
+    }
+  }
+  void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) override {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      float* out = dw + static_cast<int64_t>(x) * k * n;
+      if (m == 0) CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(k * n) * sizeof(float), s_));  // exact zeros
+      else gemm(a + off[x] * k, dc + off[x] * n, out, k, n, m, true, false, false);
+    }
+  }
+  void swiglu_fwd(const float* g, int64_t rows, int64_t inter, float* out) override { kernels::swiglu_fwd(g, rows, inter, out, s_); }
+  void swiglu_bwd(const float* g, const float* d, int64_t rows, int64_t inter, float* dg) override {
+    kernels::swiglu_bwd(g, d, rows, inter, dg, s_);
+  }
+  void router_topk(const float* logits, const float* bias, const ref::RouterParams& p, int32_t* idx, float* w) override {
+    kernels::RouterParams kp;
+    kp.tokens = p.tokens, kp.experts = p.experts, kp.top_k = p.top_k, kp.groups = p.groups, kp.topk_groups = p.topk_groups;
+    kp.score = p.score == ref::Score::sigmoid ? kernels::Score::sigmoid : kernels::Score::softmax;
+    kp.normalize = p.normalize;
+    kernels::router_topk(logits, bias, kp, idx, w, s_);
+  }
+  void router_bwd(const float* logits, const int32_t* idx, const float* dw, const ref::RouterParams& p, float* dl) override {
+    kernels::router_bwd(logits, idx, dw, p.tokens, p.experts, p.top_k, p.score == ref::Score::sigmoid, dl, s_);
+  }
+  void expert_counts(const int32_t* idx, int64_t tokens, int k, int64_t experts, int64_t* counts, int64_t* offsets) override {
+    kernels::expert_counts_offsets(idx, tokens, k, experts, counts, offsets, workspace(tokens * k, experts), ws_bytes_, s_);
+  }
+  void permute_map(const int32_t* idx, int64_t tokens, int k, int64_t experts, const int64_t* offsets, int64_t* ros,
+                   int64_t* sor) override {
+    kernels::permute_map(idx, tokens, k, experts, offsets, ros, sor, workspace(tokens * k, experts), ws_bytes_, s_);
+  }
+  void permute(const float* x, int64_t tokens, int64_t hidden, int k, const int64_t* sor, float* out) override {
+    kernels::permute(x, tokens, hidden, k, sor, out, s_);
+  }
+  void unpermute(const float* rows, int64_t tokens, int64_t hidden, int k, const int64_t* ros, const float* w, float* out) override {
+    kernels::unpermute(rows, tokens, hidden, k, ros, w, out, s_);
+  }
+  void unpermute_bwd(const float* rows, const float* dout, int64_t tokens, int64_t hidden, int k, const int64_t* ros, const float* w,
+                     float* drows, float* dw) override {
+    kernels::unpermute_bwd(rows, dout, tokens, hidden, k, ros, w, drows, dw, s_);
+  }
+  void permute_bwd(const float* drows, int64_t tokens, int64_t hidden, int k, const int64_t* ros, float* dx) override {
+    kernels::permute_bwd(drows, tokens, hidden, k, ros, dx, s_);
+  }
+
+  // FP32 SGEMM 4096^3, best of 5 (what this backend's GEMMs run).
+  double measure_gemm_peak() override {
+    const int64_t n = 4096;
+    float* a = static_cast<float*>(alloc(static_cast<size_t>(3 * n * n) * sizeof(float)));
+    fill(a, 3 * n * n, 0.5f);
+    double best = 0;
+    for (int i = 0; i < 6; ++i) {
+      synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      gemm(a, a + n * n, a + 2 * n * n, n, n, n, false, false, false);
+      synchronize();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (i > 0) best = std::max(best, 2.0 * static_cast<double>(n * n * n) / s);
+    }
+    release(a);
+    synchronize();
+    return best;
+  }
+  // Device-to-device copy of 256 MiB: read + write bytes per second, best of 5.
+  double measure_copy_bandwidth() override {
+    const size_t bytes = size_t{256} << 20;
+    void* a = alloc(2 * bytes);
+    double best = 0;
+    for (int i = 0; i < 6; ++i) {
+      synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(a) + bytes, a, bytes, cudaMemcpyDeviceToDevice, s_));
+      synchronize();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (i > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s);
+    }
+    release(a);
+    synchronize();
+    return best;
+  }
+
+ private:
+  void* workspace(int64_t slots, int64_t experts) {
+    const size_t need = kernels::routing_workspace_bytes(slots, experts);
+    if (need > ws_bytes_) {
+      synchronize();
+      cudaFree(ws_);
+      ws_ = nullptr;
+      CUDA_CHECK(cudaMalloc(&ws_, need));
+      ws_bytes_ = need;
+    }
+    return ws_;
+  }
+
+  std::string name_;
+  cudaStream_t s_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  void* ws_ = nullptr;
+  size_t ws_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace moeperf::exec
