@@ -32,7 +32,9 @@ timeout "$(left)" cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Re
   -DCMAKE_CUDA_ARCHITECTURES=90a -DMOEPERF_WITH_GUI=OFF -DMOEPERF_WITH_CUDA=ON >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: configure failed"; exit 1; }
 targets=(test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu bench_kernels bench_expert_gemm)
-# The NCCL communicator's test when configure found CUDA, MPI and NCCL (its summary line says so).
+# The CUDA backend's test when the executor is built, the NCCL communicator's when CUDA, MPI and
+# NCCL were found (configure's summary lines say so).
+grep -q "executor: ON" "$out/build.log" && targets+=(test_backend_cuda_gpu)
 grep -q "NCCL: ON" "$out/build.log" && targets+=(test_comm_nccl_gpu)
 timeout "$(left)" cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log"; echo "gpu-check: build failed (or ran out of time)"; exit 1; }
