@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
@@ -175,6 +176,9 @@ TEST(NcclCommGpu, MismatchedExchangeTimesOutAndAborts) {
 
 // MPI is started lazily by the first NcclComm (never without a device); finalized here.
 int main(int argc, char** argv) {
+  // CI and the GPU machines run as root; Open MPI's singleton start must not refuse it.
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
   ::testing::InitGoogleTest(&argc, argv);
   const int rc = RUN_ALL_TESTS();
   int inited = 0, finalized = 0;
