@@ -236,20 +236,23 @@ class Engine {
     running_.push_back(r);
   }
 
-  // Compute ops run at full speed unless a communication kernel of their class is running;
-  // communication ops in their byte phase share each resource max-min fairly (water filling).
+  // Compute ops run at full speed unless communication kernels of their class are running: each
+  // holds its own thread blocks, so k concurrent ones leave 1 - k x comm_sm_fraction of the SMs
+  // (at least 10 %); copies of the offload stream use copy engines, not SMs. Communication ops in
+  // their byte phase share each resource max-min fairly (water filling).
   void rates() {
     const double f = pr_.calibration()[Param::comm_sm_fraction];
     for (size_t c = 0; c < cls_.size(); ++c) {
-      bool comm_kernel = false;
+      int comm_kernels = 0;
       std::vector<Running*> flows;
       for (Running& r : running_) {
         if (r.cls != static_cast<int>(c)) continue;
-        if (r.comm && !r.offload) comm_kernel = true;
+        if (r.comm && !r.offload) ++comm_kernels;
         if (r.comm && r.latency_left == 0) flows.push_back(&r);
       }
+      const double compute_share = std::max(0.1, 1.0 - f * comm_kernels);
       for (Running& r : running_)
-        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = comm_kernel ? 1.0 - f : 1.0;
+        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = compute_share;
       std::array<double, kResourceCount> cap;
       cap.fill(1.0);
       struct Log {
