@@ -35,6 +35,19 @@ constexpr double bytes_per_element(Dtype d) {
   return 0.0;
 }
 
+// HBM bytes per element of quantizing a BF16 operand for a GEMM in `d`: the kernel reads it and
+// writes a row-wise and a column-wise copy (forward/dgrad and wgrad contract different dimensions),
+// scales included; per-tensor scaling (FP8 current scaling, NVFP4's global scale) reads it once more
+// first for the amax. 0 for BF16/FP16/FP32 GEMMs, which take their operands as they are.
+constexpr double quantize_bytes_per_element(Dtype d) {
+  switch (d) {
+    case Dtype::fp8: return 2.0 + 2.0 + 2.0 * bytes_per_element(Dtype::fp8);
+    case Dtype::mxfp8: return 2.0 + 2.0 * bytes_per_element(Dtype::mxfp8);
+    case Dtype::nvfp4: return 2.0 + 2.0 + 2.0 * bytes_per_element(Dtype::nvfp4);
+    default: return 0.0;
+  }
+}
+
 // ---------------------------------------------------------------- hardware
 struct GpuSpec {
   std::string name;

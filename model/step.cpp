@@ -40,6 +40,14 @@ class Lowering {
 
   int32_t gemm(std::string name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
+    // copies of A and B); the weight-gradient GEMM reuses the column-wise copies made for the
+    // forward/recompute and the dgrad.
+    const bool wgrad = name.size() > 6 && name.compare(name.size() - 6, 6, ".wgrad") == 0;
+    if (const double q = quantize_bytes_per_element(dt); q > 0 && !wgrad) {
+      memory(name + ".quant", layer, d(groups) * q * (m * k + k * n), Category::memory, std::move(deps));
+      deps = {};
+    }
     Op op;
     op.name = std::move(name);
     op.category = cat;
@@ -52,11 +60,9 @@ class Lowering {
     op.k = static_cast<int64_t>(std::llround(k));
     op.groups = groups;
     op.launches = launches;
-    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16; FP8 inputs are
-    // quantized from BF16 first (one more read + write of A).
+    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16.
     const double in = bytes_per_element(dt);
-    const double quant = (dt == Dtype::bf16 || dt == Dtype::fp16 || dt == Dtype::fp32) ? 0.0 : (2.0 + in) * m * k;
-    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0) + d(groups) * quant);
+    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0));
     op.deps = std::move(deps);
     return emit(std::move(op));
   }
