@@ -36,6 +36,7 @@ class Pricer {
   Seconds time(const Op& op) const;  // either kind, uncontended
   const std::vector<std::string>& notes() const { return notes_; }
   const Calibration& calibration() const { return cal_; }
+  const Scenario& scenario() const { return s_; }
 
  private:
   const Scenario& s_;

@@ -22,6 +22,7 @@ struct Running {
   int32_t op = 0;
   bool comm = false;
   bool offload = false;
+  bool memory_bound = false;  // a compute op limited by HBM bandwidth (elementwise, optimizer)
   double latency_left = 0;  // s (comm: fixed latency first)
   double work_left = 0;     // compute: s at full SMs; comm: bytes
   std::array<double, kResourceCount> a{};  // comm: s per byte per resource
@@ -213,6 +214,7 @@ class Engine {
     const RankClass& rc = g_.classes[c];
     if (op.collective == Collective::none) {
       r.work_left = pr_.compute_time(op).value() * rc.compute_slowdown;
+      r.memory_bound = op.category == Category::memory || op.category == Category::optimizer;
     } else {
       CollectiveCost cc = pr_.comm_cost(op);
       cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
@@ -293,12 +295,22 @@ class Engine {
         }
         open.swap(rest);
       }
+      // Communication moves its bytes through HBM too (a collective reads what it sends and writes
+      // what it receives, about twice its rate; a host copy once): memory-bound compute gets what
+      // is left of the achieved HBM bandwidth.
+      double hbm_used = 0;
+      for (Running* r : flows)
+        if (std::isfinite(r->rate)) hbm_used += r->rate * (r->offload ? 1.0 : 2.0);
+      const double left = std::max(0.1, 1.0 - hbm_used / hbm_bytes_per_s_);
+      for (Running& r : running_)
+        if (r.cls == static_cast<int>(c) && r.memory_bound) r.rate = std::min(r.rate, left);
     }
   }
 
   const StepGraph& g_;
   const Pricer& pr_;
   bool multi_;
+  double hbm_bytes_per_s_ = pr_.scenario().system.gpu().hbm_bandwidth.value() * pr_.calibration()[Param::hbm_fraction];
   std::vector<ClassState> cls_;
   std::vector<std::vector<size_t>> sync_;       // classes whose collectives start together
   std::vector<std::vector<double>> arrived_;    // when each collective was reached (+1; 0: not yet)

@@ -243,13 +243,49 @@ TEST(Simulation, TwoFlowsOnOneLinkShareIt) {
 }
 
 // A compute op running beside a communication kernel runs on (1 - comm_sm_fraction) of the SMs.
+// A GEMM running beside communication kernels runs on the SMs they leave: 1 - comm_sm_fraction
+// beside one, 1 - 2 x comm_sm_fraction beside two (each holds its own thread blocks).
 TEST(Simulation, CommunicationKernelsTakeSmsFromCompute) {
   const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
   const Topology t = Topology::build(s.system, s.gpus);
   const Calibration cal;
   const Pricer pr(s, t, cal);
-  StepGraph g;
-  RankClass rc;
+  Op comp;
+  comp.name = "c";
+  comp.category = Category::gemm;
+  comp.dtype = Dtype::bf16;
+  comp.m = comp.n = comp.k = 8192;
+  comp.flops = Flops(2.0 * 8192 * 8192 * 8192);
+  Op comm;
+  comm.name = "x";
+  comm.category = Category::fsdp_comm;
+  comm.stream = Stream::fsdp_comm;
+  comm.collective = Collective::all_gather;
+  comm.group = Group::fsdp;
+  comm.bytes = comm.recv_bytes = gigabytes(100);  // outlasts the compute op
+  Op comm2 = comm;
+  comm2.name = "y";
+  comm2.stream = Stream::ep_comm;
+  const double solo = pr.compute_time(comp).value();
+  for (int kernels : {1, 2}) {
+    StepGraph g;
+    RankClass rc;
+    rc.ops = {comp, comm};
+    if (kernels == 2) rc.ops.push_back(comm2);
+    g.classes.push_back(rc);
+    const SimResult r = simulate(g, pr, StackOptions{});
+    EXPECT_NEAR(r.classes[0].ops[0].end.value(), solo / (1 - kernels * cal[Param::comm_sm_fraction]), 1e-9) << kernels;
+  }
+}
+
+// A memory-bound kernel beside a collective also shares HBM with it: the collective reads what it
+// sends and writes what it receives (twice its byte rate), so once its latency phase is over the
+// kernel runs at min(1 - comm_sm_fraction, 1 - 2 x rate / achieved HBM bandwidth).
+TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) {
+  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
   Op comp;
   comp.name = "c";
   comp.category = Category::memory;
@@ -260,12 +296,21 @@ TEST(Simulation, CommunicationKernelsTakeSmsFromCompute) {
   comm.stream = Stream::fsdp_comm;
   comm.collective = Collective::all_gather;
   comm.group = Group::fsdp;
-  comm.bytes = comm.recv_bytes = gigabytes(100);  // outlasts the compute op
+  comm.bytes = comm.recv_bytes = gigabytes(100);
+  StepGraph g;
+  RankClass rc;
   rc.ops = {comp, comm};
   g.classes.push_back(rc);
   const SimResult r = simulate(g, pr, StackOptions{});
   const double solo = pr.compute_time(comp).value();
-  EXPECT_NEAR(r.classes[0].ops[0].end.value(), solo / (1 - cal[Param::comm_sm_fraction]), 1e-9);
+  const CollectiveCost c = pr.comm_cost(comm);
+  const double hbm = s.system.gpu().hbm_bandwidth.value() * cal[Param::hbm_fraction];
+  const double r1 = 1 - cal[Param::comm_sm_fraction];
+  const double r2 = std::min(r1, 1 - 2.0 / c.bottleneck_s_per_byte() / hbm);
+  const double L = c.latency.value();
+  ASSERT_GT(solo, L * r1);
+  ASSERT_LT(r2, r1);
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
 }
 
 TEST(Params, EveryParameterHasADefaultAReasonAndARange) {
