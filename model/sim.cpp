@@ -145,8 +145,11 @@ class Engine {
       sc.ops = cs.timing;
       sc.utilization = cs.util;
       for (size_t i = 0; i < cs.timing.size(); ++i)
-        if (arrived_[out.classes.size()][i] > 0)
-          sc.wait += Seconds(std::max(0.0, cs.timing[i].start.value() - (arrived_[out.classes.size()][i] - 1.0)));
+        if (arrived_[out.classes.size()][i] > 0) {
+          const Seconds w(std::max(0.0, cs.timing[i].start.value() - (arrived_[out.classes.size()][i] - 1.0)));
+          sc.ops[i].waited = w;
+          sc.wait += w;
+        }
       sc.finish = Seconds(cs.finish);
       for (size_t q = 0; q < cs.queues.size(); ++q)
         sc.queues.push_back(q == 0 ? Stream::compute : !multi_ ? (q == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(q));

@@ -21,7 +21,9 @@ namespace moeperf {
 
 struct OpTiming {
   Seconds start, end;
-  int queue = 0;  // hardware queue the op ran on (see SimClass::queues)
+  int queue = 0;   // hardware queue the op ran on (see SimClass::queues)
+  Seconds waited;  // a collective: how long its kernel was already running, waiting for a slower
+                   // synchronized class, before `start` (a profiler counts it as kernel time)
 };
 
 // Utilization of each communication resource (0..1) from `time` until the next sample.
