@@ -11,13 +11,24 @@
 // the same run, and the tile waste sum(ceil(m/128)*128)/sum(m). The padded loop's time includes
 // gathering rows into and out of the padded buffers. The host copy of the counts
 // (ExpertGemm::sync_counts, the op "moe.count_sync" every way needs first) is timed on its own.
-// Writes JSON to argv[1]. Without a GPU it prints why and exits 0. About 10 s on an H200.
+// FP8: the same GEMMs with E4M3 inputs through ExpertGemm::run_fp8 (a cuBLASLt matmul per expert on
+// 4 side streams), fp8_block128 (FP32 scale per 128 elements along K; compute capability 9.x) and
+// mxfp8 (E8M0 scale per 32; >= 10.0): a precision the device lacks is skipped and says why (MXFP8
+// on Hopper). Inputs are uniform floats quantized on the GPU (the activation quantization is timed
+// on its own), weights K-major; each passes a gate against a CPU dot product of the dequantized
+// operands, then is timed beside a dense FP8 GEMM of the same rows (one expert holding them all).
+// Their fraction of ceiling is against 2 x 790 = 1580 TFLOP/s, an ASSUMED FP8 ceiling (twice the
+// measured BF16 one, not measured), said in the output and the JSON; their time includes
+// rearranging the scales into cuBLASLt's layout, which run_fp8 does every call.
+// Writes JSON to argv[1]. Without a GPU it prints why and exits 0. About 20 s on an H200.
 //
 //   bench_expert_gemm out/expert_gemm.json
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
 #include "kernels/expert_gemm.h"
+#include "kernels/moe_kernels.h"
+#include "kernels/reference/mxfp8_ref.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +36,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -38,6 +50,8 @@ namespace mk = moeperf::kernels;
 namespace {
 
 constexpr double kBf16CeilingFlops = 790e12;  // measured H200 dense BF16 GEMM ceiling (docs/executor.md)
+constexpr double kFp8CeilingFlops = 2 * kBf16CeilingFlops;  // ASSUMED: twice BF16, not measured
+constexpr int kFp8GateCols = 64;
 constexpr int kWarmup = 3, kIters = 20;
 constexpr int64_t kExperts = 32, kHidden = 7168, kInter = 2048;
 constexpr int kGateCols = 256;
@@ -118,6 +132,58 @@ bool gate(const Scenario& sc, const Gemm& g, const uint16_t* d_a, const std::vec
   return true;
 }
 
+// Dequantized row `row` of a [rows x k] FP8 matrix (codes + row-major scales) on the host.
+std::vector<float> fp8_row(mk::GemmPrecision p, const uint8_t* d_q, const void* d_s, int64_t row, int64_t k) {
+  const int64_t b = mk::scale_block(p), sb = p == mk::GemmPrecision::mxfp8 ? 1 : 4;
+  std::vector<uint8_t> q(static_cast<size_t>(k)), s(static_cast<size_t>(k / b * sb));
+  MOEPERF_CUDA_CHECK(cudaMemcpy(q.data(), d_q + row * k, q.size(), cudaMemcpyDeviceToHost));
+  MOEPERF_CUDA_CHECK(cudaMemcpy(s.data(), static_cast<const uint8_t*>(d_s) + row * (k / b) * sb, s.size(), cudaMemcpyDeviceToHost));
+  std::vector<float> x(static_cast<size_t>(k));
+  if (p == mk::GemmPrecision::mxfp8) {
+    moeperf::ref::mxfp8_dequantize(q.data(), s.data(), k, x.data());
+  } else {
+    std::vector<float> sf(s.size() / 4);
+    std::memcpy(sf.data(), s.data(), s.size());
+    moeperf::ref::fp8_block128_dequantize(q.data(), sf.data(), k, x.data());
+  }
+  return x;
+}
+
+// The FP8 gate: the middle row of each expert with rows, kFp8GateCols columns, against the
+// dequantized operands' dot product in double; BF16 output rounding plus FP32 (and Hopper's
+// narrower FP8) accumulation error.
+bool gate_fp8(mk::GemmPrecision p, const Scenario& sc, const Gemm& g, const mk::Fp8Operands& in, const uint16_t* d_c, std::string& why) {
+  MOEPERF_CUDA_CHECK(cudaDeviceSynchronize());
+  int64_t row = 0;
+  for (size_t e = 0; e < sc.counts.size(); ++e) {
+    const int64_t m = sc.counts[e];
+    if (m == 0) continue;
+    const int64_t r = row + m / 2;
+    const auto a = fp8_row(p, in.a, in.a_scale, r, g.k);
+    const auto c = download_row(d_c, r, g.n);
+    for (int j = 0; j < kFp8GateCols; ++j) {
+      const int64_t col = j * (g.n / kFp8GateCols) + (j % 5);
+      const auto w = fp8_row(p, in.w, in.w_scale, static_cast<int64_t>(e) * g.n + col, g.k);
+      double s = 0, mag = 0;
+      for (int64_t x = 0; x < g.k; ++x) {
+        const double prod = static_cast<double>(a[static_cast<size_t>(x)]) * w[static_cast<size_t>(x)];
+        s += prod, mag += std::fabs(prod);
+      }
+      const double got = mk::bf16_bits_to_float(c[static_cast<size_t>(col)]);
+      const double tol = 0x1p-8 * std::fabs(s) + 0x1p-10 * mag + 1e-6;
+      if (!(std::fabs(got - s) <= tol)) {
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "expert %zu row %lld col %lld: got %g, want %g (tolerance %g)", e, static_cast<long long>(r),
+                      static_cast<long long>(col), got, s, tol);
+        why = buf;
+        return false;
+      }
+    }
+    row += m;
+  }
+  return true;
+}
+
 int run(const char* json_path) {
   const mk::DeviceInfo dev = mk::query_devices();
   if (dev.count == 0) {
@@ -182,7 +248,7 @@ int run(const char* json_path) {
       const double dense_rate = flops / dense_s;
       std::printf("%-6s %-6s %-15s %8.3f ms %9.1f %7.1f%% %8.1f%% %6.3f\n", g.name, sc.name, "dense (ref)", dense_s * 1e3,
                   dense_rate * 1e-12, 100 * dense_rate / kBf16CeilingFlops, 100.0, 1.0);
-      results.push_back({{"gemm", g.name}, {"scenario", sc.name}, {"shape", shape}, {"way", "dense"}, {"n", g.n}, {"k", g.k},
+      results.push_back({{"gemm", g.name}, {"scenario", sc.name}, {"precision", "bf16"}, {"shape", shape}, {"way", "dense"}, {"n", g.n}, {"k", g.k},
                          {"rows", rows}, {"correct", true}, {"median_s", dense_s}, {"flops", flops}, {"flops_per_s", dense_rate},
                          {"fraction_of_ceiling", dense_rate / kBf16CeilingFlops}, {"fraction_of_dense", 1.0}});
       for (mk::ExpertGemmWay way : mk::kExpertGemmWays) {
@@ -190,7 +256,7 @@ int run(const char* json_path) {
         eg.run(way, sc.counts, d_a.get(), d_w.get(), g.n, g.k, d_c.get());
         std::string why;
         const bool ok = gate(sc, g, d_a.get(), w, d_c.get(), why);
-        nlohmann::json j{{"gemm", g.name}, {"scenario", sc.name}, {"shape", shape}, {"way", mk::to_string(way)}, {"n", g.n}, {"k", g.k},
+        nlohmann::json j{{"gemm", g.name}, {"scenario", sc.name}, {"precision", "bf16"}, {"shape", shape}, {"way", mk::to_string(way)}, {"n", g.n}, {"k", g.k},
                          {"rows", rows}, {"counts", sc.counts}, {"tile_waste", waste}, {"correct", ok}, {"flops", flops}};
         if (!ok) {
           all_correct = false;
@@ -211,14 +277,88 @@ int run(const char* json_path) {
     }
   }
   std::printf("(padded_loop pads every expert to the busiest one's rows and includes the gather/scatter copies; "
-              "its TFLOP/s count useful FLOPs only. FP8/MXFP8 expert GEMMs are not implemented: BF16 only.)\n");
+              "its TFLOP/s count useful FLOPs only.)\n");
+
+  // ---- FP8: E4M3 inputs with block scales, FP32 accumulate, BF16 out.
+  nlohmann::json skipped = nlohmann::json::array();
+  std::printf("\nFP8 expert GEMMs (cuBLASLt loop on 4 side streams; \"of 1580\" is against an ASSUMED FP8 ceiling of 2 x 790 "
+              "TFLOP/s, not measured; times include the per-call scale rearrangement)\n");
+  owner.reset();  // the BF16 buffers' GEMM object goes; FP8 gets its own
+  auto fp8_owner = std::make_unique<mk::ExpertGemm>(s, 4);
+  for (mk::GemmPrecision p : {mk::GemmPrecision::fp8_block128, mk::GemmPrecision::mxfp8}) {
+    std::string why;
+    if (!mk::precision_supported(p, dev.devices[0].cc_major, dev.devices[0].cc_minor, &why)) {
+      std::printf("%s: skipped: %s\n", mk::to_string(p), why.c_str());
+      skipped.push_back({{"precision", mk::to_string(p)}, {"reason", why}});
+      continue;
+    }
+    const int64_t blk = mk::scale_block(p), sbytes = p == mk::GemmPrecision::mxfp8 ? 1 : 4;
+    std::printf("%-6s %-6s %-22s %10s %9s %8s %9s\n", "gemm", "rows", "precision / way", "time", "TFLOP/s", "of 1580", "of dense");
+    for (const Gemm& g : gemms) {
+      // Floats in [-1, 1) quantized on the GPU: A [max_rows x k], W^T [experts x n x k].
+      mk::DeviceBuffer<float> fa(static_cast<size_t>(max_rows * g.k)), fw(static_cast<size_t>(kExperts * g.n * g.k));
+      mk::DeviceBuffer<uint8_t> qa(static_cast<size_t>(max_rows * g.k)), qw(static_cast<size_t>(kExperts * g.n * g.k)),
+          sa(static_cast<size_t>(max_rows * g.k / blk * sbytes)), sw(static_cast<size_t>(kExperts * g.n * g.k / blk * sbytes));
+      mk::fill_f32_random(fa.get(), max_rows * g.k, 300 + static_cast<uint64_t>(g.k), -1.0f, 1.0f, s);
+      mk::fill_f32_random(fw.get(), kExperts * g.n * g.k, 400 + static_cast<uint64_t>(g.n), -1.0f, 1.0f, s);
+      auto quantize = [&](const float* x, int64_t n, uint8_t* q, void* sc) {
+        if (p == mk::GemmPrecision::mxfp8)
+          mk::mxfp8_quantize(x, n, q, static_cast<uint8_t*>(sc), s);
+        else
+          mk::fp8_block128_quantize(x, n, q, static_cast<float*>(sc), s);
+      };
+      quantize(fw.get(), kExperts * g.n * g.k, qw.get(), sw.get());
+      const mk::Fp8Operands in{qa.get(), sa.get(), qw.get(), sw.get()};
+      for (const Scenario& sc : scenarios) {
+        const int64_t rows = std::accumulate(sc.counts.begin(), sc.counts.end(), int64_t{0});
+        const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(g.n) * static_cast<double>(g.k);
+        const double quant_s = time_on_stream([&] { quantize(fa.get(), rows * g.k, qa.get(), sa.get()); }, s);
+        const double dense_s = time_on_stream([&] { fp8_owner->run_fp8(p, {rows}, in, g.n, g.k, d_c.get()); }, s);
+        const double dense_rate = flops / dense_s;
+        const std::string label = std::string(mk::to_string(p)) + " dense (ref)";
+        std::printf("%-6s %-6s %-22s %8.3f ms %9.1f %7.1f%% %8.1f%%   (A quantize %.3f ms)\n", g.name, sc.name, label.c_str(),
+                    dense_s * 1e3, dense_rate * 1e-12, 100 * dense_rate / kFp8CeilingFlops, 100.0, quant_s * 1e3);
+        results.push_back({{"gemm", g.name}, {"scenario", sc.name}, {"precision", mk::to_string(p)}, {"way", "dense"}, {"n", g.n},
+                           {"k", g.k}, {"rows", rows}, {"correct", true}, {"median_s", dense_s}, {"flops", flops},
+                           {"flops_per_s", dense_rate}, {"fraction_of_ceiling", dense_rate / kFp8CeilingFlops},
+                           {"ceiling_assumed", true}, {"fraction_of_dense", 1.0}, {"quantize_a_s", quant_s}});
+        MOEPERF_CUDA_CHECK(cudaMemsetAsync(d_c.get(), 0xFF, static_cast<size_t>(rows * g.n) * 2, s));
+        fp8_owner->run_fp8(p, sc.counts, in, g.n, g.k, d_c.get());
+        std::string gwhy;
+        const bool ok = gate_fp8(p, sc, g, in, d_c.get(), gwhy);
+        nlohmann::json j{{"gemm", g.name}, {"scenario", sc.name}, {"precision", mk::to_string(p)}, {"way", "lt_multistream"},
+                         {"n", g.n}, {"k", g.k}, {"rows", rows}, {"counts", sc.counts}, {"tile_waste", mk::tile_waste(sc.counts)},
+                         {"correct", ok}, {"flops", flops}, {"quantize_a_s", quant_s}, {"ceiling_assumed", true}};
+        const std::string wl = std::string(mk::to_string(p)) + " lt_multistream";
+        if (!ok) {
+          all_correct = false;
+          std::printf("%-6s %-6s %-22s WRONG (gate failed, not timed): %s\n", g.name, sc.name, wl.c_str(), gwhy.c_str());
+          j["median_s"] = nullptr;
+          j["error"] = gwhy;
+          results.push_back(j);
+          continue;
+        }
+        const double t = time_on_stream([&] { fp8_owner->run_fp8(p, sc.counts, in, g.n, g.k, d_c.get()); }, s);
+        const double rate = flops / t;
+        std::printf("%-6s %-6s %-22s %8.3f ms %9.1f %7.1f%% %8.1f%%\n", g.name, sc.name, wl.c_str(), t * 1e3, rate * 1e-12,
+                    100 * rate / kFp8CeilingFlops, 100 * rate / dense_rate);
+        j.update({{"median_s", t}, {"flops_per_s", rate}, {"fraction_of_ceiling", rate / kFp8CeilingFlops},
+                  {"fraction_of_dense", rate / dense_rate}, {"median_s_with_count_sync", t + count_sync_s}});
+        results.push_back(j);
+      }
+      MOEPERF_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+  }
 
   MOEPERF_CUDA_CHECK(cudaStreamSynchronize(s));
-  owner.reset();  // drains and frees before its stream goes
+  fp8_owner.reset();  // drains and frees before its stream goes
   MOEPERF_CUDA_CHECK(cudaStreamDestroy(s));
   nlohmann::json out{{"device", dev.devices[0].name},
                      {"cc", std::to_string(dev.devices[0].cc_major) + "." + std::to_string(dev.devices[0].cc_minor)},
                      {"bf16_ceiling_flops_per_s", kBf16CeilingFlops},
+                     {"fp8_ceiling_flops_per_s", kFp8CeilingFlops},
+                     {"fp8_ceiling_note", "assumed: twice the measured BF16 ceiling, not measured"},
+                     {"skipped", skipped},
                      {"experts", kExperts},
                      {"iterations", kIters},
                      {"count_sync_s", count_sync_s},

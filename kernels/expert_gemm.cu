@@ -1,6 +1,7 @@
 #include "kernels/expert_gemm.h"
 
 #include "kernels/cuda_check.h"
+#include "kernels/moe_kernels.cuh"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -10,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 namespace moeperf::kernels {
 namespace {
@@ -31,21 +34,184 @@ constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // per stream (cuBLASLt'
 
 using Bf16 = __nv_bfloat16;
 
+// SplitMix64 of (seed, i): 53 uniform bits as a float in [0, 1].
+__device__ float uniform01(uint64_t seed, int64_t i) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-53);
+}
+
+__global__ void fill_random_f32_kernel(float* p, int64_t n, uint64_t seed, float lo, float hi) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = lo + (hi - lo) * uniform01(seed, i);
+}
+
 __global__ void fill_bf16_kernel(Bf16* p, int64_t n, uint64_t seed, float lo, float hi, bool integers) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    // SplitMix64 of (seed, i): 53 uniform bits.
-    uint64_t x = seed ^ (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull);
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    const float u = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-53);
+    const float u = uniform01(seed, i);
     const float v = integers ? fminf(floorf(lo + (hi - lo + 1.0f) * u), hi) : lo + (hi - lo) * u;
     p[i] = __float2bfloat16_rn(v);
   }
 }
 
+// ---- FP8 scale layouts (see expert_gemm.h) ----
+__host__ __device__ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+template <GemmPrecision P>
+__host__ __device__ inline int64_t scale_offset(int64_t r, int64_t c, int64_t outer, int64_t k) {
+  if constexpr (P == GemmPrecision::mxfp8) {
+    (void)outer;
+    const int64_t kb4 = round_up(k / 32, 4);
+    return ((r / 128) * (kb4 / 4) + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+  } else {
+    return c * round_up(outer, 4) + r;
+  }
+}
+
+template <GemmPrecision P>
+__host__ __device__ inline int64_t scale_elements(int64_t outer, int64_t k) {
+  if constexpr (P == GemmPrecision::mxfp8)
+    return round_up(outer, 128) * round_up(k / 32, 4);
+  else
+    return (k / 128) * round_up(outer, 4);
+}
+
+template <GemmPrecision P>
+using ScaleT = std::conditional_t<P == GemmPrecision::mxfp8, uint8_t, float>;
+
+// A's scales [rows x kb] (row-major) -> one cuBLASLt scale tensor per expert. tab: row offsets
+// [experts + 1], then each expert's first element in `out` [experts].
+template <GemmPrecision P>
+__global__ void swizzle_a_scales(const ScaleT<P>* in, int64_t rows, int64_t k, const int64_t* tab, int64_t experts, ScaleT<P>* out) {
+  const int64_t kb = k / (P == GemmPrecision::mxfp8 ? 32 : 128), total = rows * kb;
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = t / kb, c = t % kb;
+    int64_t lo = 0, hi = experts;  // the expert e with tab[e] <= r < tab[e + 1]
+    while (hi - lo > 1) {
+      const int64_t mid = (lo + hi) / 2;
+      if (tab[mid] <= r) lo = mid; else hi = mid;
+    }
+    const int64_t m = tab[lo + 1] - tab[lo];
+    out[tab[experts + 1 + lo] + scale_offset<P>(r - tab[lo], c, m, k)] = in[t];
+  }
+}
+
+// W's scales [experts x n x kb] -> experts tensors of scale_elements(n, k) each.
+template <GemmPrecision P>
+__global__ void swizzle_w_scales(const ScaleT<P>* in, int64_t experts, int64_t n, int64_t k, ScaleT<P>* out) {
+  const int64_t kb = k / (P == GemmPrecision::mxfp8 ? 32 : 128), per_in = n * kb, total = experts * per_in;
+  const int64_t per_out = scale_elements<P>(n, k);
+  for (int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t e = t / per_in, rem = t % per_in;
+    out[e * per_out + scale_offset<P>(rem / kb, rem % kb, n, k)] = in[t];
+  }
+}
+
+// FP8 128-element blocks: each thread owns 4 consecutive elements, a warp one block.
+__global__ void fp8_block128_quantize_kernel(const float4* __restrict__ x, int64_t n4, uint32_t* __restrict__ q,
+                                             float* __restrict__ scale) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const unsigned mask = __ballot_sync(0xFFFFFFFFu, i < n4);  // whole warps are in or out (n4 % 32 == 0)
+  if (i >= n4) return;
+  const float4 v = x[i];
+  const float xs[4] = {v.x, v.y, v.z, v.w};
+  uint32_t amax = 0, any_finite = 0;
+  for (float f : xs) {
+    const uint32_t b = detail::float_bits(f) & 0x7FFFFFFFu;
+    if (b < 0x7F800000u) any_finite = 1, amax = max(amax, b);
+  }
+  for (int o = 1; o < 32; o <<= 1) {
+    amax = max(amax, __shfl_xor_sync(mask, amax, o));
+    any_finite |= __shfl_xor_sync(mask, any_finite, o);
+  }
+  const int e = any_finite ? detail::mxfp8_exponent(amax) : 0;
+  uint32_t word = 0;
+  for (int j = 0; j < 4; ++j) word |= uint32_t{detail::e4m3_encode_scaled(xs[j], e)} << (8 * j);
+  q[i] = word;
+  // 2^e as a float: e >= -126 normal, e = -127 the subnormal 2^-127.
+  if (i % 32 == 0)
+    scale[i / 32] = !any_finite ? detail::bits_float(0x7FC00000u)
+                                : e >= -126 ? detail::bits_float(static_cast<uint32_t>(e + 127) << 23) : detail::bits_float(0x00400000u);
+}
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 255) / 256, 65536))); }
+
 }  // namespace
+
+const char* to_string(GemmPrecision p) {
+  switch (p) {
+    case GemmPrecision::bf16: return "bf16";
+    case GemmPrecision::fp8_block128: return "fp8_block128";
+    case GemmPrecision::mxfp8: return "mxfp8";
+  }
+  return "?";
+}
+
+int64_t scale_block(GemmPrecision p) {
+  switch (p) {
+    case GemmPrecision::bf16: return 1;
+    case GemmPrecision::fp8_block128: return 128;
+    case GemmPrecision::mxfp8: return 32;
+  }
+  return 1;
+}
+
+bool precision_supported(GemmPrecision p, int cc_major, int cc_minor, std::string* why) {
+  const std::string cc = std::to_string(cc_major) + "." + std::to_string(cc_minor);
+  std::string reason;
+  switch (p) {
+    case GemmPrecision::bf16:
+      if (cc_major < 8) reason = "BF16 tensor-core GEMMs need compute capability >= 8.0; this device is " + cc;
+      break;
+    case GemmPrecision::fp8_block128:
+      if (cc_major != 9)
+        reason = "FP8 with 128-element FP32 block scales (cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) is used on compute "
+                 "capability 9.x (Hopper) only; this device is " + cc + (cc_major >= 10 ? " (use mxfp8)" : "");
+      break;
+    case GemmPrecision::mxfp8:
+      if (cc_major < 10)
+        reason = "MXFP8 (cuBLASLt CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 block scales) needs compute capability >= 10.0 "
+                 "(Blackwell); this device is " + cc;
+      break;
+  }
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+int64_t cublaslt_scale_offset(GemmPrecision p, int64_t r, int64_t c, int64_t outer, int64_t k) {
+  require(p != GemmPrecision::bf16 && k > 0 && k % 128 == 0 && r >= 0 && r < outer && c >= 0 && c < k / scale_block(p),
+          "cublaslt_scale_offset", "an FP8 precision, k a positive multiple of 128, 0 <= r < outer, 0 <= c < k / block");
+  return p == GemmPrecision::mxfp8 ? scale_offset<GemmPrecision::mxfp8>(r, c, outer, k)
+                                   : scale_offset<GemmPrecision::fp8_block128>(r, c, outer, k);
+}
+
+int64_t cublaslt_scale_elements(GemmPrecision p, int64_t outer, int64_t k) {
+  require(p != GemmPrecision::bf16 && k > 0 && k % 128 == 0 && outer >= 0, "cublaslt_scale_elements",
+          "an FP8 precision, k a positive multiple of 128, outer >= 0");
+  return p == GemmPrecision::mxfp8 ? scale_elements<GemmPrecision::mxfp8>(outer, k)
+                                   : scale_elements<GemmPrecision::fp8_block128>(outer, k);
+}
+
+void fill_f32_random(float* p, int64_t n, uint64_t seed, float lo, float hi, cudaStream_t stream) {
+  require(n >= 0, "fill_f32_random", "n < 0");
+  if (n == 0) return;
+  fill_random_f32_kernel<<<grid_for(n), 256, 0, stream>>>(p, n, seed, lo, hi);
+  MOEPERF_CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_block128_quantize(const float* x, int64_t n, uint8_t* e4m3, float* scale, cudaStream_t stream) {
+  require(n >= 0 && n % 128 == 0, "fp8_block128_quantize", "n must be a non-negative multiple of 128");
+  require(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(e4m3) % 4 == 0, "fp8_block128_quantize",
+          "x must be 16-byte and e4m3 4-byte aligned");
+  if (n == 0) return;
+  const int64_t n4 = n / 4;
+  fp8_block128_quantize_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, stream>>>(
+      reinterpret_cast<const float4*>(x), n4, reinterpret_cast<uint32_t*>(e4m3), scale);
+  MOEPERF_CUDA_CHECK(cudaGetLastError());
+}
 
 const char* to_string(ExpertGemmWay way) {
   switch (way) {
@@ -105,7 +271,17 @@ struct ExpertGemm::Impl {
   std::vector<cudaEvent_t> join;
   cudaEvent_t fork = nullptr, ptrs_free = nullptr;
   std::vector<void*> workspace;  // one per side stream, [0] also serves `stream`
-  std::map<std::tuple<int64_t, int64_t, int64_t>, Plan> plans;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t>, Plan> plans;  // (precision, m, n, k)
+  // FP8: one descriptor per precision (E4M3 x E4M3 -> BF16, A' = W transposed, its scale mode),
+  // the per-expert cuBLASLt scale tensors, and the expert table the A-scale kernel reads.
+  cublasLtMatmulDesc_t desc_fp8[3] = {nullptr, nullptr, nullptr};
+  void* scale_a = nullptr;
+  void* scale_w = nullptr;
+  size_t scale_a_bytes = 0, scale_w_bytes = 0;
+  int64_t* h_tab = nullptr;
+  int64_t* d_tab = nullptr;
+  size_t tab_capacity = 0;
+  cudaEvent_t tab_free = nullptr;
   // Grouped call: device pointer arrays uploaded from pinned host memory.
   void** h_ptrs = nullptr;
   void** d_ptrs = nullptr;
@@ -140,6 +316,7 @@ struct ExpertGemm::Impl {
     }
     MOEPERF_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     MOEPERF_CUDA_CHECK(cudaEventCreateWithFlags(&ptrs_free, cudaEventDisableTiming));
+    MOEPERF_CUDA_CHECK(cudaEventCreateWithFlags(&tab_free, cudaEventDisableTiming));
   }
 
   ~Impl() {
@@ -152,6 +329,13 @@ struct ExpertGemm::Impl {
     }
     if (fork) cudaEventDestroy(fork);
     if (ptrs_free) cudaEventDestroy(ptrs_free);
+    if (tab_free) cudaEventDestroy(tab_free);
+    for (auto d : desc_fp8)
+      if (d) cublasLtMatmulDescDestroy(d);
+    cudaFree(scale_a);
+    cudaFree(scale_w);
+    cudaFreeHost(h_tab);
+    cudaFree(d_tab);
     for (auto& [key, p] : plans) cublasLtMatrixLayoutDestroy(p.w), cublasLtMatrixLayoutDestroy(p.a), cublasLtMatrixLayoutDestroy(p.c);
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (desc) cublasLtMatmulDescDestroy(desc);
@@ -164,21 +348,43 @@ struct ExpertGemm::Impl {
     cudaFree(pad_c);
   }
 
-  const Plan& plan(int64_t m, int64_t n, int64_t k) {
-    const auto key = std::make_tuple(m, n, k);
+  // The FP8 descriptor of precision p, made on first use: FP32 compute and scale type, A' (= W,
+  // stored k x n, K-major) transposed, both operands' scale mode.
+  cublasLtMatmulDesc_t fp8_desc(GemmPrecision p) {
+    cublasLtMatmulDesc_t& d = desc_fp8[static_cast<int>(p)];
+    if (d) return d;
+    MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T;
+    MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    const int32_t mode = p == GemmPrecision::mxfp8 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    return d;
+  }
+
+  const Plan& plan(int64_t m, int64_t n, int64_t k, GemmPrecision prec = GemmPrecision::bf16) {
+    const auto key = std::make_tuple(static_cast<int>(prec), m, n, k);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     Plan p;
-    MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n));
-    MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+    const bool fp8 = prec != GemmPrecision::bf16;
+    if (fp8) {
+      // A' = W_e stored k x n (ld k, transposed by the descriptor), B' = A_e stored k x m (ld k).
+      MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+      MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+    } else {
+      MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.w, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(k), n));
+      MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+    }
     MOEPERF_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
     cublasLtMatmulHeuristicResult_t r{};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, p.w, p.a, p.c, p.c, pref, 1, &r, &found);
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt, fp8 ? fp8_desc(prec) : desc, p.w, p.a, p.c, p.c, pref, 1, &r, &found);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       cublasLtMatrixLayoutDestroy(p.w), cublasLtMatrixLayoutDestroy(p.a), cublasLtMatrixLayoutDestroy(p.c);
-      throw CudaError("cublasLtMatmulAlgoGetHeuristic: no BF16 algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                      " k=" + std::to_string(k) + " (" + cublasLtGetStatusString(st) + ")");
+      throw CudaError(std::string("cublasLtMatmulAlgoGetHeuristic: no ") + to_string(prec) + " algorithm for m=" + std::to_string(m) +
+                      " n=" + std::to_string(n) + " k=" + std::to_string(k) + " (" + cublasLtGetStatusString(st) + ")");
     }
     p.algo = r.algo;
     return plans.emplace(key, p).first->second;
@@ -295,6 +501,97 @@ struct ExpertGemm::Impl {
       row += m;
     }
   }
+
+  void check_device(GemmPrecision p) {
+    int dev = 0, major = 0, minor = 0;
+    MOEPERF_CUDA_CHECK(cudaGetDevice(&dev));
+    MOEPERF_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    MOEPERF_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    std::string why;
+    if (!precision_supported(p, major, minor, &why)) throw PrecisionUnavailable(std::string(to_string(p)) + " expert GEMMs: " + why);
+  }
+
+  static void grow(void*& buf, size_t& have, size_t need, cudaStream_t s) {
+    if (need <= have) return;
+    MOEPERF_CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaFree(buf);
+    buf = nullptr;
+    MOEPERF_CUDA_CHECK(cudaMalloc(&buf, need));
+    have = need;
+  }
+
+  template <GemmPrecision P>
+  void fp8(const std::vector<int64_t>& counts, const Fp8Operands& in, int64_t n, int64_t k, Bf16* c) {
+    using S = ScaleT<P>;
+    const auto experts = static_cast<int64_t>(counts.size());
+    const int64_t rows = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    if (rows == 0) return;
+    // Expert table: row offsets [experts + 1], then each expert's first scale element [experts].
+    const size_t tab_n = static_cast<size_t>(2 * experts + 1);
+    if (tab_n > tab_capacity) {
+      MOEPERF_CUDA_CHECK(cudaStreamSynchronize(stream));
+      cudaFreeHost(h_tab);
+      cudaFree(d_tab);
+      h_tab = nullptr, d_tab = nullptr;
+      MOEPERF_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&h_tab), tab_n * sizeof(int64_t)));
+      MOEPERF_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_tab), tab_n * sizeof(int64_t)));
+      tab_capacity = tab_n;
+    } else {
+      MOEPERF_CUDA_CHECK(cudaEventSynchronize(tab_free));  // the previous upload has left the pinned table
+    }
+    std::vector<int64_t> base(static_cast<size_t>(experts));
+    int64_t row = 0, elems = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      h_tab[e] = row;
+      h_tab[experts + 1 + e] = base[static_cast<size_t>(e)] = elems;
+      row += counts[static_cast<size_t>(e)];
+      if (counts[static_cast<size_t>(e)] > 0) elems += scale_elements<P>(counts[static_cast<size_t>(e)], k);
+    }
+    h_tab[experts] = row;
+    const int64_t w_per = scale_elements<P>(n, k);
+    grow(scale_a, scale_a_bytes, static_cast<size_t>(elems) * sizeof(S), stream);
+    grow(scale_w, scale_w_bytes, static_cast<size_t>(experts * w_per) * sizeof(S), stream);
+    auto* sa = static_cast<S*>(scale_a);
+    auto* sw = static_cast<S*>(scale_w);
+    MOEPERF_CUDA_CHECK(cudaMemcpyAsync(d_tab, h_tab, tab_n * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+    MOEPERF_CUDA_CHECK(cudaEventRecord(tab_free, stream));
+    MOEPERF_CUDA_CHECK(cudaMemsetAsync(sa, 0, static_cast<size_t>(elems) * sizeof(S), stream));
+    MOEPERF_CUDA_CHECK(cudaMemsetAsync(sw, 0, static_cast<size_t>(experts * w_per) * sizeof(S), stream));
+    const int64_t kb = k / scale_block(P);
+    swizzle_a_scales<P><<<grid_for(rows * kb), 256, 0, stream>>>(static_cast<const S*>(in.a_scale), rows, k, d_tab, experts, sa);
+    MOEPERF_CUDA_CHECK(cudaGetLastError());
+    swizzle_w_scales<P><<<grid_for(experts * n * kb), 256, 0, stream>>>(static_cast<const S*>(in.w_scale), experts, n, k, sw);
+    MOEPERF_CUDA_CHECK(cudaGetLastError());
+
+    const cublasLtMatmulDesc_t d = fp8_desc(P);
+    MOEPERF_CUDA_CHECK(cudaEventRecord(fork, stream));
+    for (auto sd : side) MOEPERF_CUDA_CHECK(cudaStreamWaitEvent(sd, fork, 0));
+    const auto ns = static_cast<int64_t>(side.size());
+    const float alpha = 1.0f, beta = 0.0f;
+    int64_t launched = 0;
+    row = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t m = counts[static_cast<size_t>(e)];
+      if (m > 0) {
+        const Plan& p = plan(m, n, k, P);
+        // cuBLAS's A is W_e (its outer dimension n), its B is A_e (outer dimension m). The
+        // descriptor is read when cublasLtMatmul is called, so it can change between calls.
+        const void* a_scale = sw + e * w_per;
+        const void* b_scale = sa + base[static_cast<size_t>(e)];
+        MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+        MOEPERF_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+        const size_t si = static_cast<size_t>(launched % ns);
+        MOEPERF_CUBLAS_CHECK(cublasLtMatmul(lt, d, &alpha, in.w + e * n * k, p.w, in.a + row * k, p.a, &beta, c + row * n, p.c,
+                                            c + row * n, p.c, &p.algo, workspace[si], kLtWorkspaceBytes, side[si]));
+        ++launched;
+      }
+      row += m;
+    }
+    for (size_t i = 0; i < side.size(); ++i) {
+      MOEPERF_CUDA_CHECK(cudaEventRecord(join[i], side[i]));
+      MOEPERF_CUDA_CHECK(cudaStreamWaitEvent(stream, join[i], 0));
+    }
+  }
 };
 
 ExpertGemm::ExpertGemm(cudaStream_t stream, int streams) : impl_(std::make_unique<Impl>(stream, streams)) {}
@@ -328,6 +625,19 @@ void ExpertGemm::run(ExpertGemmWay way, const std::vector<int64_t>& counts, cons
     case ExpertGemmWay::lt_multistream: impl_->multistream(counts, A, W, n, k, C); break;
     case ExpertGemmWay::padded_loop: impl_->padded(counts, A, W, n, k, C); break;
   }
+}
+
+void ExpertGemm::run_fp8(GemmPrecision p, const std::vector<int64_t>& counts, const Fp8Operands& in, int64_t n, int64_t k,
+                         void* c) {
+  require(p != GemmPrecision::bf16, "ExpertGemm::run_fp8", "bf16 expert GEMMs go through run()");
+  require(n > 0 && k > 0 && n % 16 == 0 && k % 128 == 0, "ExpertGemm::run_fp8", "n must be a positive multiple of 16, k of 128");
+  for (int64_t m : counts) require(m >= 0, "ExpertGemm::run_fp8", "negative count");
+  impl_->check_device(p);
+  auto* C = static_cast<Bf16*>(c);
+  if (p == GemmPrecision::mxfp8)
+    impl_->fp8<GemmPrecision::mxfp8>(counts, in, n, k, C);
+  else
+    impl_->fp8<GemmPrecision::fp8_block128>(counts, in, n, k, C);
 }
 
 void ExpertGemm::dense(const void* a, const void* w, int64_t m, int64_t n, int64_t k, void* c) {

@@ -125,6 +125,39 @@ void mxfp8_dequantize(const uint8_t* e4m3, const uint8_t* scale, int64_t n, floa
   }
 }
 
+void fp8_block128_quantize(const float* x, int64_t n, uint8_t* e4m3, float* scale) {
+  if (n < 0 || n % kFp8Block128 != 0)
+    throw std::invalid_argument("moeperf::ref::fp8_block128_quantize: n must be a non-negative multiple of 128, got " +
+                                std::to_string(n));
+  for (int64_t b = 0; b < n / kFp8Block128; ++b) {
+    const float* xb = x + b * kFp8Block128;
+    uint8_t* qb = e4m3 + b * kFp8Block128;
+    float amax = 0.0f;
+    bool any_finite = false;
+    for (int64_t i = 0; i < kFp8Block128; ++i) {
+      if (!std::isfinite(xb[i])) continue;
+      any_finite = true;
+      amax = std::fmax(amax, std::fabs(xb[i]));
+    }
+    if (!any_finite) {
+      scale[b] = std::numeric_limits<float>::quiet_NaN();
+      for (int64_t i = 0; i < kFp8Block128; ++i) qb[i] = nan_code(std::signbit(xb[i]));
+      continue;
+    }
+    const int e = mxfp8_block_exponent(amax);
+    scale[b] = static_cast<float>(std::ldexp(1.0, e));
+    for (int64_t i = 0; i < kFp8Block128; ++i) qb[i] = e4m3_from_double(std::ldexp(static_cast<double>(xb[i]), -e));
+  }
+}
+
+void fp8_block128_dequantize(const uint8_t* e4m3, const float* scale, int64_t n, float* x) {
+  if (n < 0 || n % kFp8Block128 != 0)
+    throw std::invalid_argument("moeperf::ref::fp8_block128_dequantize: n must be a non-negative multiple of 128, got " +
+                                std::to_string(n));
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(e4m3_to_double(e4m3[i]) * static_cast<double>(scale[i / kFp8Block128]));
+}
+
 Mxfp8Row mxfp8_quantize_row(const float* x, int64_t n) {
   require_blocks("mxfp8_quantize_row", n);
   Mxfp8Row row;

@@ -46,6 +46,17 @@ void mxfp8_dequantize(const uint8_t* e4m3, const uint8_t* scale, int64_t n, floa
 // Convenience owner of one quantized row.
 Mxfp8Row mxfp8_quantize_row(const float* x, int64_t n);
 
+// FP8 with 128-element blocks and FP32 power-of-two scales (the Hopper layout of cuBLASLt's
+// CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, DeepSeek-V3's 1x128 tiles): the same rule as MXFP8
+// with 128 elements per block (block exponent from the block's finite amax, elements x / 2^e
+// rounded to E4M3, NaN/Inf to the signed NaN code), the scale stored as the float 2^e (2^-127 a
+// float subnormal, still exact); an all-NaN block gets the scale NaN. n a non-negative multiple
+// of 128 (std::invalid_argument otherwise). x [n] -> e4m3 [n], scale [n / 128].
+inline constexpr int64_t kFp8Block128 = 128;
+void fp8_block128_quantize(const float* x, int64_t n, uint8_t* e4m3, float* scale);
+// e4m3 [n], scale [n / 128] -> x [n] (element * scale, exact in double, rounded to float).
+void fp8_block128_dequantize(const uint8_t* e4m3, const float* scale, int64_t n, float* x);
+
 // The pieces of the rule, exposed for GPU tests that check one step at a time.
 // The block exponent e for a block whose finite |max| is amax (amax >= 0, finite).
 int mxfp8_block_exponent(float amax);

@@ -841,5 +841,52 @@ TEST(RefMxfp8, RejectsLengthsThatAreNotWholeBlocks) {
   EXPECT_THROW(mxfp8_quantize(x.data(), 33, q.data(), s.data()), std::invalid_argument);
 }
 
+// ---------------------------------------------------------------- FP8, 128-element blocks
+
+TEST(RefFp8Block128, SameRuleAsMxfp8WhenTheSubBlocksShareTheirExponent) {
+  // Every 32-element sub-block holds the same amax: the 128-block exponent is the MXFP8 one, so
+  // the codes are the MXFP8 codes and the scale is 2^e as a float.
+  std::vector<float> x(2 * kFp8Block128);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((static_cast<int>(i * 37 % 101) - 50)) * 0.37f;
+  for (size_t b = 0; b < x.size() / 32; ++b) x[b * 32 + 5] = b < 4 ? 100.0f : -3000.0f;
+  std::vector<uint8_t> q(x.size()), mq(x.size()), ms(x.size() / 32);
+  std::vector<float> s(x.size() / kFp8Block128);
+  fp8_block128_quantize(x.data(), static_cast<int64_t>(x.size()), q.data(), s.data());
+  mxfp8_quantize(x.data(), static_cast<int64_t>(x.size()), mq.data(), ms.data());
+  EXPECT_EQ(q, mq);
+  for (size_t b = 0; b < s.size(); ++b) EXPECT_EQ(s[b], std::ldexp(1.0f, ms[b * 4] - 127)) << b;
+}
+
+TEST(RefFp8Block128, OneLargeValueSetsTheWholeBlocksScale) {
+  std::vector<float> x(kFp8Block128, 1.0f);
+  x[127] = 896.0f;  // e = 1: every 1.0 becomes 0.5 = code 0x30; 896 / 2 = 448 = 0x7E
+  std::vector<uint8_t> q(x.size());
+  float s = 0;
+  fp8_block128_quantize(x.data(), kFp8Block128, q.data(), &s);
+  EXPECT_EQ(s, 2.0f);
+  EXPECT_EQ(q[0], 0x30);
+  EXPECT_EQ(q[127], 0x7E);
+  std::vector<float> back(x.size());
+  fp8_block128_dequantize(q.data(), &s, kFp8Block128, back.data());
+  EXPECT_EQ(back, x);
+}
+
+TEST(RefFp8Block128, ZeroNaNAndBadLengths) {
+  std::vector<float> x(2 * kFp8Block128, 0.0f);
+  for (int64_t i = kFp8Block128; i < 2 * kFp8Block128; ++i) x[static_cast<size_t>(i)] = i % 2 ? -kInf : std::nanf("");
+  x[3] = std::nanf("");
+  std::vector<uint8_t> q(x.size());
+  float s[2] = {0, 0};
+  fp8_block128_quantize(x.data(), 2 * kFp8Block128, q.data(), s);
+  EXPECT_EQ(s[0], std::ldexp(1.0f, -127));  // amax 0: e = -127, a float subnormal, exact
+  EXPECT_EQ(q[0], 0x00);
+  EXPECT_EQ(q[3], 0x7F);  // NaN element, finite block: its NaN code, the scale unaffected
+  EXPECT_TRUE(std::isnan(s[1]));
+  EXPECT_EQ(q[kFp8Block128], 0x7F);
+  EXPECT_EQ(q[kFp8Block128 + 1], 0xFF);
+  EXPECT_THROW(fp8_block128_quantize(x.data(), 32, q.data(), s), std::invalid_argument);
+  EXPECT_THROW(fp8_block128_dequantize(q.data(), s, 160, x.data()), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace moeperf::ref
