@@ -22,6 +22,9 @@
 #include "model/collective.h"
 #ifdef MOEPERF_HAVE_EXECUTOR
 #include "executor/run.h"
+#ifdef MOEPERF_HAVE_NCCL
+#include "executor/comm_nccl.h"
+#endif
 #endif
 #include "model/topology.h"
 
@@ -298,9 +301,21 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
     return kExitBadInput;
   }
   o.scenario_file = file;
+  // The CUDA backend over more than one MPI rank: dispatch, combine and the count exchange go
+  // through NCCL on device buffers (made before the backend, which then uses the rank's GPU).
+  std::unique_ptr<exec::DeviceExchange> dx;
+#ifdef MOEPERF_HAVE_NCCL
+  if (o.backend == "cuda" && comm->size() > 1 && comm->name() == "mpi") {
+    try {
+      dx = exec::make_nccl_exchange(o.timeout_s);
+    } catch (const std::exception& e) {
+      comm->abort(std::string("--backend cuda: the NCCL communicator: ") + e.what(), kExitFailed);
+    }
+  }
+#endif
   exec::RunResult r;
   try {
-    r = exec::run_scenario(s, o, *comm);
+    r = exec::run_scenario(s, o, *comm, dx.get());
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << file << ": " << e.what() << "\n";
     return kExitBadInput;
@@ -310,13 +325,14 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   if (comm->rank() != 0) return kExitOk;
   const auto& d = r.dims;
   std::printf("moeperf run: %s\n  backend %s, communicator %s, %d rank%s (EP group), %d step%s after %d warm-up, %d layer%s\n",
-              s.name.c_str(), o.backend.c_str(), comm->name().c_str(), comm->size(), comm->size() > 1 ? "s" : "", o.steps,
+              s.name.c_str(), o.backend.c_str(), r.communicator.c_str(), comm->size(), comm->size() > 1 ? "s" : "", o.steps,
               o.steps > 1 ? "s" : "", o.warmup, o.layers, o.layers > 1 ? "s" : "");
   std::printf("  per rank: %lld tokens, hidden %lld, expert FFN %lld, %lld experts top-%d%s\n", static_cast<long long>(d.tokens),
               static_cast<long long>(d.hidden), static_cast<long long>(d.ffn), static_cast<long long>(d.experts), d.top_k,
               o.scale != 1.0 ? " (scaled down: see notes)" : "");
-  std::printf("  this machine: GEMM %.1f GFLOP/s (measured, 1024^3 FP32 Eigen, this build's ISA), copy %.1f GB/s\n", r.gemm_peak_flops / 1e9,
+  std::printf("  this machine: GEMM %.1f GFLOP/s (measured: %s), copy %.1f GB/s\n", r.gemm_peak_flops / 1e9, r.gemm_peak_method.c_str(),
               r.copy_bandwidth / 1e9);
+  std::printf("  exchanges: %s\n", r.communicator_detail.c_str());
   std::printf("  %-24s %6s %11s %11s %12s %10s\n", "op", "calls", "median_ms", "model_ms", "GFLOP/s", "of_peak");
   for (const auto& [name, st] : r.ops) {
     std::vector<double> v = st.seconds;

@@ -36,6 +36,11 @@ class Backend {
   // This backend's ceilings, measured: FP32 GEMM FLOP/s and copy bytes (read + write) per second.
   virtual double measure_gemm_peak() = 0;
   virtual double measure_copy_bandwidth() = 0;
+  // What measure_gemm_peak measures, in words (e.g. "4096^3 FP32 cuBLAS SGEMM on NVIDIA H200").
+  virtual std::string gemm_peak_method() const = 0;
+  // The device the ops run on as a JSON object (name, compute capability, SMs, memory, driver and
+  // runtime versions, clocks), or "" for the host.
+  virtual std::string device_json() const { return ""; }
   // C[m x n] (+)= op(A) op(B); A is [m x k] ([k x m] if trans_a), B is [k x n] ([n x k] if trans_b).
   virtual void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                     bool accumulate) = 0;

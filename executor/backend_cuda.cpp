@@ -24,13 +24,40 @@ void cublas_check(cublasStatus_t s, const char* expr) {
 #define CUBLAS_CHECK(expr) cublas_check((expr), #expr)
 #define CUDA_CHECK(expr) MOEPERF_CUDA_CHECK(expr)
 
+std::string json_escape(const std::string& v) {
+  std::string o;
+  for (char c : v) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o;
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
     const kernels::DeviceInfo d = kernels::query_devices();
     if (d.count == 0) throw std::runtime_error("--backend cuda: no usable GPU: " + d.reason);
-    name_ = d.devices[0].name;
-    CUDA_CHECK(cudaSetDevice(0));
+    // The current device: 0 unless the NCCL exchange (made first) chose the rank's own GPU.
+    CUDA_CHECK(cudaGetDevice(&dev_));
+    if (dev_ < 0 || dev_ >= d.count) dev_ = 0;
+    CUDA_CHECK(cudaSetDevice(dev_));
+    const kernels::Device& g = d.devices[static_cast<size_t>(dev_)];
+    name_ = g.name;
+    // The machine block of the measurements: what the runtime says about this device.
+    int sm_khz = 0, mem_khz = 0, bus_bits = 0, l2 = 0;
+    cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, dev_);  // results ignored: 0 = not reported
+    cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev_);
+    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev_);
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev_);
+    (void)cudaGetLastError();  // an attribute not reported must not surface at the next launch check
+    auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    device_json_ = "{\"name\": \"" + json_escape(g.name) + "\", \"index\": " + std::to_string(dev_) + ", \"cc\": \"" +
+                   std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor) + "\", \"sms\": " + std::to_string(g.sms) +
+                   ", \"memory_bytes\": " + std::to_string(g.memory_bytes) + ", \"driver_version\": \"" +
+                   version(d.driver_version) + "\", \"runtime_version\": \"" + version(d.runtime_version) +
+                   "\", \"max_sm_clock_khz\": " + std::to_string(sm_khz) + ", \"max_memory_clock_khz\": " + std::to_string(mem_khz) +
+                   ", \"memory_bus_bits\": " + std::to_string(bus_bits) + ", \"l2_bytes\": " + std::to_string(l2) + "}";
     CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUBLAS_CHECK(cublasSetStream(blas_, s_));
@@ -42,6 +69,10 @@ class CudaBackend final : public Backend {
     cudaStreamDestroy(s_);
   }
   std::string name() const override { return "cuda (" + name_ + ")"; }
+  std::string gemm_peak_method() const override {
+    return "4096^3 FP32 cuBLAS SGEMM (no TF32) on " + name_ + " (device " + std::to_string(dev_) + "), best of 5";
+  }
+  std::string device_json() const override { return device_json_; }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(s_)); }
 
   bool host_memory() const override { return false; }
@@ -183,7 +214,8 @@ class CudaBackend final : public Backend {
     return ws_;
   }
 
-  std::string name_;
+  std::string name_, device_json_;
+  int dev_ = 0;
   cudaStream_t s_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   void* ws_ = nullptr;

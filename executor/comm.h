@@ -30,6 +30,23 @@ class Communicator {
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };
 
+// A ragged all-to-all over device buffers, beside the host communicator: `moeperf run --backend
+// cuda` sends its dispatch, combine (and their backward) and the count exchange through it when
+// one is given (the NCCL communicator, executor/comm_nccl.h, under MPI with more than one rank);
+// without one they are staged through host memory over the Communicator.
+class DeviceExchange {
+ public:
+  virtual ~DeviceExchange() = default;
+  virtual std::string name() const = 0;  // e.g. "nccl"
+  // Device buffers, peers' blocks consecutive in rank order; done on return. `op` names the
+  // exchange in errors.
+  virtual void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                         const std::vector<int64_t>& recv_bytes, const char* op) = 0;
+  // send [ranks x width] host int64 (block p for peer p) -> [ranks x width] (block p from peer p),
+  // through the device.
+  virtual std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width) = 0;
+};
+
 // MPI when the process was started by mpirun/srun (and moeperf was built with MPI), else loopback.
 std::unique_ptr<Communicator> make_communicator(int* argc, char*** argv);
 std::unique_ptr<Communicator> make_loopback();

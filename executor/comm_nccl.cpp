@@ -291,4 +291,34 @@ DispatchResult NcclComm::dispatch(const float* x, int64_t tokens, int64_t hidden
   return r;
 }
 
+namespace {
+
+class NcclExchange final : public DeviceExchange {
+ public:
+  explicit NcclExchange(double timeout_s) : comm_(timeout_s) {
+    MOEPERF_CUDA_CHECK(cudaSetDevice(comm_.device()));
+    MOEPERF_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  }
+  ~NcclExchange() override {
+    cudaStreamSynchronize(s_);
+    cudaStreamDestroy(s_);
+  }
+  std::string name() const override { return "nccl"; }
+  void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv, const std::vector<int64_t>& recv_bytes,
+                 const char* op) override {
+    comm_.alltoallv(send, send_bytes, recv, recv_bytes, s_, op);
+  }
+  std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width) override {
+    return comm_.exchange_counts(send, width, s_);
+  }
+
+ private:
+  NcclComm comm_;
+  cudaStream_t s_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceExchange> make_nccl_exchange(double timeout_s) { return std::make_unique<NcclExchange>(timeout_s); }
+
 }  // namespace moeperf::exec

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "executor/comm.h"
+
 namespace moeperf::exec {
 
 class NcclError : public std::runtime_error {
@@ -90,5 +92,9 @@ class NcclComm {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The NCCL communicator as the device exchange of `moeperf run --backend cuda` (its own stream on
+// the communicator's device, made current: the CUDA backend, created after it, uses that device).
+std::unique_ptr<DeviceExchange> make_nccl_exchange(double timeout_s);
 
 }  // namespace moeperf::exec

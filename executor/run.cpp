@@ -242,9 +242,10 @@ int64_t dry_run_last_row_offset(int64_t tokens, int top_k, int64_t hidden) {
   return ref::row_offset_bytes(tokens * top_k - 1, hidden, static_cast<int64_t>(sizeof(float)));
 }
 
-RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm) {
+RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm, DeviceExchange* device_exchange) {
   const std::unique_ptr<Backend> backend = make_backend(o.backend);
   Backend& be = *backend;
+  DeviceExchange* const dev_x = be.host_memory() ? nullptr : device_exchange;  // moves device buffers only
   const ModelSpec& m = s.model;
   if (!m.is_moe()) throw InputError("moeperf run executes MoE layers: " + m.name + " has no experts");
   const int ranks = comm.size(), rank = comm.rank();
@@ -265,9 +266,21 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     res.notes += "the EP group is the " + std::to_string(ranks) + " launched ranks (the scenario says ep = " +
                  std::to_string(s.parallelism.ep) + "); ";
   if (o.scale != 1.0) res.notes += "dimensions divided by --scale " + fmt("%g", o.scale) + " to fit this machine; ";
-  if (!be.host_memory())
-    res.notes += "backend " + be.name() + ": the all-to-alls and the count exchange go through host memory over the " + comm.name() +
-                 " communicator (their times include the device-host copies); ";
+  res.gemm_peak_method = be.gemm_peak_method();
+  res.device_json = be.device_json();
+  if (dev_x) {
+    res.communicator = dev_x->name();
+    res.communicator_detail = "count exchange, dispatch, combine and their backward: " + dev_x->name() +
+                              " on device buffers; gates, the shared expert's reduce-scatter and barriers: " + comm.name() + " on the host";
+    res.notes += "backend " + be.name() + ": " + res.communicator_detail + "; ";
+  } else {
+    res.communicator = comm.name();
+    res.communicator_detail = "every exchange: " + comm.name() + (be.host_memory() ? "" : ", staged through host memory");
+    if (!be.host_memory())
+      res.notes += "backend " + be.name() + ": the all-to-alls and the count exchange go through host memory over the " + comm.name() +
+                   " communicator (their times include the device-host copies; moeperf sends them through NCCL on device buffers "
+                   "when it is built with NCCL and launched under MPI with more than one rank); ";
+  }
 
   Layer L;
   L.init(s, d, rank, ranks);
@@ -311,7 +324,14 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   for (Mirror<float>* b : {&d_x, &d_dy, &d_router, &d_bias, &d_w1, &d_w2, &d_s1, &d_s2}) b->up();
   // An all-to-all of backend buffers through the host communicator (staged through host memory
   // when the backend's memory is not host memory).
-  auto a2a = [&](Mirror<float>& src, const std::vector<int64_t>& sb, Mirror<float>& dst, const std::vector<int64_t>& rb) {
+  // With a device exchange (NCCL) the buffers go device to device: the backend's pending work is
+  // finished first (the exchange runs on its own stream) and the exchange is done on return.
+  auto a2a = [&](Mirror<float>& src, const std::vector<int64_t>& sb, Mirror<float>& dst, const std::vector<int64_t>& rb, const char* op) {
+    if (dev_x) {
+      be.synchronize();
+      dev_x->alltoallv(src.d(), sb, dst.d(), rb, op);
+      return;
+    }
     src.down();
     comm.alltoallv(src.h().data(), sb, dst.h().data(), rb);
     dst.up();
@@ -343,8 +363,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.count_exchange", 8.0 * fE, 0, [&] {
         d_counts.down();
         d_offsets.down();
-        comm.alltoallv(counts.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
-                       std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
+        if (dev_x)
+          counts_from = dev_x->exchange_counts(counts, EL);
+        else
+          comm.alltoallv(counts.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
+                         std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
       });
       std::vector<int64_t> send_b(static_cast<size_t>(ranks)), recv_b(static_cast<size_t>(ranks));
       int64_t recv_rows = 0;
@@ -375,7 +398,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> recv(static_cast<size_t>(recv_rows * H)), grouped_in(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_recv(be, recv), d_grouped_in(be, grouped_in);
       rec.time("moe.dispatch", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_rows, send_b, d_recv, recv_b); });
+               [&] { a2a(d_rows, send_b, d_recv, recv_b, "moe.dispatch"); });
       std::vector<int64_t> eoff;
       // perm: expert-major row i <- peer-major row perm[i]; inv undoes it (a full permutation).
       std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff), inv(perm.size());
@@ -396,7 +419,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> back(static_cast<size_t>(R * H));
       Mirror<float> d_back(be, back);
       rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_recv, recv_b, d_back, send_b); });
+               [&] { a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
       rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
         be.unpermute(d_back.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y.d());
       });
@@ -481,7 +504,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
           be.swiglu_fwd(d_b1.d(), recv_rows, F, d_ba.d());
           be.grouped_gemm(d_ba.d(), d_w2.d(), eoff, F, H, d_b2.d());
           be.gather_rows(d_b2.d(), d_inv.d(), recv_rows, H, d_rv.d());
-          a2a(d_rv, recv_b, d_bk, send_b);
+          a2a(d_rv, recv_b, d_bk, send_b, "moe.combine (determinism gate)");
           be.unpermute(d_bk.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y2.d());
           if (d.shared_ffn > 0)
             be.gemm(d_sact->d(), d_s2.d(), d_y2.d(), T, H, d.shared_ffn, false, false, true);
@@ -541,7 +564,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_drecv(be, drecv), d_dgrouped(be, dgrouped);
       rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_drows, send_b, d_drecv, recv_b); });
+               [&] { a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
       std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
@@ -559,7 +582,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
                [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
       rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_drecv, recv_b, d_drows, send_b); });
+               [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
       Mirror<float> d_dxe(be, dxe);
       rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
@@ -639,7 +662,8 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
   j["kind"] = "measurements";
   j["scenario"] = {{"name", s.name}, {"file", o.scenario_file}};
   j["backend"] = o.backend;
-  j["communicator"] = comm.name();
+  j["communicator"] = r.communicator.empty() ? comm.name() : r.communicator;
+  j["communicator_detail"] = r.communicator_detail;
   j["ranks"] = comm.size();
   j["dims"] = {{"tokens_per_rank", r.dims.tokens}, {"hidden", r.dims.hidden}, {"expert_ffn", r.dims.ffn},
                {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
@@ -656,7 +680,9 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   j["machine"] = {{"cpu", cpu_model}, {"cores", std::thread::hardware_concurrency()}, {"host", host},
-                  {"gemm_peak_flops_measured", r.gemm_peak_flops}, {"copy_bandwidth_measured", r.copy_bandwidth}};
+                  {"gemm_peak_flops_measured", r.gemm_peak_flops}, {"gemm_peak_method", r.gemm_peak_method},
+                  {"copy_bandwidth_measured", r.copy_bandwidth}};
+  if (!r.device_json.empty()) j["machine"]["gpu"] = nlohmann::json::parse(r.device_json);
   j["git_revision"] = MOEPERF_GIT_REVISION;
   const std::time_t now = std::time(nullptr);
   char date[64];

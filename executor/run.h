@@ -57,12 +57,19 @@ struct RunResult {
   std::vector<std::string> gates;         // passed gates, in words
   double gemm_peak_flops = 0;             // this machine's measured large-GEMM rate
   double copy_bandwidth = 0;              // measured memcpy bandwidth (read + write)
+  std::string gemm_peak_method;           // what gemm_peak_flops measured, in words (per backend)
+  std::string device_json;                // the backend's device as a JSON object ("" on the CPU)
+  std::string communicator;               // "nccl" when the all-to-alls went through the device exchange, else the host communicator's name
+  std::string communicator_detail;        // which exchanges went where, in words
   std::string notes;
 };
 
-RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm);
+// `device_exchange` (optional, backends with device memory only): the count exchange, dispatch, combine and
+// their backward go through it on device buffers; the rest (gates, the shared expert's
+// reduce-scatter, barriers) stays on `comm`.
+RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm, DeviceExchange* device_exchange = nullptr);
 
-// The measurements JSON (what rank 0 writes with --out).
+// The measurements JSON (what rank 0 writes with --out); "communicator" is r.communicator.
 std::string measurements_json(const Scenario& s, const RunOptions& o, const RunResult& r, const Communicator& comm);
 
 // Dry run of the 64-bit index arithmetic at a size past 2^31 (no allocation): returns the byte

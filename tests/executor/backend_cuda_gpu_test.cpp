@@ -12,10 +12,13 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace moeperf::exec {
@@ -151,19 +154,58 @@ TEST(CudaBackendGpu, RoutingPermutesAndBackwardMatchTheCpuBackend) {
   }
 }
 
-TEST(CudaBackendGpu, MoeperfRunPassesItsGates) {
-  SKIP_WITHOUT_GPU();
-  const std::string cmd = std::string(MOEPERF_CLI) + " run " + MOEPERF_SOURCE_DIR +
-                          "/examples/executor/cpu-small.json --backend cuda --steps 2 --warmup 1 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  ASSERT_NE(f, nullptr);
+// Runs a shell command, returns (exit status or -1, stdout + stderr).
+std::pair<int, std::string> shell(const std::string& cmd) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  if (!f) return {-1, "popen failed"};
   std::string out;
   std::array<char, 4096> buf{};
   while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
   const int st = pclose(f);
-  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << out;
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+TEST(CudaBackendGpu, MoeperfRunPassesItsGates) {
+  SKIP_WITHOUT_GPU();
+  const std::string json = ::testing::TempDir() + "moeperf-cuda-run.json";
+  const auto [code, out] = shell(std::string(MOEPERF_CLI) + " run " + MOEPERF_SOURCE_DIR +
+                                 "/examples/executor/cpu-small.json --backend cuda --steps 2 --warmup 1 --out " + json);
+  ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("gate ok: multi-rank output equals the single-rank FP32 reference"), std::string::npos) << out;
   EXPECT_NE(out.find("gate ok: two runs of the expert path and combine give identical bits"), std::string::npos) << out;
+  // The peak is the device's (cuBLAS SGEMM), never the CPU's Eigen GEMM; the machine block names the GPU.
+  EXPECT_NE(out.find("(measured: 4096^3 FP32 cuBLAS SGEMM"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Eigen"), std::string::npos) << out;
+  EXPECT_NE(out.find("communicator loopback, 1 rank"), std::string::npos) << out;
+  std::ifstream in(json);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string j = ss.str();
+  const kernels::DeviceInfo d = kernels::query_devices();
+  EXPECT_NE(j.find("\"gpu\": {"), std::string::npos) << j;
+  EXPECT_NE(j.find(d.devices[0].name), std::string::npos) << j;
+  EXPECT_NE(j.find("\"max_sm_clock_khz\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"communicator\": \"loopback\""), std::string::npos) << j;
+  std::printf("%s\n", out.c_str());
+}
+
+// Two ranks over MPI on two GPUs: dispatch, combine and the count exchange through NCCL on device
+// buffers, the gates passing. Needs NCCL in the build, mpirun and two GPUs (one GPU cannot host two
+// NCCL ranks).
+TEST(CudaBackendGpu, MoeperfRunOverNcclWithTwoRanks) {
+  SKIP_WITHOUT_GPU();
+  const kernels::DeviceInfo d = kernels::query_devices();
+  if (d.count < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << d.count << ")";
+  if (shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not found";
+  const auto [code, out] = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun -np 2 " +
+                                 std::string(MOEPERF_CLI) + " run " + MOEPERF_SOURCE_DIR +
+                                 "/examples/executor/cpu-small.json --backend cuda --steps 2 --warmup 1");
+  ASSERT_EQ(code, 0) << out;
+  if (out.find("communicator mpi, 2 ranks") != std::string::npos)
+    GTEST_SKIP() << "this build has no NCCL communicator: the host communicator was used";
+  EXPECT_NE(out.find("communicator nccl, 2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("gate ok: payload"), std::string::npos) << out;
+  EXPECT_NE(out.find("gate ok: multi-rank output equals the single-rank FP32 reference"), std::string::npos) << out;
   std::printf("%s\n", out.c_str());
 }
 

@@ -74,6 +74,11 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   }
   // GEMM rate against this machine's own measured peak, beside each GEMM.
   EXPECT_GT(j["machine"]["gemm_peak_flops_measured"].get<double>(), 0.0);
+  // The peak says what it measured (the CPU backend: Eigen), and a CPU run describes no GPU.
+  EXPECT_NE(j["machine"]["gemm_peak_method"].get<std::string>().find("Eigen"), std::string::npos) << j["machine"];
+  EXPECT_NE(r.out.find("(measured: 1024^3 FP32 Eigen GEMM"), std::string::npos) << r.out;
+  EXPECT_FALSE(j["machine"].contains("gpu"));
+  EXPECT_NE(j["communicator_detail"].get<std::string>().find("every exchange: mpi"), std::string::npos) << j["communicator_detail"];
   EXPECT_GT(j["ops"]["moe.expert_fc1"]["fraction_of_measured_peak"].get<double>(), 0.0);
   EXPECT_FALSE(j["git_revision"].get<std::string>().empty());
 }
