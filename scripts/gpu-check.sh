@@ -1,57 +1,136 @@
 #!/usr/bin/env bash
-# GPU check of the MoE kernels on one H200 (or any sm_90 GPU): fresh build for sm_90a only, the
-# gpu-labelled tests, then bench_kernels and bench_expert_gemm, everything under an 8-minute budget.
+# GPU check of the MoE kernels on one H200 (or any sm_90 GPU), everything within 8 minutes on a
+# 16-core machine, the most important results first:
+#   1. configure (sm_90a only), build the two benchmarks only (--parallel $(nproc));
+#   2. bench_kernels -> kernels.json, bench_expert_gemm -> expert_gemm.json (BF16 and FP8 ways);
+#   3. summary.json: both merged with the GPU (nvidia-smi: name, driver, memory, max and current
+#      clocks, power limit), the date and the git revision, ready to be committed as
+#      examples/measurements/<gpu>-<date>.json (the path it suggests is in the file);
+#   4. build the gpu-labelled tests, run them (ctest -L gpu); summary.json gets their result.
+# Every step runs under `timeout` with what is left of the 8 minutes, so a slow step cannot eat
+# the budget of the ones after it silently: it fails, says so, and the script goes on where it can.
 #
 #   scripts/gpu-check.sh OUTDIR
 #
-# Writes into OUTDIR: gpu.csv (nvidia-smi name, driver, max SM / memory clocks), date.txt,
-# build.log, ctest.log, bench.log, kernels.json, expert_gemm.log, expert_gemm.json. Exits non-zero
-# if the build, a test or a bench correctness gate failed. Without a GPU (no nvidia-smi, or it
-# lists no GPU) it still builds the same targets, so a CPU-only machine checks that they compile,
-# then says there is no GPU and exits 0 without running anything.
+# Writes into OUTDIR: date.txt, gpu.csv, build.log, bench.log, kernels.json, expert_gemm.log,
+# expert_gemm.json, summary.json, ctest.log. Exits non-zero if the build, a bench correctness
+# gate or a test failed. Without a GPU (no nvidia-smi, or it lists none) it builds the same targets
+# (no time budget then: CPU-only machines are slow), says there is no GPU and exits 0.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:?usage: $0 OUTDIR}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 build="${MOEPERF_GPU_BUILD_DIR:-$root/build-gpu-check}"
-deadline=$((SECONDS + 480))   # 8 minutes for the whole check
-left() { local l=$((deadline - SECONDS)); [ "$l" -gt 5 ] && echo "$l" || echo 5; }
+jobs="$(nproc)"
 
-date -u +%Y-%m-%dT%H:%M:%SZ >"$out/date.txt"
 have_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   have_gpu=1
-  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$out/gpu.csv"
 fi
+budget=480                                  # 8 minutes for the whole check on a GPU machine
+[ "$have_gpu" = 0 ] && budget=7200          # compile check only: no budget to keep
+deadline=$((SECONDS + budget))
+left() { local l=$((deadline - SECONDS)); [ "$l" -gt 5 ] && echo "$l" || echo 5; }
+# step NAME LOG CMD...: runs CMD under the time left, appending to LOG; says how it went.
+step() {
+  local name="$1" log="$2" t0=$SECONDS rc=0
+  shift 2
+  timeout "$(left)" "$@" >>"$log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then echo "gpu-check: $name: ok ($((SECONDS - t0)) s)"
+  elif [ "$rc" = 124 ]; then echo "gpu-check: $name: OUT OF TIME after $((SECONDS - t0)) s (see $log)"
+  else echo "gpu-check: $name: FAILED, exit $rc (see $log)"; fi
+  return "$rc"
+}
 
+date_iso="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "$date_iso" >"$out/date.txt"
+gpu_fields=(name driver_version memory.total clocks.max.sm clocks.max.mem clocks.sm clocks.mem power.limit)
+if [ "$have_gpu" = 1 ]; then
+  q="$(IFS=,; echo "${gpu_fields[*]}")"
+  nvidia-smi --query-gpu="$q" --format=csv >"$out/gpu.csv"
+  nvidia-smi --query-gpu="$q" --format=csv,noheader,nounits -i 0 >"$out/gpu0.csv"
+fi
+: >"$out/build.log"
+
+echo "== configure ($build, sm_90a) =="
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
-echo "== configure + build ($build) =="
-timeout "$(left)" cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90a -DMOEPERF_WITH_GUI=OFF -DMOEPERF_WITH_CUDA=ON >"$out/build.log" 2>&1 || {
+step configure "$out/build.log" cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90a -DMOEPERF_WITH_GUI=OFF -DMOEPERF_WITH_CUDA=ON || {
   tail -40 "$out/build.log"; echo "gpu-check: configure failed"; exit 1; }
-targets=(test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu bench_kernels bench_expert_gemm)
-# The CUDA backend's test when the executor is built, the NCCL communicator's when CUDA, MPI and
-# NCCL were found (configure's summary lines say so).
-grep -q "executor: ON" "$out/build.log" && targets+=(test_backend_cuda_gpu)
-grep -q "NCCL: ON" "$out/build.log" && targets+=(test_comm_nccl_gpu)
-timeout "$(left)" cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}" >>"$out/build.log" 2>&1 || {
+
+echo "== build the benchmarks (--parallel $jobs) =="
+step "build benchmarks" "$out/build.log" cmake --build "$build" --parallel "$jobs" --target bench_kernels bench_expert_gemm || {
   tail -40 "$out/build.log"; echo "gpu-check: build failed (or ran out of time)"; exit 1; }
 
+tests=(test_kernels_gpu test_kernels_moe_gpu test_expert_gemm_gpu)
+# The CUDA backend's test when the executor is built, the NCCL communicator's when CUDA, MPI and
+# NCCL were found (configure's summary lines say so).
+grep -q "executor: ON" "$out/build.log" && tests+=(test_backend_cuda_gpu)
+grep -q "NCCL: ON" "$out/build.log" && tests+=(test_comm_nccl_gpu)
+
 if [ "$have_gpu" = 0 ]; then
-  echo "gpu-check: no GPU here (nvidia-smi absent or lists none): built, nothing run"
+  echo "== build the gpu tests (--parallel $jobs) =="
+  step "build tests" "$out/build.log" cmake --build "$build" --parallel "$jobs" --target "${tests[@]}" || {
+    tail -40 "$out/build.log"; echo "gpu-check: build failed"; exit 1; }
+  echo "gpu-check: no GPU here (nvidia-smi absent or lists none): built everything, ran nothing"
   exit 0
 fi
 cat "$out/gpu.csv"
 
 status=0
-echo "== gpu tests =="
-(cd "$build" && timeout "$(left)" ctest -L gpu --output-on-failure --timeout 300) >"$out/ctest.log" 2>&1 || status=1
-tail -25 "$out/ctest.log"
 echo "== bench_kernels =="
-timeout "$(left)" "$build/bin/bench_kernels" "$out/kernels.json" 2>&1 | tee "$out/bench.log" || status=1
+: >"$out/bench.log"
+step bench_kernels "$out/bench.log" "$build/bin/bench_kernels" "$out/kernels.json" || status=1
+tail -30 "$out/bench.log"
 echo "== bench_expert_gemm =="
-timeout "$(left)" "$build/bin/bench_expert_gemm" "$out/expert_gemm.json" 2>&1 | tee "$out/expert_gemm.log" || status=1
+: >"$out/expert_gemm.log"
+step bench_expert_gemm "$out/expert_gemm.log" "$build/bin/bench_expert_gemm" "$out/expert_gemm.json" || status=1
+tail -40 "$out/expert_gemm.log"
+
+# summary.json: plain bash, the bench JSON files pasted in as they are (null when missing).
+json_or_null() { if [ -s "$1" ]; then cat "$1"; else echo null; fi; }
+IFS=, read -r g_name g_driver g_mem g_maxsm g_maxmem g_sm g_memclk g_power <"$out/gpu0.csv" || true
+trim() { local v="$1"; v="${v#"${v%%[![:space:]]*}"}"; echo "${v%"${v##*[![:space:]]}"}"; }
+num_or_null() { local v; v="$(trim "$1")"; [[ "$v" =~ ^[0-9]+(\.[0-9]+)?$ ]] && echo "$v" || echo null; }
+g_name="$(trim "$g_name")"
+slug="$(echo "$g_name" | tr '[:upper:]' '[:lower:]' | sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/-$//')"
+rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+write_summary() {
+  local tests_json="$1"
+  {
+    echo "{"
+    echo "  \"kind\": \"gpu-check\","
+    echo "  \"date\": \"$date_iso\","
+    echo "  \"git_revision\": \"$rev\","
+    echo "  \"suggested_path\": \"examples/measurements/${slug:-gpu}-${date_iso%%T*}.json\","
+    echo "  \"gpu\": {\"name\": \"$g_name\", \"driver\": \"$(trim "$g_driver")\", \"memory_mib\": $(num_or_null "$g_mem"),"
+    echo "          \"max_sm_clock_mhz\": $(num_or_null "$g_maxsm"), \"max_memory_clock_mhz\": $(num_or_null "$g_maxmem"),"
+    echo "          \"sm_clock_mhz_at_start\": $(num_or_null "$g_sm"), \"memory_clock_mhz_at_start\": $(num_or_null "$g_memclk"),"
+    echo "          \"power_limit_w\": $(num_or_null "$g_power")},"
+    echo "  \"gpu_tests\": $tests_json,"
+    echo "  \"kernels\": $(json_or_null "$out/kernels.json"),"
+    echo "  \"expert_gemm\": $(json_or_null "$out/expert_gemm.json")"
+    echo "}"
+  } >"$out/summary.json.tmp"
+  mv "$out/summary.json.tmp" "$out/summary.json"
+}
+write_summary '"not run yet"'
+echo "gpu-check: wrote $out/summary.json (commit it as $(grep -o 'examples/measurements/[^"]*' "$out/summary.json"))"
+
+echo "== build and run the gpu tests =="
+: >"$out/ctest.log"
+tests_state='"passed"'
+if step "build tests" "$out/build.log" cmake --build "$build" --parallel "$jobs" --target "${tests[@]}"; then
+  (cd "$build" && step "ctest -L gpu" "$out/ctest.log" ctest -L gpu --output-on-failure --timeout 300) || {
+    status=1; tests_state='"failed or out of time: see ctest.log"'; }
+  tail -25 "$out/ctest.log"
+else
+  status=1
+  tests_state='"not built: see build.log"'
+fi
+write_summary "$tests_state"
+
 [ "$status" = 0 ] && echo "gpu-check: passed" || echo "gpu-check: FAILED (see $out/ctest.log, $out/bench.log, $out/expert_gemm.log)"
 exit "$status"
