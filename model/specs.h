@@ -243,10 +243,13 @@ struct StackOptions {
   double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
 };
 
-// One slow GPU (a straggler): its compute and its links run slower by these factors (>= 1). It
-// becomes a rank class of its own; every collective it joins waits for it.
+// Slow GPUs (a straggler): one GPU, or every GPU of one NVLink domain (rack); their compute and
+// their links run slower by these factors (>= 1). They become a rank class of their own; every
+// collective they join waits for them.
 struct Straggler {
-  int64_t gpu = 0;
+  int64_t gpu = 0;    // first GPU
+  int64_t count = 1;  // GPUs from `gpu` on (a rack: its GPUs in the job)
+  int64_t rack = -1;  // the NVLink domain when the straggler is a whole rack, else -1
   double compute_slowdown = 1.0;
   double nvlink_slowdown = 1.0;
   double network_slowdown = 1.0;  // its NIC and the fabric links it uses

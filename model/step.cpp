@@ -782,13 +782,15 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     low.emit(std::move(opt));
     g.classes.push_back(std::move(rc));
   }
-  // Stragglers: a copy of their stage's program as a class of one GPU, synchronized with it.
+  // Stragglers: a copy of their stage's program as a class of their GPUs, synchronized with it.
+  // (Every collective of the stage waits for them: right for the FSDP/DP/PP collectives that span
+  // racks; EP groups that lie wholly outside a slow rack are synchronized too, through them.)
   for (const Straggler& x : s.stragglers) {
     const int64_t stage = x.gpu / (s.gpus / p.pp);  // pp is the outermost mesh axis
     RankClass rc = g.classes[static_cast<size_t>(stage)];
-    g.classes[static_cast<size_t>(stage)].ranks -= 1;
-    rc.name = "straggler GPU " + std::to_string(x.gpu);
-    rc.ranks = 1;
+    g.classes[static_cast<size_t>(stage)].ranks -= x.count;
+    rc.name = x.rack >= 0 ? "straggler rack " + std::to_string(x.rack) : "straggler GPU " + std::to_string(x.gpu);
+    rc.ranks = x.count;
     rc.compute_slowdown = x.compute_slowdown;
     rc.nvlink_slowdown = x.nvlink_slowdown;
     rc.network_slowdown = x.network_slowdown;

@@ -602,10 +602,33 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto st = n.get("stragglers")) {
     for (size_t i = 0; i < st->size(); ++i) {
       const Node x = (*st)[i];
-      x.allow_only({"gpu", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"});
+      x.allow_only({"gpu", "rack", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"});
       Straggler g;
-      g.gpu = x.at("gpu").as_nonneg_int();
-      if (g.gpu >= s.gpus) x.at("gpu").fail("expected a GPU index below gpus (" + std::to_string(s.gpus) + "), got " + std::to_string(g.gpu));
+      if (x.get("gpu") && x.get("rack")) x.at("rack").fail("expected either \"gpu\" or \"rack\", not both");
+      if (auto r = x.get("rack")) {
+        // Every GPU of one NVLink domain, laid out as the topology does.
+        const int64_t per = job_gpus_per_domain(s.system, s.gpus);
+        const int64_t racks = (s.gpus + per - 1) / per;
+        g.rack = r->as_nonneg_int();
+        if (g.rack >= racks)
+          r->fail("expected a rack index below " + std::to_string(racks) + " (the job's NVLink domains), got " +
+                  std::to_string(g.rack));
+        g.gpu = g.rack * per;
+        g.count = std::min(per, s.gpus - g.gpu);
+        const int64_t stage = s.gpus / s.parallelism.pp;
+        if (g.gpu / stage != (g.gpu + g.count - 1) / stage || g.count == stage)
+          r->fail("expected a rack inside one pipeline stage that leaves other GPUs in it (a stage is " +
+                  std::to_string(stage) + " GPUs; rack " + std::to_string(g.rack) + " is GPUs " + std::to_string(g.gpu) +
+                  "-" + std::to_string(g.gpu + g.count - 1) + ")");
+      } else {
+        g.gpu = x.at("gpu").as_nonneg_int();
+        if (g.gpu >= s.gpus) x.at("gpu").fail("expected a GPU index below gpus (" + std::to_string(s.gpus) + "), got " + std::to_string(g.gpu));
+      }
+      for (const Straggler& o : s.stragglers)
+        if (g.gpu < o.gpu + o.count && o.gpu < g.gpu + g.count)
+          x.fail("expected stragglers that do not overlap: GPUs " + std::to_string(g.gpu) + "-" +
+                 std::to_string(g.gpu + g.count - 1) + " overlap an earlier entry's " + std::to_string(o.gpu) + "-" +
+                 std::to_string(o.gpu + o.count - 1));
       auto factor = [&](const char* key) {
         auto f = x.get(key);
         if (!f) return 1.0;

@@ -381,5 +381,22 @@ TEST(Simulation, StragglerIsItsOwnClassAndTheOthersWaitForIt) {
   EXPECT_NEAR(waited, slow.sim->classes[0].wait.value(), 1e-9);
 }
 
+// A whole rack with slow NVLink: its 64 GPUs are one class, the other rack's 64 wait for it, and
+// the step slows by less than the NVLink factor (compute and the network are not slowed).
+TEST(Simulation, SlowRackIsOneClassOfItsGpus) {
+  const std::string f = testing::source("examples/deepseek-v3/gb300-optimized.json");
+  const StepReport base = predict(io::load_scenario(f), Calibration{});
+  const StepReport slow =
+      predict(io::load_scenario(f, {io::parse_override("stragglers=[{\"rack\": 1, \"nvlink_slowdown\": 2.0}]")}),
+              Calibration{});
+  ASSERT_EQ(slow.graph->classes.size(), 2u);
+  EXPECT_EQ(slow.graph->classes[0].ranks, 64);
+  EXPECT_EQ(slow.graph->classes[1].ranks, 64);
+  EXPECT_EQ(slow.graph->classes[1].name, "straggler rack 1");
+  EXPECT_GT(slow.step_time.value(), base.step_time.value() * 1.02);
+  EXPECT_LT(slow.step_time.value(), base.step_time.value() * 2.0);
+  EXPECT_GT(slow.sim->classes[0].wait.value(), 0.0);
+}
+
 }  // namespace
 }  // namespace moeperf

@@ -224,6 +224,28 @@ TEST(BadInput, TpMustDivideHeadsAndMoreGpusThanTheFabricHolds) {
   EXPECT_NE(e.detail().find("no scale-out fabric"), std::string::npos) << e.what();
 }
 
+TEST(BadInput, StragglerRacksMustExistAndNotOverlap) {
+  TempDir d;
+  SpecError e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 2}}}); });
+  EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
+  EXPECT_EQ(e.detail(), "expected a rack index below 2 (the job's NVLink domains), got 2");
+  e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 1}, {"gpu", 3}}}); });
+  EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
+  EXPECT_EQ(e.detail(), "expected either \"gpu\" or \"rack\", not both");
+  e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 1}}, {{"gpu", 70}}}); });
+  EXPECT_EQ(e.json_path(), "/stragglers/1");
+  EXPECT_EQ(e.detail(), "expected stragglers that do not overlap: GPUs 70-70 overlap an earlier entry's 64-127");
+  // A rack that is a whole pipeline stage leaves nobody for it to be slower than.
+  e = scenario_error(d, [](json& s) {
+    s["parallelism"] = {{"ep", 8}, {"fsdp", 8}, {"pp", 2}};
+    s["stragglers"] = json::array({{{"rack", 0}}});
+  });
+  EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
+  EXPECT_EQ(e.detail(),
+            "expected a rack inside one pipeline stage that leaves other GPUs in it (a stage is 64 GPUs; rack 0 is "
+            "GPUs 0-63)");
+}
+
 TEST(BadInput, UnknownEnumValueWithHint) {
   TempDir d;
   const SpecError e = scenario_error(d, [](json& s) { s["stack"] = {{"dispatcher", "fused_dedupe"}}; });
