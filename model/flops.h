@@ -56,6 +56,7 @@ struct LayerParams {
   double dense = 0;
   double routed_experts = 0;
 };
+// Parameters of layer `layer`; layers >= m.layers are MTP modules (their layer, eh_proj and norms).
 LayerParams layer_params(const ModelSpec& m, int layer);
 
 struct ParamCounts {

@@ -458,17 +458,33 @@ class Lowering {
     memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_sp_ * h * 2.0 * 2.0);
   }
 
-  void head(bool backward) {
+  // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
+  // shares the weights and does the same work.
+  void head(bool backward, const std::string& name = "head") {
     const double h = d(m_.hidden), v = d(m_.vocab);
     const double f = t_ * lm_head_forward_flops(m_) / tp_;
     if (!backward) {
-      memory("head.norm", -1, 3.0 * t_sp_ * h * 2.0);
-      gemm("head.proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
-      memory("head.loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
+      memory(name + ".norm", -1, 3.0 * t_sp_ * h * 2.0);
+      gemm(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+      memory(name + ".loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
     } else {
-      memory("head.loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
-      gemm_bwd("head.proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
-      memory("head.norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+      memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
+      gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+      memory(name + ".norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+    }
+  }
+
+  // An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
+  // next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.
+  void mtp_input(int l, bool backward) {
+    const double h = d(m_.hidden);
+    const double f = t_ * 2.0 * 2.0 * h * h / tp_;
+    if (!backward) {
+      memory("mtp.norm", l, 2.0 * 3.0 * t_sp_ * h * 2.0);
+      gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+    } else {
+      gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+      memory("mtp.norm.bwd", l, 2.0 * 4.0 * t_sp_ * h * 2.0);
     }
   }
 
@@ -587,6 +603,9 @@ std::vector<int> virtual_stage_layers(const Scenario& s, int v) {
   std::vector<int> out;
   for (int l = 0; l < s.model.layers; ++l)
     if (static_cast<int>(static_cast<int64_t>(l) * vstages / s.model.layers) == v) out.push_back(l);
+  // Trained MTP modules follow the last layer on the last virtual stage, numbered layers, layers + 1, ...
+  if (s.train_mtp && v == vstages - 1)
+    for (int j = 0; j < s.model.mtp_layers; ++j) out.push_back(s.model.layers + j);
   return out;
 }
 
@@ -701,16 +720,27 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         op.peer_chunk = chunk_of_virtual(s, peer_v);
         if (std::string(name).rfind("pp.recv", 0) == 0) low.wait_before_next_compute(id);
       };
+      const int L = s.model.layers;
       if (forward) {
         if (v > 0) p2p("pp.recv", v - 1, {});
         if (v == 0) low.embedding(false);
-        for (int l : vl) low.forward_layer(l);
-        if (v == vstages - 1) low.head(false);
+        for (int l : vl) {
+          if (l == L) low.head(false);  // the main head before the MTP modules that follow it
+          if (l >= L) low.mtp_input(l, false);
+          low.forward_layer(l);
+          if (l >= L) low.head(false, "mtp.head");
+        }
+        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
         if (v < vstages - 1) p2p("pp.send", v + 1, {low.last()});
       } else {
         if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
-        if (v == vstages - 1) low.head(true);
-        for (auto it = vl.rbegin(); it != vl.rend(); ++it) low.backward_layer(*it);
+        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true);
+        for (auto it = vl.rbegin(); it != vl.rend(); ++it) {
+          if (*it >= L) low.head(true, "mtp.head");
+          low.backward_layer(*it);
+          if (*it >= L) low.mtp_input(*it, true);
+          if (*it == L) low.head(true);
+        }
         if (v == 0) low.embedding(true);
         if (v > 0) p2p("pp.send.bwd", v - 1, {low.last()});
       }

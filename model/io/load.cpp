@@ -507,9 +507,8 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   s.system = refs.follow(n.at("system"), "system", [&](const Node& x) { return parse_system(refs, x); });
   s.gpus = n.positive_int_or("gpus", s.system.default_gpus);
   s.train_mtp = n.bool_or("train_mtp", false);
-  if (s.train_mtp)
-    n.at("train_mtp").fail("training the MTP module is not lowered into the step yet (its FLOPs are counted by "
-                           "model_flops_per_token(..., include_mtp = true), its ops are not); expected false");
+  if (s.train_mtp && s.model.mtp_layers == 0)
+    n.at("train_mtp").fail("expected false: model '" + s.model.name + "' has no MTP module (num_nextn_predict_layers 0)");
 
   const Node p = n.at("parallelism");
   p.allow_only({"tp", "cp", "pp", "vpp", "ep", "fsdp", "dp", "schedule", "sequence_parallel", "distributed_optimizer"});

@@ -31,7 +31,11 @@ double sum_model_flops(const StepGraph& g) {
 
 TEST(Step, ModelFlopsOfTheOpsAddUpToTheMaxTextCount) {
   for (const auto& sets : std::vector<std::vector<std::string>>{
-           {}, {"parallelism.tp=2", "parallelism.fsdp=8"}, {"parallelism.cp=2", "parallelism.fsdp=8"}}) {
+           {},
+           {"parallelism.tp=2", "parallelism.fsdp=8"},
+           {"parallelism.cp=2", "parallelism.fsdp=8"},
+           {"train_mtp=true"},
+           {"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"}}) {
     const Scenario s = scenario(sets);
     const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
     // One rank's ops carry its share: tokens per data shard x the per-token count, split over tp x cp.
@@ -39,6 +43,41 @@ TEST(Step, ModelFlopsOfTheOpsAddUpToTheMaxTextCount) {
                             static_cast<double>(s.parallelism.tp * s.parallelism.cp);
     EXPECT_NEAR(sum_model_flops(g) / per_rank, 1.0, 1e-9) << sets.size();
   }
+}
+
+// Training DeepSeek-V3's MTP module adds, on the last stage, one more MoE layer, the 2H -> H
+// projection and a second head; the FLOP count is MaxText's with MTP (about 260 GFLOP/token) and the
+// weights grow by the module's parameters on their shards.
+TEST(Step, MtpModuleIsLoweredOnTheLastStage) {
+  const Scenario base = scenario(), mtp = scenario({"train_mtp=true"});
+  const Calibration cal;
+  const ExpertLoad load = expert_load(base, cal);
+  const StepGraph g0 = lower_step(base, load), g1 = lower_step(mtp, load);
+  auto count = [](const StepGraph& g, const std::string& name) {
+    int n = 0;
+    for (const Op& op : g.classes[0].ops) n += op.name == name;
+    return n;
+  };
+  EXPECT_EQ(count(g0, "moe.expert_fc1"), 58);
+  EXPECT_EQ(count(g1, "moe.expert_fc1"), 59);
+  EXPECT_EQ(count(g0, "mtp.proj"), 0);
+  EXPECT_EQ(count(g1, "mtp.proj"), 1);
+  EXPECT_EQ(count(g1, "mtp.head.proj"), 1);
+  EXPECT_EQ(count(g1, "head.proj"), 1);
+  EXPECT_DOUBLE_EQ(g1.model_flops_per_token, model_flops_per_token(mtp.model, 4096, true).total);
+  for (const Op& op : g1.classes[0].ops)
+    if (op.name == "mtp.proj") {
+      EXPECT_DOUBLE_EQ(op.model_flops.value(), 6 * 4096.0 * 2 * 2 * 7168.0 * 7168);  // 6 sequences, 2H -> H
+      EXPECT_EQ(op.layer, 61);
+    }
+  // Weights: the MTP layer's dense part (with eh_proj and norms) over ep x fsdp, its experts over
+  // ep then fsdp, in BF16.
+  const LayerParams lp = layer_params(mtp.model, 61);
+  const double delta = (lp.dense / 128.0 + lp.routed_experts / 8.0 / 16.0) * 2.0;
+  EXPECT_NEAR(memory_report(mtp, load, cal).weights.value() - memory_report(base, load, cal).weights.value(), delta,
+              1e-6 * delta);
+  const ParamCounts pc = count_params(mtp.model);
+  EXPECT_NEAR(lp.dense + lp.routed_experts, pc.mtp, 1e-6 * pc.mtp);
 }
 
 TEST(Step, RecomputeAddsExecutedButNotModelFlops) {

@@ -246,6 +246,17 @@ TEST(BadInput, StragglerRacksMustExistAndNotOverlap) {
             "GPUs 0-63)");
 }
 
+TEST(BadInput, TrainMtpNeedsAnMtpModule) {
+  TempDir d;
+  const SpecError e = scenario_error(d, [](json& s) {
+    s["model"] = source("examples/models/qwen3-30b-a3b/config.json");
+    s["parallelism"] = {{"ep", 8}, {"fsdp", 16}};
+    s["train_mtp"] = true;
+  });
+  EXPECT_EQ(e.json_path(), "/train_mtp");
+  EXPECT_NE(e.detail().find("has no MTP module"), std::string::npos) << e.detail();
+}
+
 TEST(BadInput, UnknownEnumValueWithHint) {
   TempDir d;
   const SpecError e = scenario_error(d, [](json& s) { s["stack"] = {{"dispatcher", "fused_dedupe"}}; });
