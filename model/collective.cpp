@@ -309,10 +309,13 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
           loads.add(t, b, a, w, lat);  // broadcast: parent to child
         }
   }
+  // Levels of a heap-ordered binary tree of D nodes: floor(log2 D) (NCCL's log2i).
   int depth = 0;
-  while ((int64_t{1} << depth) < D) ++depth;
-  const int64_t g = static_cast<int64_t>(g_min);
-  const int64_t intra = nvls ? 1 : g - 1;  // NVLink steps per phase
+  while ((int64_t{2} << depth) <= D) ++depth;
+  // The longest chain (the largest domain) sets the NVLink steps; the smallest, the channel count.
+  size_t g_max = 0;
+  for (const auto& d : doms) g_max = std::max(g_max, d.size());
+  const int64_t intra = nvls ? 1 : static_cast<int64_t>(g_max) - 1;  // NVLink steps per phase
   cost.steps = static_cast<int>(2 * (depth + intra));
   // Latency: NVLink steps inside the domains, network steps between them.
   const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);

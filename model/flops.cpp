@@ -77,8 +77,8 @@ LayerParams layer_params(const ModelSpec& m, int layer) {
   if (f.router > 0 && m.router.bias) p.dense += m.experts;
   if (f.routed_experts > 0) p.routed_experts = expert_weights(m) * m.experts;
   // Layers past the last are the MTP modules' (step lowering numbers them so): their transformer
-  // layer plus eh_proj (2H x H) and the two input norms, as count_params counts them.
-  if (layer >= m.layers) p.dense += 2 * d(m.hidden) * d(m.hidden) + 2 * d(m.hidden);
+  // layer plus eh_proj (2H x H) and three norms (two inputs, one output), as count_params counts them.
+  if (layer >= m.layers) p.dense += 2 * d(m.hidden) * d(m.hidden) + 3 * d(m.hidden);
   return p;
 }
 

@@ -38,6 +38,22 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   int64_t ranks_per_domain = 0;
   for (int64_t g : ep) ranks_per_domain += g / per_domain == ep.front() / per_domain;
   load.ep_domains = (p.ep + ranks_per_domain - 1) / ranks_per_domain;
+  // Every EP group is priced like rank 0's; say so when some group straddles more domains.
+  if (notes && p.ep > 1) {
+    const int64_t stride = p.tp * p.cp;
+    int64_t worst = 0;
+    for (int64_t base = 0; base < s.gpus; ++base) {
+      if ((base / stride) % p.ep != 0) continue;
+      int64_t domains = 1;
+      for (int64_t i = 1; i < p.ep; ++i)
+        domains += (base + i * stride) / per_domain != (base + (i - 1) * stride) / per_domain;
+      worst = std::max(worst, domains);
+    }
+    if (worst > load.ep_domains)
+      notes->push_back("some EP groups span " + std::to_string(worst) + " NVLink domains, rank 0's spans " +
+                       std::to_string(load.ep_domains) + "; every group is priced like rank 0's (choose ep, tp and cp "
+                       "so that groups do not straddle a domain boundary)");
+  }
   load.distinct_domains = load.ep_domains > 1
                               ? expected_distinct_nodes(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep),
                                                         static_cast<int>(ranks_per_domain))
@@ -95,19 +111,26 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   r.model_tflops_per_gpu = r.tokens_per_s_per_gpu * r.model_flops_per_token / 1e12;
   r.mfu = r.tokens_per_s_per_gpu * r.model_flops_per_token / s.system.gpu().dense_bf16.value();
 
-  // Kernel time per category, communication share, exposed communication.
-  Seconds comm_kernel, all_kernel;
+  // Kernel time as a profiler sums it: a collective counts from its launch, its wait for a slower
+  // synchronized class included.
+  auto kernel_time = [](const OpTiming& t) { return t.end - t.start + t.waited; };
+  // Communication share of kernel time summed over every GPU (each class weighted by its ranks),
+  // so the GPUs that wait for a straggler count as many times as there are of them.
+  double comm_all = 0, kernel_all = 0;
+  for (size_t c = 0; c < graph->classes.size() && c < sim.classes.size(); ++c) {
+    const double w = static_cast<double>(graph->classes[c].ranks);
+    for (size_t i = 0; i < graph->classes[c].ops.size(); ++i) {
+      const double d = kernel_time(sim.classes[c].ops[i]).value();
+      kernel_all += w * d;
+      if (is_communication(graph->classes[c].ops[i].category)) comm_all += w * d;
+    }
+  }
+  // Kernel time per category, per op, exposed communication: the reported class.
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
-    // Kernel time as a profiler sums it: a collective counts from its launch, its wait for a slower
-    // synchronized class included.
-    const Seconds d = sc.ops[i].end - sc.ops[i].start + sc.ops[i].waited;
+    const Seconds d = kernel_time(sc.ops[i]);
     r.breakdown[static_cast<size_t>(op.category)] += d;
-    all_kernel += d;
-    if (is_communication(op.category)) {
-      comm_kernel += d;
-    }
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
     if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}});
     OpSummary& o = r.ops[it->second];
@@ -117,7 +140,7 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     o.flops += op.flops;
     o.bytes += op.collective == Collective::none ? op.hbm_bytes : op.bytes;
   }
-  r.comm_fraction_of_kernel_time = all_kernel.value() > 0 ? comm_kernel / all_kernel : 0.0;
+  r.comm_fraction_of_kernel_time = kernel_all > 0 ? comm_all / kernel_all : 0.0;
   // Exposed: time covered by communication but by no compute.
   double exposed = 0;
   for (auto [a, b] : exposed_intervals(rc, sc)) exposed += b - a;

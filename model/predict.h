@@ -40,6 +40,7 @@ struct StepReport {
   double model_tflops_per_gpu = 0;
   double mfu = 0;                    // model FLOP rate / dense BF16 peak
   double comm_fraction_of_kernel_time = 0;  // communication kernel time / all kernel time, summed over streams
+                                            // and over every GPU (waits for slower classes included)
   double exposed_comm_fraction = 0;         // step time with communication running and no compute / step time
   std::array<Seconds, kCategoryCount> breakdown{};  // kernel seconds per category (busiest class)
   Seconds exposed_comm;

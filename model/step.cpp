@@ -1,6 +1,8 @@
 // Lowering a Scenario into the ops of one training step, per pipeline stage.
 #include "model/step.h"
 
+#include "model/topology.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -42,10 +44,20 @@ class Lowering {
                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
     // copies of A and B); the weight-gradient GEMM reuses the column-wise copies made for the
-    // forward/recompute and the dgrad.
-    const bool wgrad = name.size() > 6 && name.compare(name.size() - 6, 6, ".wgrad") == 0;
-    if (const double q = quantize_bytes_per_element(dt); q > 0 && !wgrad) {
-      memory(name + ".quant", layer, d(groups) * q * (m * k + k * n), Category::memory, std::move(deps));
+    // forward/recompute and the dgrad. The weights' copies from the forward serve the recompute and
+    // the dgrad unless FSDP gathers the weights again (in BF16) for the backward. Expert rows that
+    // arrive in the GEMM's format (an MXFP8 dispatch) only need their column-wise copy.
+    auto ends = [&](const char* sfx) {
+      const size_t l = std::char_traits<char>::length(sfx);
+      return name.size() >= l && name.compare(name.size() - l, l, sfx) == 0;
+    };
+    if (const double q = quantize_bytes_per_element(dt); q > 0 && !ends(".wgrad")) {
+      const bool again = ends(".dgrad") || ends(".recompute");
+      const double qb = again && !fsdp() ? 0.0 : q;
+      const bool arrives_quantized =
+          (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
+      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : q;
+      memory(name + ".quant", layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
       deps = {};
     }
     Op op;
@@ -680,6 +692,42 @@ const char* to_string(Group g) {
     case Group::pp: return "pp";
   }
   return "?";
+}
+
+void place_stragglers(Scenario& s) {
+  const int64_t per = job_gpus_per_domain(s.system, s.gpus);
+  for (Straggler& x : s.stragglers)
+    if (x.rack >= 0) {
+      x.gpu = x.rack * per;
+      x.count = std::max<int64_t>(0, std::min(per, s.gpus - x.gpu));
+    }
+}
+
+std::string straggler_problem(const Scenario& s, size_t* index) {
+  const int64_t pp = s.parallelism.pp;
+  if (pp < 1 || s.gpus % pp != 0) return "";  // the mesh check reports this
+  const int64_t stage = s.gpus / pp;
+  std::map<int64_t, int64_t> slow;  // stage -> straggler GPUs in it
+  for (size_t i = 0; i < s.stragglers.size(); ++i) {
+    const Straggler& x = s.stragglers[i];
+    if (index) *index = i;
+    const std::string what = x.rack >= 0 ? "rack " + std::to_string(x.rack) : "GPU " + std::to_string(x.gpu);
+    if (x.count < 1 || x.gpu + x.count > s.gpus)
+      return what + " is not in this " + std::to_string(s.gpus) + "-GPU job";
+    if (x.gpu / stage != (x.gpu + x.count - 1) / stage)
+      return what + " (GPUs " + std::to_string(x.gpu) + "-" + std::to_string(x.gpu + x.count - 1) +
+             ") spans two pipeline stages of " + std::to_string(stage) + " GPUs; a straggler must lie inside one";
+    for (size_t j = 0; j < i; ++j) {
+      const Straggler& o = s.stragglers[j];
+      if (x.gpu < o.gpu + o.count && o.gpu < x.gpu + x.count)
+        return "GPUs " + std::to_string(x.gpu) + "-" + std::to_string(x.gpu + x.count - 1) + " overlap an earlier entry's " +
+               std::to_string(o.gpu) + "-" + std::to_string(o.gpu + o.count - 1) + "; stragglers must not overlap";
+    }
+    if ((slow[x.gpu / stage] += x.count) >= stage)
+      return "every GPU of pipeline stage " + std::to_string(x.gpu / stage) + " (" + std::to_string(stage) +
+             " GPUs) would be a straggler: nobody is left to be slower than";
+  }
+  return "";
 }
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {

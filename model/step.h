@@ -115,4 +115,10 @@ std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in 
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 
+// Lays rack stragglers on the scenario's GPU count (first GPU and count of the rack) and checks
+// every straggler: inside the job, inside one pipeline stage, stages left with GPUs of their own
+// class. Returns "" or what is wrong, with the index of the entry in *index.
+void place_stragglers(Scenario& s);
+std::string straggler_problem(const Scenario& s, size_t* index);
+
 }  // namespace moeperf

@@ -80,6 +80,11 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
                        std::to_string(x.model.experts) + " routed experts");
     x.gpus = n;
     x.batch.global_batch = per_dp_rank * x.parallelism.dense_data_parallel();
+    // Stragglers keep their GPU or rack index; each point checks they still fit.
+    place_stragglers(x);
+    size_t bad = 0;
+    if (const std::string why = straggler_problem(x, &bad); !why.empty())
+      throw InputError("at " + std::to_string(n) + " GPUs, straggler " + std::to_string(bad) + ": " + why);
     x.name = s.name + " @ " + std::to_string(n) + " GPUs";
     ScalePoint pt{n, predict(x, cal), 0.0};
     pt.efficiency = out.empty() ? 1.0 : pt.report.tokens_per_s_per_gpu / out.front().report.tokens_per_s_per_gpu;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model/io/detail/json_node.h"
+#include "model/step.h"
 #include "model/topology.h"
 
 namespace moeperf::io {
@@ -605,29 +606,17 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
       Straggler g;
       if (x.get("gpu") && x.get("rack")) x.at("rack").fail("expected either \"gpu\" or \"rack\", not both");
       if (auto r = x.get("rack")) {
-        // Every GPU of one NVLink domain, laid out as the topology does.
+        // Every GPU of one NVLink domain, laid out as the topology does (place_stragglers).
         const int64_t per = job_gpus_per_domain(s.system, s.gpus);
         const int64_t racks = (s.gpus + per - 1) / per;
         g.rack = r->as_nonneg_int();
         if (g.rack >= racks)
           r->fail("expected a rack index below " + std::to_string(racks) + " (the job's NVLink domains), got " +
                   std::to_string(g.rack));
-        g.gpu = g.rack * per;
-        g.count = std::min(per, s.gpus - g.gpu);
-        const int64_t stage = s.gpus / s.parallelism.pp;
-        if (g.gpu / stage != (g.gpu + g.count - 1) / stage || g.count == stage)
-          r->fail("expected a rack inside one pipeline stage that leaves other GPUs in it (a stage is " +
-                  std::to_string(stage) + " GPUs; rack " + std::to_string(g.rack) + " is GPUs " + std::to_string(g.gpu) +
-                  "-" + std::to_string(g.gpu + g.count - 1) + ")");
       } else {
         g.gpu = x.at("gpu").as_nonneg_int();
         if (g.gpu >= s.gpus) x.at("gpu").fail("expected a GPU index below gpus (" + std::to_string(s.gpus) + "), got " + std::to_string(g.gpu));
       }
-      for (const Straggler& o : s.stragglers)
-        if (g.gpu < o.gpu + o.count && o.gpu < g.gpu + g.count)
-          x.fail("expected stragglers that do not overlap: GPUs " + std::to_string(g.gpu) + "-" +
-                 std::to_string(g.gpu + g.count - 1) + " overlap an earlier entry's " + std::to_string(o.gpu) + "-" +
-                 std::to_string(o.gpu + o.count - 1));
       auto factor = [&](const char* key) {
         auto f = x.get(key);
         if (!f) return 1.0;
@@ -640,6 +629,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
       g.network_slowdown = factor("network_slowdown");
       s.stragglers.push_back(g);
     }
+    place_stragglers(s);
   }
   return s;
 }
@@ -728,6 +718,11 @@ void check_scenario(const Scenario& s, const std::string& file) {
     (void)Topology::build(s.system, s.gpus);
   } catch (const InputError& e) {
     fail("/gpus", e.what());
+  }
+  size_t bad = 0;
+  if (const std::string why = straggler_problem(s, &bad); !why.empty()) {
+    const Straggler& x = s.stragglers[bad];
+    fail("/stragglers/" + std::to_string(bad) + (x.rack >= 0 ? "/rack" : "/gpu"), why);
   }
 }
 

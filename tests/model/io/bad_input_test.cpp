@@ -233,17 +233,32 @@ TEST(BadInput, StragglerRacksMustExistAndNotOverlap) {
   EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
   EXPECT_EQ(e.detail(), "expected either \"gpu\" or \"rack\", not both");
   e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 1}}, {{"gpu", 70}}}); });
-  EXPECT_EQ(e.json_path(), "/stragglers/1");
-  EXPECT_EQ(e.detail(), "expected stragglers that do not overlap: GPUs 70-70 overlap an earlier entry's 64-127");
-  // A rack that is a whole pipeline stage leaves nobody for it to be slower than.
+  EXPECT_EQ(e.json_path(), "/stragglers/1/gpu");
+  EXPECT_EQ(e.detail(), "GPUs 70-70 overlap an earlier entry's 64-127; stragglers must not overlap");
+  // A rack that is a whole pipeline stage leaves nobody for it to be slower than; so do two racks
+  // that together are all GPUs.
   e = scenario_error(d, [](json& s) {
     s["parallelism"] = {{"ep", 8}, {"fsdp", 8}, {"pp", 2}};
     s["stragglers"] = json::array({{{"rack", 0}}});
   });
   EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
-  EXPECT_EQ(e.detail(),
-            "expected a rack inside one pipeline stage that leaves other GPUs in it (a stage is 64 GPUs; rack 0 is "
-            "GPUs 0-63)");
+  EXPECT_EQ(e.detail(), "every GPU of pipeline stage 0 (64 GPUs) would be a straggler: nobody is left to be slower than");
+  e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 0}}, {{"rack", 1}}}); });
+  EXPECT_EQ(e.json_path(), "/stragglers/1/rack");
+  EXPECT_EQ(e.detail(), "every GPU of pipeline stage 0 (128 GPUs) would be a straggler: nobody is left to be slower than");
+  // A rack across two pipeline stages.
+  e = scenario_error(d, [](json& s) {
+    s["parallelism"] = {{"ep", 8}, {"fsdp", 4}, {"pp", 4}};
+    s["stragglers"] = json::array({{{"rack", 0}}});
+  });
+  EXPECT_EQ(e.json_path(), "/stragglers/0/rack");
+  EXPECT_EQ(e.detail(), "rack 0 (GPUs 0-63) spans two pipeline stages of 32 GPUs; a straggler must lie inside one");
+  // A mesh that does not multiply out is reported as such, not as a straggler problem (nor a crash).
+  e = scenario_error(d, [](json& s) {
+    s["parallelism"] = {{"ep", 8}, {"fsdp", 16}, {"pp", 256}};
+    s["stragglers"] = json::array({{{"rack", 1}}});
+  });
+  EXPECT_EQ(e.json_path(), "/parallelism");
 }
 
 TEST(BadInput, TrainMtpNeedsAnMtpModule) {
