@@ -9,6 +9,8 @@
 #include "model/predict.h"
 #include "model/routing.h"
 #include "model/sim.h"
+#include "model/study.h"
+#include "model/error.h"
 #include "io/temp_dir.h"
 
 namespace moeperf {
@@ -119,6 +121,20 @@ TEST(Collective, TreeAllReduceAcrossTwoRacks) {
   EXPECT_NEAR(nvls_tree.latency.value(), launch + 2 * (1 * nvl_step + 1 * net_step), 1e-12);
   // Rails line up between the racks (rail-optimized leaves): nothing goes up to a spine.
   EXPECT_DOUBLE_EQ(tree.s_per_byte[static_cast<int>(Resource::fabric)], 0.0);
+}
+
+// Domains of unequal size (64, 64 and 8 GPUs): the longest NVLink chain, not the shortest, sets the
+// tree's steps; three domains make one tree level (floor(log2 3)).
+TEST(Collective, TreeLatencyFollowsTheLargestDomain) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Topology t = Topology::build(sys, 136);
+  ASSERT_EQ(t.domains(), 3);
+  const Calibration cal;
+  const CollectiveCost tree = all_reduce_tree_cost(iota(136), t, cal);
+  EXPECT_EQ(tree.steps, 2 * (1 + 63));
+  const Topology t2 = Topology::build(sys, 128);
+  const CollectiveCost tree2 = all_reduce_tree_cost(iota(128), t2, cal);
+  EXPECT_NEAR(tree.latency.value(), tree2.latency.value(), 1e-12);
 }
 
 // The tree's network steps grow as log2 of the domains, the ring's linearly: for small messages on
@@ -379,6 +395,59 @@ TEST(Simulation, StragglerIsItsOwnClassAndTheOthersWaitForIt) {
     waited += timing[i].waited.value();
   }
   EXPECT_NEAR(waited, slow.sim->classes[0].wait.value(), 1e-9);
+}
+
+// The GPUs that wait for a straggler spin in their collectives: summed over every GPU, the
+// communication share of kernel time rises with the straggler's slowdown.
+TEST(Simulation, WaitingForAStragglerIsCommunicationKernelTime) {
+  const std::string f = testing::source("examples/deepseek-v3/gb300-optimized.json");
+  const StepReport base = predict(io::load_scenario(f), Calibration{});
+  const StepReport slow =
+      predict(io::load_scenario(f, {io::parse_override("stragglers=[{\"gpu\": 5, \"compute_slowdown\": 3.0}]")}),
+              Calibration{});
+  EXPECT_GT(slow.comm_fraction_of_kernel_time, base.comm_fraction_of_kernel_time + 0.2);
+  // Recomputed from the classes: weighted by their GPUs, waits included.
+  double comm = 0, all = 0;
+  for (size_t c = 0; c < slow.graph->classes.size(); ++c)
+    for (size_t i = 0; i < slow.graph->classes[c].ops.size(); ++i) {
+      const OpTiming& t = slow.sim->classes[c].ops[i];
+      const double d = (t.end - t.start + t.waited).value() * static_cast<double>(slow.graph->classes[c].ranks);
+      all += d;
+      if (is_communication(slow.graph->classes[c].ops[i].category)) comm += d;
+    }
+  EXPECT_NEAR(slow.comm_fraction_of_kernel_time, comm / all, 1e-12);
+}
+
+// EP groups that straddle more NVLink domains than rank 0's are priced like rank 0's, with a note.
+TEST(Collective, StraddlingEpGroupsGetANote) {
+  Scenario s = io::load_scenario(testing::source("examples/deepseek-v3/gb300-optimized.json"));
+  s.system.gpus_per_domain_when_spanning = 72;  // every rack full: 72 is not a multiple of ep = 16
+  s.gpus = 144;
+  s.parallelism.ep = 16;
+  s.parallelism.fsdp = 9;
+  std::vector<std::string> notes;
+  (void)expert_load(s, Calibration{}, &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("some EP groups span 2 NVLink domains, rank 0's spans 1"), std::string::npos) << notes[0];
+  s.gpus = 128, s.parallelism.ep = 8, s.parallelism.fsdp = 16, s.system.gpus_per_domain_when_spanning = 64;
+  notes.clear();
+  (void)expert_load(s, Calibration{}, &notes);
+  EXPECT_TRUE(notes.empty());
+}
+
+// A scaling study places rack stragglers on each point's racks and refuses a point without them.
+TEST(Simulation, ScaleRePlacesStragglers) {
+  const Scenario s = io::load_scenario(testing::source("examples/deepseek-v3/gb300-optimized.json"),
+                                       {io::parse_override("stragglers=[{\"rack\": 1, \"compute_slowdown\": 1.2}]")});
+  const auto points = scale(s, {256}, GrowAxis::fsdp, Calibration{});
+  ASSERT_EQ(points.size(), 1u);
+  EXPECT_EQ(points[0].report.graph->classes.back().ranks, 64);
+  try {
+    (void)scale(s, {64}, GrowAxis::fsdp, Calibration{});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_STREQ(e.what(), "at 64 GPUs, straggler 0: rack 1 is not in this 64-GPU job");
+  }
 }
 
 // A whole rack with slow NVLink: its 64 GPUs are one class, the other rack's 64 wait for it, and
