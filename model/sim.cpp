@@ -33,14 +33,20 @@ struct Running {
 class Engine {
  public:
   Engine(const StepGraph& g, const Pricer& pr, const StackOptions& stack) : g_(g), pr_(pr), multi_(stack.multistream_collectives) {
-    const int nq = multi_ ? 6 : 3;
+    // Queues per lane; a second lane of every queue when some op runs on it (fwd/bwd overlap).
+    base_queues_ = multi_ ? 6 : 3;
+    int lanes = 1;
+    for (const RankClass& rc : g.classes)
+      for (const Op& op : rc.ops) lanes = std::max(lanes, op.lane + 1);
+    const int nq = base_queues_ * lanes;
     for (const RankClass& rc : g.classes) {
       ClassState cs;
       cs.queues.assign(static_cast<size_t>(nq), {});
       cs.timing.assign(rc.ops.size(), {});
       cs.done.assign(rc.ops.size(), 0);
       for (int32_t i = 0; i < static_cast<int32_t>(rc.ops.size()); ++i) {
-        const int q = queue_of(rc.ops[static_cast<size_t>(i)].stream, multi_);
+        const Op& op = rc.ops[static_cast<size_t>(i)];
+        const int q = queue_of(op.stream, multi_) + op.lane * base_queues_;
         cs.queues[static_cast<size_t>(q)].push_back(i);
         cs.timing[static_cast<size_t>(i)].queue = q;
       }
@@ -151,8 +157,11 @@ class Engine {
           sc.wait += w;
         }
       sc.finish = Seconds(cs.finish);
-      for (size_t q = 0; q < cs.queues.size(); ++q)
-        sc.queues.push_back(q == 0 ? Stream::compute : !multi_ ? (q == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(q));
+      for (size_t q = 0; q < cs.queues.size(); ++q) {
+        const size_t b = q % static_cast<size_t>(base_queues_);
+        sc.queues.push_back(b == 0 ? Stream::compute : !multi_ ? (b == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(b));
+        sc.queue_lanes.push_back(static_cast<uint8_t>(q / static_cast<size_t>(base_queues_)));
+      }
       out.step_time = std::max(out.step_time, sc.finish);
       out.classes.push_back(std::move(sc));
     }
@@ -248,14 +257,16 @@ class Engine {
   void rates() {
     const double f = pr_.calibration()[Param::comm_sm_fraction];
     for (size_t c = 0; c < cls_.size(); ++c) {
-      int comm_kernels = 0;
+      int comm_kernels = 0, compute_kernels = 0;
       std::vector<Running*> flows;
       for (Running& r : running_) {
         if (r.cls != static_cast<int>(c)) continue;
         if (r.comm && !r.offload) ++comm_kernels;
+        if (!r.comm) ++compute_kernels;
         if (r.comm && r.latency_left == 0) flows.push_back(&r);
       }
-      const double compute_share = std::max(0.1, 1.0 - f * comm_kernels);
+      // Compute kernels of two lanes running at once split the SMs left between them.
+      const double compute_share = std::max(0.1, 1.0 - f * comm_kernels) / std::max(1, compute_kernels);
       for (Running& r : running_)
         if (r.cls == static_cast<int>(c) && !r.comm) r.rate = compute_share;
       std::array<double, kResourceCount> cap;
@@ -313,6 +324,7 @@ class Engine {
   const StepGraph& g_;
   const Pricer& pr_;
   bool multi_;
+  int base_queues_ = 3;
   double hbm_bytes_per_s_ = pr_.scenario().system.gpu().hbm_bandwidth.value() * pr_.calibration()[Param::hbm_fraction];
   std::vector<ClassState> cls_;
   std::vector<std::vector<size_t>> sync_;       // classes whose collectives start together
@@ -358,6 +370,12 @@ std::vector<std::pair<double, double>> exposed_intervals(const RankClass& rc, co
     if (k == -2) --comp_on;
   }
   return out;
+}
+
+std::string queue_name(const SimClass& sc, size_t queue) {
+  const Stream s = queue < sc.queues.size() ? sc.queues[queue] : Stream::compute;
+  const bool second = queue < sc.queue_lanes.size() && sc.queue_lanes[queue] > 0;
+  return std::string(to_string(s)) + (second ? " (backward lane)" : "");
 }
 
 Seconds serial_time(const RankClass& rc, const Pricer& pricer) {

@@ -12,6 +12,7 @@
 //   Seconds step = r.step_time;
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "model/cost.h"
@@ -36,9 +37,13 @@ struct SimClass {
   std::vector<OpTiming> ops;            // parallel to RankClass::ops
   std::vector<UtilSample> utilization;  // per resource, piecewise constant
   std::vector<Stream> queues;           // queue index -> the first logical stream mapped to it
+  std::vector<uint8_t> queue_lanes;     // queue index -> its lane (1: backward units under fwd/bwd overlap)
   Seconds finish;
   Seconds wait;                         // time its collectives waited for a synchronized (straggler) class
 };
+
+// A queue's name for traces and timelines: the stream, "(backward lane)" on the second lane.
+std::string queue_name(const SimClass& sc, size_t queue);
 
 struct SimResult {
   std::vector<SimClass> classes;

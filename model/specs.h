@@ -240,6 +240,10 @@ struct StackOptions {
   bool fsdp_prefetch = true;
   bool a2a_with_shared_expert = false;
   int fsdp_prefetch_depth = 1;     // layers gathered ahead of use when fsdp_prefetch is on
+  // The forward of one micro-batch and the backward of another run as two lanes of streams that
+  // overlap (one's all-to-all behind the other's compute): DualPipe's overlap, Megatron's combined
+  // 1F1B with EP communication overlap. On by itself under the dualpipe schedule.
+  bool fwd_bwd_overlap = false;
   double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
 };
 

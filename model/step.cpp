@@ -36,6 +36,12 @@ class Lowering {
       pending_.clear();
     }
     op.phase = op.phase == Phase::forward ? phase_ : op.phase;
+    op.lane = lane_;
+    // The first op of each stream in a gated unit waits for the gate (see begin_unit).
+    if (gate_ >= 0 && !(gated_streams_ & (1u << static_cast<unsigned>(op.stream)))) {
+      op.deps.push_back(gate_);
+      gated_streams_ |= 1u << static_cast<unsigned>(op.stream);
+    }
     rc_.ops.push_back(std::move(op));
     return static_cast<int32_t>(rc_.ops.size() - 1);
   }
@@ -135,7 +141,7 @@ class Lowering {
     while (issued_ < order_.size() && issued_ <= pos + depth) {
       const int j = order_[issued_++];
       std::vector<int32_t> deps;
-      if (last_compute_ >= 0) deps.push_back(last_compute_);
+      if (last_compute_[lane_] >= 0) deps.push_back(last_compute_[lane_]);
       auto& ids = gathers_[j];
       ids.push_back(comm("fsdp.all_gather" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j, Collective::all_gather,
                          Group::dense_shard, dense_params(j) * bw_, deps));
@@ -182,10 +188,10 @@ class Lowering {
     } else {
       moe_forward(l, f);
     }
-    last_compute_ = last_on(Stream::compute);
+    last_compute_[lane_] = last_on(Stream::compute);
     // Offload: the layer's offloaded activations go to host memory once the layer is done.
     if (const double b = offloaded_bytes(l); b > 0)
-      comm("offload.d2h", Category::offload, Stream::offload, l, Collective::d2h, Group::none, b, {last_compute_});
+      comm("offload.d2h", Category::offload, Stream::offload, l, Collective::d2h, Group::none, b, {last_compute_[lane_]});
   }
 
   double offloaded_bytes(int l) const {
@@ -391,7 +397,7 @@ class Lowering {
         comm("fsdp.reduce_scatter_experts", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
              Group::fsdp, local_expert_params(l) * bg_, {wgrads_done});
     }
-    last_compute_ = last_on(Stream::compute);
+    last_compute_[lane_] = last_on(Stream::compute);
   }
 
   void moe_backward(int l, const LayerForwardFlops& f) {
@@ -503,13 +509,20 @@ class Lowering {
   int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
   Op& op(int32_t i) { return rc_.ops[static_cast<size_t>(i)]; }
   void wait_before_next_compute(int32_t i) { pending_.push_back(i); }
+  // The last op on stream `s` in the current lane.
   int32_t last_on(Stream s) const {
     for (int32_t i = last(); i >= 0; --i)
-      if (rc_.ops[static_cast<size_t>(i)].stream == s) return i;
+      if (rc_.ops[static_cast<size_t>(i)].stream == s && rc_.ops[static_cast<size_t>(i)].lane == lane_) return i;
     return -1;
   }
 
   void set_micro_batch(int mb) { mb_ = mb; }
+  void set_lane(uint8_t lane) { lane_ = lane; }
+  // Starts a unit whose ops may not begin, on any stream, before op `gate` is done (-1: none).
+  void begin_unit(int32_t gate) {
+    gate_ = gate;
+    gated_streams_ = 0;
+  }
   void set_phase(Phase ph) { phase_ = ph; }
 
  private:
@@ -544,7 +557,10 @@ class Lowering {
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
   Phase phase_ = Phase::forward;
-  int32_t last_compute_ = -1;
+  uint8_t lane_ = 0;
+  int32_t gate_ = -1;
+  unsigned gated_streams_ = 0;
+  std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
   std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive)
   std::vector<int> order_;
   size_t issued_ = 0;
@@ -751,10 +767,18 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const int vstages = stages * chunks;
     const double act_bytes = static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) *
                              static_cast<double>(s.model.hidden) * 2.0;
+    // Forward/backward overlap: backward units on the second lane; each waits for its own forward
+    // (the last op of that unit here), and a steady-state forward waits for the backward before it
+    // (1F1B keeps that many micro-batches in flight), so each forward pairs with one backward.
+    const bool overlap = s.stack.fwd_bwd_overlap || (s.parallelism.schedule == PipelineSchedule::dualpipe && stages > 1);
+    std::map<std::pair<int64_t, int>, int32_t> fwd_end;
+    int32_t bwd_end = -1;
     // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this stage.
-    auto unit = [&](bool forward, int64_t mb, int c) {
+    auto unit = [&](bool forward, int64_t mb, int c, int32_t gate) {
       const int v = virtual_stage(s, st, c);
       const std::vector<int> vl = virtual_stage_layers(s, v);
+      low.set_lane(overlap && !forward ? 1 : 0);
+      low.begin_unit(overlap ? gate : -1);
       low.set_micro_batch(static_cast<int>(mb));
       low.set_phase(forward ? Phase::forward : Phase::backward);
       low.reset_layer_starts();
@@ -813,16 +837,30 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const int64_t warm = s.parallelism.schedule == PipelineSchedule::dualpipe ? total
                          : chunks == 1 ? std::min<int64_t>(stages - st - 1, total)
                                        : std::min<int64_t>((stages - st - 1) * 2 + (chunks - 1) * stages, total);
+    // With overlap each steady-state forward pairs with the backward of an earlier micro-batch, so
+    // one more forward runs in the warm-up (Megatron's combined 1F1B); the pair runs concurrently.
+    const int64_t warm_up = overlap ? std::min<int64_t>(warm + 1, total) : warm;
     int64_t next_f = 0, next_b = 0;
-    for (int64_t i = 0; i < warm; ++i, ++next_f) unit(true, fwd_units[next_f].first, fwd_units[next_f].second);
-    while (next_f < total) {
-      unit(true, fwd_units[next_f].first, fwd_units[next_f].second);
+    auto run_forward = [&](bool steady) {
+      unit(true, fwd_units[next_f].first, fwd_units[next_f].second, steady ? bwd_end : -1);
+      fwd_end[fwd_units[next_f]] = low.last();
       ++next_f;
-      unit(false, bwd_units[next_b].first, bwd_units[next_b].second);
+    };
+    auto run_backward = [&] {
+      const auto it = fwd_end.find(bwd_units[next_b]);
+      unit(false, bwd_units[next_b].first, bwd_units[next_b].second, it != fwd_end.end() ? it->second : -1);
+      bwd_end = low.last();
       ++next_b;
+    };
+    for (int64_t i = 0; i < warm_up; ++i) run_forward(false);
+    while (next_f < total) {
+      run_forward(true);
+      run_backward();
     }
-    for (; next_b < total; ++next_b) unit(false, bwd_units[next_b].first, bwd_units[next_b].second);
+    while (next_b < total) run_backward();
     // Gradient reduction over data-parallel replicas, then the optimizer step on this rank's shard.
+    low.set_lane(0);
+    low.begin_unit(-1);
     low.set_phase(Phase::optimizer);
     std::vector<int32_t> grads{low.last()};
     const ParamCounts pc = count_params(s.model);
@@ -879,8 +917,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   }
   if (s.parallelism.schedule == PipelineSchedule::dualpipe && s.parallelism.pp > 1)
     g.notes.push_back("DualPipe is lowered as its V-shaped placement (stage s holds virtual stages s and 2pp-1-s) "
-                      "with every forward before the backwards; its forward/backward overlap of two micro-batches is "
-                      "not modelled");
+                      "with forwards and backwards on two overlapping lanes, each backward as soon as its inputs are "
+                      "there; DualPipe's exact chunk order and its bound on micro-batches in flight are not modelled");
   return g;
 }
 

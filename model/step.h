@@ -66,6 +66,9 @@ struct Op {
   std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
   // Pipeline send/receive: this op's chunk, and the stage class and chunk of its partner.
   int chunk = 0, peer_stage = -1, peer_chunk = 0;
+  // With forward/backward overlap, backward units run on a second lane of streams (1), so that a
+  // forward and a backward of different micro-batches overlap; 0 otherwise.
+  uint8_t lane = 0;
 };
 
 struct RankClass {

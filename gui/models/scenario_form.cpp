@@ -75,6 +75,7 @@ const std::vector<FormField>& ScenarioForm::fields() {
       {"stack.multistream_collectives", "Multistream collectives", K::choice, flag},
       {"stack.overlap.fsdp_prefetch", "FSDP prefetch", K::choice, flag},
       {"stack.overlap.a2a_with_shared_expert", "A2A with shared expert", K::choice, flag},
+      {"stack.overlap.fwd_bwd", "Forward/backward overlap", K::choice, flag},
   };
   return f;
 }

@@ -591,10 +591,11 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
                                              {"fused_dedup", Dispatcher::fused_dedup}});
     o.multistream_collectives = st->bool_or("multistream_collectives", o.multistream_collectives);
     if (auto ov = st->get("overlap")) {
-      ov->allow_only({"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert"});
+      ov->allow_only({"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert", "fwd_bwd"});
       o.fsdp_prefetch = ov->bool_or("fsdp_prefetch", o.fsdp_prefetch);
       o.fsdp_prefetch_depth = static_cast<int>(ov->positive_int_or("fsdp_prefetch_depth", o.fsdp_prefetch_depth));
       o.a2a_with_shared_expert = ov->bool_or("a2a_with_shared_expert", o.a2a_with_shared_expert);
+      o.fwd_bwd_overlap = ov->bool_or("fwd_bwd", o.fwd_bwd_overlap);
     }
     if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();
   }

@@ -42,7 +42,7 @@ void write_chrome_trace(const StepReport& r, std::ostream& out) {
     for (size_t q = 0; q < sc.queues.size(); ++q) {
       sep();
       out << "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" << pid << ",\"tid\":" << q << ",\"args\":{\"name\":\""
-          << to_string(sc.queues[q]) << "\"}}";
+          << queue_name(sc, q) << "\"}}";
     }
     for (size_t i = 0; i < rc.ops.size(); ++i) {
       const Op& op = rc.ops[i];

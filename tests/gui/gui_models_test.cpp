@@ -310,7 +310,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{19});
+    QCOMPARE(f.size(), size_t{20});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -322,7 +322,7 @@ class ScenarioFormTest : public QObject {
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
                           "routing.distribution", "routing.zipf_exponent", "stack.grouped_gemm", "stack.dispatcher",
                           "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
-                          "stack.overlap.a2a_with_shared_expert"})
+                          "stack.overlap.a2a_with_shared_expert", "stack.overlap.fwd_bwd"})
       QVERIFY2(ScenarioForm::fieldForPointer(ScenarioForm::pointer(QLatin1String(p))) >= 0, p);
   }
   void editsBecomeOverrides() {

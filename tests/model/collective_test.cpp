@@ -294,6 +294,32 @@ TEST(Simulation, CommunicationKernelsTakeSmsFromCompute) {
   }
 }
 
+// Compute kernels on two lanes (forward/backward overlap) run at once and split the SMs: two
+// equal GEMMs both end at twice the time of one.
+TEST(Simulation, ComputeOnTwoLanesSharesTheSms) {
+  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, Calibration{});
+  Op a;
+  a.name = "a";
+  a.category = Category::gemm;
+  a.m = a.n = a.k = 8192;
+  a.flops = Flops(2.0 * 8192 * 8192 * 8192);
+  Op b = a;
+  b.name = "b";
+  b.lane = 1;
+  StepGraph g;
+  RankClass rc;
+  rc.ops = {a, b};
+  g.classes.push_back(rc);
+  const SimResult r = simulate(g, pr, StackOptions{});
+  const double solo = pr.compute_time(a).value();
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), 2 * solo, 1e-9);
+  EXPECT_NEAR(r.classes[0].ops[1].end.value(), 2 * solo, 1e-9);
+  EXPECT_EQ(r.classes[0].queues.size(), 12u);  // six queues per lane (multistream)
+  EXPECT_EQ(queue_name(r.classes[0], static_cast<size_t>(r.classes[0].ops[1].queue)), "compute (backward lane)");
+}
+
 // A memory-bound kernel beside a collective also shares HBM with it: the collective reads what it
 // sends and writes what it receives (twice its byte rate), so once its latency phase is over the
 // kernel runs at min(1 - comm_sm_fraction, 1 - 2 x rate / achieved HBM bandwidth).

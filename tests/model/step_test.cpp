@@ -80,6 +80,37 @@ TEST(Step, MtpModuleIsLoweredOnTheLastStage) {
   EXPECT_NEAR(lp.dense + lp.routed_experts, pc.mtp, 1e-6 * pc.mtp);
 }
 
+// Forward/backward overlap (Megatron's combined 1F1B): backward units on the second lane, one more
+// forward in the warm-up, each pair of a forward and an earlier micro-batch's backward concurrent.
+// With gradient accumulation the all-to-alls of one hide behind the other's compute: the step is
+// shorter, but never shorter than the compute kernels alone (they share the SMs).
+TEST(Step, ForwardBackwardOverlapHidesCommunication) {
+  const Calibration cal;
+  const std::vector<std::string> base_sets{"batch.micro_batch=1", "memory.offload=[]"};
+  std::vector<std::string> with = base_sets;
+  with.push_back("stack.overlap.fwd_bwd=true");
+  const Scenario plain = scenario(base_sets), lanes = scenario(with);
+  const StepReport a = predict(plain, cal), b = predict(lanes, cal);
+  for (const Op& op : a.graph->classes[0].ops) ASSERT_EQ(op.lane, 0) << op.name;
+  for (const Op& op : b.graph->classes[0].ops) {
+    if (op.phase == Phase::backward) {
+      EXPECT_EQ(op.lane, 1) << op.name;
+    }
+    if (op.phase == Phase::forward) {
+      EXPECT_EQ(op.lane, 0) << op.name;
+    }
+  }
+  EXPECT_LT(b.step_time.value(), a.step_time.value() * 0.97);
+  const Topology t = Topology::build(lanes.system, lanes.gpus);
+  const Pricer pr(lanes, t, cal);
+  double compute = 0;
+  for (const Op& op : b.graph->classes[0].ops)
+    if (op.collective == Collective::none) compute += pr.compute_time(op).value();
+  EXPECT_GT(b.step_time.value(), compute);
+  // The same model FLOPs either way.
+  EXPECT_NEAR(sum_model_flops(*b.graph), sum_model_flops(*a.graph), 1e-6 * sum_model_flops(*a.graph));
+}
+
 TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
   const Scenario s = scenario();
   const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
