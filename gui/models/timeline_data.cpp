@@ -65,7 +65,7 @@ TimelineData build_timeline(const StepReport& r) {
       l.rank_class = static_cast<int>(c);
       l.queue = q;
       l.stream = q >= 0 && static_cast<size_t>(q) < sc.queues.size() ? sc.queues[static_cast<size_t>(q)] : Stream::compute;
-      l.label = rc.name + " · " + to_string(l.stream);
+      l.label = rc.name + " · " + queue_name(sc, static_cast<size_t>(q));
       l.spans = std::move(spans);
       d.lanes.push_back(std::move(l));
     }
