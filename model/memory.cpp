@@ -52,7 +52,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       expert += lp.routed_experts / d(p.ep);
       max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep));
     }
-    if (st == 0) dense += pc.embedding / tp;
+    if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / tp;
     if (st == p.pp - 1) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
     const double local = dense / dense_shard + expert / expert_shard;
     r.weights = Bytes(local * bw);

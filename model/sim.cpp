@@ -64,6 +64,7 @@ class Engine {
       sync_[static_cast<size_t>(w)].push_back(c);
     }
     for (size_t c = 0; c < g.classes.size(); ++c) arrived_[c].assign(g.classes[c].ops.size(), 0.0);
+    spinning_.assign(g.classes.size(), 0);
     // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const auto& ops = g.classes[c].ops;
@@ -99,7 +100,10 @@ class Engine {
           if (!ready(c, i)) continue;
           const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
           if (!sync_[c].empty() && is_group_collective(op)) {
-            if (!arrived_[c][static_cast<size_t>(i)]) arrived_[c][static_cast<size_t>(i)] = now_ + 1.0;  // store arrival + 1
+            if (!arrived_[c][static_cast<size_t>(i)]) {
+              arrived_[c][static_cast<size_t>(i)] = now_ + 1.0;  // store arrival + 1
+              ++spinning_[c];  // its kernel is launched and spins for the peers, holding its SMs
+            }
             if (!peers_arrived(c, i)) continue;
           }
           start(c, i);
@@ -218,6 +222,7 @@ class Engine {
   void start(size_t c, int32_t i) {
     ClassState& cs = cls_[c];
     const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
+    if (!arrived_[c].empty() && arrived_[c][static_cast<size_t>(i)] > 0) --spinning_[c];
     Running r;
     r.cls = static_cast<int>(c);
     r.op = i;
@@ -257,7 +262,7 @@ class Engine {
   void rates() {
     const double f = pr_.calibration()[Param::comm_sm_fraction];
     for (size_t c = 0; c < cls_.size(); ++c) {
-      int comm_kernels = 0, compute_kernels = 0;
+      int comm_kernels = spinning_[c], compute_kernels = 0;
       std::vector<Running*> flows;
       for (Running& r : running_) {
         if (r.cls != static_cast<int>(c)) continue;
@@ -329,6 +334,7 @@ class Engine {
   std::vector<ClassState> cls_;
   std::vector<std::vector<size_t>> sync_;       // classes whose collectives start together
   std::vector<std::vector<double>> arrived_;    // when each collective was reached (+1; 0: not yet)
+  std::vector<int> spinning_;                   // per class: collectives launched, waiting for peers
   std::vector<Running> running_;
   double now_ = 0;
 };

@@ -498,11 +498,13 @@ class Lowering {
     const double h = d(m_.hidden);
     const double f = t_ * 2.0 * 2.0 * h * h / tp_;
     if (!backward) {
+      memory("mtp.embed.lookup", l, t_sp_ * h * 2.0 * 2.0);  // the next tokens' embeddings
       memory("mtp.norm", l, 2.0 * 3.0 * t_sp_ * h * 2.0);
       gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
     } else {
       gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
       memory("mtp.norm.bwd", l, 2.0 * 4.0 * t_sp_ * h * 2.0);
+      memory("mtp.embed.lookup.bwd", l, t_sp_ * h * 2.0 * 2.0);
     }
   }
 
@@ -710,6 +712,12 @@ const char* to_string(Group g) {
   return "?";
 }
 
+bool holds_mtp_embedding(const Scenario& s, int stage) {
+  if (!s.train_mtp || s.model.mtp_layers == 0) return false;
+  const int vstages = static_cast<int>(s.parallelism.pp) * pipeline_chunks(s);
+  return stage_of_virtual(s, vstages - 1) == stage;
+}
+
 void place_stragglers(Scenario& s) {
   const int64_t per = job_gpus_per_domain(s.system, s.gpus);
   for (Straggler& x : s.stragglers)
@@ -869,7 +877,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       dense += low.dense_params(l);
       expert += low.local_expert_params(l);
     }
-    if (st == 0) dense += pc.embedding / static_cast<double>(p.tp);
+    if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
     if (st == stages - 1) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
     const double bgrad = bytes_per_element(s.precision.grads);
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;

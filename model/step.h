@@ -115,6 +115,9 @@ int stage_of_virtual(const Scenario& s, int v);
 int chunk_of_virtual(const Scenario& s, int v);
 std::vector<int> virtual_stage_layers(const Scenario& s, int v);
 std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in layer order
+// Whether `stage` runs the trained MTP modules, which read the (shared) embedding table: a stage
+// other than the first then holds a copy of it.
+bool holds_mtp_embedding(const Scenario& s, int stage);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

@@ -78,6 +78,16 @@ TEST(Step, MtpModuleIsLoweredOnTheLastStage) {
               1e-6 * delta);
   const ParamCounts pc = count_params(mtp.model);
   EXPECT_NEAR(lp.dense + lp.routed_experts, pc.mtp, 1e-6 * pc.mtp);
+  // The MTP module reads the embedding: with pipeline stages its stage holds a copy of the table
+  // (the last stage under 1F1B, stage 0, which has it anyway, under DualPipe's V placement).
+  const Scenario pp = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"});
+  EXPECT_FALSE(holds_mtp_embedding(pp, 0));
+  EXPECT_TRUE(holds_mtp_embedding(pp, 1));
+  EXPECT_FALSE(holds_mtp_embedding(scenario({"parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"}), 1));
+  const Scenario dual = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1",
+                                  "parallelism.schedule=dualpipe"});
+  EXPECT_TRUE(holds_mtp_embedding(dual, 0));
+  EXPECT_FALSE(holds_mtp_embedding(dual, 1));
 }
 
 // Forward/backward overlap (Megatron's combined 1F1B): backward units on the second lane, one more
