@@ -763,12 +763,12 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   const FlopsPerToken f = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp);
   g.model_flops_per_token = f.total;
   const int stages = static_cast<int>(p.pp);
-  for (int st = 0; st < stages; ++st) {
+  auto lower_stage = [&](int st, const ExpertLoad& stage_load) {
     RankClass rc;
     rc.name = stages > 1 ? "pp stage " + std::to_string(st) : "all ranks";
     rc.ranks = s.gpus / p.pp;
     rc.pp_stage = st;
-    Lowering low(s, load, rc);
+    Lowering low(s, stage_load, rc);
     const std::vector<int> layers = stage_layers(s, st);
     const int64_t mbs = g.micro_batches;
     const int chunks = pipeline_chunks(s);
@@ -904,7 +904,33 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     opt.hbm_bytes = Bytes(local / opt_div * per_param);
     opt.deps = grads;
     low.emit(std::move(opt));
-    g.classes.push_back(std::move(rc));
+    return rc;
+  };
+  for (int st = 0; st < stages; ++st) g.classes.push_back(lower_stage(st, load));
+  // Dropless imbalance: the busiest EP rank of each group sets the pace; the others compute the
+  // mean load and spin in the all-to-alls until it arrives (a profiler counts that as
+  // communication). When the busiest rank is at least 1 % above the mean (below that the wait is
+  // under the model's resolution), each stage also gets a class of its typical ranks, synchronized
+  // with the busiest ones: one busiest GPU per EP group, the rest typical.
+  const double imbalance = load.mean_rows > 0 ? load.max_rows / load.mean_rows : 1.0;
+  std::vector<int> typical(static_cast<size_t>(stages), -1);
+  if (s.model.is_moe() && p.ep > 1 && imbalance >= 1.01) {
+    ExpertLoad mean = load;
+    mean.max_rows = load.mean_rows;
+    mean.max_rank_tile_rows = load.max_rank_tile_rows / imbalance;
+    for (int st = 0; st < stages; ++st) {
+      RankClass rc = lower_stage(st, mean);
+      const int64_t busiest = s.gpus / p.pp / p.ep;  // one per EP group
+      g.classes[static_cast<size_t>(st)].ranks = busiest;
+      g.classes[static_cast<size_t>(st)].name += stages > 1 ? ", busiest EP rank" : " (busiest EP rank)";
+      rc.ranks = s.gpus / p.pp - busiest;
+      rc.name += stages > 1 ? ", typical EP rank" : " (typical EP rank)";
+      rc.sync_with = st;
+      for (Op& op : rc.ops)
+        if (op.peer_stage >= 0) op.peer_stage = -1;  // pipeline partners stay the stage classes
+      typical[static_cast<size_t>(st)] = static_cast<int>(g.classes.size());
+      g.classes.push_back(std::move(rc));
+    }
   }
   // Stragglers: a copy of their stage's program as a class of their GPUs, synchronized with it.
   // (Every collective of the stage waits for them: right for the FSDP/DP/PP collectives that span
@@ -912,7 +938,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   for (const Straggler& x : s.stragglers) {
     const int64_t stage = x.gpu / (s.gpus / p.pp);  // pp is the outermost mesh axis
     RankClass rc = g.classes[static_cast<size_t>(stage)];
-    g.classes[static_cast<size_t>(stage)].ranks -= x.count;
+    // Slow GPUs are taken from the typical ranks when there are enough of them.
+    const int t = typical[static_cast<size_t>(stage)];
+    if (t >= 0 && g.classes[static_cast<size_t>(t)].ranks > x.count) g.classes[static_cast<size_t>(t)].ranks -= x.count;
+    else g.classes[static_cast<size_t>(stage)].ranks -= x.count;
     rc.name = x.rack >= 0 ? "straggler rack " + std::to_string(x.rack) : "straggler GPU " + std::to_string(x.gpu);
     rc.ranks = x.count;
     rc.compute_slowdown = x.compute_slowdown;

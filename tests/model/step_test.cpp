@@ -121,6 +121,33 @@ TEST(Step, ForwardBackwardOverlapHidesCommunication) {
   EXPECT_NEAR(sum_model_flops(*b.graph), sum_model_flops(*a.graph), 1e-6 * sum_model_flops(*a.graph));
 }
 
+// Dropless imbalance of 1 % or more: each EP group's busiest rank is one class, its typical ranks
+// (the mean load) another, synchronized with it; they wait in the all-to-alls, and a profiler counts
+// the wait as communication. Uniform routing (0.3 % here) keeps one class.
+TEST(Step, TypicalEpRanksWaitForTheBusiestOne) {
+  const Calibration cal;
+  const StepReport uniform = predict(scenario(), cal);
+  EXPECT_EQ(uniform.graph->classes.size(), 1u);
+  const StepReport skew = predict(scenario({"routing.distribution=dirichlet", "routing.dirichlet_alpha=2"}), cal);
+  ASSERT_EQ(skew.graph->classes.size(), 2u);
+  const RankClass &busy = skew.graph->classes[0], &typ = skew.graph->classes[1];
+  EXPECT_EQ(busy.ranks, 16);  // one per EP group of 8
+  EXPECT_EQ(typ.ranks, 112);
+  EXPECT_EQ(typ.sync_with, 0);
+  EXPECT_EQ(busy.name, "all ranks (busiest EP rank)");
+  EXPECT_EQ(typ.name, "all ranks (typical EP rank)");
+  auto fc1 = [](const RankClass& rc) {
+    for (const Op& op : rc.ops)
+      if (op.name == "moe.expert_fc1") return op.flops.value();
+    return 0.0;
+  };
+  const ExpertLoad& load = skew.load;
+  EXPECT_NEAR(fc1(typ) / fc1(busy), load.mean_rows / load.max_rows, 1e-6);
+  EXPECT_GT(skew.sim->classes[1].wait.value(), 0.1);
+  EXPECT_NEAR(skew.sim->classes[0].wait.value(), 0.0, 1e-9);
+  EXPECT_EQ(skew.busiest_class, 0);
+}
+
 TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
   const Scenario s = scenario();
   const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
