@@ -166,7 +166,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const QRect r = laneRect(static_cast<int>(i));
     if (h >= 10) {
       p.setPen(Qt::black);
-      p.drawText(QRect(6, r.top(), kLabelWidth - 10, r.height()), Qt::AlignVCenter | Qt::AlignLeft,
+      p.drawText(QRect(6, r.top(), kLabelWidth - 10, r.height()), Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWordWrap,
                  QString::fromStdString(lane.label));
     }
     p.save();
