@@ -77,7 +77,16 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     chart->addAxis(y, Qt::AlignLeft);
     auto* e = new QValueAxis();
     e->setTitleText(tr("scaling efficiency (%)"));
-    e->setRange(0, 150);
+    // Same tick count as the throughput axis (shared grid lines), on a round step that leaves room
+    // above 100 %.
+    const int intervals = std::max(1, y->tickCount() - 1);
+    double step = 50;
+    for (double c : {20.0, 25.0, 30.0, 40.0, 50.0})
+      if (c * intervals >= 110) {
+        step = c;
+        break;
+      }
+    e->setRange(0, step * intervals);
     e->setTickCount(y->tickCount());
     e->setLabelFormat(QStringLiteral("%.0f"));
     chart->addAxis(e, Qt::AlignRight);
