@@ -66,17 +66,21 @@ class Engine {
     for (size_t c = 0; c < g.classes.size(); ++c) arrived_[c].assign(g.classes[c].ops.size(), 0.0);
     spinning_.assign(g.classes.size(), 0);
     // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
+    // Partners are stage classes; a class that copies a stage's program (straggler, typical EP
+    // ranks) receives from the same sends as its stage class.
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const auto& ops = g.classes[c].ops;
       cls_[c].peer.assign(ops.size(), {-1, -1});
+      const int self = g.classes[c].sync_with >= 0 ? g.classes[c].sync_with : static_cast<int>(c);
       for (size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
         if (op.name != "pp.recv" && op.name != "pp.recv.bwd") continue;
+        if (op.peer_stage < 0 || static_cast<size_t>(op.peer_stage) >= g.classes.size()) continue;
         const std::string want = op.name == "pp.recv" ? "pp.send" : "pp.send.bwd";
         const auto& pops = g.classes[static_cast<size_t>(op.peer_stage)].ops;
         for (size_t j = 0; j < pops.size(); ++j)
           if (pops[j].name == want && pops[j].micro_batch == op.micro_batch && pops[j].chunk == op.peer_chunk &&
-              pops[j].peer_stage == static_cast<int>(c)) {
+              pops[j].peer_stage == self) {
             cls_[c].peer[i] = {op.peer_stage, static_cast<int32_t>(j)};
             break;
           }

@@ -925,9 +925,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       g.classes[static_cast<size_t>(st)].name += stages > 1 ? ", busiest EP rank" : " (busiest EP rank)";
       rc.ranks = s.gpus / p.pp - busiest;
       rc.name += stages > 1 ? ", typical EP rank" : " (typical EP rank)";
-      rc.sync_with = st;
-      for (Op& op : rc.ops)
-        if (op.peer_stage >= 0) op.peer_stage = -1;  // pipeline partners stay the stage classes
+      rc.sync_with = st;  // its pipeline receives match the stage classes' sends (sim.cpp)
       typical[static_cast<size_t>(st)] = static_cast<int>(g.classes.size());
       g.classes.push_back(std::move(rc));
     }
@@ -947,9 +945,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     rc.compute_slowdown = x.compute_slowdown;
     rc.nvlink_slowdown = x.nvlink_slowdown;
     rc.network_slowdown = x.network_slowdown;
-    rc.sync_with = static_cast<int>(stage);
-    for (Op& op : rc.ops)
-      if (op.peer_stage >= 0) op.peer_stage = -1;  // pipeline partners stay the stage classes
+    rc.sync_with = static_cast<int>(stage);  // its pipeline receives match the stage classes' sends (sim.cpp)
     g.classes.push_back(std::move(rc));
   }
   if (s.parallelism.schedule == PipelineSchedule::dualpipe && s.parallelism.pp > 1)

@@ -146,6 +146,17 @@ TEST(Step, TypicalEpRanksWaitForTheBusiestOne) {
   EXPECT_GT(skew.sim->classes[1].wait.value(), 0.1);
   EXPECT_NEAR(skew.sim->classes[0].wait.value(), 0.0, 1e-9);
   EXPECT_EQ(skew.busiest_class, 0);
+  // With pipeline stages every stage gets both classes; the typical ranks' receives pair with the
+  // stage classes' sends (this crashed before: a copied class had no pipeline partner).
+  const StepReport pp = predict(scenario({"routing.distribution=dirichlet", "routing.dirichlet_alpha=1",
+                                          "parallelism.pp=4", "parallelism.fsdp=4", "batch.micro_batch=1"}),
+                                cal);
+  ASSERT_EQ(pp.graph->classes.size(), 8u);
+  for (size_t c = 4; c < 8; ++c) {
+    EXPECT_EQ(pp.graph->classes[c].sync_with, static_cast<int>(c - 4));
+    EXPECT_GT(pp.sim->classes[c].wait.value(), 0.0);
+    EXPECT_LE(pp.sim->classes[c].finish.value(), pp.step_time.value() + 1e-9);
+  }
 }
 
 TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
