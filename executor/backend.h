@@ -44,14 +44,31 @@ class Backend {
   // C[m x n] (+)= op(A) op(B); A is [m x k] ([k x m] if trans_a), B is [k x n] ([n x k] if trans_b).
   virtual void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b,
                     bool accumulate) = 0;
-  // Ragged groups: group x owns rows [off[x], off[x+1]) of A/C and weight x of w (K x N each).
+  // Ragged groups: group x owns rows [off[x], off[x+1]) of A/C and weight x of w (K x N each). The
+  // defaults loop over the groups with gemm() (no launch for an empty group); a backend with a real
+  // grouped kernel overrides them.
   virtual void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n,
-                            float* c) = 0;
+                            float* c) {
+    for (size_t x = 0; x + 1 < off.size(); ++x)
+      if (const int64_t m = off[x + 1] - off[x]; m > 0)
+        gemm(a + off[x] * k, w + static_cast<int64_t>(x) * k * n, c + off[x] * n, m, n, k, false, false, false);
+  }
   virtual void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n,
-                             float* da) = 0;
+                             float* da) {
+    for (size_t x = 0; x + 1 < off.size(); ++x)
+      if (const int64_t m = off[x + 1] - off[x]; m > 0)
+        gemm(dc + off[x] * n, w + static_cast<int64_t>(x) * k * n, da + off[x] * k, m, k, n, false, true, false);
+  }
   // Groups with no rows get exact zeros.
   virtual void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n,
-                             float* dw) = 0;
+                             float* dw) {
+    for (size_t x = 0; x + 1 < off.size(); ++x) {
+      const int64_t m = off[x + 1] - off[x];
+      float* out = dw + static_cast<int64_t>(x) * k * n;
+      if (m == 0) fill(out, k * n, 0.0f);
+      else gemm(a + off[x] * k, dc + off[x] * n, out, k, n, m, true, false, false);
+    }
+  }
   virtual void swiglu_fwd(const float* gate_up, int64_t rows, int64_t inter, float* out) = 0;
   virtual void swiglu_bwd(const float* gate_up, const float* dout, int64_t rows, int64_t inter, float* dgate_up) = 0;
   virtual void router_topk(const float* logits, const float* bias, const ref::RouterParams& p, int32_t* idx, float* w) = 0;

@@ -73,29 +73,6 @@ class CpuBackend final : public Backend {
     else if (!ta && tb) run(A, B.transpose());
     else run(A.transpose(), B.transpose());
   }
-  void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      if (m > 0) gemm(a + off[x] * k, w + static_cast<int64_t>(x) * k * n, c + off[x] * n, m, n, k, false, false, false);
-    }
-  }
-  void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      if (m > 0) gemm(dc + off[x] * n, w + static_cast<int64_t>(x) * k * n, da + off[x] * k, m, k, n, false, true, false);
-    }
-  }
-  void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      float* out = dw + static_cast<int64_t>(x) * k * n;
-      if (m == 0) {
-        MapM(out, k, n).setZero();
-        continue;
-      }
-      gemm(a + off[x] * k, dc + off[x] * n, out, k, n, m, true, false, false);
-    }
-  }
   void swiglu_fwd(const float* g, int64_t rows, int64_t inter, float* out) override { ref::swiglu_fwd(g, rows, inter, out); }
   void swiglu_bwd(const float* g, const float* d, int64_t rows, int64_t inter, float* dg) override {
     ref::swiglu_bwd(g, d, rows, inter, dg);

@@ -110,26 +110,6 @@ class CudaBackend final : public Backend {
     CUBLAS_CHECK(cublasSgemm_64(blas_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, tb ? k : n, a,
                                 ta ? m : k, &beta, c, n));
   }
-  void grouped_gemm(const float* a, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* c) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      if (m > 0) gemm(a + off[x] * k, w + static_cast<int64_t>(x) * k * n, c + off[x] * n, m, n, k, false, false, false);
-    }
-  }
-  void grouped_dgrad(const float* dc, const float* w, const std::vector<int64_t>& off, int64_t k, int64_t n, float* da) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      if (m > 0) gemm(dc + off[x] * n, w + static_cast<int64_t>(x) * k * n, da + off[x] * k, m, k, n, false, true, false);
-    }
-  }
-  void grouped_wgrad(const float* a, const float* dc, const std::vector<int64_t>& off, int64_t k, int64_t n, float* dw) override {
-    for (size_t x = 0; x + 1 < off.size(); ++x) {
-      const int64_t m = off[x + 1] - off[x];
-      float* out = dw + static_cast<int64_t>(x) * k * n;
-      if (m == 0) CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(k * n) * sizeof(float), s_));  // exact zeros
-      else gemm(a + off[x] * k, dc + off[x] * n, out, k, n, m, true, false, false);
-    }
-  }
   void swiglu_fwd(const float* g, int64_t rows, int64_t inter, float* out) override { kernels::swiglu_fwd(g, rows, inter, out, s_); }
   void swiglu_bwd(const float* g, const float* d, int64_t rows, int64_t inter, float* dg) override {
     kernels::swiglu_bwd(g, d, rows, inter, dg, s_);
