@@ -118,22 +118,12 @@ __global__ void fp8_block128_quantize_kernel(const float4* __restrict__ x, int64
   if (i >= n4) return;
   const float4 v = x[i];
   const float xs[4] = {v.x, v.y, v.z, v.w};
-  uint32_t amax = 0, any_finite = 0;
-  for (float f : xs) {
-    const uint32_t b = detail::float_bits(f) & 0x7FFFFFFFu;
-    if (b < 0x7F800000u) any_finite = 1, amax = max(amax, b);
-  }
-  for (int o = 1; o < 32; o <<= 1) {
-    amax = max(amax, __shfl_xor_sync(mask, amax, o));
-    any_finite |= __shfl_xor_sync(mask, any_finite, o);
-  }
-  const int e = any_finite ? detail::mxfp8_exponent(amax) : 0;
-  uint32_t word = 0;
-  for (int j = 0; j < 4; ++j) word |= uint32_t{detail::e4m3_encode_scaled(xs[j], e)} << (8 * j);
-  q[i] = word;
+  const detail::Fp8Block4 blk = detail::quantize_block4<32>(xs, mask);
+  q[i] = blk.word;
   // 2^e as a float: e >= -126 normal, e = -127 the subnormal 2^-127.
+  const int e = blk.exponent;
   if (i % 32 == 0)
-    scale[i / 32] = !any_finite ? detail::bits_float(0x7FC00000u)
+    scale[i / 32] = !blk.any_finite ? detail::bits_float(0x7FC00000u)
                                 : e >= -126 ? detail::bits_float(static_cast<uint32_t>(e + 127) << 23) : detail::bits_float(0x00400000u);
 }
 

@@ -323,24 +323,9 @@ __global__ void __launch_bounds__(kEltThreads)
   if (i >= n4) return;
   const float4 v = x[i];
   const float xs[4] = {v.x, v.y, v.z, v.w};
-  uint32_t amax = 0, any_finite = 0;
-  for (float f : xs) {
-    const uint32_t b = detail::float_bits(f) & 0x7FFFFFFFu;
-    if (b < 0x7F800000u) {  // finite: as non-negative floats, the bits order like the values
-      any_finite = 1;
-      amax = max(amax, b);
-    }
-  }
-  for (int o = 1; o < 8; o <<= 1) {
-    amax = max(amax, __shfl_xor_sync(mask, amax, o));
-    any_finite |= __shfl_xor_sync(mask, any_finite, o);
-  }
-  // No finite element: every code is its signed NaN (e4m3_encode_scaled does that for any e).
-  const int e = any_finite ? detail::mxfp8_exponent(amax) : 0;
-  uint32_t word = 0;
-  for (int j = 0; j < 4; ++j) word |= uint32_t{detail::e4m3_encode_scaled(xs[j], e)} << (8 * j);
-  q[i] = word;
-  if (i % 8 == 0) scale[i / 8] = any_finite ? static_cast<uint8_t>(e + 127) : detail::kE8m0NaN;
+  const detail::Fp8Block4 blk = detail::quantize_block4<8>(xs, mask);
+  q[i] = blk.word;
+  if (i % 8 == 0) scale[i / 8] = blk.any_finite ? static_cast<uint8_t>(blk.exponent + 127) : detail::kE8m0NaN;
 }
 
 __global__ void __launch_bounds__(kEltThreads)

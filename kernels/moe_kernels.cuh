@@ -114,4 +114,32 @@ MOEPERF_HD float e4m3_decode_scaled(uint8_t code, uint8_t scale) {
   return bits_float(float_bits(v * p2) | sign);
 }
 
+#if defined(__CUDACC__)
+// One scaled-FP8 block spread over `Lanes` lanes of 4 elements each (MXFP8: 8 lanes x 4 = 32;
+// block-128 FP8: 32 lanes): the lanes agree on the block's largest finite magnitude (as bits: finite
+// non-negative floats order like their bits) over the shuffle `mask`, take its shared exponent, and
+// each packs its 4 E4M3 codes into a word. With no finite element every code is its signed NaN.
+struct Fp8Block4 {
+  uint32_t word;
+  int exponent;
+  bool any_finite;
+};
+template <int Lanes>
+__device__ __forceinline__ Fp8Block4 quantize_block4(const float (&xs)[4], unsigned mask) {
+  uint32_t amax = 0, any_finite = 0;
+  for (float f : xs) {
+    const uint32_t b = float_bits(f) & 0x7FFFFFFFu;
+    if (b < 0x7F800000u) any_finite = 1, amax = max(amax, b);
+  }
+  for (int o = 1; o < Lanes; o <<= 1) {
+    amax = max(amax, __shfl_xor_sync(mask, amax, o));
+    any_finite |= __shfl_xor_sync(mask, any_finite, o);
+  }
+  const int e = any_finite ? mxfp8_exponent(amax) : 0;
+  uint32_t word = 0;
+  for (int j = 0; j < 4; ++j) word |= uint32_t{e4m3_encode_scaled(xs[j], e)} << (8 * j);
+  return {word, e, any_finite != 0};
+}
+#endif
+
 }  // namespace moeperf::kernels::detail
