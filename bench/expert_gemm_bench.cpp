@@ -97,28 +97,27 @@ std::vector<uint16_t> download_row(const uint16_t* d, int64_t row, int64_t width
   return h;
 }
 
-// The gate: the middle row of each expert with rows, kGateCols columns spread over n.
-bool gate(const Scenario& sc, const Gemm& g, const uint16_t* d_a, const std::vector<uint16_t>& w, const uint16_t* d_c,
-          std::string& why) {
+// The reference of one output column of a row: (dot product in double, sum of |products|).
+using ColumnRef = std::function<std::pair<double, double>(int64_t col)>;
+
+// Checks the middle row of each expert with rows, `cols` columns spread over n (offset by j %
+// `jitter`), against row_ref(expert, row); tolerance 2^-8 |s| (BF16 output rounding) + `acc` x
+// sum |products| (accumulation) + 1e-6.
+bool gate_rows(const Scenario& sc, const Gemm& g, const uint16_t* d_c, int cols, int jitter, double acc,
+               const std::function<ColumnRef(size_t, int64_t)>& row_ref, std::string& why) {
   MOEPERF_CUDA_CHECK(cudaDeviceSynchronize());
   int64_t row = 0;
   for (size_t e = 0; e < sc.counts.size(); ++e) {
     const int64_t m = sc.counts[e];
     if (m == 0) continue;
     const int64_t r = row + m / 2;
-    const auto a = download_row(d_a, r, g.k);
     const auto c = download_row(d_c, r, g.n);
-    const uint16_t* we = w.data() + static_cast<int64_t>(e) * g.k * g.n;
-    for (int j = 0; j < kGateCols; ++j) {
-      const int64_t col = j * (g.n / kGateCols) + (j % 7);
-      double s = 0, mag = 0;
-      for (int64_t x = 0; x < g.k; ++x) {
-        const double p = static_cast<double>(mk::bf16_bits_to_float(a[static_cast<size_t>(x)])) *
-                         mk::bf16_bits_to_float(we[x * g.n + col]);
-        s += p, mag += std::fabs(p);
-      }
+    const ColumnRef ref = row_ref(e, r);
+    for (int j = 0; j < cols; ++j) {
+      const int64_t col = j * (g.n / cols) + (j % jitter);
+      const auto [s, mag] = ref(col);
       const double got = mk::bf16_bits_to_float(c[static_cast<size_t>(col)]);
-      const double tol = 0x1p-8 * std::fabs(s) + 1e-5 * mag + 1e-6;
+      const double tol = 0x1p-8 * std::fabs(s) + acc * mag + 1e-6;
       if (!(std::fabs(got - s) <= tol)) {
         char buf[200];
         std::snprintf(buf, sizeof buf, "expert %zu row %lld col %lld: got %g, want %g (tolerance %g)", e, static_cast<long long>(r),
@@ -130,6 +129,24 @@ bool gate(const Scenario& sc, const Gemm& g, const uint16_t* d_a, const std::vec
     row += m;
   }
   return true;
+}
+
+// The BF16 gate: kGateCols columns, against the BF16 operands' dot product in double.
+bool gate(const Scenario& sc, const Gemm& g, const uint16_t* d_a, const std::vector<uint16_t>& w, const uint16_t* d_c,
+          std::string& why) {
+  return gate_rows(sc, g, d_c, kGateCols, 7, 1e-5, [&](size_t e, int64_t r) -> ColumnRef {
+    const auto a = download_row(d_a, r, g.k);
+    const uint16_t* we = w.data() + static_cast<int64_t>(e) * g.k * g.n;
+    return [a, we, &g](int64_t col) {
+      double s = 0, mag = 0;
+      for (int64_t x = 0; x < g.k; ++x) {
+        const double p = static_cast<double>(mk::bf16_bits_to_float(a[static_cast<size_t>(x)])) *
+                         mk::bf16_bits_to_float(we[x * g.n + col]);
+        s += p, mag += std::fabs(p);
+      }
+      return std::make_pair(s, mag);
+    };
+  }, why);
 }
 
 // Dequantized row `row` of a [rows x k] FP8 matrix (codes + row-major scales) on the host.
@@ -153,35 +170,18 @@ std::vector<float> fp8_row(mk::GemmPrecision p, const uint8_t* d_q, const void* 
 // dequantized operands' dot product in double; BF16 output rounding plus FP32 (and Hopper's
 // narrower FP8) accumulation error.
 bool gate_fp8(mk::GemmPrecision p, const Scenario& sc, const Gemm& g, const mk::Fp8Operands& in, const uint16_t* d_c, std::string& why) {
-  MOEPERF_CUDA_CHECK(cudaDeviceSynchronize());
-  int64_t row = 0;
-  for (size_t e = 0; e < sc.counts.size(); ++e) {
-    const int64_t m = sc.counts[e];
-    if (m == 0) continue;
-    const int64_t r = row + m / 2;
+  return gate_rows(sc, g, d_c, kFp8GateCols, 5, 0x1p-10, [&](size_t e, int64_t r) -> ColumnRef {
     const auto a = fp8_row(p, in.a, in.a_scale, r, g.k);
-    const auto c = download_row(d_c, r, g.n);
-    for (int j = 0; j < kFp8GateCols; ++j) {
-      const int64_t col = j * (g.n / kFp8GateCols) + (j % 5);
+    return [a, e, p, &in, &g](int64_t col) {
       const auto w = fp8_row(p, in.w, in.w_scale, static_cast<int64_t>(e) * g.n + col, g.k);
       double s = 0, mag = 0;
       for (int64_t x = 0; x < g.k; ++x) {
         const double prod = static_cast<double>(a[static_cast<size_t>(x)]) * w[static_cast<size_t>(x)];
         s += prod, mag += std::fabs(prod);
       }
-      const double got = mk::bf16_bits_to_float(c[static_cast<size_t>(col)]);
-      const double tol = 0x1p-8 * std::fabs(s) + 0x1p-10 * mag + 1e-6;
-      if (!(std::fabs(got - s) <= tol)) {
-        char buf[200];
-        std::snprintf(buf, sizeof buf, "expert %zu row %lld col %lld: got %g, want %g (tolerance %g)", e, static_cast<long long>(r),
-                      static_cast<long long>(col), got, s, tol);
-        why = buf;
-        return false;
-      }
-    }
-    row += m;
-  }
-  return true;
+      return std::make_pair(s, mag);
+    };
+  }, why);
 }
 
 int run(const char* json_path) {
