@@ -3,6 +3,7 @@
 // GEMMs with an expert that gets no rows, whose weight gradient must be exact zeros, the router,
 // counts, maps, permutes and their backward), then `moeperf run --backend cuda` passing its gates.
 // Without a device every test skips with the runtime's reason.
+#include "../gpu_skip.h"
 #include "executor/backend.h"
 #include "kernels/device.h"
 
@@ -23,12 +24,6 @@
 
 namespace moeperf::exec {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                  \
-  do {                                                      \
-    const kernels::DeviceInfo d = kernels::query_devices(); \
-    if (d.count == 0) GTEST_SKIP() << d.reason;             \
-  } while (0)
 
 std::vector<float> rnd(size_t n, uint64_t seed) {
   std::mt19937_64 g(seed);

@@ -11,6 +11,7 @@
 // that expert; a mismatched exchange (a receive nobody sends) ends in NcclError naming the op and
 // the rank within the timeout, the communicator aborted. Without a device every test skips with
 // the runtime's reason (and MPI is never started).
+#include "../gpu_skip.h"
 #include "executor/comm_nccl.h"
 
 #include "kernels/cuda_check.h"
@@ -31,12 +32,6 @@
 
 namespace moeperf::exec {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                      \
-  do {                                          \
-    const kernels::DeviceInfo d = kernels::query_devices(); \
-    if (d.count == 0) GTEST_SKIP() << d.reason; \
-  } while (0)
 
 template <class T>
 using Buf = kernels::DeviceBuffer<T>;

@@ -8,6 +8,7 @@
 // The FP8 expert GEMMs (run_fp8: fp8_block128 on compute capability 9.x, mxfp8 on >= 10) are
 // checked the same way with exactly quantizable inputs (see below), each skipping with the reason
 // where the device lacks it; the block-128 quantizer bit for bit against its CPU reference.
+#include "../gpu_skip.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
@@ -34,12 +35,6 @@ namespace moeperf::kernels {
 void PrintTo(ExpertGemmWay w, std::ostream* os) { *os << to_string(w); }
 
 namespace {
-
-#define SKIP_WITHOUT_GPU()                      \
-  do {                                          \
-    const DeviceInfo d = query_devices();       \
-    if (d.count == 0) GTEST_SKIP() << d.reason; \
-  } while (0)
 
 constexpr uint16_t kSentinel = 0x7FC1;  // a quiet NaN no exact integer result can equal
 

@@ -2,6 +2,7 @@
 // kernels/reference: random data plus the traps of docs/executor.md (zero-token experts, every token
 // on one expert, run twice and compare bits, offsets past 2^31 elements, MXFP8 NaN/Inf bit-exact).
 // Every test skips with the runtime's reason when no device is present.
+#include "../gpu_skip.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device.h"
@@ -21,12 +22,6 @@
 
 namespace moeperf::kernels {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                              \
-  do {                                                  \
-    const DeviceInfo d = query_devices();               \
-    if (d.count == 0) GTEST_SKIP() << d.reason;         \
-  } while (0)
 
 template <class T>
 using Buf = moeperf::kernels::DeviceBuffer<T>;
