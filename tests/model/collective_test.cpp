@@ -24,6 +24,29 @@ std::vector<int64_t> iota(int64_t n) {
   return v;
 }
 
+// Synthetic ops for the simulator tests: an FSDP all-gather of `bytes` on `stream`, and a BF16
+// 8192^3 GEMM (compute-bound).
+Op fsdp_gather(const char* name, Bytes bytes, Stream stream = Stream::fsdp_comm) {
+  Op op;
+  op.name = name;
+  op.category = Category::fsdp_comm;
+  op.stream = stream;
+  op.collective = Collective::all_gather;
+  op.group = Group::fsdp;
+  op.bytes = op.recv_bytes = bytes;
+  return op;
+}
+
+Op big_gemm(const char* name) {
+  Op op;
+  op.name = name;
+  op.category = Category::gemm;
+  op.dtype = Dtype::bf16;
+  op.m = op.n = op.k = 8192;
+  op.flops = Flops(2.0 * 8192 * 8192 * 8192);
+  return op;
+}
+
 TEST(Collective, RingOfEightOverNvlink) {
   const SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
   const Topology t = Topology::build(sys, 8);
@@ -233,16 +256,8 @@ TEST(Simulation, TwoFlowsOnOneLinkShareIt) {
   StepGraph g;
   RankClass rc;
   rc.ranks = 1;
-  Op a;
-  a.name = "a";
-  a.category = Category::fsdp_comm;
-  a.stream = Stream::fsdp_comm;
-  a.collective = Collective::all_gather;
-  a.group = Group::fsdp;
-  a.bytes = a.recv_bytes = gigabytes(1);
-  Op b = a;
-  b.name = "b";
-  b.stream = Stream::ep_comm;
+  const Op a = fsdp_gather("a", gigabytes(1));
+  const Op b = fsdp_gather("b", gigabytes(1), Stream::ep_comm);
   rc.ops = {a, b};
   g.classes.push_back(rc);
   StackOptions multi;
@@ -266,22 +281,9 @@ TEST(Simulation, CommunicationKernelsTakeSmsFromCompute) {
   const Topology t = Topology::build(s.system, s.gpus);
   const Calibration cal;
   const Pricer pr(s, t, cal);
-  Op comp;
-  comp.name = "c";
-  comp.category = Category::gemm;
-  comp.dtype = Dtype::bf16;
-  comp.m = comp.n = comp.k = 8192;
-  comp.flops = Flops(2.0 * 8192 * 8192 * 8192);
-  Op comm;
-  comm.name = "x";
-  comm.category = Category::fsdp_comm;
-  comm.stream = Stream::fsdp_comm;
-  comm.collective = Collective::all_gather;
-  comm.group = Group::fsdp;
-  comm.bytes = comm.recv_bytes = gigabytes(100);  // outlasts the compute op
-  Op comm2 = comm;
-  comm2.name = "y";
-  comm2.stream = Stream::ep_comm;
+  const Op comp = big_gemm("c");
+  const Op comm = fsdp_gather("x", gigabytes(100));  // outlasts the compute op
+  const Op comm2 = fsdp_gather("y", gigabytes(100), Stream::ep_comm);
   const double solo = pr.compute_time(comp).value();
   for (int kernels : {1, 2}) {
     StepGraph g;
@@ -300,13 +302,8 @@ TEST(Simulation, ComputeOnTwoLanesSharesTheSms) {
   const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
   const Topology t = Topology::build(s.system, s.gpus);
   const Pricer pr(s, t, Calibration{});
-  Op a;
-  a.name = "a";
-  a.category = Category::gemm;
-  a.m = a.n = a.k = 8192;
-  a.flops = Flops(2.0 * 8192 * 8192 * 8192);
-  Op b = a;
-  b.name = "b";
+  const Op a = big_gemm("a");
+  Op b = big_gemm("b");
   b.lane = 1;
   StepGraph g;
   RankClass rc;
@@ -332,13 +329,7 @@ TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) {
   comp.name = "c";
   comp.category = Category::memory;
   comp.hbm_bytes = gigabytes(10);
-  Op comm;
-  comm.name = "x";
-  comm.category = Category::fsdp_comm;
-  comm.stream = Stream::fsdp_comm;
-  comm.collective = Collective::all_gather;
-  comm.group = Group::fsdp;
-  comm.bytes = comm.recv_bytes = gigabytes(100);
+  const Op comm = fsdp_gather("x", gigabytes(100));
   StepGraph g;
   RankClass rc;
   rc.ops = {comp, comm};
