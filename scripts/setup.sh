@@ -3,8 +3,10 @@
 # Idempotent. Used by scripts/run.sh and scripts/test.sh; safe to run by hand.
 set -euo pipefail
 
-# Required to build and test. Optional parts (CUDA from NVIDIA's repository, Qt 6, MPI) are built
-# when present and reported by CMake's configure summary when absent.
+# Everything the product and its tests need on a fresh Debian 12 (checked on a debootstrap minbase
+# root: see README "Build times"). CUDA is not a Debian package: it is built when NVIDIA's toolkit is
+# in /usr/local/cuda, and the configure summary says why when it is not. scripts/test.sh (hence CI)
+# configures with MOEPERF_WITH_GUI=ON and MOEPERF_WITH_MPI=ON, so a package missing here fails it.
 PACKAGES=(
   g++ cmake ninja-build pkg-config
   nlohmann-json3-dev   # JSON in model/io
@@ -14,6 +16,8 @@ PACKAGES=(
   libeigen3-dev        # executor: CPU backend GEMMs
   libopenmpi-dev openmpi-bin  # executor: ranks across processes (mpirun)
   qt6-base-dev qt6-charts-dev  # desktop app (moeperf-gui) and its headless tests
+  libqt6opengl6-dev    # Qt6Charts' CMake package needs Qt6OpenGL; only a Recommends of qt6-base-dev
+  fonts-dejavu-core    # text in headless renders (offscreen platform): no font, no labels
 )
 
 missing=()
