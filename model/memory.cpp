@@ -39,7 +39,12 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
   const double expert_shard = p.fsdp > 1 ? d(p.fsdp) : 1.0;
   const double bw = bytes_per_element(s.precision.weights), bg = bytes_per_element(s.precision.grads),
                bo = bytes_per_element(s.precision.optimizer_state);
-  const double opt_div = p.distributed_optimizer && p.fsdp == 1 ? d(p.dp * p.ep) : 1.0;
+  // A distributed optimizer (ZeRO-1) without FSDP shards each parameter's optimizer states over the
+  // ranks that hold a replica of it: the dense data-parallel group (ep x dp) for dense parameters,
+  // the expert data-parallel group (dp) for expert parameters, which EP has already split.
+  const bool zero1 = p.distributed_optimizer && p.fsdp == 1;
+  const double dense_opt_div = zero1 ? d(p.dense_data_parallel()) : 1.0;
+  const double expert_opt_div = zero1 ? d(p.expert_data_parallel()) : 1.0;
   MemoryReport best;
   for (int st = 0; st < p.pp; ++st) {
     MemoryReport r;
@@ -57,7 +62,8 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     const double local = dense / dense_shard + expert / expert_shard;
     r.weights = Bytes(local * bw);
     r.gradients = Bytes(local * bg);
-    r.optimizer_states = Bytes(local / opt_div * (2 * bo + (s.precision.master_weights_fp32 ? 4.0 : 0.0)));
+    const double opt_params = dense / dense_shard / dense_opt_div + expert / expert_shard / expert_opt_div;
+    r.optimizer_states = Bytes(opt_params * (2 * bo + (s.precision.master_weights_fp32 ? 4.0 : 0.0)));
     if (p.fsdp > 1) {
       // Gathered weights of the layer in use and the prefetched ones, plus one layer's unsharded gradients.
       const double depth = s.stack.fsdp_prefetch ? s.stack.fsdp_prefetch_depth : 0;

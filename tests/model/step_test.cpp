@@ -242,6 +242,28 @@ TEST(Memory, WeightsAndAdamMomentsAtFsdp16Ep8InBf16) {
   EXPECT_NEAR(m.optimizer_states.value(), total / 128 * 2 * 2, 1e-6 * total);  // two BF16 Adam moments
 }
 
+// Optimizer states per layout, closed forms with 128 GPUs and pp = 1 (N dense, E routed-expert
+// parameters, two BF16 Adam moments = 4 bytes per parameter).
+TEST(Memory, OptimizerStatesShardOverTheRanksHoldingAReplica) {
+  const ParamCounts pc = count_params(scenario().model);
+  const double n = pc.non_expert, e = pc.routed_experts, tol = 1e-6 * pc.total;
+  auto opt = [](const std::vector<std::string>& sets) {
+    const Scenario s = scenario(sets);
+    return memory_report(s, expert_load(s, Calibration{}), Calibration{}).optimizer_states.value();
+  };
+  // ZeRO-1 with EP 8 x DP 16: dense states over all 128 replicas, expert states (already split 8 ways
+  // by EP) over their 16 data-parallel replicas: (N + E) / 128 either way.
+  EXPECT_NEAR(opt({"parallelism.fsdp=1", "parallelism.dp=16", "parallelism.distributed_optimizer=true"}),
+              (n / 128 + e / 8 / 16) * 4, tol);
+  // ZeRO-1 without EP: every parameter over 128 replicas.
+  EXPECT_NEAR(opt({"parallelism.ep=1", "parallelism.fsdp=1", "parallelism.dp=128", "parallelism.distributed_optimizer=true"}),
+              (n + e) / 128 * 4, tol);
+  // No distributed optimizer: each rank keeps the states of all it holds.
+  EXPECT_NEAR(opt({"parallelism.fsdp=1", "parallelism.dp=16"}), (n + e / 8) * 4, tol);
+  // FSDP 16 x EP 8: the states follow the weights' shards (dense 128 ways, experts 8 x 16).
+  EXPECT_NEAR(opt({}), (n / 128 + e / 8 / 16) * 4, tol);
+}
+
 TEST(Memory, PublishedReproductionFitsAndOffloadIsWhatMakesItFit) {
   const Calibration cal;
   const Scenario s = scenario();
@@ -257,6 +279,35 @@ TEST(Memory, PublishedReproductionFitsAndOffloadIsWhatMakesItFit) {
   EXPECT_NEAR((mk.activations - m.activations).value(), m.offloaded_if_kept.value(), 1e-6 * m.offloaded_if_kept.value());
   EXPECT_FALSE(mk.fits_hbm);
   EXPECT_DOUBLE_EQ(mk.hbm_shortfall.value(), (mk.hbm_total - mk.hbm_capacity).value());
+}
+
+// Exposed communication per op and idle time on a hand-made timeline (seconds):
+//   compute [0, 1) [2.5, 4) [5, 6); comm A [0.5, 2), comm B [1.5, 3).
+// Exposed: [1, 2.5) = 1.5 s: A alone 0.5, A and B 0.5 (0.25 each), B alone 0.5. Idle: [4, 5).
+TEST(Serial, ExposedTimeIsSplitOverTheOpsRunningAndIdleIsNoOpAtAll) {
+  RankClass rc;
+  SimClass sc;
+  auto add = [&](Category c, double a, double b) {
+    Op op;
+    op.category = c;
+    rc.ops.push_back(op);
+    sc.ops.push_back({Seconds(a), Seconds(b), 0, Seconds(0)});
+  };
+  add(Category::gemm, 0, 1);
+  add(Category::ep_comm, 0.5, 2);
+  add(Category::fsdp_comm, 1.5, 3);
+  add(Category::gemm, 2.5, 4);
+  add(Category::gemm, 5, 6);
+  sc.finish = Seconds(6);
+  const std::vector<double> e = exposed_by_op(rc, sc);
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_DOUBLE_EQ(e[1], 0.75);
+  EXPECT_DOUBLE_EQ(e[2], 0.75);
+  EXPECT_DOUBLE_EQ(e[0] + e[3] + e[4], 0.0);
+  double total = 0;
+  for (auto [a, b] : exposed_intervals(rc, sc)) total += b - a;
+  EXPECT_DOUBLE_EQ(total, 1.5);
+  EXPECT_DOUBLE_EQ(idle_time(rc, sc).value(), 1.0);
 }
 
 TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
