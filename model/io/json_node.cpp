@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,21 +11,98 @@
 
 namespace moeperf::io::detail {
 
+namespace {
+
+// Builds the document as nlohmann's DOM parser does, but knows the JSON path of every value, so a
+// duplicate key or a number out of double range is reported at its path, not as a raw exception.
+class PathTrackingBuilder : public nlohmann::json_sax<json> {
+ public:
+  explicit PathTrackingBuilder(const std::string& file) : file_(file) {}
+  json result;
+
+  bool null() override { return put(json(nullptr)); }
+  bool boolean(bool v) override { return put(json(v)); }
+  bool number_integer(number_integer_t v) override { return put(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return put(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return put(json(v)); }
+  bool string(string_t& v) override { return put(json(std::move(v))); }
+  bool binary(binary_t& v) override { return put(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Level& top = stack_.back();
+    if (top.value->contains(k))
+      throw SpecError(file_, path_of(top) + "/" + k,
+                      "duplicate key \"" + k + "\" in one object (which of the values is meant is unclear)");
+    top.key = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string& token, const nlohmann::detail::exception& ex) override {
+    if (ex.id == 406)  // number overflow: a valid JSON number outside double range
+      throw SpecError(file_, next_path(), "the number " + token + " is out of range (expected a finite number)");
+    // nlohmann says "[json.exception.parse_error.101] parse error at line L, column C: ..."
+    std::string what = ex.what();
+    const auto p = what.find("parse error");
+    what = p == std::string::npos ? ": " + what : what.substr(p + std::string("parse error").size());
+    throw SpecError(file_, "", "malformed JSON" + what);
+  }
+
+ private:
+  struct Level {
+    json* value;
+    std::string path;  // of this container
+    std::string key;   // the key being read, in an object
+  };
+  static std::string path_of(const Level& l) { return l.path; }
+  std::string next_path() const {
+    if (stack_.empty()) return "";
+    const Level& top = stack_.back();
+    return top.path + "/" + (top.value->is_object() ? top.key : std::to_string(top.value->size()));
+  }
+  json* insert(json v) {
+    if (stack_.empty()) {
+      result = std::move(v);
+      return &result;
+    }
+    Level& top = stack_.back();
+    if (top.value->is_object()) return &((*top.value)[top.key] = std::move(v));
+    top.value->push_back(std::move(v));
+    return &top.value->back();
+  }
+  bool put(json v) {
+    insert(std::move(v));
+    return true;
+  }
+  bool open(json v) {
+    const std::string path = next_path();
+    stack_.push_back({insert(std::move(v)), path, {}});
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+  const std::string& file_;
+  std::vector<Level> stack_;
+};
+
+}  // namespace
+
 json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw SpecError(path, "", "is a directory; expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
   const std::string text = ss.str();
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann says "[json.exception.parse_error.101] parse error at line L, column C: ..."
-    std::string what = e.what();
-    const auto p = what.find("parse error");
-    what = p == std::string::npos ? ": " + what : what.substr(p + std::string("parse error").size());
-    throw SpecError(path, "", "malformed JSON" + what);
-  }
+  PathTrackingBuilder b(path);
+  json::sax_parse(text, &b);
+  return std::move(b.result);
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -83,10 +161,13 @@ void Node::expect_object() const {
 }
 
 void Node::allow_only(std::initializer_list<const char*> keys) const {
+  allow_only(std::vector<std::string>(keys.begin(), keys.end()));
+}
+
+void Node::allow_only(const std::vector<std::string>& all) const {
   expect_object();
   for (auto& [k, v] : j_->items()) {
-    if (std::any_of(keys.begin(), keys.end(), [&](const char* a) { return k == a; })) continue;
-    std::vector<std::string> all(keys.begin(), keys.end());
+    if (std::find(all.begin(), all.end(), k) != all.end()) continue;
     const std::string hint = did_you_mean(k, all);
     throw SpecError(file_, path_ + "/" + k,
                     "unknown key \"" + k + "\"" + (hint.empty() ? "; expected one of " + join_choices(all) : hint));
@@ -182,8 +263,18 @@ auto Node::quantity(F parse, QuantityKind kind) const -> decltype(parse(std::str
 
 Seconds Node::as_time() const { return quantity(parse_seconds, QuantityKind::time); }
 Bytes Node::as_bytes() const { return quantity(parse_bytes, QuantityKind::bytes); }
-BytesPerSecond Node::as_bandwidth() const { return quantity(parse_bandwidth, QuantityKind::bandwidth); }
-FlopsPerSecond Node::as_flop_rate() const { return quantity(parse_flop_rate, QuantityKind::flop_rate); }
+// A zero (or negative) bandwidth or FLOP rate makes every transfer or op over it cost nothing or
+// forever: never a real piece of hardware, always a typo.
+BytesPerSecond Node::as_bandwidth() const {
+  const BytesPerSecond b = quantity(parse_bandwidth, QuantityKind::bandwidth);
+  if (!(b.value() > 0)) fail("expected a positive bandwidth, got " + shown());
+  return b;
+}
+FlopsPerSecond Node::as_flop_rate() const {
+  const FlopsPerSecond f = quantity(parse_flop_rate, QuantityKind::flop_rate);
+  if (!(f.value() > 0)) fail("expected a positive FLOP rate, got " + shown());
+  return f;
+}
 
 int64_t Node::positive_int_or(const char* key, int64_t dflt) const {
   auto n = get(key);

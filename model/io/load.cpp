@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "model/io/detail/json_node.h"
+#include "model/io/scenario_schema.h"
 #include "model/step.h"
 #include "model/topology.h"
 
@@ -451,23 +452,70 @@ std::string pointer_of(const std::string& dotted) {
   return p;
 }
 
+// Fields that name another file (relative to the file holding them) instead of an inline object.
+bool is_reference_key(const std::string& key) {
+  static const char* const keys[] = {"model", "system", "nvlink_domain", "fabric", "tray", "gpu",
+                                     "cpu",   "nic",    "switch",        "histogram", "calibration"};
+  return std::any_of(std::begin(keys), std::end(keys), [&](const char* k) { return key == k; });
+}
+
+// Rewrites the file references inside `j` (a document read from `from_dir`) so that they resolve
+// from `to_dir`, the folder of the scenario it is inlined into.
+void rebase_references(json& j, const fs::path& from_dir, const fs::path& to_dir) {
+  if (j.is_array()) {
+    for (json& x : j) rebase_references(x, from_dir, to_dir);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (auto& [k, v] : j.items()) {
+    if (v.is_string() && is_reference_key(k)) {
+      const std::string rel = v.get<std::string>();
+      if (rel.size() > 5 && rel.compare(rel.size() - 5, 5, ".json") == 0)
+        v = (from_dir / rel).lexically_normal().lexically_relative(to_dir).string();
+    } else {
+      rebase_references(v, from_dir, to_dir);
+    }
+  }
+}
+
+// `--set a.b.c=V`: walks the dotted path through the scenario and, where a step goes through a
+// reference to another file (system -> nvlink_domain -> tray -> nic), replaces the reference by
+// that file's content, so the override reaches any field the scenario uses; the loader then checks
+// it like any other value (the error names the scenario file and the dotted path).
 void apply_override(json& root, const Override& o, const std::string& file) {
   json* cur = &root;
   std::stringstream ss(o.path);
   std::string part, walked;
   std::vector<std::string> parts;
   while (std::getline(ss, part, '.')) parts.push_back(part);
+  const fs::path scenario_dir = fs::absolute(fs::path(file).parent_path());
+  fs::path dir = scenario_dir;  // where the references in *cur resolve from
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw SpecError("--set " + o.path + "=" + o.value, "", "empty path component");
-    walked += "/" + parts[i];
     if (!cur->is_object())
-      throw SpecError(file, walked, "--set " + o.path + ": cannot set a field inside a non-object value");
+      throw SpecError(file, walked, "--set " + o.path + ": " + walked.substr(1) + " is " +
+                                        (cur->is_array() ? "an array" : "a " + std::string(cur->type_name())) +
+                                        ", not an object with fields");
+    walked += "/" + parts[i];
     if (i + 1 == parts.size()) {
       (*cur)[parts[i]] = parse_value(o.value);
-    } else {
-      if (!cur->contains(parts[i])) (*cur)[parts[i]] = json::object();
-      cur = &(*cur)[parts[i]];
+      break;
     }
+    json& next = (*cur)[parts[i]];
+    if (next.is_null()) next = json::object();
+    if (next.is_string() && is_reference_key(parts[i])) {
+      const fs::path target = dir / next.get<std::string>();
+      std::error_code ec;
+      if (!fs::is_regular_file(target, ec))
+        throw SpecError(file, walked, "--set " + o.path + ": referenced file \"" + next.get<std::string>() +
+                                          "\" not found (looked for " + target.lexically_normal().string() + ")");
+      json content = detail::read_json_file(target.lexically_normal().string());
+      dir = target.parent_path();
+      rebase_references(content, dir, scenario_dir);
+      dir = scenario_dir;
+      next = std::move(content);
+    }
+    cur = &next;
   }
 }
 
@@ -499,8 +547,7 @@ std::vector<double> parse_histogram(const Node& n) {
 }
 
 Scenario parse_scenario(Refs& refs, const Node& n) {
-  n.allow_only({"kind", "name", "description", "note", "model", "system", "gpus", "parallelism", "batch", "precision",
-                "memory", "routing", "stack", "calibration", "train_mtp", "stragglers"});
+  n.allow_only(scenario_keys(""));
   Scenario s;
   s.name = n.string_or("name", fs::path(n.file()).stem().string());
   s.description = n.string_or("description", "");
@@ -512,7 +559,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     n.at("train_mtp").fail("expected false: model '" + s.model.name + "' has no MTP module (num_nextn_predict_layers 0)");
 
   const Node p = n.at("parallelism");
-  p.allow_only({"tp", "cp", "pp", "vpp", "ep", "fsdp", "dp", "schedule", "sequence_parallel", "distributed_optimizer"});
+  p.allow_only(scenario_keys("parallelism"));
   Parallelism& par = s.parallelism;
   par.tp = p.positive_int_or("tp", 1);
   par.cp = p.positive_int_or("cp", 1);
@@ -529,14 +576,13 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   par.distributed_optimizer = p.bool_or("distributed_optimizer", false);
 
   const Node b = n.at("batch");
-  b.allow_only({"seq_len", "micro_batch", "global_batch"});
+  b.allow_only(scenario_keys("batch"));
   s.batch.seq_len = b.at("seq_len").as_positive_int();
   s.batch.micro_batch = b.at("micro_batch").as_positive_int();
   s.batch.global_batch = b.at("global_batch").as_positive_int();
 
   if (auto pr = n.get("precision")) {
-    pr->allow_only({"dense_gemm", "expert_gemm", "dispatch", "combine", "weights", "grads", "optimizer_state",
-                    "master_weights_fp32"});
+    pr->allow_only(scenario_keys("precision"));
     Precision& q = s.precision;
     if (auto x = pr->get("dense_gemm")) q.dense_gemm = parse_dtype(*x);
     if (auto x = pr->get("expert_gemm")) q.expert_gemm = parse_dtype(*x);
@@ -548,14 +594,14 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     q.master_weights_fp32 = pr->bool_or("master_weights_fp32", false);
   }
   if (auto m = n.get("memory")) {
-    m->allow_only({"recompute", "offload", "usable_hbm_fraction", "host_offload_limit"});
+    m->allow_only(scenario_keys("memory"));
     if (auto x = m->get("recompute")) s.memory.recompute = parse_tensor_classes(*x);
     if (auto x = m->get("offload")) s.memory.offload = parse_tensor_classes(*x);
     if (auto x = m->get("usable_hbm_fraction")) s.memory.usable_hbm_fraction = x->as_fraction();
     if (auto x = m->get("host_offload_limit")) s.memory.host_offload_limit = x->as_bytes();
   }
   if (auto r = n.get("routing")) {
-    r->allow_only({"distribution", "zipf_exponent", "dirichlet_alpha", "histogram", "seed", "group_limited"});
+    r->allow_only(scenario_keys("routing"));
     Routing& ro = s.routing;
     if (auto d = r->get("distribution"))
       ro.distribution = d->as_enum<RoutingDistribution>(
@@ -583,7 +629,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     ro.group_limited = r->bool_or("group_limited", true);
   }
   if (auto st = n.get("stack")) {
-    st->allow_only({"grouped_gemm", "dispatcher", "multistream_collectives", "overlap", "a2a_buffer_factor"});
+    st->allow_only(scenario_keys("stack"));
     StackOptions& o = s.stack;
     o.grouped_gemm = st->bool_or("grouped_gemm", o.grouped_gemm);
     if (auto d = st->get("dispatcher"))
@@ -591,7 +637,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
                                              {"fused_dedup", Dispatcher::fused_dedup}});
     o.multistream_collectives = st->bool_or("multistream_collectives", o.multistream_collectives);
     if (auto ov = st->get("overlap")) {
-      ov->allow_only({"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert", "fwd_bwd"});
+      ov->allow_only(scenario_keys("stack.overlap"));
       o.fsdp_prefetch = ov->bool_or("fsdp_prefetch", o.fsdp_prefetch);
       o.fsdp_prefetch_depth = static_cast<int>(ov->positive_int_or("fsdp_prefetch_depth", o.fsdp_prefetch_depth));
       o.a2a_with_shared_expert = ov->bool_or("a2a_with_shared_expert", o.a2a_with_shared_expert);
@@ -603,7 +649,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto st = n.get("stragglers")) {
     for (size_t i = 0; i < st->size(); ++i) {
       const Node x = (*st)[i];
-      x.allow_only({"gpu", "rack", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"});
+      x.allow_only(scenario_keys("stragglers[]"));
       Straggler g;
       if (x.get("gpu") && x.get("rack")) x.at("rack").fail("expected either \"gpu\" or \"rack\", not both");
       if (auto r = x.get("rack")) {
@@ -727,8 +773,27 @@ void check_scenario(const Scenario& s, const std::string& file) {
   }
 }
 
+// A scenario command handed another kind of moeperf file (a system, a model, a HF config.json):
+// say what the file is and where it belongs, before any key is found "unknown".
+void expect_scenario_file(const json& doc, const std::string& path) {
+  if (!doc.is_object()) return;  // expect_object() reports it
+  if (doc.contains("kind") && doc["kind"].is_string() && doc["kind"] != "scenario") {
+    const std::string kind = doc["kind"].get<std::string>();
+    const bool part = kind == "system" || kind == "model" || kind == "calibration" || kind == "histogram";
+    throw SpecError(path, "/kind",
+                    "this is a " + kind + " file, not a scenario" +
+                        (part ? "; a scenario names it in its \"" + kind + "\" field (see examples/deepseek-v3/)"
+                              : "; expected a scenario (\"kind\": \"scenario\", with \"model\", \"system\" and "
+                                "\"parallelism\")"));
+  }
+  if (!doc.contains("kind") && doc.contains("model_type"))
+    throw SpecError(path, "", "this is a Hugging Face config.json (a model), not a scenario; a scenario names it in "
+                              "its \"model\" field (see examples/deepseek-v3/)");
+}
+
 Scenario load_scenario(const std::string& path, const std::vector<Override>& sets) {
   json doc = detail::read_json_file(path);
+  expect_scenario_file(doc, path);
   for (const Override& o : sets) apply_override(doc, o, path);
   Refs refs;
   refs.push(path);

@@ -41,6 +41,7 @@ class Node {
   // Objects.
   void expect_object() const;
   void allow_only(std::initializer_list<const char*> keys) const;
+  void allow_only(const std::vector<std::string>& keys) const;
   bool has(const char* key) const;
   Node at(const char* key) const;                   // required field
   std::optional<Node> get(const char* key) const;   // optional field (absent or null: nullopt)

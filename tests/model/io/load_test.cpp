@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "model/io/errors.h"
+#include "model/io/scenario_schema.h"
+#include "model/study.h"
+#include <fstream>
+#include <sstream>
 #include "temp_dir.h"
 
 namespace moeperf::io {
@@ -127,6 +131,49 @@ TEST(LoadScenario, SetOverrideErrorsSayTheyCameFromTheCommandLine) {
     EXPECT_EQ(e.detail(), "unknown key \"epp\" (did you mean \"pp\", \"vpp\" or \"ep\"?) (set by --set parallelism.epp=2)");
   }
   EXPECT_THROW(parse_override("parallelism.ep"), SpecError);
+}
+
+// The scenario reference (docs/scenario.md) is what `moeperf schema` prints from the loader's own
+// field list; regenerate it with: build/bin/moeperf schema > docs/scenario.md
+TEST(ScenarioSchema, DocsScenarioMdIsCurrent) {
+  std::ifstream in(source("docs/scenario.md"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), scenario_reference_markdown()) << "regenerate: build/bin/moeperf schema > docs/scenario.md";
+}
+
+// Every default the reference states as a value is the loader's: a scenario that spells out every
+// such default loads to the same values as one that leaves them all out.
+TEST(ScenarioSchema, StatedDefaultsAreTheLoadersDefaults) {
+  TempDir d;
+  const std::string minimal = d.write("minimal.json", R"({"model": ")" + source("examples/models/deepseek-v3/config.json") +
+                                                          R"(", "system": ")" + source("topologies/gb300-nvl72.json") +
+                                                          R"(", "gpus": 1, "parallelism": {},
+      "batch": {"seq_len": 4096, "micro_batch": 1, "global_batch": 1}})");
+  std::vector<Override> all;
+  for (const FieldDoc& f : scenario_fields())
+    if (!f.default_json.empty()) all.push_back({std::string(f.path), std::string(f.default_json)});
+  EXPECT_GE(all.size(), 35u);
+  const Scenario a = load_scenario(minimal), b = load_scenario(minimal, all);
+  EXPECT_TRUE(differing_fields(a, b).empty()) << differing_fields(a, b).front();
+  // And a value other than the default is seen as one (the check can fail).
+  const Scenario c = load_scenario(minimal, {{"stack.dispatcher", "\"fused_dedup\""}});
+  EXPECT_EQ(differing_fields(a, c), std::vector<std::string>{"stack.dispatcher"});
+}
+
+// The loader accepts exactly the documented keys: an undocumented one is refused with the list.
+TEST(ScenarioSchema, LoaderAcceptsTheDocumentedKeys) {
+  EXPECT_EQ(scenario_keys("stack.overlap"),
+            (std::vector<std::string>{"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert", "fwd_bwd"}));
+  EXPECT_EQ(scenario_keys("stragglers[]"),
+            (std::vector<std::string>{"gpu", "rack", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"}));
+  try {
+    load_scenario(source("examples/deepseek-v3/gb300-optimized.json"), {{"stack.overlap.prefetch", "true"}});
+    FAIL() << "an undocumented key loaded";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.json_path(), "/stack/overlap/prefetch");
+    EXPECT_NE(std::string(e.what()).find("expected one of \"fsdp_prefetch\", \"fsdp_prefetch_depth\""), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+#include "model/io/scenario_schema.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace moeperf::io {
+
+namespace {
+constexpr std::string_view kDtype = "\"fp32\" | \"bf16\" | \"fp16\" | \"fp8\" | \"mxfp8\" | \"nvfp4\"";
+constexpr std::string_view kTensorClasses =
+    "array of \"norm\" | \"q_proj\" | \"kv_proj\" | \"attn_out\" | \"out_proj\" | \"mlp\" | \"router\" | "
+    "\"moe_mlpwi\" | \"moe_mlpwo\"";
+}  // namespace
+
+const std::vector<FieldDoc>& scenario_fields() {
+  static const std::vector<FieldDoc> fields = {
+      // ---------------------------------------------------------------- the file
+      {"kind", "\"scenario\"", "", "optional", "", "What the file is; `validate` and the loaders use it to say when a file of another kind is handed over."},
+      {"name", "string", "", "the file name without .json", "", "Shown in reports, traces and the GUI; `--set` overrides are appended to it."},
+      {"description", "string", "", "\"\"", "\"\"", "Free text for the reader; not used by the model."},
+      {"note", "string", "", "none", "", "Free text for the reader; not used by the model."},
+      {"model", "path or object", "", "required", "", "The model: a Hugging Face `config.json` (deepseek_v3, kimi_k2, qwen3_moe, qwen2_moe, mixtral, gpt_oss, llama, mistral, qwen2, qwen3) or a moeperf model file (`\"kind\": \"model\"`), relative to this file, or inline."},
+      {"system", "path or object", "", "required", "", "The hardware: a system file of `topologies/` (GPUs, NVLink domains, fabric), relative to this file, or inline. `--set system.a.b=V` reaches any field of it through its references."},
+      {"gpus", "integer >= 1", "GPUs", "the system's \"gpus\"", "", "GPUs in the job; must equal tp x cp x pp x ep x fsdp x dp. Sets how many NVLink domains (racks) and fabric switches the topology has."},
+      // ---------------------------------------------------------------- parallelism
+      {"parallelism", "object", "", "required", "", "The device mesh; rank order, innermost first: tp, cp, ep, fsdp, dp, pp."},
+      {"parallelism.tp", "integer >= 1", "GPUs", "1", "1", "Tensor parallelism: splits attention heads and dense FFNs; all-reduce / reduce-scatter + all-gather per layer. Must divide the heads."},
+      {"parallelism.cp", "integer >= 1", "GPUs", "1", "1", "Context parallelism: splits each sequence (load-balanced causal halves); seq_len must be a multiple of 2 x cp."},
+      {"parallelism.pp", "integer >= 1", "stages", "1", "1", "Pipeline stages: layers split across stages; sends between stages and the pipeline bubble."},
+      {"parallelism.vpp", "integer >= 1", "chunks", "1", "1", "Virtual stages per pipeline rank (interleaved schedule only): smaller bubble, more sends."},
+      {"parallelism.ep", "integer >= 1", "GPUs", "1", "1", "Expert parallelism: routed experts split over ep GPUs; dispatch and combine all-to-alls. Must divide the routed experts."},
+      {"parallelism.fsdp", "integer >= 1", "GPUs", "1", "1", "Fully sharded data parallelism: weights, gradients and optimizer states sharded; all-gather before use, reduce-scatter of gradients."},
+      {"parallelism.dp", "integer >= 1", "GPUs", "1", "1", "Plain data parallelism (replicas): gradient all-reduce (or reduce-scatter with the distributed optimizer)."},
+      {"parallelism.schedule", "\"1f1b\" | \"interleaved\" | \"dualpipe\"", "", "\"1f1b\"", "\"1f1b\"", "The pipeline schedule (pp > 1): 1F1B, interleaved 1F1B (with vpp), or DualPipe (V placement, forward and backward lanes overlapping; needs an even pp)."},
+      {"parallelism.sequence_parallel", "boolean", "", "true", "true", "Read and compared, not yet modelled: TP activations are always priced as with sequence parallelism."},
+      {"parallelism.distributed_optimizer", "boolean", "", "false", "false", "ZeRO-1 without FSDP: optimizer states sharded over the replicas of each parameter (dense: ep x dp, experts: dp)."},
+      // ---------------------------------------------------------------- batch
+      {"batch", "object", "", "required", "", "What one optimizer step processes."},
+      {"batch.seq_len", "integer >= 1", "tokens", "required", "", "Tokens per sequence: attention cost, activation memory, tokens per step."},
+      {"batch.micro_batch", "integer >= 1", "sequences", "required", "", "Sequences per micro-batch per data-parallel rank: GEMM sizes, activation memory."},
+      {"batch.global_batch", "integer >= 1", "sequences", "required", "", "Sequences per step; micro-batches per step = global_batch / (micro_batch x ep x fsdp x dp)."},
+      // ---------------------------------------------------------------- precision
+      {"precision", "object", "", "all defaults below", "", "Number formats: GEMM rate (the GPU's dense FLOPS of that format), bytes moved and stored."},
+      {"precision.dense_gemm", kDtype, "", "\"bf16\"", "\"bf16\"", "Attention projections, dense FFN and head GEMMs: their peak rate; FP8 formats add quantization ops."},
+      {"precision.expert_gemm", kDtype, "", "\"bf16\"", "\"bf16\"", "Routed and shared expert GEMMs: their peak rate; FP8 formats add quantization ops."},
+      {"precision.dispatch", kDtype, "", "\"bf16\"", "\"bf16\"", "Bytes per element of the dispatch all-to-all (tokens to experts)."},
+      {"precision.combine", kDtype, "", "\"bf16\"", "\"bf16\"", "Bytes per element of the combine all-to-all (expert outputs back)."},
+      {"precision.weights", kDtype, "", "\"bf16\"", "\"bf16\"", "Stored weights: memory and FSDP all-gather bytes."},
+      {"precision.grads", kDtype, "", "\"bf16\"", "\"bf16\"", "Gradients: memory and reduce-scatter / all-reduce bytes."},
+      {"precision.optimizer_state", kDtype, "", "\"fp32\"", "\"fp32\"", "Each of Adam's two moments: optimizer memory."},
+      {"precision.master_weights_fp32", "boolean", "", "false", "false", "Keeps an FP32 copy of the weights with the optimizer states (4 bytes per parameter)."},
+      // ---------------------------------------------------------------- memory
+      {"memory", "object", "", "all defaults below", "", "Which saved activations are rebuilt or moved to host memory, and how much HBM may be used."},
+      {"memory.recompute", kTensorClasses, "", "[]", "[]", "Saved tensors (MaxText checkpoint names) rebuilt in the backward pass: less activation memory, recompute ops."},
+      {"memory.offload", kTensorClasses, "", "[]", "[]", "Saved tensors copied to host memory and back (host-link copies on their own stream, staging buffers in HBM)."},
+      {"memory.usable_hbm_fraction", "number in (0, 1]", "", "1", "1", "Share of the GPU's usable HBM the framework may take (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION): the fit check."},
+      {"memory.host_offload_limit", "bytes", "bytes", "the host memory per GPU", "", "Host memory a GPU may offload into, e.g. \"180 GB\": the host fit check."},
+      // ---------------------------------------------------------------- routing
+      {"routing", "object", "", "all defaults below", "", "How tokens spread over experts: the busiest EP rank's rows (the expected maximum) set the expert GEMMs and all-to-alls."},
+      {"routing.distribution", "\"uniform\" | \"balanced\" | \"zipf\" | \"dirichlet\" | \"histogram\"", "", "\"uniform\"", "\"uniform\"", "Expert popularity: uniform (every k-subset alike, random imbalance only), balanced (forced equal, as benchmarks do), Zipf, Dirichlet, or a measured histogram."},
+      {"routing.zipf_exponent", "number > 0", "", "required for zipf", "", "Zipf exponent s: the i-th most popular expert's share ~ i^-s (experts shuffled by the seed)."},
+      {"routing.dirichlet_alpha", "number > 0", "", "required for dirichlet", "", "Concentration of Dirichlet-drawn expert shares (smaller: more skew)."},
+      {"routing.histogram", "array of numbers >= 0, or path", "tokens", "required for histogram", "", "Measured tokens per routed expert, one per expert, inline or a `\"kind\": \"histogram\"` file."},
+      {"routing.seed", "integer >= 0", "", "1", "1", "Seed of the shuffles and draws of zipf and dirichlet."},
+      {"routing.group_limited", "boolean", "", "true", "true", "Applies the model's group-limited routing (DeepSeek-V3: 4 of 8 groups) to the expected loads and distinct nodes (uniform shares only)."},
+      // ---------------------------------------------------------------- stack
+      {"stack", "object", "", "all defaults below", "", "The software stack's options, as NVIDIA's DeepSeek-V3 post switched them on."},
+      {"stack.grouped_gemm", "boolean", "", "true", "true", "One grouped GEMM over the experts (false: a per-expert loop padded to the busiest expert, one launch each)."},
+      {"stack.dispatcher", "\"allgather\" | \"alltoall\" | \"fused_dedup\"", "", "\"alltoall\"", "\"alltoall\"", "Token dispatch: all-gather + local pick, ragged all-to-all, or a fused dispatcher that crosses to each remote NVLink domain once per token."},
+      {"stack.multistream_collectives", "boolean", "", "true", "true", "Each group's collectives on a stream of their own (false: one queue carries them all, in program order)."},
+      {"stack.overlap", "object", "", "all defaults below", "", "What runs concurrently."},
+      {"stack.overlap.fsdp_prefetch", "boolean", "", "true", "true", "FSDP all-gathers issued ahead of use (latency hiding)."},
+      {"stack.overlap.fsdp_prefetch_depth", "integer >= 1", "layers", "1", "1", "Layers gathered ahead when prefetching: more overlap, more gathered weights in HBM."},
+      {"stack.overlap.a2a_with_shared_expert", "boolean", "", "false", "false", "The dispatch/combine all-to-alls overlap the shared expert's GEMMs."},
+      {"stack.overlap.fwd_bwd", "boolean", "", "false (on by itself under dualpipe)", "false", "One micro-batch's forward and another's backward as two overlapping lanes (DualPipe, Megatron's combined 1F1B)."},
+      {"stack.a2a_buffer_factor", "number > 0", "", "2", "2", "Ragged all-to-all buffers sized at this times the average rows: communication-buffer memory."},
+      // ---------------------------------------------------------------- calibration, MTP, stragglers
+      {"calibration", "path or object", "", "every parameter at its default", "", "A calibration profile (`\"kind\": \"calibration\"`, from `moeperf calibrate`): values of the cost model's named parameters (`moeperf params`)."},
+      {"train_mtp", "boolean", "", "false", "false", "Trains the model's multi-token-prediction module (DeepSeek-V3: one more MoE layer, eh_proj and a second head on the last stage); needs a model with one."},
+      {"stragglers", "array of objects", "", "[]", "[]", "Slow GPUs or racks: each becomes a rank class of its own that every collective it joins waits for."},
+      {"stragglers[].gpu", "integer >= 0", "", "one of gpu or rack", "", "A slow GPU, by rank."},
+      {"stragglers[].rack", "integer >= 0", "", "one of gpu or rack", "", "A slow NVLink domain (rack), by index among the job's domains: all its GPUs."},
+      {"stragglers[].compute_slowdown", "number >= 1", "", "1", "", "Its compute ops take this many times longer."},
+      {"stragglers[].nvlink_slowdown", "number >= 1", "", "1", "", "Its NVLink transfers take this many times longer."},
+      {"stragglers[].network_slowdown", "number >= 1", "", "1", "", "Its NIC and fabric transfers take this many times longer."},
+      {"stragglers[].note", "string", "", "none", "", "Free text for the reader."},
+  };
+  return fields;
+}
+
+std::vector<std::string> scenario_keys(std::string_view object_path) {
+  std::vector<std::string> keys;
+  const std::string prefix = object_path.empty() ? "" : std::string(object_path) + ".";
+  for (const FieldDoc& f : scenario_fields()) {
+    if (f.path.size() <= prefix.size() || f.path.substr(0, prefix.size()) != prefix) continue;
+    const std::string_view rest = f.path.substr(prefix.size());
+    if (rest.find('.') == std::string_view::npos) keys.emplace_back(rest.substr(0, rest.find('[')));
+  }
+  return keys;
+}
+
+namespace {
+std::string cell(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+}  // namespace
+
+std::string scenario_reference_markdown() {
+  std::ostringstream o;
+  o << "# Scenario file reference\n\n"
+    << "Generated by `moeperf schema` from the loader's own field list (`model/io/scenario_schema.cpp`);\n"
+    << "a test keeps this file equal to it. Every field can be set from the command line with\n"
+    << "`--set PATH=VALUE` (the value is JSON, or a string when it is not valid JSON), also inside the\n"
+    << "files a scenario references (`--set system.nvlink_domain.tray.nic.port_bandwidth=\"400 Gb/s\"`).\n"
+    << "Quantities are strings with a unit (`\"180 GB\"`, `\"400 Gb/s\"`, `\"2 us\"`) or\n"
+    << "`{\"value\": ..., \"source\": ...}`. Examples: `examples/deepseek-v3/`.\n\n"
+    << "| field | type | unit | default | what it changes |\n|---|---|---|---|---|\n";
+  for (const FieldDoc& f : scenario_fields())
+    o << "| `" << f.path << "` | " << cell(f.type) << " | " << cell(f.unit) << " | " << cell(f.default_text) << " | "
+      << cell(f.effect) << " |\n";
+  return o.str();
+}
+
+std::string scenario_reference_json() {
+  nlohmann::json j = nlohmann::json::array();
+  for (const FieldDoc& f : scenario_fields()) {
+    nlohmann::json x = {{"path", f.path}, {"type", f.type}, {"unit", f.unit}, {"default", f.default_text}, {"effect", f.effect}};
+    if (!f.default_json.empty()) x["default_value"] = nlohmann::json::parse(f.default_json);
+    j.push_back(x);
+  }
+  return j.dump(2);
+}
+
+}  // namespace moeperf::io
