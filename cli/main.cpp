@@ -1,6 +1,7 @@
 // moeperf: the command-line front end. Exit codes: 0 ok, 1 the work failed, 2 bad input.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "model/io/errors.h"
 #include "model/io/load.h"
 #include "model/io/measurements.h"
+#include "model/io/scenario_schema.h"
 #include "model/io/report_io.h"
 #include "model/io/trace.h"
 #include "model/io/units_parse.h"
@@ -33,17 +35,50 @@ namespace {
 using namespace moeperf;
 constexpr int kExitOk = 0, kExitFailed = 1, kExitBadInput = 2;
 
-// Writes a file only once its whole content is known: a temporary beside it, then a rename.
+// An output file named on the command line, checked before any work: a directory, or a folder
+// that does not exist, is bad input (exit 2), not a failure after the prediction ran.
+void check_output_path(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw InputError(std::string(flag) + " " + path + ": is a directory; expected a file name to write");
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw InputError(std::string(flag) + " " + path + ": the folder " + parent.string() + " does not exist");
+}
+
+// Writes a file only once its whole content is known: a temporary beside it, then a rename. On
+// any failure the temporary is removed: nothing half-written stays behind.
 void write_atomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + path);
-    out << content;
-    if (!out) throw std::runtime_error("cannot write " + path);
+  std::error_code ec;
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      if (!out) throw std::runtime_error("cannot write " + path);
+      out << content;
+      if (!out) throw std::runtime_error("cannot write " + path);
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
   }
-  std::filesystem::rename(tmp, path);
 }
+
+// `--set` overrides are part of what was simulated: the scenario's name says so (unless the
+// overrides set the name itself).
+void name_overrides(Scenario& s, const std::vector<std::string>& sets) {
+  std::string shown;
+  for (const std::string& x : sets) {
+    if (x.rfind("name=", 0) == 0) return;
+    shown += (shown.empty() ? "" : ", ") + x;
+  }
+  if (!shown.empty()) s.name += " [--set " + shown + "]";
+}
+
+Scenario load_named(const std::string& file, const std::vector<std::string>& sets);
 
 std::string fmt(double v, int prec = 1) {
   std::ostringstream s;
@@ -52,6 +87,7 @@ std::string fmt(double v, int prec = 1) {
 }
 
 int cmd_topo(const std::string& file, int64_t gpus_opt, const std::string& dot, const std::string& format) {
+  check_output_path("--dot", dot);
   const SystemSpec sys = io::load_system(file);
   const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
   const auto t0 = std::chrono::steady_clock::now();
@@ -122,9 +158,16 @@ std::vector<io::Override> overrides(const std::vector<std::string>& sets) {
   return out;
 }
 
+Scenario load_named(const std::string& file, const std::vector<std::string>& sets) {
+  Scenario s = io::load_scenario(file, overrides(sets));
+  name_overrides(s, sets);
+  return s;
+}
+
 int cmd_predict(const std::string& file, const std::vector<std::string>& sets, const std::string& format, bool serial,
-                const std::string& trace) {
-  const Scenario s = io::load_scenario(file, overrides(sets));
+                const std::string& trace, int top) {
+  check_output_path("--trace", trace);
+  const Scenario s = load_named(file, sets);
   PredictOptions opt;
   opt.simulate = !serial;
   const StepReport r = predict(s, s.calibration, opt);
@@ -138,14 +181,16 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
   } else if (format == "csv") {
     io::write_report_csv(r, std::cout);
   } else {
-    io::write_report_text(r, std::cout);
+    io::write_report_text(r, std::cout, true, top);
   }
   return kExitOk;
 }
 
-void print_waterfall(const std::vector<WaterfallStep>& steps, const std::string& format) {
+void print_waterfall(const std::vector<WaterfallStep>& steps, const std::string& format,
+                     const std::vector<std::string>& notes = {}) {
   if (format == "json") {
     nlohmann::json j;
+    j["notes"] = notes;
     for (const auto& st : steps)
       j["steps"].push_back({{"name", st.name}, {"changes", st.changes}, {"step_time_s", st.report.step_time.value()},
                             {"tokens_per_s_per_gpu", st.report.tokens_per_s_per_gpu},
@@ -167,26 +212,27 @@ void print_waterfall(const std::vector<WaterfallStep>& steps, const std::string&
                 st.changes.c_str());
     prev = t;
   }
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
 }
 
 int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::vector<std::string>& sets,
                 const std::string& format) {
   if (ablate) {
     if (files.size() != 1) throw InputError("compare --ablate takes one scenario");
-    const Scenario s = io::load_scenario(files[0], overrides(sets));
+    const Scenario s = load_named(files[0], sets);
     print_waterfall(waterfall(baseline_of(s), s, s.calibration), format);
     return kExitOk;
   }
   if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");
-  const Scenario a = io::load_scenario(files[0], overrides(sets));
-  const Scenario b = io::load_scenario(files[1], overrides(sets));
-  print_waterfall(waterfall(a, b, b.calibration), format);
+  const Scenario a = load_named(files[0], sets);
+  const Scenario b = load_named(files[1], sets);
+  print_waterfall(waterfall(a, b, b.calibration), format, comparison_notes(a, b));
   return kExitOk;
 }
 
 int cmd_scale(const std::string& file, const std::vector<int64_t>& gpus, const std::string& grow,
               const std::vector<std::string>& sets, const std::string& format) {
-  const Scenario s = io::load_scenario(file, overrides(sets));
+  const Scenario s = load_named(file, sets);
   const GrowAxis axis = grow == "dp" ? GrowAxis::dp : grow == "ep" ? GrowAxis::ep : GrowAxis::fsdp;
   const auto points = scale(s, gpus, axis, s.calibration);
   if (format == "json") {
@@ -294,6 +340,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   auto comm = exec::make_communicator(argc, argv);
   Scenario s;
   try {
+    check_output_path("--out", o.out);
     s = io::load_scenario(file, overrides(sets));
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
@@ -358,6 +405,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
 #endif
 
 int cmd_calibrate(const std::vector<std::string>& files, const std::string& profile, const std::string& out) {
+  check_output_path("--out", out);
   Calibration start;
   if (!profile.empty()) {
     start = io::load_calibration(profile);
@@ -398,6 +446,36 @@ int cmd_validate(const std::vector<std::string>& files) {
 
 }  // namespace
 
+// Counts and positive numbers, said plainly (CLI11's PositiveNumber prints a 300-digit range).
+CLI::Validator whole_at_least(long long min, const std::string& what) {
+  return CLI::Validator(
+      [what, min](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const long long n = std::stoll(v, &used);
+          if (used == v.size() && n >= min) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a whole number >= " + std::to_string(min) + "), got " + v;
+      },
+      what + " >= " + std::to_string(min));
+}
+CLI::Validator whole_at_least_one(const std::string& what) { return whole_at_least(1, what); }
+CLI::Validator positive_number(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (used == v.size() && x > 0 && std::isfinite(x)) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a number > 0), got " + v;
+      },
+      what + " > 0");
+}
+const CLI::Validator kGpuCount = whole_at_least_one("a GPU count");
+
 int main(int argc, char** argv) {
   CLI::App app{"moeperf: predict, explain and measure dropless-MoE training speed on GPU clusters"};
   app.set_version_flag("--version", "moeperf 0.1.0");
@@ -407,7 +485,7 @@ int main(int argc, char** argv) {
   int64_t topo_gpus = 0;
   auto* topo = app.add_subcommand("topo", "Summarize a system: GPUs, switches by tier, per-GPU and bisection bandwidth");
   topo->add_option("SYSTEM", topo_file, "system file, e.g. topologies/gb300-nvl72.json")->required();
-  topo->add_option("--gpus", topo_gpus, "GPU count (default: the system file's \"gpus\")")->check(CLI::PositiveNumber);
+  topo->add_option("--gpus", topo_gpus, "GPU count (default: the system file's \"gpus\")")->check(kGpuCount);
   topo->add_option("--dot", topo_dot, "also write the graph in Graphviz format to this file");
   topo->add_option("--format", topo_format, "text or json")->check(CLI::IsMember({"text", "json"}));
 
@@ -421,6 +499,9 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("--format", predict_format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}));
   predict_cmd->add_flag("--serial", predict_serial, "the serial estimate only: every op back to back, no overlap");
   predict_cmd->add_option("--trace", predict_trace, "write the simulated step as Chrome-trace JSON (Perfetto, HTA)");
+  int predict_top = 0;
+  predict_cmd->add_option("--top", predict_top, "text: show only the N ops with the most kernel seconds (default: all)")
+      ->check(whole_at_least_one("an op count"));
 
   std::vector<std::string> compare_files, compare_sets;
   bool compare_ablate = false;
@@ -436,7 +517,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> scale_sets;
   auto* scale_cmd = app.add_subcommand("scale", "Per-GPU throughput and efficiency over GPU counts at a fixed per-GPU batch");
   scale_cmd->add_option("SCENARIO", scale_file, "scenario file")->required();
-  scale_cmd->add_option("--gpus", scale_gpus, "GPU counts, e.g. 128,256,512,1024")->delimiter(',')->required()->check(CLI::PositiveNumber);
+  scale_cmd->add_option("--gpus", scale_gpus, "GPU counts, e.g. 128,256,512,1024")->delimiter(',')->required()->check(kGpuCount);
   scale_cmd->add_option("--grow", scale_grow, "mesh axis that grows: fsdp, dp or ep")->check(CLI::IsMember({"fsdp", "dp", "ep"}));
   scale_cmd->add_option("--set", scale_sets, "override a scenario field: PATH=VALUE");
   scale_cmd->add_option("--format", scale_format, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -448,11 +529,15 @@ int main(int argc, char** argv) {
   coll_cmd->add_option("--op", coll_op, "all_reduce, all_gather, reduce_scatter or all_to_all")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
   coll_cmd->add_option("--bytes", coll_bytes, "size per GPU, e.g. 64MiB or \"8 GiB\"");
-  coll_cmd->add_option("--gpus", coll_gpus, "GPU count (default: the system's)")->check(CLI::PositiveNumber);
+  coll_cmd->add_option("--gpus", coll_gpus, "GPU count (default: the system's)")->check(kGpuCount);
   std::string coll_algo = "auto";
   coll_cmd->add_option("--algo", coll_algo, "auto (the fastest at this size), ring, tree, nvls, nvls_tree, direct or hierarchical")
       ->check(CLI::IsMember({"auto", "ring", "tree", "nvls", "nvls_tree", "direct", "hierarchical"}));
   coll_cmd->add_option("--format", coll_format, "text or json")->check(CLI::IsMember({"text", "json"}));
+
+  std::string schema_format = "markdown";
+  auto* schema_cmd = app.add_subcommand("schema", "Print the scenario file reference: every field, type, unit, default, effect");
+  schema_cmd->add_option("--format", schema_format, "markdown or json")->check(CLI::IsMember({"markdown", "json"}));
 
   std::string params_format = "text";
   auto* params_cmd = app.add_subcommand("params", "List the cost model's named parameters: default, unit, range, reasoning");
@@ -466,11 +551,11 @@ int main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand("run", "Execute the scenario's MoE layer forward and backward, check it, measure every op (under mpirun for many ranks)");
   run_cmd->add_option("SCENARIO", run_file, "scenario file, e.g. examples/executor/cpu-small.json")->required();
   run_cmd->add_option("--backend", run_opt.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  run_cmd->add_option("--layers", run_opt.layers, "MoE layers per step")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--steps", run_opt.steps, "timed steps")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--warmup", run_opt.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("--scale", run_opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--timeout", run_opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--layers", run_opt.layers, "MoE layers per step")->check(whole_at_least_one("a layer count"));
+  run_cmd->add_option("--steps", run_opt.steps, "timed steps")->check(whole_at_least_one("a step count"));
+  run_cmd->add_option("--warmup", run_opt.warmup, "untimed steps first")->check(whole_at_least(0, "a step count"));
+  run_cmd->add_option("--scale", run_opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(positive_number("a scale factor"));
+  run_cmd->add_option("--timeout", run_opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(positive_number("seconds"));
   run_cmd->add_option("--out", run_opt.out, "measurements JSON (written by rank 0)");
   run_cmd->add_option("--set", run_sets, "override a scenario field: PATH=VALUE");
   run_cmd->add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
@@ -497,6 +582,10 @@ int main(int argc, char** argv) {
     if (*topo) return cmd_topo(topo_file, topo_gpus, topo_dot, topo_format);
     if (*validate) return cmd_validate(validate_files);
     if (*params_cmd) return cmd_params(params_format);
+    if (*schema_cmd) {
+      std::cout << (schema_format == "json" ? io::scenario_reference_json() + "\n" : io::scenario_reference_markdown());
+      return kExitOk;
+    }
     if (*cal_cmd) return cmd_calibrate(cal_files, cal_profile, cal_out);
 #ifdef MOEPERF_HAVE_EXECUTOR
     if (*run_cmd && dry_tokens > 0) {
@@ -513,7 +602,7 @@ int main(int argc, char** argv) {
     if (*compare_cmd) return cmd_compare(compare_files, compare_ablate, compare_sets, compare_format);
     if (*scale_cmd) return cmd_scale(scale_file, scale_gpus, scale_grow, scale_sets, scale_format);
     if (*coll_cmd) return cmd_collective(coll_file, coll_op, coll_bytes, coll_gpus, coll_algo, coll_format);
-    if (*predict_cmd) return cmd_predict(predict_file, predict_sets, predict_format, predict_serial, predict_trace);
+    if (*predict_cmd) return cmd_predict(predict_file, predict_sets, predict_format, predict_serial, predict_trace, predict_top);
   } catch (const InputError& e) {
     std::cerr << "moeperf: " << e.what() << "\n";
     return kExitBadInput;

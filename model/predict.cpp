@@ -132,14 +132,19 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     const Seconds d = kernel_time(sc.ops[i]);
     r.breakdown[static_cast<size_t>(op.category)] += d;
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
-    if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}});
+    if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}, {}, {}, {}});
     OpSummary& o = r.ops[it->second];
     ++o.count;
     o.seconds += d;
     o.serial_seconds += pricer.time(op);
     o.flops += op.flops;
     o.bytes += op.collective == Collective::none ? op.hbm_bytes : op.bytes;
+    o.hbm_bytes += op.hbm_bytes;
+    if (op.collective != Collective::none) o.message_bytes += op.bytes;
   }
+  const std::vector<double> exposed_share = exposed_by_op(rc, sc);
+  for (size_t i = 0; i < rc.ops.size(); ++i) r.ops[index.at(rc.ops[i].name)].exposed += Seconds(exposed_share[i]);
+  r.idle = idle_time(rc, sc);
   r.comm_fraction_of_kernel_time = kernel_all > 0 ? comm_all / kernel_all : 0.0;
   // Exposed: time covered by communication but by no compute.
   double exposed = 0;

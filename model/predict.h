@@ -27,13 +27,18 @@ struct OpSummary {
   Seconds serial_seconds; // uncontended time, summed
   Flops flops;
   Bytes bytes;            // HBM bytes (compute) or message bytes (communication)
+  Bytes hbm_bytes;        // bytes read and written in HBM
+  Bytes message_bytes;    // communication: NCCL-style size per rank (0 for compute)
+  Seconds exposed;        // its share of the exposed communication time (see exposed_by_op)
 };
 
 struct StepReport {
   std::string name;
   int64_t gpus = 0;
   Seconds step_time;             // simulated (overlap, shared links)
-  Seconds serial_step_time;      // every op back to back, uncontended
+  Seconds serial_step_time;      // the busiest class's ops back to back on one queue, uncontended:
+                                 // no overlap, and no waiting for other pipeline stages
+  Seconds idle;                  // the reported class runs nothing (pipeline bubble when pp > 1)
   double tokens_per_step_per_gpu = 0;
   double tokens_per_s_per_gpu = 0;
   double model_flops_per_token = 0;  // MaxText convention

@@ -1,5 +1,6 @@
 #include "model/sim.h"
 
+#include <array>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -169,6 +170,19 @@ class Engine {
         const size_t b = q % static_cast<size_t>(base_queues_);
         sc.queues.push_back(b == 0 ? Stream::compute : !multi_ ? (b == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(b));
         sc.queue_lanes.push_back(static_cast<uint8_t>(q / static_cast<size_t>(base_queues_)));
+      }
+      // Without multistream collectives one queue carries every group's collectives: it is named
+      // for the streams of the ops it ran ("collectives: ep_comm + fsdp_comm"), not for the first.
+      const std::vector<Op>& ops = g_.classes[out.classes.size()].ops;
+      std::vector<std::array<bool, kStreamCount>> carried(cs.queues.size());
+      for (size_t i = 0; i < ops.size(); ++i)
+        carried[static_cast<size_t>(cs.timing[i].queue)][static_cast<size_t>(ops[i].stream)] = true;
+      for (size_t q = 0; q < cs.queues.size(); ++q) {
+        std::string label;
+        int n = 0;
+        for (int k = 0; k < kStreamCount; ++k)
+          if (carried[q][static_cast<size_t>(k)]) label += (n++ ? " + " : "") + std::string(to_string(static_cast<Stream>(k)));
+        sc.queue_labels.push_back(n > 1 ? "collectives: " + label : std::string(to_string(sc.queues[q])));
       }
       out.step_time = std::max(out.step_time, sc.finish);
       out.classes.push_back(std::move(sc));
@@ -382,10 +396,56 @@ std::vector<std::pair<double, double>> exposed_intervals(const RankClass& rc, co
   return out;
 }
 
+std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc) {
+  // The same sweep; each stretch of exposed time is split evenly over the communication ops
+  // running in it, so the shares add up to the exposed time.
+  const size_t n = std::min(rc.ops.size(), sc.ops.size());
+  struct Ev {
+    double t;
+    int kind;  // -2 compute end, -1 comm end, +1 comm start, +2 compute start
+    size_t op;
+  };
+  std::vector<Ev> ev;
+  for (size_t i = 0; i < n; ++i) {
+    const int k = is_communication(rc.ops[i].category) ? 1 : 2;
+    ev.push_back({sc.ops[i].start.value(), k, i});
+    ev.push_back({sc.ops[i].end.value(), -k, i});
+  }
+  std::sort(ev.begin(), ev.end(), [](const Ev& a, const Ev& b) { return a.t < b.t || (a.t == b.t && a.kind < b.kind); });
+  std::vector<double> out(rc.ops.size(), 0.0);
+  std::vector<size_t> comm;  // communication ops running
+  int comp_on = 0;
+  double last = 0;
+  for (const Ev& e : ev) {
+    if (!comm.empty() && comp_on == 0 && e.t > last)
+      for (size_t i : comm) out[i] += (e.t - last) / static_cast<double>(comm.size());
+    last = e.t;
+    if (e.kind == 1) comm.push_back(e.op);
+    if (e.kind == -1) comm.erase(std::find(comm.begin(), comm.end(), e.op));
+    comp_on += e.kind == 2 ? 1 : e.kind == -2 ? -1 : 0;
+  }
+  return out;
+}
+
+Seconds idle_time(const RankClass& rc, const SimClass& sc) {
+  std::vector<std::pair<double, double>> spans;
+  for (size_t i = 0; i < rc.ops.size() && i < sc.ops.size(); ++i)
+    if (sc.ops[i].end > sc.ops[i].start) spans.emplace_back(sc.ops[i].start.value(), sc.ops[i].end.value());
+  std::sort(spans.begin(), spans.end());
+  double busy = 0, reach = 0;
+  for (auto [a, b] : spans) {
+    if (b <= reach) continue;
+    busy += b - std::max(a, reach);
+    reach = b;
+  }
+  return Seconds(std::max(0.0, sc.finish.value() - busy));
+}
+
 std::string queue_name(const SimClass& sc, size_t queue) {
   const Stream s = queue < sc.queues.size() ? sc.queues[queue] : Stream::compute;
   const bool second = queue < sc.queue_lanes.size() && sc.queue_lanes[queue] > 0;
-  return std::string(to_string(s)) + (second ? " (backward lane)" : "");
+  const std::string base = queue < sc.queue_labels.size() ? sc.queue_labels[queue] : std::string(to_string(s));
+  return base + (second ? " (backward lane)" : "");
 }
 
 Seconds serial_time(const RankClass& rc, const Pricer& pricer) {

@@ -38,6 +38,7 @@ struct SimClass {
   std::vector<UtilSample> utilization;  // per resource, piecewise constant
   std::vector<Stream> queues;           // queue index -> the first logical stream mapped to it
   std::vector<uint8_t> queue_lanes;     // queue index -> its lane (1: backward units under fwd/bwd overlap)
+  std::vector<std::string> queue_labels;  // queue index -> what it carries (queue_name adds the lane)
   Seconds finish;
   Seconds wait;                         // time its collectives waited for a synchronized (straggler) class
 };
@@ -55,6 +56,15 @@ SimResult simulate(const StepGraph& g, const Pricer& pricer, const StackOptions&
 // Time intervals [start, end) of a class's step when some communication runs and no compute does
 // (exposed communication), merged and sorted.
 std::vector<std::pair<double, double>> exposed_intervals(const RankClass& rc, const SimClass& sc);
+
+// How much of the exposed communication time each op of the class accounts for (indexed like
+// rc.ops; 0 for compute): a stretch where k communication ops run and no compute is split k ways,
+// so the shares add up to the length of exposed_intervals().
+std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc);
+
+// Time in [0, sc.finish) when the class runs no op at all on any queue: under pipeline parallelism,
+// the pipeline bubble (waiting for another stage's activations or gradients).
+Seconds idle_time(const RankClass& rc, const SimClass& sc);
 
 // The serial estimate: every op back to back, uncontended, no overlap.
 Seconds serial_time(const RankClass& rc, const Pricer& pricer);

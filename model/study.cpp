@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include "model/error.h"
 
@@ -22,6 +23,112 @@ Scenario baseline_of(const Scenario& s) {
       b.memory.recompute.push_back(c);
   b.memory.offload.clear();
   return b;
+}
+
+std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) {
+  std::vector<std::string> out;
+  auto cmp = [&](const char* name, const auto& x, const auto& y) {
+    if (!(x == y)) out.emplace_back(name);
+  };
+  const ModelSpec &ma = a.model, &mb = b.model;
+  const AttentionSpec &aa = ma.attention, &ab = mb.attention;
+  if (ma.name != mb.name ||
+      std::tie(ma.hidden, ma.layers, ma.dense_layers, ma.dense_ffn, ma.vocab, ma.tie_embeddings, ma.experts, ma.top_k,
+               ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router.groups, ma.router.topk_groups) !=
+          std::tie(mb.hidden, mb.layers, mb.dense_layers, mb.dense_ffn, mb.vocab, mb.tie_embeddings, mb.experts, mb.top_k,
+                   mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router.groups, mb.router.topk_groups) ||
+      std::tie(aa.kind, aa.heads, aa.kv_heads, aa.head_dim, aa.kv_lora_rank, aa.q_lora_rank, aa.sliding_window) !=
+          std::tie(ab.kind, ab.heads, ab.kv_heads, ab.head_dim, ab.kv_lora_rank, ab.q_lora_rank, ab.sliding_window))
+    out.emplace_back("model");
+  const SystemSpec &sa = a.system, &sb = b.system;
+  const GpuSpec &ga = sa.gpu(), &gb = sb.gpu();
+  if (sa.name != sb.name || ga.name != gb.name || ga.dense_bf16 != gb.dense_bf16 || ga.dense_fp8 != gb.dense_fp8 ||
+      ga.hbm_bandwidth != gb.hbm_bandwidth || ga.hbm_usable != gb.hbm_usable ||
+      ga.nvlink_bandwidth_per_link != gb.nvlink_bandwidth_per_link ||
+      sa.domain.tray.nic.port_bandwidth != sb.domain.tray.nic.port_bandwidth || sa.domain.trays != sb.domain.trays ||
+      sa.gpus_per_domain_when_spanning != sb.gpus_per_domain_when_spanning)
+    out.emplace_back("system");
+  cmp("gpus", a.gpus, b.gpus);
+  const Parallelism &pa = a.parallelism, &pb = b.parallelism;
+  cmp("parallelism.tp", pa.tp, pb.tp);
+  cmp("parallelism.cp", pa.cp, pb.cp);
+  cmp("parallelism.pp", pa.pp, pb.pp);
+  cmp("parallelism.vpp", pa.vpp, pb.vpp);
+  cmp("parallelism.ep", pa.ep, pb.ep);
+  cmp("parallelism.fsdp", pa.fsdp, pb.fsdp);
+  cmp("parallelism.dp", pa.dp, pb.dp);
+  cmp("parallelism.schedule", pa.schedule, pb.schedule);
+  cmp("parallelism.sequence_parallel", pa.sequence_parallel, pb.sequence_parallel);
+  cmp("parallelism.distributed_optimizer", pa.distributed_optimizer, pb.distributed_optimizer);
+  cmp("batch.seq_len", a.batch.seq_len, b.batch.seq_len);
+  cmp("batch.micro_batch", a.batch.micro_batch, b.batch.micro_batch);
+  cmp("batch.global_batch", a.batch.global_batch, b.batch.global_batch);
+  const Precision &qa = a.precision, &qb = b.precision;
+  cmp("precision.dense_gemm", qa.dense_gemm, qb.dense_gemm);
+  cmp("precision.expert_gemm", qa.expert_gemm, qb.expert_gemm);
+  cmp("precision.dispatch", qa.dispatch, qb.dispatch);
+  cmp("precision.combine", qa.combine, qb.combine);
+  cmp("precision.weights", qa.weights, qb.weights);
+  cmp("precision.grads", qa.grads, qb.grads);
+  cmp("precision.optimizer_state", qa.optimizer_state, qb.optimizer_state);
+  cmp("precision.master_weights_fp32", qa.master_weights_fp32, qb.master_weights_fp32);
+  cmp("memory.recompute", a.memory.recompute, b.memory.recompute);
+  cmp("memory.offload", a.memory.offload, b.memory.offload);
+  cmp("memory.usable_hbm_fraction", a.memory.usable_hbm_fraction, b.memory.usable_hbm_fraction);
+  cmp("memory.host_offload_limit", a.memory.host_offload_limit, b.memory.host_offload_limit);
+  const Routing &ra = a.routing, &rb = b.routing;
+  cmp("routing.distribution", ra.distribution, rb.distribution);
+  cmp("routing.zipf_exponent", ra.zipf_exponent, rb.zipf_exponent);
+  cmp("routing.dirichlet_alpha", ra.dirichlet_alpha, rb.dirichlet_alpha);
+  cmp("routing.histogram", ra.histogram, rb.histogram);
+  cmp("routing.seed", ra.seed, rb.seed);
+  cmp("routing.group_limited", ra.group_limited, rb.group_limited);
+  const StackOptions &oa = a.stack, &ob = b.stack;
+  cmp("stack.grouped_gemm", oa.grouped_gemm, ob.grouped_gemm);
+  cmp("stack.dispatcher", oa.dispatcher, ob.dispatcher);
+  cmp("stack.multistream_collectives", oa.multistream_collectives, ob.multistream_collectives);
+  cmp("stack.overlap.fsdp_prefetch", oa.fsdp_prefetch, ob.fsdp_prefetch);
+  cmp("stack.overlap.fsdp_prefetch_depth", oa.fsdp_prefetch_depth, ob.fsdp_prefetch_depth);
+  cmp("stack.overlap.a2a_with_shared_expert", oa.a2a_with_shared_expert, ob.a2a_with_shared_expert);
+  cmp("stack.overlap.fwd_bwd", oa.fwd_bwd_overlap, ob.fwd_bwd_overlap);
+  cmp("stack.a2a_buffer_factor", oa.a2a_buffer_factor, ob.a2a_buffer_factor);
+  cmp("train_mtp", a.train_mtp, b.train_mtp);
+  if (a.stragglers.size() != b.stragglers.size()) {
+    out.emplace_back("stragglers");
+  } else {
+    for (size_t i = 0; i < a.stragglers.size(); ++i) {
+      const Straggler &x = a.stragglers[i], &y = b.stragglers[i];
+      if (std::tie(x.gpu, x.count, x.rack, x.compute_slowdown, x.nvlink_slowdown, x.network_slowdown) !=
+          std::tie(y.gpu, y.count, y.rack, y.compute_slowdown, y.nvlink_slowdown, y.network_slowdown)) {
+        out.emplace_back("stragglers");
+        break;
+      }
+    }
+  }
+  for (const ParamDef& d : param_defs())
+    if (a.calibration[d.id] != b.calibration[d.id]) {
+      out.emplace_back("calibration");
+      break;
+    }
+  return out;
+}
+
+std::vector<std::string> comparison_notes(const Scenario& from, const Scenario& to) {
+  std::vector<std::string> notes;
+  const std::vector<std::string> diff = differing_fields(from, to);
+  const bool model = std::find(diff.begin(), diff.end(), "model") != diff.end();
+  const bool gpus = from.gpus != to.gpus;
+  if (model || gpus) {
+    std::string what = model ? "different models (" + from.model.name + " vs " + to.model.name + ")" : "";
+    if (gpus)
+      what += (model ? " on " : "") + std::string("different GPU counts (") + std::to_string(from.gpus) + " vs " +
+              std::to_string(to.gpus) + ")";
+    notes.push_back("the two scenarios train " + what +
+                    ": the stack steps are priced on the first one's, and the last step switches to the second's; "
+                    "compare tokens/s/GPU and TFLOPS/GPU across it, not step time");
+  }
+  if (diff.empty()) notes.push_back("the two scenarios are the same in every field moeperf reads");
+  return notes;
 }
 
 std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal) {
@@ -54,11 +161,13 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
   for (const Move& m : moves) {
     Scenario next = cur;
     m.apply(next);
-    // A step that changes nothing predicts the same as the previous one: skip it.
-    const StepReport r = predict(next, cal);
-    const bool same = r.step_time == out.back().report.step_time && r.memory.hbm_total == out.back().report.memory.hbm_total;
-    if (same && std::string(m.name) == "everything else") break;
-    out.push_back({m.name, m.changes, r});
+    // The fields this step actually switches; a step that switches none (the option is the same
+    // in both scenarios) is left out rather than shown as a zero gain.
+    std::vector<std::string> diff = differing_fields(cur, next);
+    if (diff.empty()) continue;
+    std::string changes;
+    for (const std::string& d : diff) changes += (changes.empty() ? "" : ", ") + d;
+    out.push_back({m.name, changes, predict(next, cal)});
     cur = next;
   }
   return out;

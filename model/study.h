@@ -27,7 +27,16 @@ Scenario baseline_of(const Scenario& s);
 // From `from` to `to` in the post's order: grouped GEMM, multistream collectives (with the
 // latency-hiding prefetch), MXFP8/FP8 precision, host offload, fused de-duplicated dispatch; a last
 // step carries any other difference (model, system, layout, batch, routing).
+// A step that would switch nothing (the option is equal in both) is left out; each step's
+// `changes` lists the dotted fields (as in --set) that differ before and after it.
 std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal);
+
+// The scenario fields (dotted, as in --set; "model", "system" and "calibration" as a whole) whose
+// values differ between a and b. Names and descriptions are not compared.
+std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b);
+
+// What a reader of `compare A B` must know: different models or GPU counts, or no difference.
+std::vector<std::string> comparison_notes(const Scenario& from, const Scenario& to);
 
 enum class GrowAxis { fsdp, dp, ep };
 

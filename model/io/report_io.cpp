@@ -16,21 +16,72 @@ std::string f(double v, int prec = 2) {
 }
 std::string gb(Bytes b) { return f(in_gigabytes(b), 1) + " GB"; }
 
+const char* schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+    case PipelineSchedule::dualpipe: return "dualpipe";
+  }
+  return "?";
+}
+
+// Ops sorted by their share of the exposed communication, largest first (only those with some).
+std::vector<const OpSummary*> exposed_ops(const StepReport& r) {
+  std::vector<const OpSummary*> v;
+  for (const auto& o : r.ops)
+    if (o.exposed.value() > 0) v.push_back(&o);
+  std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->exposed > b->exposed; });
+  return v;
+}
+
 }  // namespace
 
-void write_report_text(const StepReport& r, std::ostream& out, bool per_op) {
+std::string layout_text(const Scenario& s) {
+  const Parallelism& p = s.parallelism;
+  std::string t = "tp " + std::to_string(p.tp) + " x cp " + std::to_string(p.cp) + " x pp " + std::to_string(p.pp);
+  if (p.vpp > 1) t += " (vpp " + std::to_string(p.vpp) + ")";
+  t += " x ep " + std::to_string(p.ep) + " x fsdp " + std::to_string(p.fsdp) + " x dp " + std::to_string(p.dp);
+  if (p.pp > 1) t += ", schedule " + std::string(schedule_name(p.schedule));
+  return t;
+}
+
+void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int top) {
   const double step = r.step_time.value();
+  const Scenario& scen = *r.scenario;
   out << r.name << "\n";
-  out << "  GPUs                   " << r.gpus << " x " << r.scenario->system.gpu().name << "\n";
-  out << "  step time              " << f(step, 3) << " s   (serial estimate, no overlap: "
-      << f(r.serial_step_time.value(), 3) << " s)\n";
+  out << "  GPUs                   " << r.gpus << " x " << scen.system.gpu().name << "; " << r.topology->domains()
+      << " NVLink domain" << (r.topology->domains() > 1 ? "s (racks or nodes)" : " (rack or node)") << " used, "
+      << r.topology->gpus_per_domain() << " GPUs of each domain's " << scen.system.domain.gpus() << "\n";
+  out << "  layout                 " << layout_text(scen) << "\n";
+  out << "  batch per step         " << scen.batch.global_batch << " sequences x " << scen.batch.seq_len << " tokens; "
+      << scen.micro_batches() << " micro-batch" << (scen.micro_batches() > 1 ? "es" : "") << " of " << scen.batch.micro_batch
+      << " per data-parallel rank\n";
+  out << "  step time              " << f(step, 3) << " s   (simulated: streams overlap, links shared)\n";
+  out << "  sum of op times        " << f(r.serial_step_time.value(), 3)
+      << " s   (the busiest rank's ops back to back, uncontended: no overlap and no pipeline waits)\n";
+  if (scen.parallelism.pp > 1)
+    out << "  pipeline bubble        " << f(r.idle.value(), 3) << " s   (" << f(step > 0 ? 100 * r.idle.value() / step : 0, 1)
+        << " % of the step: the reported stage runs no kernel, waiting for other stages)\n";
+  else if (r.idle.value() > 0)
+    out << "  idle                   " << f(r.idle.value(), 3) << " s   (" << f(step > 0 ? 100 * r.idle.value() / step : 0, 1)
+        << " % of the step: no kernel runs)\n";
   out << "  tokens/s/GPU           " << f(r.tokens_per_s_per_gpu, 0) << "   (" << f(r.tokens_per_step_per_gpu, 0)
       << " tokens per GPU per step)\n";
   out << "  TFLOPS/GPU             " << f(r.model_tflops_per_gpu, 1) << "   (MaxText count: "
       << f(r.model_flops_per_token / 1e9, 2) << " GFLOP/token)\n";
   out << "  MFU                    " << f(100 * r.mfu, 1) << " % of dense BF16 peak\n";
   out << "  communication          " << f(100 * r.comm_fraction_of_kernel_time, 1)
-      << " % of accumulated kernel time; exposed " << f(100 * r.exposed_comm_fraction, 1) << " % of the step\n";
+      << " % of accumulated kernel time; exposed " << f(100 * r.exposed_comm_fraction, 1) << " % of the step ("
+      << f(r.exposed_comm.value(), 3) << " s)\n";
+  const std::vector<const OpSummary*> exposed = exposed_ops(r);
+  if (!exposed.empty()) {
+    out << "    exposed by op:";
+    const size_t shown = std::min<size_t>(exposed.size(), 5);
+    for (size_t i = 0; i < shown; ++i)
+      out << (i ? ", " : " ") << exposed[i]->name << " " << f(exposed[i]->exposed.value(), 3) << " s";
+    if (exposed.size() > shown) out << " (+" << exposed.size() - shown << " more: --format json)";
+    out << "\n";
+  }
   if (r.scenario->model.is_moe())
     out << "  expert load            " << f(r.load.mean_rows, 0) << " rows per rank on average, busiest "
         << f(r.load.max_rows, 0) << " (x" << f(r.load.max_rows / r.load.mean_rows, 3) << "), padded "
@@ -66,18 +117,21 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op) {
   }
   for (const auto& n : r.notes) out << "  note: " << n << "\n";
   if (!per_op) return;
-  out << "  ops (busiest rank class):\n";
-  out << "    name                          count   seconds   serial_s      TFLOP   GB(HBM|msg)\n";
   std::vector<const OpSummary*> v;
   for (const auto& o : r.ops) v.push_back(&o);
-  std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
-  for (const OpSummary* o : v) {
+  std::stable_sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  const size_t rows = top > 0 ? std::min(v.size(), static_cast<size_t>(top)) : v.size();
+  out << "  ops (busiest rank class" << (rows < v.size() ? ", top " + std::to_string(rows) + " of " + std::to_string(v.size()) + " by seconds" : "")
+      << "):\n";
+  out << "    name                          count   seconds   serial_s  exposed_s      TFLOP    GB_HBM    GB_msg\n";
+  for (size_t i = 0; i < rows; ++i) {
+    const OpSummary* o = v[i];
     std::string name = o->name;
     name.resize(30, ' ');
-    char line[160];
-    std::snprintf(line, sizeof line, "    %s %6lld %9.4f %10.4f %10.2f %12.2f\n", name.c_str(),
-                  static_cast<long long>(o->count), o->seconds.value(), o->serial_seconds.value(), o->flops.value() / 1e12,
-                  in_gigabytes(o->bytes));
+    char line[200];
+    std::snprintf(line, sizeof line, "    %s %6lld %9.4f %10.4f %10.4f %10.2f %9.2f %9.2f\n", name.c_str(),
+                  static_cast<long long>(o->count), o->seconds.value(), o->serial_seconds.value(), o->exposed.value(),
+                  o->flops.value() / 1e12, in_gigabytes(o->hbm_bytes), in_gigabytes(o->message_bytes));
     out << line;
   }
 }
@@ -88,6 +142,17 @@ std::string report_json(const StepReport& r, int indent) {
   j["gpus"] = r.gpus;
   j["step_time_s"] = r.step_time.value();
   j["serial_step_time_s"] = r.serial_step_time.value();
+  j["layout"] = layout_text(*r.scenario);
+  const Parallelism& p = r.scenario->parallelism;
+  j["parallelism"] = {{"tp", p.tp}, {"cp", p.cp}, {"pp", p.pp}, {"vpp", p.vpp}, {"ep", p.ep}, {"fsdp", p.fsdp},
+                      {"dp", p.dp}, {"schedule", schedule_name(p.schedule)}};
+  j["micro_batches"] = r.scenario->micro_batches();
+  j["nvlink_domains_used"] = r.topology->domains();
+  j["gpus_per_domain_used"] = r.topology->gpus_per_domain();
+  j["idle_s"] = r.idle.value();
+  j["pipeline_bubble_s"] = p.pp > 1 ? r.idle.value() : 0.0;
+  j["pipeline_bubble_fraction"] = p.pp > 1 && r.step_time.value() > 0 ? r.idle.value() / r.step_time.value() : 0.0;
+  j["exposed_comm_s"] = r.exposed_comm.value();
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
   j["model_flops_per_token"] = r.model_flops_per_token;
   j["flop_convention"] = "maxtext";
@@ -118,7 +183,11 @@ std::string report_json(const StepReport& r, int indent) {
     j["breakdown"][to_string(static_cast<Category>(c))] = r.breakdown[static_cast<size_t>(c)].value();
   for (const auto& o : r.ops)
     j["ops"][o.name] = {{"count", o.count}, {"seconds", o.seconds.value()}, {"serial_seconds", o.serial_seconds.value()},
-                        {"category", to_string(o.category)}, {"flops", o.flops.value()}, {"bytes", o.bytes.value()}};
+                        {"category", to_string(o.category)}, {"flops", o.flops.value()}, {"bytes", o.bytes.value()},
+                        {"hbm_bytes", o.hbm_bytes.value()}, {"message_bytes", o.message_bytes.value()},
+                        {"exposed_seconds", o.exposed.value()}};
+  j["exposed_comm_by_op"] = nlohmann::json::array();
+  for (const OpSummary* o : exposed_ops(r)) j["exposed_comm_by_op"].push_back({{"name", o->name}, {"seconds", o->exposed.value()}});
   j["expert_load"] = {{"mean_rows", r.load.mean_rows}, {"max_rows", r.load.max_rows},
                       {"max_rank_tile_rows", r.load.max_rank_tile_rows}, {"distinct_ranks", r.load.distinct_ranks}};
   j["notes"] = r.notes;

@@ -1,4 +1,4 @@
-// StepReport as text, JSON (keys of the architecture doc's CLI contract) and CSV (one row per op).
+// StepReport as text, JSON (the keys of the README's CLI section) and CSV (one row per op).
 #pragma once
 
 #include <ostream>
@@ -8,7 +8,10 @@
 
 namespace moeperf::io {
 
-void write_report_text(const StepReport& r, std::ostream& out, bool per_op = true);
+// `top` > 0 limits the op table to the ops with the most kernel seconds.
+void write_report_text(const StepReport& r, std::ostream& out, bool per_op = true, int top = 0);
+// "tp 1 x cp 1 x pp 16 x ep 64 x fsdp 1 x dp 2, schedule dualpipe"
+std::string layout_text(const Scenario& s);
 std::string report_json(const StepReport& r, int indent = 2);
 void write_report_csv(const StepReport& r, std::ostream& out);
 

@@ -1,6 +1,8 @@
 #include "model/io/trace.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "model/collective.h"
@@ -16,6 +18,17 @@ std::string esc(const std::string& s) {
     o += c;
   }
   return o;
+}
+
+// Trace times are microseconds with three decimals (nanoseconds). Start and end are each rounded to
+// the nanosecond and the duration is their difference, so an op that starts where the previous one
+// on its track ends never overlaps it by a rounding step (Perfetto would nest them).
+int64_t to_ns(Seconds t) { return std::llround(t.value() * 1e9); }
+std::string us(int64_t ns) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%s%lld.%03lld", ns < 0 ? "-" : "", static_cast<long long>(std::llabs(ns) / 1000),
+                static_cast<long long>(std::llabs(ns) % 1000));
+  return b;
 }
 
 }  // namespace
@@ -47,12 +60,12 @@ void write_chrome_trace(const StepReport& r, std::ostream& out) {
     for (size_t i = 0; i < rc.ops.size(); ++i) {
       const Op& op = rc.ops[i];
       const OpTiming& t = sc.ops[i];
-      const double ts = t.start.value() * 1e6, dur = (t.end - t.start).value() * 1e6;
+      const int64_t ts = to_ns(t.start), dur = to_ns(t.end) - ts;
       sep();
       std::snprintf(buf, sizeof buf,
-                    "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                    "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%s,\"dur\":%s,"
                     "\"args\":{\"layer\":%d,\"micro_batch\":%d,\"flops\":%.6g,\"hbm_bytes\":%.6g,\"bytes\":%.6g",
-                    esc(op.name).c_str(), to_string(op.category), pid, t.queue, ts, dur, op.layer, op.micro_batch,
+                    esc(op.name).c_str(), to_string(op.category), pid, t.queue, us(ts).c_str(), us(dur).c_str(), op.layer, op.micro_batch,
                     op.flops.value(), op.hbm_bytes.value(), op.bytes.value());
       out << buf;
       if (op.collective != Collective::none)
@@ -66,10 +79,10 @@ void write_chrome_trace(const StepReport& r, std::ostream& out) {
         ++flow_id;
         sep();
         std::snprintf(buf, sizeof buf,
-                      "{\"ph\":\"s\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f},\n"
-                      "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
-                      static_cast<long long>(flow_id), pid, from.queue, from.end.value() * 1e6 - 0.001,
-                      static_cast<long long>(flow_id), pid, t.queue, ts);
+                      "{\"ph\":\"s\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%s},\n"
+                      "{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"dep\",\"cat\":\"dep\",\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%s}",
+                      static_cast<long long>(flow_id), pid, from.queue, us(to_ns(from.end) - 1).c_str(),
+                      static_cast<long long>(flow_id), pid, t.queue, us(ts).c_str());
         out << buf;
       }
     }

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -97,6 +101,260 @@ TEST(Cli, MissingFileExitsTwo) {
   const Result r = run("topo /nonexistent/system.json");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("/nonexistent/system.json: cannot open file"), std::string::npos) << r.out;
+}
+
+// ---------------------------------------------------------------- what a new user hit (issue: fresh machine)
+const std::string kOptimized = source("examples/deepseek-v3/gb300-optimized.json");
+const std::string kBaseline = source("examples/deepseek-v3/gb300-baseline.json");
+const std::string kDualPipe = source("examples/deepseek-v3/h800-dualpipe.json");
+
+nlohmann::json predict_json(const std::string& args) {
+  const Result r = run("predict " + args + " --format json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// --set follows a scenario's references into the system file and any file below it; the value is
+// checked like any other (type, unit) and the error names the dotted path the user typed.
+TEST(Cli, SetReachesFieldsOfReferencedFiles) {
+  const double base = predict_json(kOptimized)["step_time_s"].get<double>();
+  const double half_nic =
+      predict_json(kOptimized + " --set 'system.nvlink_domain.tray.nic.port_bandwidth=400 Gb/s'")["step_time_s"].get<double>();
+  EXPECT_GT(half_nic, base);  // half the scale-out bandwidth: FSDP collectives across racks take longer
+  const Result bad = run("predict " + kOptimized + " --set 'system.nvlink_domain.tray.nic.port_bandwidth=4 parsecs'");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find(kOptimized + ": /system/nvlink_domain/tray/nic/port_bandwidth: expected a bandwidth"),
+            std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("(set by --set system.nvlink_domain.tray.nic.port_bandwidth=4 parsecs)"), std::string::npos) << bad.out;
+  // A file the reference chain does not reach, or a field inside a number, is an error, not a new key.
+  const Result inside = run("predict " + kOptimized + " --set gpus.x=3");
+  EXPECT_EQ(inside.code, 2) << inside.out;
+  EXPECT_NE(inside.out.find("/gpus: --set gpus.x: gpus is a number, not an object with fields"), std::string::npos) << inside.out;
+}
+
+// A zero bandwidth anywhere would make transfers free (or infinite): every one is an error with its path.
+TEST(Cli, ZeroBandwidthIsAnErrorWithItsPath) {
+  for (const std::string field : {"system.nvlink_domain.tray.nic.port_bandwidth", "system.nvlink_domain.tray.gpu.hbm_bandwidth",
+                                   "system.nvlink_domain.tray.gpu.nvlink.bandwidth_per_link",
+                                   "system.nvlink_domain.tray.nic.host_link.bandwidth",
+                                   "system.nvlink_domain.tray.cpu.gpu_link.bandwidth_bidirectional",
+                                   "system.nvlink_domain.tray.cpu.memory_bandwidth"}) {
+    const Result r = run("predict " + kOptimized + " --set '" + field + "=0 GB/s'");
+    EXPECT_EQ(r.code, 2) << field << ": " << r.out;
+    std::string ptr = "/" + field;
+    std::replace(ptr.begin(), ptr.end(), '.', '/');
+    EXPECT_NE(r.out.find(ptr + ": expected a positive bandwidth, got \"0 GB/s\""), std::string::npos) << r.out;
+  }
+  // The same in a system file handed to topo.
+  TempDir d;
+  const std::string nic = d.write("nic.json", R"({"kind": "nic", "name": "dead NIC", "port_bandwidth": "0 Gb/s",
+                                                  "host_link": {"name": "PCIe", "bandwidth": "64 GB/s"}})");
+  const Result v = run("validate " + nic);
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find(nic + ": /port_bandwidth: expected a positive bandwidth"), std::string::npos) << v.out;
+}
+
+// predict says what it simulated: layout, micro-batches, racks and GPUs per rack, and the overrides.
+TEST(Cli, PredictEchoesWhatItSimulated) {
+  const Result r = run("predict " + kOptimized + " --set gpus=256 --set parallelism.fsdp=32 --set batch.global_batch=1536");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[--set gpus=256, parallelism.fsdp=32, batch.global_batch=1536]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layout                 tp 1 x cp 1 x pp 1 x ep 8 x fsdp 32 x dp 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1536 sequences x 4096 tokens; 1 micro-batch of 6 per data-parallel rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 NVLink domains (racks or nodes) used, 64 GPUs of each domain's 72"), std::string::npos) << r.out;
+  const auto j = predict_json(kOptimized + " --set gpus=256 --set parallelism.fsdp=32 --set batch.global_batch=1536");
+  EXPECT_EQ(j["parallelism"]["fsdp"], 32);
+  EXPECT_EQ(j["parallelism"]["schedule"], "1f1b");
+  EXPECT_EQ(j["micro_batches"], 1);
+  EXPECT_EQ(j["nvlink_domains_used"], 4);
+  EXPECT_EQ(j["gpus_per_domain_used"], 64);
+  EXPECT_NE(j["name"].get<std::string>().find("--set gpus=256"), std::string::npos);
+}
+
+// Under pipeline parallelism the step holds a bubble; the report names it and says that the sum of
+// op times leaves it (and the overlap) out, so a step longer than that sum is explained.
+TEST(Cli, PredictReportsThePipelineBubble) {
+  const auto j = predict_json(kDualPipe);
+  const double step = j["step_time_s"].get<double>(), bubble = j["pipeline_bubble_s"].get<double>();
+  EXPECT_GT(step, j["serial_step_time_s"].get<double>());
+  EXPECT_GT(bubble, 0.1 * step);
+  EXPECT_LT(bubble, step);
+  EXPECT_NEAR(j["pipeline_bubble_fraction"].get<double>(), bubble / step, 1e-12);
+  EXPECT_EQ(j["layout"], "tp 1 x cp 1 x pp 16 x ep 64 x fsdp 1 x dp 2, schedule dualpipe");
+  EXPECT_EQ(predict_json(kOptimized)["pipeline_bubble_s"].get<double>(), 0.0);
+  const Result t = run("predict " + kDualPipe + " --top 1");
+  EXPECT_NE(t.out.find("  pipeline bubble        "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("  sum of op times        "), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("serial estimate"), std::string::npos) << t.out;
+}
+
+// Exposed communication is attributed to ops: the shares add up to the exposed time, no op is
+// exposed longer than it runs, the text names the largest; --top limits the op table.
+TEST(Cli, ExposedCommunicationIsAttributedToOps) {
+  const auto j = predict_json(kOptimized);
+  double sum = 0;
+  for (const auto& o : j["exposed_comm_by_op"]) {
+    sum += o["seconds"].get<double>();
+    const auto& op = j["ops"][o["name"].get<std::string>()];
+    EXPECT_LE(o["seconds"].get<double>(), op["seconds"].get<double>() + 1e-12) << o;
+    EXPECT_NE(op["category"], "gemm");
+  }
+  EXPECT_GT(j["exposed_comm_by_op"].size(), 1u);
+  EXPECT_NEAR(sum, j["exposed_comm_s"].get<double>(), 1e-9);
+  EXPECT_NEAR(j["exposed_comm_s"].get<double>() / j["step_time_s"].get<double>(), j["exposed_comm_fraction"].get<double>(), 1e-12);
+  const std::string first = j["exposed_comm_by_op"][0]["name"];
+  const Result r = run("predict " + kOptimized + " --top 3");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("    exposed by op: " + first + " "), std::string::npos) << r.out;
+  const auto table = r.out.find("exposed_s      TFLOP    GB_HBM    GB_msg\n");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  const std::string rows = r.out.substr(r.out.find('\n', table) + 1);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 3) << rows;
+  EXPECT_NE(r.out.find("top 3 of "), std::string::npos) << r.out;
+  EXPECT_EQ(run("predict " + kOptimized + " --top 0").code, 2);
+}
+
+// compare's "switched" column lists the fields that differ at each step; options equal in both
+// scenarios make no row; different models or GPU counts are said.
+TEST(Cli, CompareListsTheFieldsThatDiffer) {
+  const Result r = run("compare " + kBaseline + " " + kOptimized + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, std::string> changes;
+  for (const auto& st : j["steps"]) changes[st["name"]] = st["changes"];
+  // Both files have a2a_buffer_factor 2 and a2a_with_shared_expert false: only the dispatcher differs.
+  EXPECT_EQ(changes["fused dedup dispatch"], "stack.dispatcher");
+  EXPECT_EQ(changes["grouped GEMM"], "stack.grouped_gemm");
+  EXPECT_EQ(changes.count("everything else"), 0u);  // same model, system, layout, batch
+  for (const auto& st : j["steps"]) EXPECT_TRUE(st["name"] == "start" || st["changes"] != "") << st;
+  EXPECT_TRUE(j["notes"].empty()) << j["notes"];
+  // Same file twice: one row and a note; different GPU counts: a note naming both.
+  const auto same = nlohmann::json::parse(run("compare " + kOptimized + " " + kOptimized + " --format json").out);
+  EXPECT_EQ(same["steps"].size(), 1u);
+  EXPECT_NE(same["notes"][0].get<std::string>().find("the same in every field"), std::string::npos);
+  // A second scenario on 256 GPUs and one with another model, written beside the test.
+  TempDir d;
+  std::ifstream in(kOptimized);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto variant = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> edits) {
+    std::string t = text;
+    edits.push_back({"\"../../topologies/gb300-nvl72.json\"", "\"" + source("topologies/gb300-nvl72.json") + "\""});
+    for (const auto& [from, to] : edits) t.replace(t.find(from), from.size(), to);
+    return d.write(name, t);
+  };
+  const std::string wide = variant("wide.json", {{"\"gpus\": 128", "\"gpus\": 256"},
+                                                 {"\"fsdp\": 16", "\"fsdp\": 32"},
+                                                 {"\"global_batch\": 768", "\"global_batch\": 1536"},
+                                                 {"\"../models/deepseek-v3/config.json\"",
+                                                  "\"" + source("examples/models/deepseek-v3/config.json") + "\""}});
+  const std::string qwen = variant("qwen.json", {{"\"../models/deepseek-v3/config.json\"",
+                                                  "\"" + source("examples/models/qwen3-30b-a3b/config.json") + "\""}});
+  const Result g = run("compare " + kOptimized + " " + wide);
+  ASSERT_EQ(g.code, 0) << g.out;
+  EXPECT_NE(g.out.find("note: the two scenarios train different GPU counts (128 vs 256)"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("everything else"), std::string::npos) << g.out;
+  EXPECT_NE(g.out.find("gpus, parallelism.fsdp, batch.global_batch\n"), std::string::npos) << g.out;
+  const Result m = run("compare " + kOptimized + " " + qwen);
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("note: the two scenarios train different models ("), std::string::npos) << m.out;
+  // Only the last row: the stack is the same in both files.
+  EXPECT_EQ(std::count(m.out.begin(), m.out.end(), '\n'), 4) << m.out;
+}
+
+// Without multistream collectives one queue carries every group's collectives; it is named so.
+TEST(Cli, SingleCollectiveQueueIsNamedForWhatItCarries) {
+  TempDir d;
+  const std::string trace = d.path("t.json");
+  const Result r = run("predict " + kBaseline + " --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(trace);
+  const auto t = nlohmann::json::parse(in);
+  std::vector<std::string> threads;
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads.push_back(e["args"]["name"]);
+  EXPECT_NE(std::find(threads.begin(), threads.end(), "collectives: ep_comm + fsdp_dp_comm"), threads.end())
+      << nlohmann::json(threads);
+  EXPECT_EQ(std::find(threads.begin(), threads.end(), "ep_comm"), threads.end()) << nlohmann::json(threads);
+}
+
+// Consecutive ops on a track never overlap in the trace (times are rounded to the nanosecond at
+// each end, the duration is their difference).
+TEST(Cli, TraceEventsOnATrackDoNotOverlap) {
+  TempDir d;
+  const std::string trace = d.path("t.json");
+  ASSERT_EQ(run("predict " + kOptimized + " --trace " + trace).code, 0);
+  std::ifstream in(trace);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Parse ts/dur as exact nanosecond integers ("12.345" -> 12345) to compare without float error.
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> tracks;
+  auto ns = [](const nlohmann::json& v) { return static_cast<int64_t>(std::llround(v.get<double>() * 1000)); };
+  const auto t = nlohmann::json::parse(text);
+  for (const auto& e : t["traceEvents"])
+    if (e["ph"] == "X") tracks[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back({ns(e["ts"]), ns(e["dur"])});
+  size_t events = 0, overlaps = 0;
+  for (auto& [k, v] : tracks) {
+    std::sort(v.begin(), v.end());
+    events += v.size();
+    for (size_t i = 1; i < v.size(); ++i) overlaps += v[i - 1].first + v[i - 1].second > v[i].first;
+  }
+  EXPECT_GT(events, 1000u);
+  EXPECT_EQ(overlaps, 0u);
+}
+
+// ---------------------------------------------------------------- bad input that slipped through
+TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
+  TempDir d;
+  std::ifstream in(kOptimized);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto absolute = [&](std::string t) {
+    auto put = [&](const std::string& from, const std::string& to) { t.replace(t.find(from), from.size(), to); };
+    put("\"../models/deepseek-v3/config.json\"", "\"" + source("examples/models/deepseek-v3/config.json") + "\"");
+    put("\"../../topologies/gb300-nvl72.json\"", "\"" + source("topologies/gb300-nvl72.json") + "\"");
+    return t;
+  };
+  const std::string good = absolute(text);
+  auto variant = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string t = good;
+    t.replace(t.find(from), from.size(), to);
+    return d.write(name, t);
+  };
+  struct Case {
+    std::string args, expect;
+  };
+  const std::string trace = d.path("trace.json");
+  const std::vector<Case> cases = {
+      {"predict " + variant("big.json", "\"seq_len\": 4096", "\"seq_len\": 1e309"),
+       "big.json: /batch/seq_len: the number 1e309 is out of range (expected a finite number)"},
+      {"predict " + variant("dup.json", "\"seq_len\": 4096", "\"seq_len\": 4096, \"seq_len\": 8192"),
+       "dup.json: /batch/seq_len: duplicate key \"seq_len\" in one object"},
+      {"predict " + d.path("") + " --trace " + trace, ": is a directory; expected a JSON file"},
+      {"predict " + source("topologies/gb300-nvl72.json") + " --trace " + trace,
+       "gb300-nvl72.json: /kind: this is a system file, not a scenario"},
+      {"predict " + source("examples/models/deepseek-v3/config.json") + " --trace " + trace,
+       "config.json: this is a Hugging Face config.json (a model), not a scenario"},
+      {"scale " + kOptimized + " --gpus 0", "--gpus: expected a GPU count (a whole number >= 1), got 0"},
+      {"topo " + source("topologies/gb300-nvl72.json") + " --gpus 0", "expected a GPU count (a whole number >= 1), got 0"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("json.exception"), std::string::npos) << r.out;
+    EXPECT_LT(r.out.size(), 400u) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(trace)) << c.args;
+  }
+  // An output path that is a directory: exit 2 before any work, no ".tmp" beside it.
+  const std::string dir = d.path("out");
+  std::filesystem::create_directories(dir);
+  for (const std::string& args : {"predict " + kOptimized + " --trace " + dir, "topo " + source("topologies/gb300-nvl72.json") + " --dot " + dir,
+                                  "predict " + kOptimized + " --trace " + d.path("missing/t.json")}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_TRUE(r.out.find(": is a directory; expected a file name to write") != std::string::npos ||
+                r.out.find(": the folder ") != std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir + ".tmp"));
+    EXPECT_TRUE(std::filesystem::is_empty(dir));
+  }
 }
 
 }  // namespace
