@@ -53,7 +53,7 @@ int main() {
       std::printf("FAILED: op FLOPs do not add up\n");
       return 1;
     }
-    std::printf(" 1,024 GPUs: %zu ops, serial estimate %.3f s\n", g.classes[0].ops.size(), serial.value());
+    std::printf(" 1,024 GPUs: %zu ops, sum of op times %.3f s\n", g.classes[0].ops.size(), serial.value());
     check("topology + routing + lowering + pricing", lower_price * 1e3, 100, "ms");
     t0 = Clock::now();
     const StepReport r = predict(s, cal);

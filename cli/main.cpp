@@ -497,7 +497,7 @@ int main(int argc, char** argv) {
   predict_cmd->add_option("SCENARIO", predict_file, "scenario file, e.g. examples/deepseek-v3/gb300-optimized.json")->required();
   predict_cmd->add_option("--set", predict_sets, "override a scenario field: PATH=VALUE (repeatable), e.g. parallelism.ep=16");
   predict_cmd->add_option("--format", predict_format, "text, json or csv")->check(CLI::IsMember({"text", "json", "csv"}));
-  predict_cmd->add_flag("--serial", predict_serial, "the serial estimate only: every op back to back, no overlap");
+  predict_cmd->add_flag("--serial", predict_serial, "the sum of op times only: every op back to back on one queue, no overlap, no pipeline waits");
   predict_cmd->add_option("--trace", predict_trace, "write the simulated step as Chrome-trace JSON (Perfetto, HTA)");
   int predict_top = 0;
   predict_cmd->add_option("--top", predict_top, "text: show only the N ops with the most kernel seconds (default: all)")

@@ -2,7 +2,7 @@
 //   moeperf-gui [SCENARIO] [--set PATH=VALUE ...]
 //   moeperf-gui --screenshot OUT.png [--view timeline|breakdown|waterfall|scaling|topology|compare] [--range T0:T1]
 //               [--compare OTHER_SCENARIO]  (compare: SCENARIO above, OTHER_SCENARIO below, one time axis)
-//               [--scale-gpus 128,256,512,1024] [--grow fsdp|dp|ep] [--set ...] SCENARIO  (headless)
+//               [--scale-gpus 128,256,512,1024] [--grow fsdp|dp|ep] [--set ...] [--figures OUT.json] SCENARIO  (headless)
 #include <QApplication>
 #include <QCommandLineParser>
 #include <algorithm>
@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption compare(QStringLiteral("compare"),
                                    QStringLiteral("Compare view: the second scenario, drawn below SCENARIO on the same time axis."),
                                    QStringLiteral("OTHER_SCENARIO"));
-  p.addOptions({shot, view, set, range, gpus, grow, compare});
+  const QCommandLineOption figures(QStringLiteral("figures"),
+                                   QStringLiteral("With --screenshot: also write the figures the view shows as JSON."),
+                                   QStringLiteral("OUT.json"));
+  p.addOptions({shot, view, set, range, gpus, grow, compare, figures});
   p.addPositionalArgument(QStringLiteral("scenario"), QStringLiteral("Scenario JSON"));
   if (!p.parse(args)) {
     std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(p.errorText()));
@@ -101,7 +104,7 @@ int main(int argc, char** argv) {
       }
     }
     QString error;
-    const int rc = moeperf::gui::screenshot(pos[0], p.values(set), opt, p.value(shot), &error);
+    const int rc = moeperf::gui::screenshot(pos[0], p.values(set), opt, p.value(shot), &error, p.value(figures));
     if (rc != 0) std::fprintf(stderr, "moeperf-gui: %s\n", qPrintable(error));
     return rc;
   }

@@ -62,7 +62,7 @@ struct StepReport {
 };
 
 struct PredictOptions {
-  bool simulate = true;  // false: the serial estimate only (no overlap)
+  bool simulate = true;  // false: the sum of op times only (every op back to back, no overlap)
 };
 
 ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);

@@ -66,7 +66,8 @@ std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc);
 // the pipeline bubble (waiting for another stage's activations or gradients).
 Seconds idle_time(const RankClass& rc, const SimClass& sc);
 
-// The serial estimate: every op back to back, uncontended, no overlap.
+// The sum of op times (the "serial estimate"): every op back to back, uncontended, no overlap,
+// no waiting for other pipeline stages.
 Seconds serial_time(const RankClass& rc, const Pricer& pricer);
 
 }  // namespace moeperf

@@ -15,6 +15,7 @@ namespace moeperf::gui {
 
 QColor ScalingView::throughputColor() { return series_color(); }
 QColor ScalingView::noFitColor() { return no_fit_color(); }
+QColor ScalingView::efficiencyColor() { return QColor(0x2c, 0xa0, 0x2c); }
 
 ScalingView::ScalingView(QWidget* parent) : QChartView(parent) {
   setRenderHint(QPainter::Antialiasing);
@@ -34,7 +35,7 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     throughput_->setPen(QPen(throughputColor(), 2.5));
     efficiency_ = new QLineSeries();
     efficiency_->setName(tr("scaling efficiency (%)"));
-    efficiency_->setPen(QPen(QColor(0x2c, 0xa0, 0x2c), 2.0, Qt::DashLine));
+    efficiency_->setPen(QPen(efficiencyColor(), 2.0, Qt::DashLine));
     fit_ = new QScatterSeries();
     fit_->setName(tr("fits memory"));
     fit_->setMarkerShape(QScatterSeries::MarkerShapeCircle);
@@ -70,19 +71,20 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     chart->addAxis(x, Qt::AlignBottom);
     auto* y = new QValueAxis();
     y->setTitleText(tr("tokens/s per GPU"));
-    // Throughput in the upper part, efficiency (near 100%) lower, so the two lines do not overlap.
+    // Throughput in the upper part (its top near 90 % of the height), efficiency (near 100 %) at
+    // about half the height on the right axis, so the two lines never lie on each other.
     y->setRange(0, top * 1.1);
     y->setLabelFormat(QStringLiteral("%.0f"));
     y->applyNiceNumbers();
     chart->addAxis(y, Qt::AlignLeft);
     auto* e = new QValueAxis();
     e->setTitleText(tr("scaling efficiency (%)"));
-    // Same tick count as the throughput axis (shared grid lines), on a round step that leaves room
-    // above 100 %.
+    // Same tick count as the throughput axis (shared grid lines), on a round step that puts 100 %
+    // at or below 55 % of the height.
     const int intervals = std::max(1, y->tickCount() - 1);
-    double step = 50;
-    for (double c : {20.0, 25.0, 30.0, 40.0, 50.0})
-      if (c * intervals >= 110) {
+    double step = 100;
+    for (double c : {20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0})
+      if (c * intervals >= 180) {
         step = c;
         break;
       }

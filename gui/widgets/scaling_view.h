@@ -29,6 +29,7 @@ class ScalingView : public QChartView {
 
   static QColor throughputColor();
   static QColor noFitColor();
+  static QColor efficiencyColor();
 
  private:
   std::shared_ptr<const Studies> studies_;

@@ -1,8 +1,13 @@
 #include "gui/widgets/screenshot.h"
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QSaveFile>
 
 #include "gui/models/scenario_loader.h"
+#include "gui/models/timeline_data.h"
+#include "model/topology.h"
 #include "gui/widgets/breakdown_view.h"
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
@@ -60,8 +65,67 @@ QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& 
   return img;
 }
 
+namespace {
+double r6(double v) { return QString::number(v, 'g', 6).toDouble(); }
+QJsonObject report_figures(const StepReport& r) {
+  return {{QStringLiteral("scenario"), QString::fromStdString(r.name)},
+          {QStringLiteral("gpus"), static_cast<double>(r.gpus)},
+          {QStringLiteral("step_time_s"), r6(r.step_time.value())},
+          {QStringLiteral("model_tflops_per_gpu"), r6(r.model_tflops_per_gpu)},
+          {QStringLiteral("exposed_comm_fraction"), r6(r.exposed_comm_fraction)},
+          {QStringLiteral("fits_in_memory"), r.memory.fits}};
+}
+}  // namespace
+
+QByteArray shot_figures(const StepReport& report, const ShotOptions& opt, const Studies* studies, QSize image) {
+  QJsonObject j = report_figures(report);
+  const char* names[] = {"timeline", "breakdown", "waterfall", "scaling", "topology", "compare"};
+  j[QStringLiteral("view")] = QString::fromUtf8(names[static_cast<int>(opt.view)]);
+  j[QStringLiteral("image")] = QJsonArray{image.width(), image.height()};
+  if (opt.view == View::timeline || opt.view == View::compare) {
+    QJsonArray lanes;
+    for (const Lane& l : build_timeline(report).lanes) lanes.append(QString::fromStdString(l.label));
+    j[QStringLiteral("lanes")] = lanes;
+  }
+  if (opt.view == View::compare && opt.other) j[QStringLiteral("other")] = report_figures(*opt.other);
+  if (opt.view == View::breakdown) {
+    QJsonObject b;
+    for (int c = 0; c < kCategoryCount; ++c)
+      if (report.breakdown[static_cast<size_t>(c)].value() > 0)
+        b[QString::fromUtf8(to_string(static_cast<Category>(c)))] = r6(report.breakdown[static_cast<size_t>(c)].value());
+    j[QStringLiteral("breakdown_s")] = b;
+  }
+  if (opt.view == View::waterfall && studies) {
+    QJsonArray bars;
+    for (const WaterfallBar& b : studies->waterfall)
+      bars.append(QJsonObject{{QStringLiteral("name"), QString::fromStdString(b.name)},
+                              {QStringLiteral("changes"), QString::fromStdString(b.changes)},
+                              {QStringLiteral("tflops_per_gpu"), r6(b.tflops_per_gpu)},
+                              {QStringLiteral("step_time_s"), r6(b.step_time_s)},
+                              {QStringLiteral("fits"), b.fits}});
+    j[QStringLiteral("bars")] = bars;
+  }
+  if (opt.view == View::scaling && studies) {
+    QJsonArray pts;
+    for (const ScalingPoint& p : studies->scaling)
+      pts.append(QJsonObject{{QStringLiteral("gpus"), static_cast<double>(p.gpus)},
+                             {QStringLiteral("tokens_per_s_per_gpu"), r6(p.tokens_per_s_per_gpu)},
+                             {QStringLiteral("efficiency"), r6(p.efficiency)},
+                             {QStringLiteral("fits"), p.fits}});
+    j[QStringLiteral("points")] = pts;
+  }
+  if (opt.view == View::topology) {
+    QJsonObject counts;
+    for (int k = 0; k < kVertexKinds; ++k)
+      counts[QString::fromUtf8(to_string(static_cast<VertexKind>(k)))] =
+          static_cast<double>(report.topology->count(static_cast<VertexKind>(k)));
+    j[QStringLiteral("vertices")] = counts;
+  }
+  return QJsonDocument(j).toJson(QJsonDocument::Indented);
+}
+
 int screenshot(const QString& scenario, const QStringList& sets, const ShotOptions& opt, const QString& out,
-               QString* error) {
+               QString* error, const QString& figures) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
   const LoadResult r = load_and_predict(scenario.toStdString(), s);
@@ -92,6 +156,13 @@ int screenshot(const QString& scenario, const QStringList& sets, const ShotOptio
   if (!f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
     if (error) *error = QStringLiteral("cannot write %1").arg(out);
     return 1;
+  }
+  if (!figures.isEmpty()) {
+    QSaveFile g(figures);
+    if (!g.open(QIODevice::WriteOnly) || g.write(shot_figures(*r.report, o, studies.get(), img.size())) < 0 || !g.commit()) {
+      if (error) *error = QStringLiteral("cannot write %1").arg(figures);
+      return 1;
+    }
   }
   return 0;
 }

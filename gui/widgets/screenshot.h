@@ -3,6 +3,7 @@
 //   QImage img = render_view(report, {View::breakdown, QSize(1600, 900)});
 #pragma once
 
+#include <QByteArray>
 #include <QHash>
 #include <QImage>
 #include <QSize>
@@ -35,10 +36,17 @@ struct ShotOptions {
 QImage render_view(std::shared_ptr<const StepReport> report, const ShotOptions& opt = {},
                    std::shared_ptr<const Studies> studies = nullptr);
 
-// Loads SCENARIO, renders and writes OUT (via a temporary, so a failure writes nothing).
+// The figures a rendered view shows, as JSON (what scripts/screenshots.sh keeps beside each PNG and
+// its check compares): the scenario, step time, TFLOPS/GPU and exposed communication, plus the
+// view's own numbers (waterfall bars, scaling points, breakdown seconds, lanes, topology counts),
+// each rounded to 6 significant digits.
+QByteArray shot_figures(const StepReport& report, const ShotOptions& opt, const Studies* studies, QSize image);
+
+// Loads SCENARIO, renders and writes OUT (via a temporary, so a failure writes nothing); with
+// `figures` non-empty, also that file (shot_figures).
 // Returns 0, 2 for bad input (message in *error; for the waterfall and scaling views also a study
 // the model rejects), 1 when the PNG cannot be written.
 int screenshot(const QString& scenario, const QStringList& sets, const ShotOptions& opt, const QString& out,
-               QString* error);
+               QString* error, const QString& figures = {});
 
 }  // namespace moeperf::gui

@@ -114,10 +114,7 @@ void TimelineView::paintRuler(QPainter& p) {
   }
 }
 
-void TimelineView::paintLegend(QPainter& p) {
-  const int y = height() - kLegendHeight + 6;
-  int x = 8;
-  QFontMetrics fm(font());
+std::vector<std::pair<QColor, QString>> TimelineView::legendItems() const {
   std::vector<std::pair<QColor, QString>> items;
   std::array<bool, kCategoryCount> used{};
   for (const Lane& l : data_.lanes)
@@ -129,20 +126,42 @@ void TimelineView::paintLegend(QPainter& p) {
                              (is_communication(static_cast<Category>(c)) ? " (overlapped)" : ""));
   items.emplace_back(exposed_comm_color(), QStringLiteral("exposed communication"));
   if (!marks_.empty()) items.emplace_back(measured_color(), QStringLiteral("measured (moeperf run)"));
-  for (const auto& [color, text] : items) {
+  return items;
+}
+
+int TimelineView::legendItemsWidth() const {
+  const QFontMetrics fm(font());
+  int w = 0;
+  for (const auto& item : legendItems()) w += 18 + fm.horizontalAdvance(item.second) + 16;
+  return w;
+}
+
+QString TimelineView::summaryText() const {
+  if (!report_) return {};
+  return QStringLiteral("%1 · %2 GPUs · step %3 · exposed communication %4 (%5%)")
+      .arg(QString::fromStdString(report_->name))
+      .arg(report_->gpus)
+      .arg(format_seconds(data_.step_time), format_seconds(report_->exposed_comm.value()))
+      .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1);
+}
+
+void TimelineView::paintLegend(QPainter& p) {
+  const QFontMetrics fm(font());
+  const int top = height() - kLegendHeight + 4;
+  p.setPen(Qt::black);
+  // Row 1: what is shown; elided only when the window is narrower than the text.
+  const QString s = summaryText();
+  if (!s.isEmpty())
+    p.drawText(QRect(8, top, width() - 16, kLegendRow), Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(s, Qt::ElideMiddle, width() - 16));
+  // Row 2: the swatches.
+  const int y = top + kLegendRow + 4;
+  int x = 8;
+  for (const auto& [color, text] : legendItems()) {
     p.fillRect(QRect(x, y, 14, 14), color);
     p.setPen(Qt::black);
     p.drawText(QPoint(x + 18, y + 12), text);
     x += 18 + fm.horizontalAdvance(text) + 16;
-  }
-  if (report_) {
-    const QString s = QStringLiteral("%1 · %2 GPUs · step %3 · exposed communication %4 (%5%)")
-                          .arg(QString::fromStdString(report_->name))
-                          .arg(report_->gpus)
-                          .arg(format_seconds(data_.step_time), format_seconds(report_->exposed_comm.value()))
-                          .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1);
-    p.drawText(QRect(x, y - 2, width() - x - 8, 18), Qt::AlignRight | Qt::AlignVCenter,
-               fm.elidedText(s, Qt::ElideMiddle, width() - x - 8));
   }
 }
 

@@ -5,10 +5,14 @@
 // lanes come from gui/models/timeline_data.h, the time<->pixel mapping from TimelineGeometry.
 #pragma once
 
+#include <QColor>
 #include <QHash>
+#include <QString>
 #include <QWidget>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "gui/models/timeline_data.h"
 #include "gui/models/timeline_geometry.h"
@@ -36,6 +40,11 @@ class TimelineView : public QWidget {
   const TimelineGeometry& timeGeometry() const { return *geom_; }
   // Layout, for tests and hit testing: the plot starts at plotLeft(); lane i occupies laneRect(i).
   int plotLeft() const { return kLabelWidth; }
+  // The legend below the lanes: the step's summary on its own row (never cut at a usual window
+  // width), then the color swatches. Both widths, for tests: they fit when <= width() - 16.
+  static constexpr int legendHeight() { return kLegendHeight; }
+  QString summaryText() const;
+  int legendItemsWidth() const;
   QRect laneRect(int lane) const;
   int xForTime(double t) const;
 
@@ -60,10 +69,12 @@ class TimelineView : public QWidget {
   bool event(QEvent*) override;
 
  private:
-  static constexpr int kLabelWidth = 190, kRulerHeight = 30, kLegendHeight = 28, kMaxLaneHeight = 220;
+  static constexpr int kLabelWidth = 190, kRulerHeight = 30, kLegendRow = 22, kLegendHeight = 2 * kLegendRow + 6,
+                       kMaxLaneHeight = 220;
   int laneHeight() const;
   void paintRuler(class QPainter& p);
   void paintLegend(class QPainter& p);
+  std::vector<std::pair<QColor, QString>> legendItems() const;
   std::vector<Span> visibleSpans(const Lane& lane) const;
 
   std::shared_ptr<const StepReport> report_;

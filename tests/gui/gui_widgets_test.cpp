@@ -104,6 +104,25 @@ int wide_gemm(const StepReport& r, const TimelineView& v) {
 class TimelineShotTest : public QObject {
   Q_OBJECT
  private slots:
+  void legendFitsAtScreenshotWidth() {
+    // The README's 1600 px screenshots: the summary row (scenario, GPUs, step, exposed) and the
+    // swatch row each fit the width, so nothing is elided; the summary row shows the step time.
+    for (const QString& name : {QStringLiteral("gb300-optimized.json"), QStringLiteral("h800-dualpipe.json")}) {
+      Shot s = shoot(load(name));
+      const QFontMetrics fm(s.view->font());
+      const QString text = s.view->summaryText();
+      QVERIFY(text.contains(QStringLiteral(" · step ")));
+      QVERIFY2(fm.horizontalAdvance(text) <= kShot.width() - 16, qPrintable(text));
+      QVERIFY2(s.view->legendItemsWidth() <= kShot.width() - 16, qPrintable(QString::number(s.view->legendItemsWidth())));
+      // The summary row holds dark text pixels as far right as its text reaches.
+      const int row_top = kShot.height() - TimelineView::legendHeight();
+      int rightmost = 0;
+      for (int y = row_top; y < row_top + 26; ++y)
+        for (int x = 0; x < kShot.width(); ++x)
+          if (qGray(s.image.pixel(x, y)) < 100) rightmost = std::max(rightmost, x);
+      QVERIFY2(rightmost >= 8 + fm.horizontalAdvance(text) - 12, qPrintable(QString::number(rightmost)));
+    }
+  }
   void measuredMarkerOverMeasuredOp() {
     const auto r = load(QStringLiteral("gb300-optimized.json"));
     Shot s = shoot(r);
@@ -303,6 +322,24 @@ class StudyViewsTest : public QObject {
       const QColor want = st.report.memory.fits ? WaterfallView::barColor() : WaterfallView::noFitColor();
       QCOMPARE(QColor(img.pixel(at)), want);
     }
+  }
+  void scalingLinesAreApart() {
+    // A configuration that fits at every point: both lines drawn, throughput well above efficiency.
+    const auto r = load(QStringLiteral("gb300-scaling.json"));
+    ScalingView v;
+    v.resize(kShot);
+    v.setStudies(std::make_shared<const Studies>(build_studies(*r)));
+    QCOMPARE(v.noFitSeries()->count(), 0);
+    const double plot = v.chart()->plotArea().height();
+    for (int i = 0; i < v.throughputSeries()->count(); ++i) {
+      const QPoint a = chart_pixel(v, v.throughputSeries()->at(i), v.throughputSeries());
+      const QPoint b = chart_pixel(v, v.efficiencySeries()->at(i), v.efficiencySeries());
+      QVERIFY2(b.y() - a.y() > 0.2 * plot, qPrintable(QStringLiteral("%1 vs %2").arg(a.y()).arg(b.y())));
+    }
+    // Each line in its own color: the efficiency point is drawn green, the throughput one blue.
+    const QImage img = render(v);
+    QCOMPARE(QColor(img.pixel(chart_pixel(v, v.efficiencySeries()->at(1), v.efficiencySeries()))), ScalingView::efficiencyColor());
+    QCOMPARE(QColor(img.pixel(chart_pixel(v, v.throughputSeries()->at(1), v.throughputSeries()))), ScalingView::throughputColor());
   }
   void scalingPointsAreScaleResults() {
     // gb200-optimized: the optimized config on B200 (less HBM): its 128-GPU point does not fit.
@@ -634,7 +671,7 @@ class MainWindowTest : public QObject {
     QVERIFY2(w.exportPng(png, &error), qPrintable(error));
     const QImage img = QImage(png).convertToFormat(QImage::Format_RGB32);
     int black = 0;
-    for (int y = 0; y < img.height() - 40; ++y)  // the plot, above the legend
+    for (int y = 0; y < img.height() - TimelineView::legendHeight(); ++y)  // the plot, above the legend
       for (int x = w.timelineView()->plotLeft(); x < img.width(); ++x) black += img.pixel(x, y) == measured_color().rgb();
     QVERIFY(black > 0);
   }
