@@ -893,15 +893,19 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
                                Collective::all_reduce, Group::dp, expert / expert_shard * bgrad, {low.last()}));
     }
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
-    const double opt_div = s.parallelism.distributed_optimizer && p.fsdp == 1 ? static_cast<double>(p.dp * p.ep) : 1.0;
-    const double local = dense / dense_shard + expert / expert_shard;
+    // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
+    // optimizer, no FSDP) its slice of every replica group: dense over ep x dp, experts over dp.
+    const bool zero1 = s.parallelism.distributed_optimizer && p.fsdp == 1;
+    const double local = zero1 ? dense / static_cast<double>(p.dense_data_parallel()) +
+                                     expert / static_cast<double>(p.expert_data_parallel())
+                               : dense / dense_shard + expert / expert_shard;
     const double bw = bytes_per_element(s.precision.weights), bo = bytes_per_element(s.precision.optimizer_state);
     const double per_param = 2 * bw + bgrad + 4 * bo + (s.precision.master_weights_fp32 ? 8.0 : 0.0);
     Op opt;
     opt.name = "optimizer.step";
     opt.category = Category::optimizer;
     opt.phase = Phase::optimizer;
-    opt.hbm_bytes = Bytes(local / opt_div * per_param);
+    opt.hbm_bytes = Bytes(local * per_param);
     opt.deps = grads;
     low.emit(std::move(opt));
     return rc;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/cost.h"
+#include "model/sim.h"
 
 namespace moeperf::io {
 namespace {
@@ -103,6 +104,12 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
     const double s = r.breakdown[static_cast<size_t>(c)].value();
     if (s > 0) out << "    " << to_string(static_cast<Category>(c)) << std::string(16 - std::string(to_string(static_cast<Category>(c))).size(), ' ')
                    << f(s, 3) << " s\n";
+  }
+  if (r.sim && static_cast<size_t>(r.busiest_class) < r.sim->classes.size()) {
+    const SimClass& q = r.sim->classes[static_cast<size_t>(r.busiest_class)];
+    out << "  hardware queues        ";
+    for (size_t i = 0; i < q.queues.size(); ++i) out << (i ? " | " : "") << queue_name(q, i);
+    out << "\n";
   }
   if (r.graph->classes.size() > 1) {
     out << "  rank classes (who waits for whom):\n";

@@ -275,6 +275,11 @@ TEST(Cli, SingleCollectiveQueueIsNamedForWhatItCarries) {
   EXPECT_NE(std::find(threads.begin(), threads.end(), "collectives: ep_comm + fsdp_dp_comm"), threads.end())
       << nlohmann::json(threads);
   EXPECT_EQ(std::find(threads.begin(), threads.end(), "ep_comm"), threads.end()) << nlohmann::json(threads);
+  EXPECT_NE(r.out.find("  hardware queues        compute | collectives: ep_comm + fsdp_dp_comm | offload\n"),
+            std::string::npos) << r.out;
+  const Result m = run("predict " + kOptimized);
+  EXPECT_NE(m.out.find("  hardware queues        compute | ep_comm | fsdp_dp_comm | tp_comm | pp_comm | offload\n"),
+            std::string::npos) << m.out;
 }
 
 // Consecutive ops on a track never overlap in the trace (times are rounded to the nanosecond at
@@ -347,6 +352,7 @@ TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
   const std::string dir = d.path("out");
   std::filesystem::create_directories(dir);
   for (const std::string& args : {"predict " + kOptimized + " --trace " + dir, "topo " + source("topologies/gb300-nvl72.json") + " --dot " + dir,
+                                  "calibrate " + source("examples/calibration/defaults.json") + " --out " + dir,
                                   "predict " + kOptimized + " --trace " + d.path("missing/t.json")}) {
     const Result r = run(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;

@@ -157,6 +157,17 @@ class TimelineModelTest : public QObject {
     }
     QCOMPARE(d.lanes.size(), queues);
   }
+  void singleCollectiveLaneIsNamedForWhatItCarries() {
+    // The baseline runs without multistream collectives: one lane carries the EP and FSDP ones.
+    std::string base = kOptimized;
+    base.replace(base.find("gb300-optimized"), 15, "gb300-baseline");
+    const LoadResult r = load_and_predict(base);
+    QVERIFY(r.report);
+    QStringList labels;
+    for (const Lane& l : build_timeline(*r.report).lanes) labels << QString::fromStdString(l.label);
+    QVERIFY2(labels.contains(QStringLiteral("all ranks · collectives: ep_comm + fsdp_dp_comm")), qPrintable(labels.join(QLatin1Char('|'))));
+    QVERIFY2(!labels.contains(QStringLiteral("all ranks · ep_comm")), qPrintable(labels.join(QLatin1Char('|'))));
+  }
 };
 
 class StudyDataTest : public QObject {

@@ -262,6 +262,15 @@ TEST(Memory, OptimizerStatesShardOverTheRanksHoldingAReplica) {
   EXPECT_NEAR(opt({"parallelism.fsdp=1", "parallelism.dp=16"}), (n + e / 8) * 4, tol);
   // FSDP 16 x EP 8: the states follow the weights' shards (dense 128 ways, experts 8 x 16).
   EXPECT_NEAR(opt({}), (n / 128 + e / 8 / 16) * 4, tol);
+  // The optimizer step's HBM traffic updates the same parameters: under ZeRO-1 with EP 8 x DP 16,
+  // (N + E) / 128 of them, 14 bytes each (read BF16 weights and gradients and two BF16 moments,
+  // write the weights and moments).
+  const Scenario z = scenario({"parallelism.fsdp=1", "parallelism.dp=16", "parallelism.distributed_optimizer=true"});
+  const StepGraph g = lower_step(z, expert_load(z, Calibration{}));
+  double step_bytes = 0;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "optimizer.step") step_bytes += op.hbm_bytes.value();
+  EXPECT_NEAR(step_bytes, (n + e) / 128 * 14, 14 * tol);
 }
 
 TEST(Memory, PublishedReproductionFitsAndOffloadIsWhatMakesItFit) {
