@@ -9,11 +9,11 @@
 #include <sstream>
 #include <string>
 
-#include "model/cost.h"
+#include "model/pricing/cost.h"
 #include "model/io/load.h"
 #include "model/io/trace.h"
-#include "model/predict.h"
-#include "model/sim.h"
+#include "model/study/predict.h"
+#include "model/sim/sim.h"
 
 using namespace moeperf;
 using Clock = std::chrono::steady_clock;

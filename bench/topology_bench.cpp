@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/io/load.h"
-#include "model/topology.h"
+#include "model/hardware/topology.h"
 
 int main(int argc, char** argv) {
   using namespace moeperf;

@@ -1,3 +1,6 @@
+// The expert GEMMs of expert_gemm.h, every way (cuBLAS grouped, cuBLASLt over streams, padded loop,
+// dense reference, FP8 block-128 and MXFP8 with their scale layouts): one concern, kept whole in one
+// file (about 640 lines) because the ways share the heuristic cache, the stream set and the checks.
 #include "kernels/expert_gemm.h"
 
 #include "kernels/cuda_check.h"

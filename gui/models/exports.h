@@ -9,7 +9,7 @@
 #include <QByteArray>
 #include <QString>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 

@@ -4,7 +4,7 @@
 
 #include <QColor>
 
-#include "model/step.h"
+#include "model/workload/step.h"
 
 namespace moeperf::gui {
 

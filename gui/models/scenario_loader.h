@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gui/models/study_data.h"
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/predict.h"
-#include "model/study.h"
+#include "model/study/predict.h"
+#include "model/study/study.h"
 
 namespace moeperf::gui {
 

@@ -1,7 +1,7 @@
 // The timeline as plain data, built once per StepReport: one lane per (rank class, hardware queue)
 // holding its ops as spans in time order, communication split into the part that overlaps compute
 // and the exposed part (communication running while no compute runs in the class: the same sweep
-// as model/predict.cpp's exposed_comm, per class).
+// as model/study/predict.cpp's exposed_comm, per class).
 //
 //   TimelineData d = build_timeline(report);
 //   for (const Lane& l : d.lanes) paint(l.spans);
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gui/models/timeline_geometry.h"
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 
@@ -27,7 +27,7 @@ struct Lane {
 
 using Interval = std::pair<double, double>;  // seconds
 
-using moeperf::exposed_intervals;  // model/sim.h: exposed communication intervals of a class
+using moeperf::exposed_intervals;  // model/sim/sim.h: exposed communication intervals of a class
 
 struct TimelineData {
   std::vector<Lane> lanes;

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/step.h"
+#include "model/workload/step.h"
 
 namespace moeperf::gui {
 

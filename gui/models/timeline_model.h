@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "model/sim.h"
+#include "model/sim/sim.h"
 
 namespace moeperf::gui {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "model/collective.h"
-#include "model/predict.h"
-#include "model/topology.h"
+#include "model/pricing/collective.h"
+#include "model/study/predict.h"
+#include "model/hardware/topology.h"
 
 namespace moeperf::gui {
 

@@ -5,7 +5,7 @@
 #include <QChartView>
 #include <memory>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 

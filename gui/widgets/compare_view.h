@@ -9,7 +9,7 @@
 #include <QWidget>
 #include <memory>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 class QLabel;
 

@@ -7,7 +7,7 @@
 
 #include "gui/models/scenario_loader.h"
 #include "gui/models/timeline_data.h"
-#include "model/topology.h"
+#include "model/hardware/topology.h"
 #include "gui/widgets/breakdown_view.h"
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"

@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "gui/models/study_data.h"
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::gui {
 

@@ -1,5 +1,5 @@
 // Topology graph: expansion of a SystemSpec into a Boost.Graph CSR graph, and ECMP routing.
-#include "model/topology.h"
+#include "model/hardware/topology.h"
 
 #include <algorithm>
 #include <boost/graph/compressed_sparse_row_graph.hpp>

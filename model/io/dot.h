@@ -4,7 +4,7 @@
 
 #include <ostream>
 
-#include "model/topology.h"
+#include "model/hardware/topology.h"
 
 namespace moeperf::io {
 

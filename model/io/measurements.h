@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "model/calibrate.h"
+#include "model/study/calibrate.h"
 
 namespace moeperf::io {
 

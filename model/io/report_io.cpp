@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "model/cost.h"
-#include "model/sim.h"
+#include "model/pricing/cost.h"
+#include "model/sim/sim.h"
 
 namespace moeperf::io {
 namespace {

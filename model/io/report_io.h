@@ -4,7 +4,7 @@
 #include <ostream>
 #include <string>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::io {
 

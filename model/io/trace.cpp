@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/collective.h"
+#include "model/pricing/collective.h"
 
 namespace moeperf::io {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <ostream>
 
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 namespace moeperf::io {
 

@@ -3,7 +3,7 @@
 // core. ECMP splits a flow evenly over parallel equal links (or in proportion to their bandwidth),
 // so a GPU's NVLink links, its NIC, and a leaf's uplinks each carry the sums computed here; the
 // most loaded of each class sets that resource's seconds per byte.
-#include "model/collective.h"
+#include "model/pricing/collective.h"
 
 #include <algorithm>
 #include <map>

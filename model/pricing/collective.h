@@ -22,8 +22,8 @@
 
 #include "model/params.h"
 #include "model/specs.h"
-#include "model/step.h"
-#include "model/topology.h"
+#include "model/workload/step.h"
+#include "model/hardware/topology.h"
 #include "model/units.h"
 
 namespace moeperf {

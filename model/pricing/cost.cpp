@@ -1,4 +1,4 @@
-#include "model/cost.h"
+#include "model/pricing/cost.h"
 
 #include <algorithm>
 

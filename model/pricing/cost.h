@@ -16,11 +16,11 @@
 #include <tuple>
 #include <vector>
 
-#include "model/collective.h"
+#include "model/pricing/collective.h"
 #include "model/params.h"
 #include "model/specs.h"
-#include "model/step.h"
-#include "model/topology.h"
+#include "model/workload/step.h"
+#include "model/hardware/topology.h"
 
 namespace moeperf {
 

@@ -1,4 +1,4 @@
-#include "model/sim.h"
+#include "model/sim/sim.h"
 
 #include <array>
 #include <algorithm>

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "model/cost.h"
-#include "model/step.h"
+#include "model/pricing/cost.h"
+#include "model/workload/step.h"
 
 namespace moeperf {
 

@@ -1,4 +1,4 @@
-#include "model/calibrate.h"
+#include "model/study/calibrate.h"
 
 #include <Eigen/Dense>
 #include <algorithm>

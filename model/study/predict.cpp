@@ -1,11 +1,11 @@
-#include "model/predict.h"
+#include "model/study/predict.h"
 
 #include <algorithm>
 #include <map>
 
-#include "model/cost.h"
-#include "model/flops.h"
-#include "model/routing.h"
+#include "model/pricing/cost.h"
+#include "model/workload/flops.h"
+#include "model/workload/routing.h"
 
 namespace moeperf {
 

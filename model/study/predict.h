@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "model/memory.h"
+#include "model/workload/memory.h"
 #include "model/params.h"
-#include "model/sim.h"
+#include "model/sim/sim.h"
 #include "model/specs.h"
-#include "model/step.h"
-#include "model/topology.h"
+#include "model/workload/step.h"
+#include "model/hardware/topology.h"
 
 namespace moeperf {
 

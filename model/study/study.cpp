@@ -1,4 +1,4 @@
-#include "model/study.h"
+#include "model/study/study.h"
 
 #include <algorithm>
 #include <functional>

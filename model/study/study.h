@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/params.h"
-#include "model/predict.h"
+#include "model/study/predict.h"
 #include "model/specs.h"
 
 namespace moeperf {

@@ -1,4 +1,4 @@
-#include "model/flops.h"
+#include "model/workload/flops.h"
 
 namespace moeperf {
 namespace {

@@ -1,9 +1,9 @@
-#include "model/memory.h"
+#include "model/workload/memory.h"
 
 #include <algorithm>
 #include <numeric>
 
-#include "model/flops.h"
+#include "model/workload/flops.h"
 
 namespace moeperf {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "model/params.h"
 #include "model/specs.h"
-#include "model/step.h"
+#include "model/workload/step.h"
 #include "model/units.h"
 
 namespace moeperf {

@@ -363,4 +363,25 @@ TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
   }
 }
 
+// The planner stays light: the binary that runs predict links no CUDA, NCCL or MPI library
+// (moeperf run is handed over to moeperf-run beside it).
+TEST(Cli, PlannerLinksNoCudaNcclOrMpi) {
+  const Result l = [] {
+    Result r;
+    const std::string cmd = "ldd " + std::string(MOEPERF_CLI) + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf{};
+    while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+    r.code = pclose(p);
+    return r;
+  }();
+  ASSERT_NE(l.out.find("libc.so"), std::string::npos) << l.out;  // ldd ran
+  for (const char* lib : {"libcuda", "libcublas", "libnccl", "libmpi"})
+    EXPECT_EQ(l.out.find(lib), std::string::npos) << lib << "\n" << l.out;
+  const Result h = run("run --help");
+  EXPECT_EQ(h.code, 0) << h.out;
+  EXPECT_NE(h.out.find("moeperf run"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("--backend"), std::string::npos) << h.out;
+}
+
 }  // namespace

@@ -146,7 +146,7 @@ class TimelineModelTest : public QObject {
     const LoadResult r = load_and_predict(kOptimized);
     QVERIFY(r.report);
     const TimelineData d = build_timeline(*r.report);
-    // The same sweep as model/predict.cpp over the busiest class: the totals agree.
+    // The same sweep as model/study/predict.cpp over the busiest class: the totals agree.
     QVERIFY(qAbs(d.exposed_seconds(r.report->busiest_class) - r.report->exposed_comm.value()) < 1e-9);
     // Lanes: one per (class, queue) that ran an op; every op appears (comm split into pieces).
     size_t queues = 0;

@@ -1,6 +1,6 @@
 // Topology graph: counts, per-GPU and bisection bandwidth, and ECMP routes, each checked against
 // the closed form computed from the system file's own figures.
-#include "model/topology.h"
+#include "model/hardware/topology.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 
 #include "model/io/errors.h"
 #include "model/io/scenario_schema.h"
-#include "model/study.h"
+#include "model/study/study.h"
 #include <fstream>
 #include <sstream>
 #include "temp_dir.h"

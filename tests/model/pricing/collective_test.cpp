@@ -1,17 +1,17 @@
 // Collectives on small graphs and the fluid sharing of the simulator, against closed forms.
-#include "model/collective.h"
+#include "model/pricing/collective.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "model/io/load.h"
-#include "model/predict.h"
-#include "model/routing.h"
-#include "model/sim.h"
-#include "model/study.h"
+#include "model/study/predict.h"
+#include "model/workload/routing.h"
+#include "model/sim/sim.h"
+#include "model/study/study.h"
 #include "model/error.h"
-#include "io/temp_dir.h"
+#include "../io/temp_dir.h"
 
 namespace moeperf {
 namespace {

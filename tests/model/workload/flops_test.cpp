@@ -1,5 +1,5 @@
 // Parameter and FLOP counts against hand-derived closed forms.
-#include "model/flops.h"
+#include "model/workload/flops.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Routing / load-imbalance model: every figure against its closed form, an exact enumeration of the
 // Plackett-Luce draw, or a brute-force simulation of the same routing process (each token actually
 // draws its k distinct experts; the expected maximum is averaged over many micro-batches).
-#include "model/routing.h"
+#include "model/workload/routing.h"
 
 #include <gtest/gtest.h>
 

@@ -1,14 +1,14 @@
 // The step lowering, pricing, memory and serial estimate against closed forms.
-#include "model/step.h"
+#include "model/workload/step.h"
 
 #include <gtest/gtest.h>
 
-#include "model/cost.h"
-#include "model/flops.h"
+#include "model/pricing/cost.h"
+#include "model/workload/flops.h"
 #include "model/io/load.h"
-#include "model/memory.h"
-#include "model/predict.h"
-#include "model/sim.h"
+#include "model/workload/memory.h"
+#include "model/study/predict.h"
+#include "model/sim/sim.h"
 #include "model/error.h"
 
 namespace moeperf {
@@ -404,7 +404,7 @@ TEST(WhatIf, Gb200DiffersFromGb300ByItsNicsAndHbm) {
 }  // namespace
 }  // namespace moeperf
 
-#include "model/calibrate.h"
+#include "model/study/calibrate.h"
 
 namespace moeperf {
 namespace {

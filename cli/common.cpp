@@ -1,0 +1,121 @@
+#include "cli/common.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iomanip>
+#include <sstream>
+
+#include "model/error.h"
+
+namespace moeperf::cli {
+
+namespace {
+void name_overrides(Scenario& s, const std::vector<std::string>& sets) {
+  std::string shown;
+  for (const std::string& x : sets) {
+    if (x.rfind("name=", 0) == 0) return;
+    shown += (shown.empty() ? "" : ", ") + x;
+  }
+  if (!shown.empty()) s.name += " [--set " + shown + "]";
+}
+}  // namespace
+
+void check_output_path(const char* flag, const std::string& path) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw InputError(std::string(flag) + " " + path + ": is a directory; expected a file name to write");
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw InputError(std::string(flag) + " " + path + ": the folder " + parent.string() + " does not exist");
+}
+
+void write_atomically(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  try {
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      if (!out) throw std::runtime_error("cannot write " + path);
+      out << content;
+      if (!out) throw std::runtime_error("cannot write " + path);
+    }
+    std::filesystem::rename(tmp, path);
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+}
+
+std::vector<io::Override> overrides(const std::vector<std::string>& sets) {
+  std::vector<io::Override> out;
+  for (const auto& s : sets) out.push_back(io::parse_override(s));
+  return out;
+}
+
+Scenario load_named(const std::string& file, const std::vector<std::string>& sets) {
+  Scenario s = io::load_scenario(file, overrides(sets));
+  name_overrides(s, sets);
+  return s;
+}
+
+std::string fmt(double v, int prec) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(prec) << v;
+  return s.str();
+}
+
+CLI::Validator whole_at_least(long long min, const std::string& what) {
+  return CLI::Validator(
+      [what, min](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const long long n = std::stoll(v, &used);
+          if (used == v.size() && n >= min) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a whole number >= " + std::to_string(min) + "), got " + v;
+      },
+      what + " >= " + std::to_string(min));
+}
+
+CLI::Validator whole_at_least_one(const std::string& what) { return whole_at_least(1, what); }
+
+CLI::Validator positive_number(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (used == v.size() && x > 0 && std::isfinite(x)) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a number > 0), got " + v;
+      },
+      what + " > 0");
+}
+
+CLI::Validator gpu_count() { return whole_at_least_one("a GPU count"); }
+
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& work) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+  try {
+    return work();
+  } catch (const InputError& e) {
+    std::cerr << "moeperf: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "moeperf: failed: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace moeperf::cli

@@ -1,0 +1,39 @@
+// What every moeperf subcommand shares: exit codes, loading a scenario with its --set overrides,
+// checked and atomic output files, and plain validators for counts. Each subcommand lives in a file
+// of its own (cli/<name>.cpp) and registers itself through add_<name>() (commands.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/io/load.h"
+#include "model/specs.h"
+
+namespace moeperf::cli {
+
+constexpr int kExitOk = 0, kExitFailed = 1, kExitBadInput = 2;
+
+// An output file named on the command line, checked before any work: a directory, or a folder
+// that does not exist, is bad input (InputError), not a failure after the work ran.
+void check_output_path(const char* flag, const std::string& path);
+// Writes a file only once its whole content is known (a temporary beside it, then a rename); on
+// any failure the temporary is removed.
+void write_atomically(const std::string& path, const std::string& content);
+std::vector<io::Override> overrides(const std::vector<std::string>& sets);
+// The scenario with its --set overrides applied, its name saying which (unless they set the name).
+Scenario load_named(const std::string& file, const std::vector<std::string>& sets);
+std::string fmt(double v, int prec = 1);
+
+// Counts and positive numbers, said plainly (CLI11's PositiveNumber prints a 300-digit range).
+CLI::Validator whole_at_least(long long min, const std::string& what);
+CLI::Validator whole_at_least_one(const std::string& what);
+CLI::Validator positive_number(const std::string& what);
+CLI::Validator gpu_count();
+
+// Parses the command line, then runs `work`: a usage error exits 2 (help and --version 0), an
+// InputError is bad input (exit 2), any other exception a failure (exit 1); each with one message.
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& work);
+
+}  // namespace moeperf::cli

@@ -1,0 +1,129 @@
+// moeperf-run: what `moeperf run` hands over to (cli/main.cpp). Executes the scenario's MoE layer
+// forward and backward on a backend (CPU, or CUDA with cuBLAS), over MPI (and NCCL for the CUDA
+// backend's exchanges) or loopback, checks it against gates and measures every op. The only
+// executable that links the executor, CUDA, NCCL and MPI.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/common.h"
+#include "executor/run.h"
+#include "model/error.h"
+#ifdef MOEPERF_HAVE_NCCL
+#include "executor/comm_nccl.h"
+#endif
+
+namespace moeperf::cli {
+namespace {
+
+int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec::RunOptions o, int* argc, char*** argv) {
+  // Fault injection for tests: MOEPERF_FAULT=RANK:STEP[:hang].
+  if (const char* f = std::getenv("MOEPERF_FAULT")) {
+    std::string v = f;
+    o.fault_rank = std::atoi(v.c_str());
+    o.fault_step = std::atoi(v.substr(v.find(':') + 1).c_str());
+    o.fault_hang = v.find(":hang") != std::string::npos;
+  }
+  auto comm = exec::make_communicator(argc, argv);
+  Scenario s;
+  try {
+    check_output_path("--out", o.out);
+    s = io::load_scenario(file, overrides(sets));
+  } catch (const InputError& e) {
+    if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
+    comm->barrier();
+    return kExitBadInput;
+  }
+  o.scenario_file = file;
+  // The CUDA backend over more than one MPI rank: dispatch, combine and the count exchange go
+  // through NCCL on device buffers (made before the backend, which then uses the rank's GPU).
+  std::unique_ptr<exec::DeviceExchange> dx;
+#ifdef MOEPERF_HAVE_NCCL
+  if (o.backend == "cuda" && comm->size() > 1 && comm->name() == "mpi") {
+    try {
+      dx = exec::make_nccl_exchange(o.timeout_s);
+    } catch (const std::exception& e) {
+      comm->abort(std::string("--backend cuda: the NCCL communicator: ") + e.what(), kExitFailed);
+    }
+  }
+#endif
+  exec::RunResult r;
+  try {
+    r = exec::run_scenario(s, o, *comm, dx.get());
+  } catch (const InputError& e) {
+    if (comm->rank() == 0) std::cerr << "moeperf: " << file << ": " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    comm->abort(e.what(), kExitFailed);  // ends every rank, never a hang
+  }
+  if (comm->rank() != 0) return kExitOk;
+  const auto& d = r.dims;
+  std::printf("moeperf run: %s\n  backend %s, communicator %s, %d rank%s (EP group), %d step%s after %d warm-up, %d layer%s\n",
+              s.name.c_str(), o.backend.c_str(), r.communicator.c_str(), comm->size(), comm->size() > 1 ? "s" : "", o.steps,
+              o.steps > 1 ? "s" : "", o.warmup, o.layers, o.layers > 1 ? "s" : "");
+  std::printf("  per rank: %lld tokens, hidden %lld, expert FFN %lld, %lld experts top-%d%s\n", static_cast<long long>(d.tokens),
+              static_cast<long long>(d.hidden), static_cast<long long>(d.ffn), static_cast<long long>(d.experts), d.top_k,
+              o.scale != 1.0 ? " (scaled down: see notes)" : "");
+  std::printf("  this machine: GEMM %.1f GFLOP/s (measured: %s), copy %.1f GB/s\n", r.gemm_peak_flops / 1e9, r.gemm_peak_method.c_str(),
+              r.copy_bandwidth / 1e9);
+  std::printf("  exchanges: %s\n", r.communicator_detail.c_str());
+  std::printf("  %-24s %6s %11s %11s %12s %10s\n", "op", "calls", "median_ms", "model_ms", "GFLOP/s", "of_peak");
+  for (const auto& [name, st] : r.ops) {
+    std::vector<double> v = st.seconds;
+    std::sort(v.begin(), v.end());
+    const double med = v.empty() ? 0 : v[v.size() / 2];
+    if (st.flops > 0)
+      std::printf("  %-24s %6lld %11.3f %11.3f %12.1f %9.0f%%\n", name.c_str(), static_cast<long long>(st.calls), med * 1e3,
+                  st.predicted_s * 1e3, st.flops / med / 1e9, 100 * st.flops / med / r.gemm_peak_flops);
+    else
+      std::printf("  %-24s %6lld %11.3f %11.3f\n", name.c_str(), static_cast<long long>(st.calls), med * 1e3, st.predicted_s * 1e3);
+  }
+  int zero = 0;
+  for (double c : r.expert_rows) zero += c == 0;
+  std::printf("  experts with no tokens: %d of %zu\n", zero, r.expert_rows.size());
+  for (const auto& g : r.gates) std::printf("  gate ok: %s\n", g.c_str());
+  if (!r.notes.empty()) std::printf("  notes: %s\n", r.notes.c_str());
+  if (!o.out.empty()) {
+    write_atomically(o.out, exec::measurements_json(s, o, r, *comm) + "\n");
+    std::printf("  measurements written to %s\n", o.out.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace moeperf::cli
+
+int main(int argc, char** argv) {
+  using namespace moeperf;
+  using namespace moeperf::cli;
+  CLI::App app{"moeperf run: execute the scenario's MoE layer forward and backward, check it, measure every op "
+               "(under mpirun for many ranks)",
+               "moeperf run"};
+  std::string file;
+  std::vector<std::string> sets;
+  exec::RunOptions opt;
+  int64_t dry_tokens = 0;
+  app.add_option("SCENARIO", file, "scenario file, e.g. examples/executor/cpu-small.json")->required();
+  app.add_option("--backend", opt.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--layers", opt.layers, "MoE layers per step")->check(whole_at_least_one("a layer count"));
+  app.add_option("--steps", opt.steps, "timed steps")->check(whole_at_least_one("a step count"));
+  app.add_option("--warmup", opt.warmup, "untimed steps first")->check(whole_at_least(0, "a step count"));
+  app.add_option("--scale", opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(positive_number("a scale factor"));
+  app.add_option("--timeout", opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(positive_number("seconds"));
+  app.add_option("--out", opt.out, "measurements JSON (written by rank 0)");
+  app.add_option("--set", sets, "override a scenario field: PATH=VALUE");
+  app.add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
+  return parse_and_run(app, argc, argv, [&] {
+    if (dry_tokens > 0) {
+      const Scenario s = io::load_scenario(file, overrides(sets));
+      const int64_t off = exec::dry_run_last_row_offset(dry_tokens, s.model.top_k, s.model.hidden);
+      const int64_t rows = dry_tokens * s.model.top_k;
+      std::printf("dry run: %lld rows x %lld hidden FP32: last row at byte %lld (rows x hidden = %lld, %s 2^31)\n",
+                  static_cast<long long>(rows), static_cast<long long>(s.model.hidden), static_cast<long long>(off),
+                  static_cast<long long>(rows * s.model.hidden), rows * s.model.hidden >= (int64_t{1} << 31) ? "past" : "below");
+      return off == (rows - 1) * s.model.hidden * 4 ? kExitOk : kExitFailed;
+    }
+    return cmd_run(file, sets, opt, &argc, &argv);
+  });
+}

@@ -1,0 +1,61 @@
+// The measurements JSON of `moeperf run --out`: per op calls, bytes, FLOPs, min/median/max seconds
+// and the cost model's prediction on this machine; machine, revision, date, histogram, gates.
+#include "executor/run.h"
+
+#include "executor/run_parts.h"
+
+namespace moeperf::exec {
+
+using namespace detail;
+
+std::string measurements_json(const Scenario& s, const RunOptions& o, const RunResult& r, const Communicator& comm) {
+  nlohmann::json j;
+  j["kind"] = "measurements";
+  j["scenario"] = {{"name", s.name}, {"file", o.scenario_file}};
+  j["backend"] = o.backend;
+  j["communicator"] = r.communicator.empty() ? comm.name() : r.communicator;
+  j["communicator_detail"] = r.communicator_detail;
+  j["ranks"] = comm.size();
+  j["dims"] = {{"tokens_per_rank", r.dims.tokens}, {"hidden", r.dims.hidden}, {"expert_ffn", r.dims.ffn},
+               {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
+  j["steps"] = o.steps;
+  j["warmup"] = o.warmup;
+  j["layers"] = o.layers;
+  std::string cpu_model = "unknown";
+  if (std::ifstream in("/proc/cpuinfo"); in)
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model name", 0) == 0) {
+        cpu_model = line.substr(line.find(':') + 2);
+        break;
+      }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  j["machine"] = {{"cpu", cpu_model}, {"cores", std::thread::hardware_concurrency()}, {"host", host},
+                  {"gemm_peak_flops_measured", r.gemm_peak_flops}, {"gemm_peak_method", r.gemm_peak_method},
+                  {"copy_bandwidth_measured", r.copy_bandwidth}};
+  if (!r.device_json.empty()) j["machine"]["gpu"] = nlohmann::json::parse(r.device_json);
+  j["git_revision"] = MOEPERF_GIT_REVISION;
+  const std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  j["date"] = date;
+  for (const auto& [name, st] : r.ops) {
+    std::vector<double> v = st.seconds;
+    std::sort(v.begin(), v.end());
+    const double med = v.empty() ? 0 : v[v.size() / 2];
+    const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
+                         name.find("exchange") != std::string::npos || name.find("reduce_scatter") != std::string::npos;
+    j["ops"][name] = {{"kind", comm_op ? "communication" : st.flops > 0 ? "gemm" : "memory"},
+                      {"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
+                      {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
+                      {"predicted_s", st.predicted_s}};
+    if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
+  }
+  j["expert_rows_histogram"] = r.expert_rows;
+  j["gates_passed"] = r.gates;
+  j["notes"] = r.notes;
+  return j.dump(2);
+}
+
+
+}  // namespace moeperf::exec

@@ -1,0 +1,168 @@
+// The ops of one layer outside the MoE block: attention (projections, core, TP and CP collectives),
+// the dense FFN, FSDP gathers and gradient reduce-scatters, and the embedding, LM head and MTP input.
+#include "model/workload/lowering.h"
+
+namespace moeperf::detail {
+
+void Lowering::forward_layer(int l) {
+  issue_gathers(l);
+  const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
+  const AttentionSpec& a = m_.attention;
+  const Dtype dd = s_.precision.dense_gemm;
+  const double h = d(m_.hidden);
+  const double heads = a.heads / tp_;
+  const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+  const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
+  auto first = memory("attn.norm", l, 3.0 * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
+  layer_start_.record(l, phase_, first);
+  if (p_.tp > 1) comm("tp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {first});
+  gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+       a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+       a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  if (p_.cp > 1)
+    comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::cp,
+         t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+  attention_core(l, f.core, heads, kvh, qk, vd, false);
+  gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
+  if (p_.tp > 1) comm("tp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+  memory("mlp.norm", l, 3.0 * t_sp_ * h * 2.0);
+  if (!is_moe_layer(l)) {
+    const double ffn = d(m_.dense_ffn);
+    gemm("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_, 2 * ffn / tp_, h);
+    memory("mlp.act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+    gemm("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
+  } else {
+    moe_forward(l, f);
+  }
+  last_compute_[lane_] = last_on(Stream::compute);
+  // Offload: the layer's offloaded activations go to host memory once the layer is done.
+  if (const double b = offloaded_bytes(l); b > 0)
+    comm("offload.d2h", Category::offload, Stream::offload, l, Collective::d2h, Group::none, b, {last_compute_[lane_]});
+}
+
+void Lowering::attention_core(int l, double core_per_token, double heads, double kvh, double qk, double vd, bool backward) {
+  const double fwd = t_ * core_per_token / tp_;
+  // Flash attention reads Q, K, V and writes O (+ LSE); the backward also reads O, dO and writes dQ, dK, dV,
+  // and recomputes the scores (2.5 x the forward matmul work executed, 2 x counted).
+  const double io = t_ * (heads * qk + kvh * (qk + vd) + heads * vd) * 2.0;
+  Op op;
+  const bool recompute = phase_ == Phase::recompute;
+  op.name = backward ? "attn.core.bwd" : recompute ? "attn.core.recompute" : "attn.core";
+  op.category = Category::attention;
+  op.layer = l;
+  op.flops = Flops(backward ? 2.5 * fwd : fwd);
+  op.model_flops = Flops(recompute ? 0.0 : backward ? 2.0 * fwd : fwd);
+  op.hbm_bytes = Bytes(backward ? 2.5 * io : io);
+  op.dtype = Dtype::bf16;
+  emit(std::move(op));
+}
+
+void Lowering::backward_layer(int l) {
+  issue_gathers(l);
+  const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
+  const AttentionSpec& a = m_.attention;
+  const Dtype dd = s_.precision.dense_gemm;
+  const double h = d(m_.hidden), heads = a.heads / tp_;
+  const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
+  const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
+  const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
+  std::vector<int32_t> first_deps = gather_deps(l);
+  if (const double b = offloaded_bytes(l); b > 0) {
+    // Prefetched one layer ahead: the copy back may start when the previous layer's backward starts.
+    const int32_t prev = layer_start_.find_at(l, 1, Phase::backward);
+    std::vector<int32_t> deps;
+    if (prev >= 0) deps.push_back(prev);
+    first_deps.push_back(comm("offload.h2d", Category::offload, Stream::offload, l, Collective::h2d, Group::none, b, deps));
+  }
+  const int32_t first = memory("mlp.norm.bwd", l, 4.0 * t_sp_ * h * 2.0, Category::memory, first_deps);
+  layer_start_.record(l, phase_, first);
+  if (!is_moe_layer(l)) {
+    const double ffn = d(m_.dense_ffn);
+    if (has(s_.memory.recompute, TensorClass::mlp)) {
+      phase_ = Phase::recompute;
+      gemm("mlp.fc1.recompute", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
+      phase_ = Phase::backward;
+    }
+    gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
+    memory("mlp.act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
+    gemm_bwd("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_,
+             2 * ffn / tp_, h);
+  } else {
+    moe_backward(l, f);
+  }
+  if (p_.tp > 1) comm("tp.all_gather.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {last()});
+  // Attention: recompute the projections the policy did not keep, then the backward.
+  phase_ = Phase::recompute;
+  if (has(s_.memory.recompute, TensorClass::q_proj))
+    gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,
+         a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+  if (has(s_.memory.recompute, TensorClass::kv_proj))
+    gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj / tp_, 0, dd, t_, kvh * (qk + vd),
+         a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  if (has(s_.memory.recompute, TensorClass::attn_out)) attention_core(l, f.core, heads, kvh, qk, vd, false);
+  if (has(s_.memory.recompute, TensorClass::out_proj))
+    gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
+  phase_ = Phase::backward;
+  gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
+  attention_core(l, f.core, heads, kvh, qk, vd, true);
+  if (p_.cp > 1)
+    comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::cp,
+         t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+           a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+           a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+  if (p_.tp > 1) comm("tp.reduce_scatter.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+  memory("attn.norm.bwd", l, 4.0 * t_sp_ * h * 2.0);
+  const int32_t wgrads_done = last();
+  if (fsdp()) {
+    comm("fsdp.reduce_scatter", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
+         Group::dense_shard, dense_params(l) * bg_, {wgrads_done});
+    if (is_moe_layer(l))
+      comm("fsdp.reduce_scatter_experts", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
+           Group::fsdp, local_expert_params(l) * bg_, {wgrads_done});
+  }
+  last_compute_[lane_] = last_on(Stream::compute);
+}
+
+// ---------------------------------------------------------------- embedding, head, optimizer
+void Lowering::embedding(bool backward) {
+  const double h = d(m_.hidden);
+  memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_sp_ * h * 2.0 * 2.0);
+}
+
+// The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
+// shares the weights and does the same work.
+void Lowering::head(bool backward, const std::string& name) {
+  const double h = d(m_.hidden), v = d(m_.vocab);
+  const double f = t_ * lm_head_forward_flops(m_) / tp_;
+  if (!backward) {
+    memory(name + ".norm", -1, 3.0 * t_sp_ * h * 2.0);
+    gemm(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+    memory(name + ".loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
+  } else {
+    memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
+    gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+    memory(name + ".norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+  }
+}
+
+// An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
+// next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.
+void Lowering::mtp_input(int l, bool backward) {
+  const double h = d(m_.hidden);
+  const double f = t_ * 2.0 * 2.0 * h * h / tp_;
+  if (!backward) {
+    memory("mtp.embed.lookup", l, t_sp_ * h * 2.0 * 2.0);  // the next tokens' embeddings
+    memory("mtp.norm", l, 2.0 * 3.0 * t_sp_ * h * 2.0);
+    gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+  } else {
+    gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+    memory("mtp.norm.bwd", l, 2.0 * 4.0 * t_sp_ * h * 2.0);
+    memory("mtp.embed.lookup.bwd", l, t_sp_ * h * 2.0 * 2.0);
+  }
+}
+
+}  // namespace moeperf::detail

@@ -1,0 +1,296 @@
+// Internal to model/workload: Lowering builds one rank class's op list in program order. Its
+// emitters and bookkeeping are here; the layers (attention, dense FFN, embedding, head, MTP input)
+// are in layers.cpp, the MoE block (router, dispatch, expert GEMMs, combine, shared expert) in
+// moe_block.cpp, and the pipeline schedules that call them per micro-batch in schedule.cpp.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/workload/flops.h"
+#include "model/workload/step.h"
+
+namespace moeperf::detail {
+
+inline double d(int64_t v) { return static_cast<double>(v); }
+inline bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
+
+// Builds one rank class's op list in program order.
+class Lowering {
+ public:
+  Lowering(const Scenario& s, const ExpertLoad& load, RankClass& rc)
+      : s_(s), m_(s.model), p_(s.parallelism), load_(load), rc_(rc) {
+    t_ = d(s.batch.micro_batch * s.batch.seq_len) / d(p_.cp);
+    tp_ = d(p_.tp);
+    t_sp_ = t_ / tp_;
+    bw_ = bytes_per_element(s.precision.weights);
+    bg_ = bytes_per_element(s.precision.grads);
+  }
+
+  // ---------------------------------------------------------------- emitters
+  int32_t emit(Op op) {
+    op.micro_batch = mb_;
+    if (op.stream == Stream::compute && !pending_.empty()) {
+      op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
+      pending_.clear();
+    }
+    op.phase = op.phase == Phase::forward ? phase_ : op.phase;
+    op.lane = lane_;
+    // The first op of each stream in a gated unit waits for the gate (see begin_unit).
+    if (gate_ >= 0 && !(gated_streams_ & (1u << static_cast<unsigned>(op.stream)))) {
+      op.deps.push_back(gate_);
+      gated_streams_ |= 1u << static_cast<unsigned>(op.stream);
+    }
+    rc_.ops.push_back(std::move(op));
+    return static_cast<int32_t>(rc_.ops.size() - 1);
+  }
+
+  int32_t gemm(std::string name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
+               double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
+    // copies of A and B); the weight-gradient GEMM reuses the column-wise copies made for the
+    // forward/recompute and the dgrad. The weights' copies from the forward serve the recompute and
+    // the dgrad unless FSDP gathers the weights again (in BF16) for the backward. Expert rows that
+    // arrive in the GEMM's format (an MXFP8 dispatch) only need their column-wise copy.
+    auto ends = [&](const char* sfx) {
+      const size_t l = std::char_traits<char>::length(sfx);
+      return name.size() >= l && name.compare(name.size() - l, l, sfx) == 0;
+    };
+    if (const double q = quantize_bytes_per_element(dt); q > 0 && !ends(".wgrad")) {
+      const bool again = ends(".dgrad") || ends(".recompute");
+      const double qb = again && !fsdp() ? 0.0 : q;
+      const bool arrives_quantized =
+          (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
+      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : q;
+      memory(name + ".quant", layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
+      deps = {};
+    }
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.layer = layer;
+    op.flops = Flops(flops_exec);
+    op.model_flops = Flops(flops_model);
+    op.dtype = dt;
+    op.m = static_cast<int64_t>(std::llround(m));
+    op.n = static_cast<int64_t>(std::llround(n));
+    op.k = static_cast<int64_t>(std::llround(k));
+    op.groups = groups;
+    op.launches = launches;
+    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16.
+    const double in = bytes_per_element(dt);
+    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0));
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  int32_t memory(std::string name, int layer, double bytes, Category cat = Category::memory,
+                 std::vector<int32_t> deps = {}) {
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.layer = layer;
+    op.hbm_bytes = Bytes(bytes);
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  int32_t comm(std::string name, Category cat, Stream stream, int layer, Collective c, Group g, double bytes,
+               std::vector<int32_t> deps = {}, double recv = -1, double fanout = 0) {
+    Op op;
+    op.name = std::move(name);
+    op.category = cat;
+    op.stream = stream;
+    op.layer = layer;
+    op.collective = c;
+    op.group = g;
+    op.bytes = Bytes(bytes);
+    op.recv_bytes = Bytes(recv < 0 ? bytes : recv);
+    op.fanout = fanout;
+    // A fused, de-duplicating dispatcher crosses to each remote NVLink domain once per token.
+    if (c == Collective::all_to_all && g == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup &&
+        load_.ep_domains > 1)
+      op.node_fanout = load_.distinct_domains;
+    op.deps = std::move(deps);
+    return emit(std::move(op));
+  }
+
+  // ---------------------------------------------------------------- parameters of a layer
+  // Non-expert weights of layer l on this rank (TP-split), expert weights of this rank's experts.
+  double dense_params(int l) const { return layer_params(m_, l).dense / tp_; }
+  double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep); }
+  bool is_moe_layer(int l) const { return m_.is_moe() && l >= m_.dense_layers; }
+  bool fsdp() const { return p_.fsdp > 1; }
+
+  // ---------------------------------------------------------------- layers
+  // FSDP: gathers are issued `depth` layers ahead of use (prefetch), each waiting only for the
+  // compute issued before it (the buffer it reuses is then free); without prefetch a layer's gather
+  // is issued when the layer starts and the layer waits for it.
+  void begin_phase(std::vector<int> order) {
+    order_ = std::move(order);
+    issued_ = 0;
+    gathers_.clear();
+  }
+
+  void issue_gathers(int l) {
+    if (!fsdp()) return;
+    const auto pos = static_cast<size_t>(std::find(order_.begin(), order_.end(), l) - order_.begin());
+    const size_t depth = s_.stack.fsdp_prefetch ? static_cast<size_t>(s_.stack.fsdp_prefetch_depth) : 0;
+    const std::string sfx = phase_ == Phase::backward ? ".bwd" : "";
+    while (issued_ < order_.size() && issued_ <= pos + depth) {
+      const int j = order_[issued_++];
+      std::vector<int32_t> deps;
+      if (last_compute_[lane_] >= 0) deps.push_back(last_compute_[lane_]);
+      auto& ids = gathers_[j];
+      ids.push_back(comm("fsdp.all_gather" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j, Collective::all_gather,
+                         Group::dense_shard, dense_params(j) * bw_, deps));
+      if (is_moe_layer(j))
+        ids.push_back(comm("fsdp.all_gather_experts" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j,
+                           Collective::all_gather, Group::fsdp, local_expert_params(j) * bw_, deps));
+    }
+  }
+
+  std::vector<int32_t> gather_deps(int l) const {
+    auto it = gathers_.find(l);
+    return it == gathers_.end() ? std::vector<int32_t>{} : it->second;
+  }
+
+  void forward_layer(int l);
+
+  double offloaded_bytes(int l) const {
+    const auto b = saved_tensor_bytes(s_, load_, l);
+    double sum = 0;
+    for (TensorClass c : s_.memory.offload)
+      if (!has(s_.memory.recompute, c)) sum += b[static_cast<size_t>(c)];
+    return sum;
+  }
+
+  void attention_core(int l, double core_per_token, double heads, double kvh, double qk, double vd, bool backward);
+
+  // Without grouped GEMM the experts run as a batched (or looped) GEMM of one row count: dropless
+  // needs every expert padded to the busiest expert's rows.
+  double padded_rows() const {
+    const double e_local = d(m_.experts) / d(p_.ep);
+    return std::max(load_.max_rows, e_local * load_.max_expert_rows);
+  }
+
+  // How the busiest rank runs its expert GEMMs: a ragged grouped GEMM pads each expert's rows to
+  // the tile; without it, the counts go to the host first (moe.count_sync, on the critical path)
+  // and one GEMM per expert runs, every expert padded to the busiest one.
+  struct ExpertGemms {
+    std::vector<int32_t> after;  // what the first expert GEMM waits for
+    int launches = 1;
+    double rows_exec = 0;        // rows computed (padding included)
+    double rows_gemm = 0;        // rows of the GEMM shape (for its efficiency)
+  };
+  ExpertGemms expert_gemms(int l, std::vector<int32_t> after);
+
+  // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
+  double dispatch_fanout() const {
+    switch (s_.stack.dispatcher) {
+      case Dispatcher::alltoall: return m_.top_k;
+      case Dispatcher::fused_dedup: return load_.distinct_ranks;
+      case Dispatcher::allgather: return d(p_.ep);
+    }
+    return m_.top_k;
+  }
+
+  void moe_forward(int l, const LayerForwardFlops& f);
+
+  void moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd);
+
+  void shared_expert(int l, const LayerForwardFlops& f, Dtype dd);
+
+  // Backward of a forward GEMM op: data gradient and weight gradient apart.
+  void gemm_bwd(const std::string& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
+                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    gemm(name + ".dgrad", cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
+    gemm(name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
+  }
+
+  void backward_layer(int l);
+
+  void moe_backward(int l, const LayerForwardFlops& f);
+
+  // ---------------------------------------------------------------- embedding, head, optimizer
+  void embedding(bool backward);
+
+  // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
+  // shares the weights and does the same work.
+  void head(bool backward, const std::string& name = "head");
+
+  // An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
+  // next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.
+  void mtp_input(int l, bool backward);
+
+  int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
+  Op& op(int32_t i) { return rc_.ops[static_cast<size_t>(i)]; }
+  void wait_before_next_compute(int32_t i) { pending_.push_back(i); }
+  // The last op on stream `s` in the current lane.
+  int32_t last_on(Stream s) const {
+    for (int32_t i = last(); i >= 0; --i)
+      if (rc_.ops[static_cast<size_t>(i)].stream == s && rc_.ops[static_cast<size_t>(i)].lane == lane_) return i;
+    return -1;
+  }
+
+  void set_micro_batch(int mb) { mb_ = mb; }
+  void set_lane(uint8_t lane) { lane_ = lane; }
+  // Starts a unit whose ops may not begin, on any stream, before op `gate` is done (-1: none).
+  void begin_unit(int32_t gate) {
+    gate_ = gate;
+    gated_streams_ = 0;
+  }
+  void set_phase(Phase ph) { phase_ = ph; }
+
+ private:
+  // First op of each layer in each phase of the current micro-batch, for prefetch dependencies.
+  struct LayerStarts {
+    std::vector<int32_t> fwd, bwd;
+    std::vector<int> order_fwd, order_bwd;  // layers in the order they ran
+    void record(int l, Phase ph, int32_t op) {
+      auto& v = ph == Phase::backward ? bwd : fwd;
+      auto& o = ph == Phase::backward ? order_bwd : order_fwd;
+      if (static_cast<size_t>(l) >= v.size()) v.resize(static_cast<size_t>(l) + 1, -1);
+      v[static_cast<size_t>(l)] = op;
+      o.push_back(l);
+    }
+    int32_t get(int l, Phase ph) const {
+      const auto& v = ph == Phase::backward ? bwd : fwd;
+      return static_cast<size_t>(l) < v.size() ? v[static_cast<size_t>(l)] : -1;
+    }
+    // The first op of the layer that ran `depth` layers before the next one in this phase.
+    int32_t find_at(int, int depth, Phase ph) const {
+      const auto& o = ph == Phase::backward ? order_bwd : order_fwd;
+      if (static_cast<int>(o.size()) < depth) return -1;
+      return get(o[o.size() - static_cast<size_t>(depth)], ph);
+    }
+  };
+
+  const Scenario& s_;
+  const ModelSpec& m_;
+  const Parallelism& p_;
+  ExpertLoad load_;
+  RankClass& rc_;
+  double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
+  int mb_ = 0;
+  Phase phase_ = Phase::forward;
+  uint8_t lane_ = 0;
+  int32_t gate_ = -1;
+  unsigned gated_streams_ = 0;
+  std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
+  std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive)
+  std::vector<int> order_;
+  size_t issued_ = 0;
+  std::map<int, std::vector<int32_t>> gathers_;
+  LayerStarts layer_start_;
+
+ public:
+  void reset_layer_starts() { layer_start_ = LayerStarts{}; }
+};
+
+}  // namespace moeperf::detail

@@ -1,0 +1,157 @@
+// The MoE block of a layer, forward and backward: router, permute, dispatch, expert GEMMs (grouped or
+// a padded per-expert loop), combine, un-permute and the shared expert.
+#include "model/workload/lowering.h"
+
+namespace moeperf::detail {
+
+Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) {
+  ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows};
+  if (s_.stack.grouped_gemm) return g;
+  Op sync;
+  sync.name = "moe.count_sync";
+  sync.category = Category::sync;
+  sync.layer = l;
+  sync.deps = g.after;
+  g.after = {emit(std::move(sync))};
+  g.launches = static_cast<int>(d(m_.experts) / d(p_.ep));
+  g.rows_exec = g.rows_gemm = padded_rows();
+  return g;
+}
+
+void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
+  const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep);
+  const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
+  const double r = d(p_.ep);
+  const double bd = bytes_per_element(s_.precision.dispatch), bc = bytes_per_element(s_.precision.combine);
+  gemm("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
+  memory("moe.topk", l, t_sp_ * d(m_.experts) * 4.0 * 2.0);
+  moe_dispatch(l, "moe.permute", "moe.dispatch", bd);
+  const int32_t dispatched = last();
+  const bool overlap_shared = s_.stack.a2a_with_shared_expert;
+  if (overlap_shared) shared_expert(l, f, dd);
+  // Expert GEMMs on the busiest rank: ragged grouped GEMM pads each expert's rows to the tile;
+  // a per-expert loop needs the counts on the host first and launches one GEMM per expert.
+  const ExpertGemms eg = expert_gemms(l, {dispatched});
+  std::vector<int32_t> after = eg.after;
+  const int launches = eg.launches;
+  const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
+  const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
+  const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;  // FLOPs per row
+  const int32_t fc1 = gemm("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de,
+                           rows_gemm / e_local, 2 * ffn, h, static_cast<int64_t>(e_local), launches, after);
+  (void)fc1;
+  memory("moe.act", l, rows_max * (2 * ffn * 2.0 + ffn * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de)));
+  gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+       static_cast<int64_t>(e_local), launches);
+  const double fan = dispatch_fanout();
+  if (s_.stack.dispatcher == Dispatcher::allgather) {
+    comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
+         r * t_sp_ * h * bc, {last()});
+  } else {
+    const double send = t_sp_ * fan * h * bc * (r - 1) / r;
+    comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+         send * rows_max / rows_mean, {last()}, send, fan);
+  }
+  const int32_t combined = last();
+  memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, {combined});
+  if (!overlap_shared) shared_expert(l, f, dd);
+}
+
+void Lowering::moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
+  const double h = d(m_.hidden), r = d(p_.ep);
+  const double fan = dispatch_fanout();
+  if (s_.stack.dispatcher == Dispatcher::allgather) {
+    // Every rank gathers every token of its EP group, then keeps the rows for its own experts.
+    const int32_t g = comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+                           r * t_sp_ * h * bd, {last()});
+    memory(permute, l, r * t_sp_ * h * bd + load_.max_rows * h * bd, Category::memory, {g});
+    return;
+  }
+  // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
+  memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd);
+  const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+  comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, {last()},
+       send * load_.max_rows / load_.mean_rows, fan);
+}
+
+void Lowering::shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
+  if (m_.shared_experts == 0) return;
+  const double h = d(m_.hidden), ffn = d(m_.expert_ffn) * m_.shared_experts;
+  gemm("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, t_ * f.shared_experts * 2 / 3 / tp_, dd,
+       t_, 2 * ffn / tp_, h);
+  memory("moe.shared_act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+  gemm("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd, t_,
+       h, ffn / tp_);
+}
+
+void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
+  const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep), r = d(p_.ep);
+  const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
+  const double bg = 2.0;  // gradients travel in BF16
+  if (!s_.stack.a2a_with_shared_expert) {
+    gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
+             t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+    gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
+             t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+  }
+  // The expert input rows are not a checkpoint: rebuild them (permute + dispatch) as JAX's remat does.
+  phase_ = Phase::recompute;
+  moe_dispatch(l, "moe.permute.recompute", "moe.dispatch.recompute", bytes_per_element(s_.precision.dispatch));
+  const int32_t redispatched = last();
+  phase_ = Phase::backward;
+  const double fan = dispatch_fanout();
+  memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg));
+  int32_t cb;
+  if (s_.stack.dispatcher == Dispatcher::allgather) {
+    cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+              r * t_sp_ * h * bg, {last()});
+  } else {
+    const double send = t_sp_ * fan * h * bg * (r - 1) / r;
+    cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
+              {last()}, send * load_.max_rows / load_.mean_rows, fan);
+  }
+  const ExpertGemms eg = expert_gemms(l, {cb, redispatched});
+  std::vector<int32_t> after = eg.after;
+  const int launches = eg.launches;
+  const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
+  const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
+  const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;
+  if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
+    phase_ = Phase::recompute;
+    after = {gemm("moe.expert_fc1.recompute", Category::gemm, l, rows_exec * fc1_w, 0, de, rows_gemm / e_local, 2 * ffn,
+                  h, static_cast<int64_t>(e_local), launches, after)};
+    phase_ = Phase::backward;
+  }
+  // The FC2 input (activation output) is rebuilt from the saved FC1 outputs by the act kernel.
+  memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, after);
+  if (has(s_.memory.recompute, TensorClass::moe_mlpwo)) {
+    phase_ = Phase::recompute;
+    gemm("moe.expert_fc2.recompute", Category::gemm, l, rows_exec * fc2_w, 0, de, rows_gemm / e_local, h, ffn,
+         static_cast<int64_t>(e_local), launches);
+    phase_ = Phase::backward;
+  }
+  gemm_bwd("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+           static_cast<int64_t>(e_local), launches);
+  memory("moe.act.bwd", l, rows_max * (2 * ffn * 2.0 * 2 + ffn * 2.0));
+  gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local, 2 * ffn,
+           h, static_cast<int64_t>(e_local), launches);
+  const double bd = bg;
+  if (s_.stack.dispatcher == Dispatcher::allgather) {
+    comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
+         r * t_sp_ * h * bd, {last()});
+  } else {
+    const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+    comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+         send * load_.max_rows / load_.mean_rows, {last()}, send, fan);
+  }
+  memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, {last()});
+  gemm_bwd("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
+  if (s_.stack.a2a_with_shared_expert) {
+    gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
+             t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+    gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
+             t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+  }
+}
+
+}  // namespace moeperf::detail
