@@ -229,14 +229,18 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       cost.steps = static_cast<int>(ring_steps);
       step_latency = ring_latency(1);
       cost.algorithm = "ring";
+      cost.hbm_bytes_per_byte = c == Collective::reduce_scatter ? 3.0 : 2.0;
       break;
     case Collective::all_reduce:
       if (one_domain && switched) {
-        // NVLink SHARP (NVLS): each GPU sends its buffer into the switches once and receives the
-        // reduced result once.
+        // NVLink SHARP (NVLS), as NCCL runs it: each GPU reduces its 1/n shard in the switches
+        // (multimem.ld_reduce: the switches read the shard from all n GPUs, so each GPU serves its
+        // whole buffer, S, and receives the reduced shard, S/n), then multicasts the shard
+        // (multimem.st: S/n out, every shard in, S). S(1 + 1/n) each way: algbw <= B n / (n + 1).
+        const double each = 1.0 + 1.0 / static_cast<double>(n);
         for (int64_t m : members) {
-          loads.nvl_out[m] += 1.0;
-          loads.nvl_in[m] += 1.0;
+          loads.nvl_out[m] += each;
+          loads.nvl_in[m] += each;
         }
         cost.steps = 2;
         step_latency = lat.at(2) * 2.0;
@@ -246,6 +250,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
         cost.steps = static_cast<int>(2 * ring_steps);
         step_latency = ring_latency(2);
         cost.algorithm = "ring";
+        cost.hbm_bytes_per_byte = 5.0;
       }
       break;
     case Collective::all_to_all:
@@ -281,16 +286,19 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   if (members.size() <= 1) return cost;
   const auto lat = hop_latencies(t, members, cal);
   Loads loads;
-  // Inside each domain a chain: every GPU passes the whole buffer on in the reduce and back in the
-  // broadcast ((g-1)/g of it on average per direction and phase). With NVLink SHARP the switches
-  // reduce and multicast: each GPU sends its buffer in once and receives the result once.
+  // Inside each domain a chain: an interior GPU receives the whole buffer and passes it on in the
+  // reduce, and again in the broadcast: 2 buffers each way (the chain's two ends 1; the busiest
+  // GPU sets the time). With NVLink SHARP the switches reduce and multicast: S(1 + 1/g) each way,
+  // as for NVLS in one domain.
   for (const auto& d : doms) {
     const double g = static_cast<double>(d.size());
+    const double each = nvls ? 1.0 + 1.0 / g : g >= 3 ? 2.0 : g - 1;
     for (int64_t m : d) {
-      loads.nvl_out[m] += nvls ? 1.0 : 2.0 * (g - 1) / g;
-      loads.nvl_in[m] += nvls ? 1.0 : 2.0 * (g - 1) / g;
+      loads.nvl_out[m] += each;
+      loads.nvl_in[m] += each;
     }
   }
+  if (!nvls) cost.hbm_bytes_per_byte = 5.0;
   // Between domains: one channel per local GPU index, each carrying 1/g of the buffer over two
   // binary trees of the domains (heap order and its mirror, half the channel's bytes each): up in
   // the reduce and down in the broadcast. A node interior in one tree is a leaf in the other, so

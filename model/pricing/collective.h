@@ -38,6 +38,11 @@ struct CollectiveCost {
   std::array<double, kResourceCount> s_per_byte{};  // per byte of the collective's size
   int steps = 0;
   const char* algorithm = "";
+  // HBM bytes a member reads and writes per byte of the collective's size, which the simulator
+  // takes from memory-bound kernels beside it: 2 when it reads what it sends and writes what it
+  // receives (all-gather, all-to-all, send/receive, NVLS); a ring reduce-scatter also reads its own
+  // chunk to add it in (3); a ring or tree all-reduce is a reduce-scatter then an all-gather (5).
+  double hbm_bytes_per_byte = 2.0;
   Seconds time(Bytes b) const;
   double bottleneck_s_per_byte() const;
 };

@@ -28,6 +28,7 @@ struct Running {
   double work_left = 0;     // compute: s at full SMs; comm: bytes
   std::array<double, kResourceCount> a{};  // comm: s per byte per resource
   double rate = 0;
+  double hbm_per_byte = 2.0;  // comm: HBM bytes per byte of its size (CollectiveCost::hbm_bytes_per_byte)
 };
 
 // A DES core with the four-member surface of ASTRA-sim's event queue: now, empty, step, schedule.
@@ -260,9 +261,13 @@ class Engine {
       r.latency_left = cc.latency.value();
       r.work_left = std::max(op.bytes, op.recv_bytes).value();
       r.a = cc.s_per_byte;
+      r.hbm_per_byte = cc.hbm_bytes_per_byte;
       if (cc.bottleneck_s_per_byte() == 0) r.work_left = 0;
       if (r.latency_left == 0) r.latency_left = 0;
     }
+    // A pipeline receive matched with its send: the transfer is the send's (one transfer, one
+    // time); the receive could not start before the send was done (ready()), so it ends at once.
+    if (cs.peer[static_cast<size_t>(i)].first >= 0) r.latency_left = r.work_left = 0;
     if (r.latency_left <= 0 && r.work_left <= 0) {
       cs.done[static_cast<size_t>(i)] = 1;
       cs.timing[static_cast<size_t>(i)].end = Seconds(now_);
@@ -332,12 +337,12 @@ class Engine {
         }
         open.swap(rest);
       }
-      // Communication moves its bytes through HBM too (a collective reads what it sends and writes
-      // what it receives, about twice its rate; a host copy once): memory-bound compute gets what
-      // is left of the achieved HBM bandwidth.
+      // Communication moves its bytes through HBM too (each algorithm its own count per byte of
+      // its size, CollectiveCost::hbm_bytes_per_byte; a host copy once): memory-bound compute gets
+      // what is left of the achieved HBM bandwidth.
       double hbm_used = 0;
       for (Running* r : flows)
-        if (std::isfinite(r->rate)) hbm_used += r->rate * (r->offload ? 1.0 : 2.0);
+        if (std::isfinite(r->rate)) hbm_used += r->rate * (r->offload ? 1.0 : r->hbm_per_byte);
       const double left = std::max(0.1, 1.0 - hbm_used / hbm_bytes_per_s_);
       for (Running& r : running_)
         if (r.cls == static_cast<int>(c) && r.memory_bound) r.rate = std::min(r.rate, left);
@@ -407,6 +412,7 @@ std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc) {
   };
   std::vector<Ev> ev;
   for (size_t i = 0; i < n; ++i) {
+    if (!(sc.ops[i].end > sc.ops[i].start)) continue;  // an instant (a matched pipeline receive) covers no time
     const int k = is_communication(rc.ops[i].category) ? 1 : 2;
     ev.push_back({sc.ops[i].start.value(), k, i});
     ev.push_back({sc.ops[i].end.value(), -k, i});
@@ -421,7 +427,8 @@ std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc) {
       for (size_t i : comm) out[i] += (e.t - last) / static_cast<double>(comm.size());
     last = e.t;
     if (e.kind == 1) comm.push_back(e.op);
-    if (e.kind == -1) comm.erase(std::find(comm.begin(), comm.end(), e.op));
+    if (e.kind == -1)
+      if (const auto it = std::find(comm.begin(), comm.end(), e.op); it != comm.end()) comm.erase(it);
     comp_on += e.kind == 2 ? 1 : e.kind == -2 ? -1 : 0;
   }
   return out;

@@ -101,7 +101,9 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   r.step_time = sim.step_time;
   // Report the class that finishes last.
   for (size_t c = 0; c < sim.classes.size(); ++c)
-    if (sim.classes[c].finish >= sim.classes[static_cast<size_t>(r.busiest_class)].finish) r.busiest_class = static_cast<int>(c);
+    // The first class among those finishing last: on a tie (classes that end on a collective they
+    // share) the stage's own class, holding the busiest EP rank, not a copy of its program.
+    if (sim.classes[c].finish > sim.classes[static_cast<size_t>(r.busiest_class)].finish) r.busiest_class = static_cast<int>(c);
   const RankClass& rc = graph->classes[static_cast<size_t>(r.busiest_class)];
   const SimClass& sc = sim.classes[static_cast<size_t>(r.busiest_class)];
 

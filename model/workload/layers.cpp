@@ -16,7 +16,7 @@ void Lowering::forward_layer(int l) {
   const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
   auto first = memory("attn.norm", l, 3.0 * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
   layer_start_.record(l, phase_, first);
-  if (p_.tp > 1) comm("tp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {first});
+  tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
@@ -26,13 +26,15 @@ void Lowering::forward_layer(int l) {
          t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
   attention_core(l, f.core, heads, kvh, qk, vd, false);
   gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
-  if (p_.tp > 1) comm("tp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+  tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, true);
   memory("mlp.norm", l, 3.0 * t_sp_ * h * 2.0);
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
+    tp_collective(l, "tp.all_gather", Collective::all_gather, true);
     gemm("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_, 2 * ffn / tp_, h);
     memory("mlp.act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
     gemm("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
+    tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, true);
   } else {
     moe_forward(l, f);
   }
@@ -85,14 +87,17 @@ void Lowering::backward_layer(int l) {
       gemm("mlp.fc1.recompute", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
       phase_ = Phase::backward;
     }
+    tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
     gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
     memory("mlp.act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
     gemm_bwd("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_,
              2 * ffn / tp_, h);
+    tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   } else {
     moe_backward(l, f);
   }
-  if (p_.tp > 1) comm("tp.all_gather.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::tp, t_ * h * 2.0, {last()});
+  // The attention block's output gradient, gathered while the projections are recomputed.
+  const int32_t attn_grad = tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, false);
   // Attention: recompute the projections the policy did not keep, then the backward.
   phase_ = Phase::recompute;
   if (has(s_.memory.recompute, TensorClass::q_proj))
@@ -105,6 +110,7 @@ void Lowering::backward_layer(int l) {
   if (has(s_.memory.recompute, TensorClass::out_proj))
     gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
   phase_ = Phase::backward;
+  if (attn_grad >= 0) wait_before_next_compute(attn_grad);
   gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   attention_core(l, f.core, heads, kvh, qk, vd, true);
   if (p_.cp > 1)
@@ -114,7 +120,7 @@ void Lowering::backward_layer(int l) {
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
            a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
-  if (p_.tp > 1) comm("tp.reduce_scatter.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::tp, t_ * h * 2.0, {last()});
+  tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   memory("attn.norm.bwd", l, 4.0 * t_sp_ * h * 2.0);
   const int32_t wgrads_done = last();
   if (fsdp()) {
@@ -130,7 +136,16 @@ void Lowering::backward_layer(int l) {
 // ---------------------------------------------------------------- embedding, head, optimizer
 void Lowering::embedding(bool backward) {
   const double h = d(m_.hidden);
+  // Under FSDP the table is sharded like every dense weight: gathered before the lookup, its
+  // gradient reduce-scattered after the lookup's backward.
+  const double table = count_params(m_).embedding / tp_;
+  if (!backward && fsdp())
+    wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, -1,
+                                  Collective::all_gather, Group::dense_shard, table * bw_, {}));
   memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_sp_ * h * 2.0 * 2.0);
+  if (backward && fsdp())
+    comm("fsdp.reduce_scatter.embed", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
+         Group::dense_shard, table * bg_, {last()});
 }
 
 // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
@@ -138,7 +153,14 @@ void Lowering::embedding(bool backward) {
 void Lowering::head(bool backward, const std::string& name) {
   const double h = d(m_.hidden), v = d(m_.vocab);
   const double f = t_ * lm_head_forward_flops(m_) / tp_;
+  // Under FSDP the head's weights (and the final norm) are gathered before the projection and
+  // their gradients reduce-scattered after it; an MTP head shares the main head's gathered weights.
+  const double weights = (count_params(m_).lm_head + h) / tp_;
+  const bool gather = fsdp() && name == "head";
   if (!backward) {
+    if (gather)
+      wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
+                                    Collective::all_gather, Group::dense_shard, weights * bw_, {}));
     memory(name + ".norm", -1, 3.0 * t_sp_ * h * 2.0);
     gemm(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     memory(name + ".loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
@@ -146,6 +168,9 @@ void Lowering::head(bool backward, const std::string& name) {
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     memory(name + ".norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+    if (gather)
+      comm("fsdp.reduce_scatter.head", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
+           Group::dense_shard, weights * bg_, {last()});
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/workload/flops.h"
@@ -205,6 +206,22 @@ class Lowering {
   void moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd);
 
   void shared_expert(int l, const LayerForwardFlops& f, Dtype dd);
+  void shared_expert_backward(int l, const LayerForwardFlops& f, Dtype dd);
+
+  // Megatron's sequence parallelism (tp > 1): a TP-split block (attention, dense MLP, shared
+  // expert) reads the whole sequence, so an all-gather of the sequence shards comes before it, and
+  // gives back shards through a reduce-scatter after it; in the backward, their mirrors. Each moves
+  // the block's activations (t x h in BF16). tp_collective emits one after the last op; with
+  // `block` the next compute op waits for it, else the caller names who does. -1 when tp is 1.
+  int32_t tp_collective(int l, const char* name, Collective c, bool block) {
+    if (p_.tp <= 1) return -1;
+    const int32_t id = comm(name, Category::tp_comm, Stream::tp_comm, l, c, Group::tp, t_ * d(m_.hidden) * 2.0, {last()});
+    if (block) wait_before_next_compute(id);
+    return id;
+  }
+  // Sequence-parallel reduce-scatters whose result a later op of the layer adds in (the shared
+  // expert's output beside the routed experts'): that op waits for them.
+  std::vector<int32_t> take_tp_outputs() { return std::exchange(tp_outputs_, {}); }
 
   // Backward of a forward GEMM op: data gradient and weight gradient apart.
   void gemm_bwd(const std::string& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
@@ -283,7 +300,8 @@ class Lowering {
   int32_t gate_ = -1;
   unsigned gated_streams_ = 0;
   std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
-  std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive)
+  std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive, a TP gather)
+  std::vector<int32_t> tp_outputs_;  // see take_tp_outputs()
   std::vector<int> order_;
   size_t issued_ = 0;
   std::map<int, std::vector<int32_t>> gathers_;

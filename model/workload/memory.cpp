@@ -58,7 +58,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep));
     }
     if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / tp;
-    if (st == p.pp - 1) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
+    if (st == head_stage(s)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
     const double local = dense / dense_shard + expert / expert_shard;
     r.weights = Bytes(local * bw);
     r.gradients = Bytes(local * bg);
@@ -103,7 +103,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE
     // layer's expert intermediates (FC1 out, activation, FC2 out) with their gradients.
     double transient = 0;
-    if (st == p.pp - 1) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
+    if (st == head_stage(s)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
     if (m.is_moe())
       transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
     // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.

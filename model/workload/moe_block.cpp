@@ -52,9 +52,14 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
     comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
          send * rows_max / rows_mean, {last()}, send, fan);
   }
-  const int32_t combined = last();
-  memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, {combined});
-  if (!overlap_shared) shared_expert(l, f, dd);
+  std::vector<int32_t> unpermute_deps{last()};
+  if (overlap_shared)  // the shared expert's reduce-scattered output is added here
+    for (int32_t x : take_tp_outputs()) unpermute_deps.push_back(x);
+  memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, std::move(unpermute_deps));
+  if (!overlap_shared) {
+    shared_expert(l, f, dd);
+    for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
+  }
 }
 
 void Lowering::moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
@@ -77,11 +82,26 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
 void Lowering::shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
   if (m_.shared_experts == 0) return;
   const double h = d(m_.hidden), ffn = d(m_.expert_ffn) * m_.shared_experts;
+  tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, t_ * f.shared_experts * 2 / 3 / tp_, dd,
        t_, 2 * ffn / tp_, h);
   memory("moe.shared_act", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
   gemm("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd, t_,
        h, ffn / tp_);
+  if (const int32_t rs = tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, false); rs >= 0)
+    tp_outputs_.push_back(rs);
+}
+
+void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype dd) {
+  if (m_.shared_experts == 0) return;
+  const double h = d(m_.hidden);
+  tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
+  gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
+           t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+  gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
+           t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+  if (const int32_t rs = tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, false); rs >= 0)
+    tp_outputs_.push_back(rs);
 }
 
 void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
@@ -89,10 +109,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
   const double bg = 2.0;  // gradients travel in BF16
   if (!s_.stack.a2a_with_shared_expert) {
-    gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
-             t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
-    gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
-             t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+    shared_expert_backward(l, f, dd);
   }
   // The expert input rows are not a checkpoint: rebuild them (permute + dispatch) as JAX's remat does.
   phase_ = Phase::recompute;
@@ -144,13 +161,14 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
          send * load_.max_rows / load_.mean_rows, {last()}, send, fan);
   }
-  memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, {last()});
+  std::vector<int32_t> permute_bwd_deps{last()};
+  if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here
+    for (int32_t x : take_tp_outputs()) permute_bwd_deps.push_back(x);
+  memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps));
   gemm_bwd("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
   if (s_.stack.a2a_with_shared_expert) {
-    gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
-             t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
-    gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
-             t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+    shared_expert_backward(l, f, dd);
+    for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);  // summed into the block's input gradient
   }
 }
 

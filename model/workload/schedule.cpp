@@ -78,7 +78,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     // (the last op of that unit here), and a steady-state forward waits for the backward before it
     // (1F1B keeps that many micro-batches in flight), so each forward pairs with one backward.
     const bool overlap = s.stack.fwd_bwd_overlap || (s.parallelism.schedule == PipelineSchedule::dualpipe && stages > 1);
-    std::map<std::pair<int64_t, int>, int32_t> fwd_end;
+    std::map<std::pair<int64_t, int>, int32_t> fwd_end, bwd_end_of;  // (micro-batch, chunk) -> unit's last op
     int32_t bwd_end = -1;
     // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this stage.
     auto unit = [&](bool forward, int64_t mb, int c, int32_t gate) {
@@ -91,6 +91,16 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       low.reset_layer_starts();
       low.begin_phase(forward ? vl : std::vector<int>(vl.rbegin(), vl.rend()));
       auto p2p = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
+        // A hand-off between two virtual stages on this GPU (DualPipe's V turn, stage pp - 1) moves
+        // nothing: the receiving unit waits for the sending unit's last op instead.
+        if (stage_of_virtual(s, peer_v) == st) {
+          if (std::string(name).rfind("pp.recv", 0) == 0) {
+            const auto& ends = forward ? fwd_end : bwd_end_of;
+            const auto it = ends.find({mb, chunk_of_virtual(s, peer_v)});
+            if (it != ends.end()) low.wait_before_next_compute(it->second);
+          }
+          return;
+        }
         const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
                                     act_bytes, std::move(deps));
         Op& op = low.op(id);
@@ -157,6 +167,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       const auto it = fwd_end.find(bwd_units[next_b]);
       unit(false, bwd_units[next_b].first, bwd_units[next_b].second, it != fwd_end.end() ? it->second : -1);
       bwd_end = low.last();
+      bwd_end_of[bwd_units[next_b]] = bwd_end;
       ++next_b;
     };
     for (int64_t i = 0; i < warm_up; ++i) run_forward(false);
@@ -177,7 +188,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       expert += low.local_expert_params(l);
     }
     if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
-    if (st == stages - 1) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
+    if (st == head_stage(s)) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
     const double bgrad = bytes_per_element(s.precision.grads);
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
     const double expert_shard = static_cast<double>(p.fsdp);

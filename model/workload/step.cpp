@@ -108,6 +108,10 @@ bool holds_mtp_embedding(const Scenario& s, int stage) {
   return stage_of_virtual(s, vstages - 1) == stage;
 }
 
+int head_stage(const Scenario& s) {
+  return stage_of_virtual(s, static_cast<int>(s.parallelism.pp) * pipeline_chunks(s) - 1);
+}
+
 void place_stragglers(Scenario& s) {
   const int64_t per = job_gpus_per_domain(s.system, s.gpus);
   for (Straggler& x : s.stragglers)

@@ -118,6 +118,10 @@ std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in 
 // Whether `stage` runs the trained MTP modules, which read the (shared) embedding table: a stage
 // other than the first then holds a copy of it.
 bool holds_mtp_embedding(const Scenario& s, int stage);
+// The pipeline stage that runs the LM head: the one holding the last virtual stage (pp - 1, or 0
+// under DualPipe's V placement). Its weights, gradients, optimizer states and gradient reduction
+// belong there.
+int head_stage(const Scenario& s);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

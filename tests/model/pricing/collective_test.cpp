@@ -65,10 +65,10 @@ TEST(Collective, RingOfEightOverNvlink) {
   // nccl-tests: busbw = algbw x (n-1)/n equals the per-GPU achieved NVLink bandwidth for large sizes.
   const double algbw = 1073741824.0 / (c.time(gibibytes(1)).value() - lat);
   EXPECT_NEAR(algbw * bus_factor(Collective::all_gather, 8), bw, 1e-6 * bw);
-  // All-reduce inside one NVSwitch domain uses in-switch reduction: one send and one receive per GPU.
+  // All-reduce inside one NVSwitch domain uses in-switch reduction (NVLS): S(1 + 1/n) each way.
   const CollectiveCost ar = collective_cost(Collective::all_reduce, iota(8), t, cal);
   EXPECT_STREQ(ar.algorithm, "nvls");
-  EXPECT_NEAR(ar.s_per_byte[static_cast<int>(Resource::nvlink)], 1.0 / bw, 1e-24);
+  EXPECT_NEAR(ar.s_per_byte[static_cast<int>(Resource::nvlink)], (1.0 + 1.0 / 8) / bw, 1e-24);
 }
 
 TEST(Collective, AllToAllAcrossTwoRacksThroughOneSpine) {
@@ -128,8 +128,10 @@ TEST(Collective, TreeAllReduceAcrossTwoRacks) {
   const int nic_r = static_cast<int>(Resource::nic), nvl_r = static_cast<int>(Resource::nvlink);
   EXPECT_NEAR(ring.s_per_byte[nic_r], 2.0 * 127 / 128 / 64 / nic, 1e-24);
   EXPECT_NEAR(tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
-  EXPECT_NEAR(tree.s_per_byte[nvl_r], 2.0 * 63 / 64 / nvl, 1e-24);
-  EXPECT_NEAR(nvls_tree.s_per_byte[nvl_r], 1.0 / nvl, 1e-24);
+  // An interior GPU of the NVLink chain passes the whole buffer on in the reduce and in the
+  // broadcast (2 each way); NVLS moves S(1 + 1/g) each way (ld_reduce of its shard, multicast).
+  EXPECT_NEAR(tree.s_per_byte[nvl_r], 2.0 / nvl, 1e-24);
+  EXPECT_NEAR(nvls_tree.s_per_byte[nvl_r], (1.0 + 1.0 / 64) / nvl, 1e-24);
   EXPECT_NEAR(nvls_tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
   // Steps: the ring 2 x 127, of which 2 x 1 cross the network; the tree 2 (1 network level + 63
   // chain steps); NVLS tree 2 (1 + 1). Each step costs the library's step latency (route as floor).
@@ -342,6 +344,62 @@ TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) {
   const double r2 = std::min(r1, 1 - 2.0 / c.bottleneck_s_per_byte() / hbm);
   const double L = c.latency.value();
   ASSERT_GT(solo, L * r1);
+  ASSERT_LT(r2, r1);
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
+}
+
+// NVLS all-reduce in one NVLink domain: multimem.ld_reduce plus multimem.st move S(1 + 1/n) over
+// each GPU's NVLink each way, so the algorithm bandwidth stays below B n / (n + 1) (physics review).
+TEST(Collective, NvlsAllReduceStaysBelowBnOverNPlusOne) {
+  const SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
+  const Topology t = Topology::build(sys, 8);
+  const Calibration cal;
+  const CollectiveCost c = collective_cost(Collective::all_reduce, iota(8), t, cal);
+  ASSERT_STREQ(c.algorithm, "nvls");
+  const double B = 18 * 25e9;  // the GPU's NVLink bandwidth per direction
+  const double size = 8e9, algbw = size / c.time(Bytes(size)).value();
+  EXPECT_LT(algbw, B * 8 / 9);
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (1.0 + 1.0 / 8) / (B * cal[Param::nvlink_fraction]), 1e-24);
+}
+
+// HBM traffic per byte of a collective's size, by algorithm: what it reads and writes.
+TEST(Collective, HbmTrafficFollowsTheAlgorithm) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Topology t = Topology::build(sys, 128);
+  const Calibration cal;
+  EXPECT_DOUBLE_EQ(collective_cost(Collective::all_gather, iota(128), t, cal).hbm_bytes_per_byte, 2.0);
+  EXPECT_DOUBLE_EQ(collective_cost(Collective::reduce_scatter, iota(128), t, cal).hbm_bytes_per_byte, 3.0);
+  EXPECT_DOUBLE_EQ(collective_cost(Collective::all_to_all, iota(128), t, cal).hbm_bytes_per_byte, 2.0);
+  const auto ar = collective_algorithms(Collective::all_reduce, iota(128), t, cal);
+  EXPECT_DOUBLE_EQ(ar[0].hbm_bytes_per_byte, 5.0);  // ring: reduce-scatter then all-gather
+  EXPECT_DOUBLE_EQ(ar[1].hbm_bytes_per_byte, 5.0);  // tree: reduce then broadcast
+}
+
+// A ring reduce-scatter takes 3 bytes of HBM per byte from a memory-bound kernel beside it (the
+// all-gather of CommunicationSharesHbmWithMemoryBoundKernels takes 2).
+TEST(Simulation, ReduceScatterTakesThreeBytesOfHbmPerByte) {
+  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
+  Op comp;
+  comp.name = "c";
+  comp.category = Category::memory;
+  comp.hbm_bytes = gigabytes(10);
+  Op comm = fsdp_gather("x", gigabytes(100));
+  comm.collective = Collective::reduce_scatter;
+  StepGraph g;
+  RankClass rc;
+  rc.ops = {comp, comm};
+  g.classes.push_back(rc);
+  const SimResult r = simulate(g, pr, StackOptions{});
+  const double solo = pr.compute_time(comp).value();
+  const CollectiveCost c = pr.comm_cost(comm);
+  ASSERT_DOUBLE_EQ(c.hbm_bytes_per_byte, 3.0);
+  const double hbm = s.system.gpu().hbm_bandwidth.value() * cal[Param::hbm_fraction];
+  const double r1 = 1 - cal[Param::comm_sm_fraction];
+  const double r2 = std::min(r1, 1 - 3.0 / c.bottleneck_s_per_byte() / hbm);
+  const double L = c.latency.value();
   ASSERT_LT(r2, r1);
   EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
 }

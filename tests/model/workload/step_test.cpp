@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "model/pricing/cost.h"
 #include "model/workload/flops.h"
 #include "model/io/load.h"
@@ -329,6 +331,142 @@ TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
   // tokens/s/GPU and TFLOPS follow from the step time.
   EXPECT_NEAR(sim.tokens_per_s_per_gpu, 6 * 4096 / sim.step_time.value(), 1e-6);
   EXPECT_NEAR(sim.model_tflops_per_gpu, sim.tokens_per_s_per_gpu * sim.model_flops_per_token / 1e12, 1e-9);
+}
+
+
+// ---------------------------------------------------------------- physics review defects
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+// Megatron's sequence parallelism at TP 2: per layer and direction, two all-gathers and two
+// reduce-scatters of the block's activations (t x h in BF16): around attention and around the MLP
+// (dense), or around the shared expert (MoE); each feeds a compute op that starts after it ends.
+TEST(Defects, TensorParallelCollectivesBlockComputeAndAreMegatronsCount) {
+  const Scenario s = scenario({"parallelism.tp=2", "parallelism.fsdp=8"});
+  const StepReport r = predict(s, s.calibration);
+  const RankClass& rc = r.graph->classes[0];
+  const SimClass& sc = r.sim->classes[0];
+  const double bytes = 6.0 * 4096 * 7168 * 2;  // micro_batch x seq_len tokens x hidden, BF16
+  for (int layer : {0, 5}) {    // a dense layer, an MoE layer
+    for (Phase ph : {Phase::forward, Phase::backward}) {
+      int gathers = 0, scatters = 0;
+      for (const Op& op : rc.ops) {
+        if (op.layer != layer || op.micro_batch != 0 || op.phase != ph || op.group != Group::tp) continue;
+        gathers += op.collective == Collective::all_gather;
+        scatters += op.collective == Collective::reduce_scatter;
+        EXPECT_DOUBLE_EQ(op.bytes.value(), bytes) << op.name;
+      }
+      EXPECT_EQ(gathers, 2) << "layer " << layer << (ph == Phase::forward ? " forward" : " backward");
+      EXPECT_EQ(scatters, 2) << "layer " << layer << (ph == Phase::forward ? " forward" : " backward");
+    }
+  }
+  // Every TP collective is waited for by a compute op, which starts after it ends.
+  std::vector<int> consumers(rc.ops.size(), 0);
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    if (rc.ops[i].stream != Stream::compute) continue;
+    for (int32_t dep : rc.ops[i].deps) {
+      if (dep < 0 || rc.ops[static_cast<size_t>(dep)].group != Group::tp) continue;
+      ++consumers[static_cast<size_t>(dep)];
+      EXPECT_GE(sc.ops[i].start.value(), sc.ops[static_cast<size_t>(dep)].end.value() - 1e-12) << rc.ops[i].name;
+    }
+  }
+  int tp_ops = 0;
+  for (size_t i = 0; i < rc.ops.size(); ++i)
+    if (rc.ops[i].group == Group::tp) {
+      ++tp_ops;
+      EXPECT_GT(consumers[i], 0) << rc.ops[i].name << " layer " << rc.ops[i].layer << " feeds no compute";
+    }
+  EXPECT_GT(tp_ops, 61 * 8);
+}
+
+// A pipeline send and its receive are one transfer: the receive waits for the send and takes no
+// time of its own.
+TEST(Defects, PipelineSendAndReceiveAreOneTransfer) {
+  const Scenario s = scenario({"parallelism.pp=2", "parallelism.fsdp=8"});
+  const StepReport r = predict(s, s.calibration);
+  int matched = 0;
+  for (size_t c = 0; c < r.graph->classes.size(); ++c) {
+    const RankClass& rc = r.graph->classes[c];
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (!starts_with(op.name, "pp.recv")) continue;
+      const std::string want = op.name == "pp.recv" ? "pp.send" : "pp.send.bwd";
+      const RankClass& peer = r.graph->classes[static_cast<size_t>(op.peer_stage)];
+      for (size_t j = 0; j < peer.ops.size(); ++j) {
+        const Op& x = peer.ops[j];
+        if (x.name != want || x.micro_batch != op.micro_batch || x.chunk != op.peer_chunk || x.peer_stage != rc.pp_stage) continue;
+        const OpTiming& recv = r.sim->classes[c].ops[i];
+        const OpTiming& send = r.sim->classes[static_cast<size_t>(op.peer_stage)].ops[j];
+        EXPECT_DOUBLE_EQ(recv.end.value(), recv.start.value()) << op.name << " mb " << op.micro_batch;
+        EXPECT_GE(recv.start.value(), send.end.value()) << op.name;
+        EXPECT_GT((send.end - send.start).value(), 0.0);
+        ++matched;
+      }
+    }
+  }
+  EXPECT_EQ(matched, 2 * 2);  // 2 micro-batches, a forward and a backward hand-off each
+}
+
+// DualPipe's V turns on stage pp - 1 (virtual stages pp - 1 and pp on one GPU): no network op
+// there; and the LM head, which runs on the V's last virtual stage (stage 0), has its weights,
+// gradients and optimizer states on stage 0.
+TEST(Defects, DualPipeTurnsOnOneGpuAndKeepsTheHeadOnStageZero) {
+  const Scenario s = scenario({"parallelism.pp=2", "parallelism.fsdp=8", "parallelism.schedule=\"dualpipe\""});
+  EXPECT_EQ(head_stage(s), 0);
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  for (const RankClass& rc : g.classes)
+    for (const Op& op : rc.ops) {
+      if (op.collective == Collective::send_recv) {
+        EXPECT_NE(op.peer_stage, rc.pp_stage) << rc.name << " " << op.name;
+      }
+      if (op.name == "head.proj") {
+        EXPECT_EQ(rc.pp_stage, 0);
+      }
+    }
+  // optimizer.step updates this stage's parameters: 14 bytes each (BF16 weights, gradients and two
+  // moments read, weights and moments written), dense over ep x fsdp = 64, experts over fsdp = 8.
+  const ParamCounts pc = count_params(s.model);
+  for (const RankClass& rc : g.classes) {
+    if (rc.sync_with >= 0) continue;
+    double dense = 0, expert = 0;
+    for (int l : stage_layers(s, rc.pp_stage)) {
+      dense += layer_params(s.model, l).dense;
+      expert += layer_params(s.model, l).routed_experts / 8;
+    }
+    if (rc.pp_stage == 0) dense += pc.embedding + pc.lm_head + 7168;
+    double step = 0;
+    for (const Op& op : rc.ops)
+      if (op.name == "optimizer.step") step = op.hbm_bytes.value();
+    EXPECT_NEAR(step, (dense / 64 + expert / 8) * 14, 1e-6 * step) << rc.name;
+  }
+}
+
+// Under FSDP the embedding table and the LM head are sharded like every dense weight: per
+// micro-batch each is all-gathered before use and its gradient reduce-scattered (4 x 1.85 GB of
+// DeepSeek-V3's 926 M-parameter tables in BF16 on the GB300 example, 1 micro-batch).
+TEST(Defects, FsdpGathersAndScattersTheEmbeddingAndTheHead) {
+  const Scenario s = scenario();
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  const ParamCounts pc = count_params(s.model);
+  std::map<std::string, double> bytes;
+  for (const Op& op : g.classes[0].ops)
+    if (starts_with(op.name, "fsdp.") && op.layer == -1) bytes[op.name] += op.bytes.value();
+  EXPECT_NEAR(bytes["fsdp.all_gather.embed"], pc.embedding * 2, 1);
+  EXPECT_NEAR(bytes["fsdp.reduce_scatter.embed"], pc.embedding * 2, 1);
+  EXPECT_NEAR(bytes["fsdp.all_gather.head"], (pc.lm_head + 7168) * 2, 1);
+  EXPECT_NEAR(bytes["fsdp.reduce_scatter.head"], (pc.lm_head + 7168) * 2, 1);
+  EXPECT_NEAR(pc.embedding * 2, 1.853e9, 0.001e9);
+}
+
+// The op table reports the class that finishes last; on a tie (both end on the gradient
+// all-reduce they share, then the same optimizer step) the stage's own class, the busiest EP rank.
+TEST(Defects, ReportedClassOnATieIsTheBusiestEpRank) {
+  const Scenario s = scenario({"parallelism.fsdp=1", "parallelism.dp=16", "routing.distribution=\"dirichlet\"",
+                               "routing.dirichlet_alpha=0.5", "memory.offload=[]"});
+  const StepReport r = predict(s, s.calibration);
+  ASSERT_EQ(r.graph->classes.size(), 2u);
+  ASSERT_DOUBLE_EQ(r.sim->classes[0].finish.value(), r.sim->classes[1].finish.value());
+  EXPECT_NE(r.graph->classes[static_cast<size_t>(r.busiest_class)].name.find("busiest EP rank"), std::string::npos)
+      << r.graph->classes[static_cast<size_t>(r.busiest_class)].name;
 }
 
 }  // namespace
