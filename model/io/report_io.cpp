@@ -1,6 +1,7 @@
 #include "model/io/report_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -92,8 +93,9 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << (m.fits_hbm ? "" : "  DOES NOT FIT: short by " + gb(m.hbm_shortfall)) << "\n";
   out << "    weights " << gb(m.weights) << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
       << ", FSDP buffers " << gb(m.fsdp_buffers) << "\n";
-  out << "    activations " << gb(m.activations) << " (" << m.micro_batches_in_flight << " micro-batch"
-      << (m.micro_batches_in_flight > 1 ? "es" : "") << " in flight), comm buffers " << gb(m.comm_buffers)
+  const double mif = m.micro_batches_in_flight;
+  out << "    activations " << gb(m.activations) << " (" << (mif == std::floor(mif) ? f(mif, 0) : f(mif, 2))
+      << " micro-batch" << (mif != 1 ? "es" : "") << " in flight), comm buffers " << gb(m.comm_buffers)
       << ", transient " << gb(m.transient) << ", runtime " << gb(m.runtime_reserve) << "\n";
   out << "    host offload " << gb(m.offloaded_to_host) << " of " << gb(m.host_capacity)
       << (m.fits_host ? "" : "  DOES NOT FIT: short by " + gb(m.host_shortfall));

@@ -96,10 +96,18 @@ std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int
   if (per_domain.size() == 1) return {members};
   size_t channels = per_domain.front().size();
   for (auto& d : per_domain) channels = std::min(channels, d.size());
+  // Channel c enters every domain and leaves it at the same local index (the same rail), so its
+  // bytes cross between domains on one rail's leaves: even domains are walked up from local index
+  // c (leaving at c - 1), odd ones down from c - 1 (leaving at c). With an even number of domains
+  // the closing edge is aligned too; with an odd number that one edge changes rails.
   std::vector<std::vector<int64_t>> out(channels);
   for (size_t c = 0; c < channels; ++c)
-    for (auto& d : per_domain)
-      for (size_t i = 0; i < d.size(); ++i) out[c].push_back(d[(i + c) % d.size()]);
+    for (size_t k = 0; k < per_domain.size(); ++k) {
+      const auto& d = per_domain[k];
+      const size_t g = d.size();
+      for (size_t i = 0; i < g; ++i)
+        out[c].push_back(k % 2 == 0 ? d[(c + i) % g] : d[(c + 2 * g - 1 - i) % g]);
+    }
   return out;
 }
 

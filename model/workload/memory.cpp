@@ -29,6 +29,19 @@ const char* to_string(TensorClass c) {
   return "?";
 }
 
+double micro_batches_in_flight(const Scenario& s, int stage) {
+  const Parallelism& p = s.parallelism;
+  const double all = d(s.micro_batches());
+  if (p.pp <= 1) return std::min(1.0, all);
+  switch (p.schedule) {
+    case PipelineSchedule::interleaved:
+      return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) / d(p.vpp), all);
+    case PipelineSchedule::dualpipe: return std::min(d(p.pp + 1), all);
+    case PipelineSchedule::one_f_one_b: break;
+  }
+  return std::min(d(p.pp - stage), all);
+}
+
 MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal) {
   const ModelSpec& m = s.model;
   const Parallelism& p = s.parallelism;
@@ -69,19 +82,14 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       const double depth = s.stack.fsdp_prefetch ? s.stack.fsdp_prefetch_depth : 0;
       r.fsdp_buffers = Bytes(max_layer * ((1 + depth) * bw + bg));
     }
-    // Micro-batches in flight under 1F1B: the first stage holds pp of them (all when fewer).
-    r.micro_batches_in_flight = std::min<int64_t>(p.pp - st, s.micro_batches());
-    // Interleaved 1F1B warms up (pp - stage - 1) x 2 + (vpp - 1) x pp chunks of layers / vpp layers each.
-    if (p.schedule == PipelineSchedule::interleaved && p.pp > 1)
-      r.micro_batches_in_flight = std::min<int64_t>(((p.pp - st - 1) * 2 + (p.vpp - 1) * p.pp + 1 + p.vpp - 1) / p.vpp,
-                                                    s.micro_batches());
+    r.micro_batches_in_flight = micro_batches_in_flight(s, st);
     double kept = 0, off = 0;
     for (int l : layers) {
       const auto b = saved_tensor_bytes(s, load, l);
       for (int c = 0; c < kTensorClassCount; ++c) {
         const auto cls = static_cast<TensorClass>(c);
         if (has(s.memory.recompute, cls)) continue;
-        const double bytes = b[static_cast<size_t>(c)] * d(r.micro_batches_in_flight);
+        const double bytes = b[static_cast<size_t>(c)] * r.micro_batches_in_flight;
         if (has(s.memory.offload, cls)) {
           off += bytes;
         } else {

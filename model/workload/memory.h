@@ -26,13 +26,20 @@ struct MemoryReport {
   Bytes hbm_total;                // everything above that lives in HBM
   Bytes hbm_capacity;             // usable HBM x usable_hbm_fraction
   Bytes host_capacity;            // host memory per GPU (min of the CPU's share and the offload cap)
-  int64_t micro_batches_in_flight = 1;
+  double micro_batches_in_flight = 1;  // of the stage's layers (a fraction under interleaving)
   bool fits_hbm = true, fits_host = true, fits = true;
   Bytes hbm_shortfall, host_shortfall;  // how much is missing when it does not fit
   int pp_stage = 0;                     // the stage reported (the one with the most HBM)
 };
 
 MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal);
+
+// Micro-batches whose saved activations a stage holds at once, in units of one micro-batch through
+// all of the stage's layers. 1F1B: pp - stage. Interleaved 1F1B: Megatron's warm-up of
+// (pp - stage - 1) x 2 + (vpp - 1) x pp chunks plus the one running, each 1/vpp of the stage's
+// layers. DualPipe: pp + 1 on every stage (DeepSeek-V3 report, table 2). Never more than the
+// micro-batches of a step.
+double micro_batches_in_flight(const Scenario& s, int stage);
 
 const char* to_string(TensorClass c);
 

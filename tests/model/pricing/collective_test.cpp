@@ -404,6 +404,23 @@ TEST(Simulation, ReduceScatterTakesThreeBytesOfHbmPerByte) {
   EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
 }
 
+// Rail-aligned rings: each channel leaves a domain and enters the next at the same local index
+// (one rail), so with an even number of domains no ring byte climbs to a spine; with an odd number
+// only the closing edge of each channel changes rails (physics review).
+TEST(Collective, RingsStayOnTheirRailBetweenDomains) {
+  const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
+  const Calibration cal;
+  const int fab = static_cast<int>(Resource::fabric), nic = static_cast<int>(Resource::nic);
+  for (int64_t gpus : {128, 256}) {  // 2 and 4 racks of 64, under one rail's leaf (72 trays of 4 racks)
+    const Topology t = Topology::build(sys, gpus);
+    const CollectiveCost c = collective_cost(Collective::all_gather, iota(gpus), t, cal);
+    EXPECT_DOUBLE_EQ(c.s_per_byte[fab], 0.0) << gpus;
+    EXPECT_GT(c.s_per_byte[nic], 0.0) << gpus;
+  }
+  const Topology t3 = Topology::build(sys, 192);  // 3 racks: the closing edges change rails
+  EXPECT_GT(collective_cost(Collective::all_gather, iota(192), t3, cal).s_per_byte[fab], 0.0);
+}
+
 TEST(Params, EveryParameterHasADefaultAReasonAndARange) {
   ASSERT_EQ(param_defs().size(), static_cast<size_t>(kParamCount));
   for (int i = 0; i < kParamCount; ++i) {

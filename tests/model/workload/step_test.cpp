@@ -469,6 +469,25 @@ TEST(Defects, ReportedClassOnATieIsTheBusiestEpRank) {
       << r.graph->classes[static_cast<size_t>(r.busiest_class)].name;
 }
 
+// Micro-batches a stage keeps activations for: interleaved 1F1B at pp 4, vpp 2 warms up
+// (4 - 0 - 1) x 2 + (2 - 1) x 4 = 10 chunks, 11 with the running one, each half the stage's
+// layers: 5.5 on stage 0 (not 6); 1F1B pp - stage; DualPipe pp + 1 on every stage.
+TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
+  const Scenario il = scenario({"parallelism.pp=4", "parallelism.vpp=2", "parallelism.schedule=\"interleaved\"",
+                                "parallelism.fsdp=4", "batch.micro_batch=1", "batch.global_batch=256"});
+  ASSERT_GE(il.micro_batches(), 8);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(il, 0), 5.5);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(il, 3), 2.5);  // (0 + 4 + 1) / 2
+  const Scenario ofob = scenario({"parallelism.pp=4", "parallelism.fsdp=4", "batch.micro_batch=1", "batch.global_batch=256"});
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(ofob, 1), 3.0);
+  const Scenario dual = scenario({"parallelism.pp=4", "parallelism.fsdp=4", "parallelism.schedule=\"dualpipe\"",
+                                  "batch.micro_batch=1", "batch.global_batch=256"});
+  for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 5.0);
+  // The memory report counts the reported stage's activations with it.
+  const MemoryReport m = memory_report(il, expert_load(il, Calibration{}), Calibration{});
+  EXPECT_DOUBLE_EQ(m.micro_batches_in_flight, micro_batches_in_flight(il, m.pp_stage));
+}
+
 }  // namespace
 }  // namespace moeperf
 
