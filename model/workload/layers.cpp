@@ -21,9 +21,9 @@ void Lowering::forward_layer(int l) {
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
        a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
-  if (p_.cp > 1)
-    comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::cp,
-         t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+  if (p_.cp > 1)  // the attention core reads every rank's K and V
+    wait_before_next_compute(comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather,
+                                  Group::cp, t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()}));
   attention_core(l, f.core, heads, kvh, qk, vd, false);
   gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, true);
@@ -113,9 +113,10 @@ void Lowering::backward_layer(int l) {
   if (attn_grad >= 0) wait_before_next_compute(attn_grad);
   gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   attention_core(l, f.core, heads, kvh, qk, vd, true);
-  if (p_.cp > 1)
-    comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l, Collective::reduce_scatter, Group::cp,
-         t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+  if (p_.cp > 1)  // the K/V projections' backward needs the gradients of this rank's K and V, summed
+    wait_before_next_compute(comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l,
+                                  Collective::reduce_scatter, Group::cp, t_ * d(p_.cp) * kvh * (qk + vd) * 2.0,
+                                  {last()}));
   gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,

@@ -488,6 +488,29 @@ TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
   EXPECT_DOUBLE_EQ(m.micro_batches_in_flight, micro_batches_in_flight(il, m.pp_stage));
 }
 
+// Context parallelism: the K/V all-gather feeds the attention core and the K/V gradients'
+// reduce-scatter feeds the K/V projections' backward; each starts after its collective ends.
+TEST(Defects, ContextParallelCollectivesBlockCompute) {
+  const Scenario s = scenario({"parallelism.cp=2", "parallelism.fsdp=8"});
+  const StepReport r = predict(s, s.calibration);
+  const RankClass& rc = r.graph->classes[0];
+  const SimClass& sc = r.sim->classes[0];
+  std::vector<int> consumers(rc.ops.size(), 0);
+  for (size_t i = 0; i < rc.ops.size(); ++i)
+    for (int32_t dep : rc.ops[i].deps)
+      if (dep >= 0 && rc.ops[static_cast<size_t>(dep)].group == Group::cp && rc.ops[i].stream == Stream::compute) {
+        ++consumers[static_cast<size_t>(dep)];
+        EXPECT_GE(sc.ops[i].start.value(), sc.ops[static_cast<size_t>(dep)].end.value() - 1e-12) << rc.ops[i].name;
+      }
+  int cp_ops = 0;
+  for (size_t i = 0; i < rc.ops.size(); ++i)
+    if (rc.ops[i].group == Group::cp) {
+      ++cp_ops;
+      EXPECT_GT(consumers[i], 0) << rc.ops[i].name << " layer " << rc.ops[i].layer;
+    }
+  EXPECT_GE(cp_ops, 2 * 61);
+}
+
 }  // namespace
 }  // namespace moeperf
 
