@@ -322,7 +322,10 @@ TEST(Simulation, ComputeOnTwoLanesSharesTheSms) {
 // A memory-bound kernel beside a collective also shares HBM with it: the collective reads what it
 // sends and writes what it receives (twice its byte rate), so once its latency phase is over the
 // kernel runs at min(1 - comm_sm_fraction, 1 - 2 x rate / achieved HBM bandwidth).
-TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) {
+// A memory-bound kernel beside a 100 GB collective `c` of the FSDP group on the GB300 example:
+// it runs at 1 - comm_sm_fraction during the collective's latency, then at what the collective's
+// HBM traffic (hbm_per_byte x its byte rate) leaves; its end time against that closed form.
+void expect_hbm_shared(Collective c, double hbm_per_byte) {
   const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
   const Topology t = Topology::build(s.system, s.gpus);
   const Calibration cal;
@@ -331,22 +334,29 @@ TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) {
   comp.name = "c";
   comp.category = Category::memory;
   comp.hbm_bytes = gigabytes(10);
-  const Op comm = fsdp_gather("x", gigabytes(100));
+  Op comm = fsdp_gather("x", gigabytes(100));
+  comm.collective = c;
   StepGraph g;
   RankClass rc;
   rc.ops = {comp, comm};
   g.classes.push_back(rc);
   const SimResult r = simulate(g, pr, StackOptions{});
   const double solo = pr.compute_time(comp).value();
-  const CollectiveCost c = pr.comm_cost(comm);
+  const CollectiveCost cc = pr.comm_cost(comm);
+  ASSERT_DOUBLE_EQ(cc.hbm_bytes_per_byte, hbm_per_byte);
   const double hbm = s.system.gpu().hbm_bandwidth.value() * cal[Param::hbm_fraction];
   const double r1 = 1 - cal[Param::comm_sm_fraction];
-  const double r2 = std::min(r1, 1 - 2.0 / c.bottleneck_s_per_byte() / hbm);
-  const double L = c.latency.value();
+  const double r2 = std::min(r1, 1 - hbm_per_byte / cc.bottleneck_s_per_byte() / hbm);
+  const double L = cc.latency.value();
   ASSERT_GT(solo, L * r1);
   ASSERT_LT(r2, r1);
   EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
 }
+
+TEST(Simulation, CommunicationSharesHbmWithMemoryBoundKernels) { expect_hbm_shared(Collective::all_gather, 2.0); }
+
+// A ring reduce-scatter also reads its own chunk to add it in: 3 bytes of HBM per byte.
+TEST(Simulation, ReduceScatterTakesThreeBytesOfHbmPerByte) { expect_hbm_shared(Collective::reduce_scatter, 3.0); }
 
 // NVLS all-reduce in one NVLink domain: multimem.ld_reduce plus multimem.st move S(1 + 1/n) over
 // each GPU's NVLink each way, so the algorithm bandwidth stays below B n / (n + 1) (physics review).
@@ -375,34 +385,6 @@ TEST(Collective, HbmTrafficFollowsTheAlgorithm) {
   EXPECT_DOUBLE_EQ(ar[1].hbm_bytes_per_byte, 5.0);  // tree: reduce then broadcast
 }
 
-// A ring reduce-scatter takes 3 bytes of HBM per byte from a memory-bound kernel beside it (the
-// all-gather of CommunicationSharesHbmWithMemoryBoundKernels takes 2).
-TEST(Simulation, ReduceScatterTakesThreeBytesOfHbmPerByte) {
-  const Scenario s = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"));
-  const Topology t = Topology::build(s.system, s.gpus);
-  const Calibration cal;
-  const Pricer pr(s, t, cal);
-  Op comp;
-  comp.name = "c";
-  comp.category = Category::memory;
-  comp.hbm_bytes = gigabytes(10);
-  Op comm = fsdp_gather("x", gigabytes(100));
-  comm.collective = Collective::reduce_scatter;
-  StepGraph g;
-  RankClass rc;
-  rc.ops = {comp, comm};
-  g.classes.push_back(rc);
-  const SimResult r = simulate(g, pr, StackOptions{});
-  const double solo = pr.compute_time(comp).value();
-  const CollectiveCost c = pr.comm_cost(comm);
-  ASSERT_DOUBLE_EQ(c.hbm_bytes_per_byte, 3.0);
-  const double hbm = s.system.gpu().hbm_bandwidth.value() * cal[Param::hbm_fraction];
-  const double r1 = 1 - cal[Param::comm_sm_fraction];
-  const double r2 = std::min(r1, 1 - 3.0 / c.bottleneck_s_per_byte() / hbm);
-  const double L = c.latency.value();
-  ASSERT_LT(r2, r1);
-  EXPECT_NEAR(r.classes[0].ops[0].end.value(), L + (solo - L * r1) / r2, 1e-9);
-}
 
 // Rail-aligned rings: each channel leaves a domain and enters the next at the same local index
 // (one rail), so with an even number of domains no ring byte climbs to a spine; with an odd number

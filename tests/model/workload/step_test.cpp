@@ -337,6 +337,29 @@ TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
 // ---------------------------------------------------------------- physics review defects
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
+// Every collective of group `g` in the reported class is waited for by a compute op, which starts
+// after it ends; returns how many there are.
+int expect_consumed_by_compute(const StepReport& r, Group g) {
+  const RankClass& rc = r.graph->classes[0];
+  const SimClass& sc = r.sim->classes[0];
+  std::vector<int> consumers(rc.ops.size(), 0);
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    if (rc.ops[i].stream != Stream::compute) continue;
+    for (int32_t dep : rc.ops[i].deps) {
+      if (dep < 0 || rc.ops[static_cast<size_t>(dep)].group != g) continue;
+      ++consumers[static_cast<size_t>(dep)];
+      EXPECT_GE(sc.ops[i].start.value(), sc.ops[static_cast<size_t>(dep)].end.value() - 1e-12) << rc.ops[i].name;
+    }
+  }
+  int ops = 0;
+  for (size_t i = 0; i < rc.ops.size(); ++i)
+    if (rc.ops[i].group == g) {
+      ++ops;
+      EXPECT_GT(consumers[i], 0) << rc.ops[i].name << " layer " << rc.ops[i].layer << " feeds no compute";
+    }
+  return ops;
+}
+
 // Megatron's sequence parallelism at TP 2: per layer and direction, two all-gathers and two
 // reduce-scatters of the block's activations (t x h in BF16): around attention and around the MLP
 // (dense), or around the shared expert (MoE); each feeds a compute op that starts after it ends.
@@ -344,7 +367,6 @@ TEST(Defects, TensorParallelCollectivesBlockComputeAndAreMegatronsCount) {
   const Scenario s = scenario({"parallelism.tp=2", "parallelism.fsdp=8"});
   const StepReport r = predict(s, s.calibration);
   const RankClass& rc = r.graph->classes[0];
-  const SimClass& sc = r.sim->classes[0];
   const double bytes = 6.0 * 4096 * 7168 * 2;  // micro_batch x seq_len tokens x hidden, BF16
   for (int layer : {0, 5}) {    // a dense layer, an MoE layer
     for (Phase ph : {Phase::forward, Phase::backward}) {
@@ -360,22 +382,7 @@ TEST(Defects, TensorParallelCollectivesBlockComputeAndAreMegatronsCount) {
     }
   }
   // Every TP collective is waited for by a compute op, which starts after it ends.
-  std::vector<int> consumers(rc.ops.size(), 0);
-  for (size_t i = 0; i < rc.ops.size(); ++i) {
-    if (rc.ops[i].stream != Stream::compute) continue;
-    for (int32_t dep : rc.ops[i].deps) {
-      if (dep < 0 || rc.ops[static_cast<size_t>(dep)].group != Group::tp) continue;
-      ++consumers[static_cast<size_t>(dep)];
-      EXPECT_GE(sc.ops[i].start.value(), sc.ops[static_cast<size_t>(dep)].end.value() - 1e-12) << rc.ops[i].name;
-    }
-  }
-  int tp_ops = 0;
-  for (size_t i = 0; i < rc.ops.size(); ++i)
-    if (rc.ops[i].group == Group::tp) {
-      ++tp_ops;
-      EXPECT_GT(consumers[i], 0) << rc.ops[i].name << " layer " << rc.ops[i].layer << " feeds no compute";
-    }
-  EXPECT_GT(tp_ops, 61 * 8);
+  EXPECT_GT(expect_consumed_by_compute(r, Group::tp), 61 * 8);
 }
 
 // A pipeline send and its receive are one transfer: the receive waits for the send and takes no
@@ -492,23 +499,7 @@ TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
 // reduce-scatter feeds the K/V projections' backward; each starts after its collective ends.
 TEST(Defects, ContextParallelCollectivesBlockCompute) {
   const Scenario s = scenario({"parallelism.cp=2", "parallelism.fsdp=8"});
-  const StepReport r = predict(s, s.calibration);
-  const RankClass& rc = r.graph->classes[0];
-  const SimClass& sc = r.sim->classes[0];
-  std::vector<int> consumers(rc.ops.size(), 0);
-  for (size_t i = 0; i < rc.ops.size(); ++i)
-    for (int32_t dep : rc.ops[i].deps)
-      if (dep >= 0 && rc.ops[static_cast<size_t>(dep)].group == Group::cp && rc.ops[i].stream == Stream::compute) {
-        ++consumers[static_cast<size_t>(dep)];
-        EXPECT_GE(sc.ops[i].start.value(), sc.ops[static_cast<size_t>(dep)].end.value() - 1e-12) << rc.ops[i].name;
-      }
-  int cp_ops = 0;
-  for (size_t i = 0; i < rc.ops.size(); ++i)
-    if (rc.ops[i].group == Group::cp) {
-      ++cp_ops;
-      EXPECT_GT(consumers[i], 0) << rc.ops[i].name << " layer " << rc.ops[i].layer;
-    }
-  EXPECT_GE(cp_ops, 2 * 61);
+  EXPECT_GE(expect_consumed_by_compute(predict(s, s.calibration), Group::cp), 2 * 61);
 }
 
 }  // namespace
