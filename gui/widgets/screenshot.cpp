@@ -7,6 +7,7 @@
 
 #include "gui/models/scenario_loader.h"
 #include "gui/models/timeline_data.h"
+#include "gui/models/topology_data.h"
 #include "model/hardware/topology.h"
 #include "gui/widgets/breakdown_view.h"
 #include "gui/widgets/compare_view.h"
@@ -120,6 +121,12 @@ QByteArray shot_figures(const StepReport& report, const ShotOptions& opt, const 
       counts[QString::fromUtf8(to_string(static_cast<VertexKind>(k)))] =
           static_cast<double>(report.topology->count(static_cast<VertexKind>(k)));
     j[QStringLiteral("vertices")] = counts;
+    // The links' colors: the step's mean utilization of each resource.
+    QJsonObject util;
+    const auto u = step_utilization(report);
+    for (int k = 0; k < kResourceCount; ++k)
+      util[QString::fromUtf8(to_string(static_cast<Resource>(k)))] = r6(u[static_cast<size_t>(k)]);
+    j[QStringLiteral("mean_utilization")] = util;
   }
   return QJsonDocument(j).toJson(QJsonDocument::Indented);
 }
