@@ -117,6 +117,15 @@ struct FatTreeSpec {
   Seconds nic_to_leaf_latency;
 };
 
+// What a system draws and costs, where a source gives it (optional): the power of one GPU's share
+// of its node or rack, all-in (CPUs, NICs, fans), and a price per GPU-hour.
+struct PowerPrice {
+  std::optional<Watts> watts_per_gpu;
+  std::string power_basis;                // how it was derived, for the report ("14.3 kW per node of 8 GPUs")
+  std::optional<double> usd_per_gpu_hour;
+  std::string price_basis;
+};
+
 struct SystemSpec {
   std::string name;
   std::string description;
@@ -124,6 +133,7 @@ struct SystemSpec {
   std::optional<FatTreeSpec> fabric;
   int64_t default_gpus = 0;
   int gpus_per_domain_when_spanning = 0;  // placement: GPUs used per domain in multi-domain jobs
+  PowerPrice power_price;
   const GpuSpec& gpu() const { return domain.tray.gpu; }
 };
 

@@ -48,12 +48,16 @@ struct BytesTag {};
 struct BytesPerSecondTag {};
 struct FlopsTag {};
 struct FlopsPerSecondTag {};
+struct WattsTag {};
+struct JoulesTag {};
 
 using Seconds = Quantity<SecondsTag>;
 using Bytes = Quantity<BytesTag>;
 using BytesPerSecond = Quantity<BytesPerSecondTag>;
 using Flops = Quantity<FlopsTag>;
 using FlopsPerSecond = Quantity<FlopsPerSecondTag>;
+using Watts = Quantity<WattsTag>;
+using Joules = Quantity<JoulesTag>;
 
 // Cross-kind arithmetic: only the physically meaningful combinations.
 constexpr Seconds operator/(Bytes b, BytesPerSecond r) { return Seconds(b.value() / r.value()); }
@@ -64,6 +68,7 @@ constexpr Bytes operator*(BytesPerSecond r, Seconds t) { return Bytes(r.value() 
 constexpr Bytes operator*(Seconds t, BytesPerSecond r) { return r * t; }
 constexpr Flops operator*(FlopsPerSecond r, Seconds t) { return Flops(r.value() * t.value()); }
 constexpr Flops operator*(Seconds t, FlopsPerSecond r) { return r * t; }
+constexpr Joules operator*(Watts p, Seconds t) { return Joules(p.value() * t.value()); }
 
 // ---- factories: decimal (SI) and binary (IEC) multiples are separate names ----
 inline constexpr double kKilo = 1e3, kMega = 1e6, kGiga = 1e9, kTera = 1e12, kPeta = 1e15;

@@ -270,6 +270,11 @@ BytesPerSecond Node::as_bandwidth() const {
   if (!(b.value() > 0)) fail("expected a positive bandwidth, got " + shown());
   return b;
 }
+Watts Node::as_power() const {
+  const Watts w = quantity(parse_power, QuantityKind::power);
+  if (!(w.value() > 0)) fail("expected a positive power, got " + shown());
+  return w;
+}
 FlopsPerSecond Node::as_flop_rate() const {
   const FlopsPerSecond f = quantity(parse_flop_rate, QuantityKind::flop_rate);
   if (!(f.value() > 0)) fail("expected a positive FLOP rate, got " + shown());

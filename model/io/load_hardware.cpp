@@ -1,5 +1,6 @@
 // Loading hardware: GPUs, CPUs, NICs, switches, compute trays, NVLink domains, fat trees and the
 // systems composed of them (topologies/), each building block inline or by reference.
+#include <cstdio>
 #include <numeric>
 #include <sstream>
 
@@ -150,7 +151,8 @@ FatTreeSpec parse_fat_tree(Refs& refs, const Node& n) {
 }
 
 SystemSpec parse_system(Refs& refs, const Node& n) {
-  n.allow_only({"kind", "name", "source", "note", "description", "nvlink_domain", "fabric", "gpus", "placement"});
+  n.allow_only({"kind", "name", "source", "note", "description", "nvlink_domain", "fabric", "gpus", "placement", "power",
+                "price"});
   SystemSpec s;
   s.name = n.at("name").as_string();
   s.description = n.string_or("description", "");
@@ -167,6 +169,36 @@ SystemSpec parse_system(Refs& refs, const Node& n) {
         g->fail("expected at most the domain's " + std::to_string(s.domain.gpus()) + " GPUs, got " + std::to_string(v));
       s.gpus_per_domain_when_spanning = static_cast<int>(v);
     }
+  }
+  // Power: per GPU, or one node's (compute tray's) or one rack's (NVLink domain's) over its GPUs.
+  if (auto pw = n.get("power")) {
+    pw->allow_only({"per_gpu", "per_node", "per_rack", "source", "note"});
+    const int given = pw->has("per_gpu") + pw->has("per_node") + pw->has("per_rack");
+    if (given != 1) pw->fail("expected exactly one of \"per_gpu\", \"per_node\" or \"per_rack\"");
+    char buf[96];
+    if (auto x = pw->get("per_gpu")) {
+      s.power_price.watts_per_gpu = x->as_power();
+      std::snprintf(buf, sizeof buf, "%.0f W per GPU", s.power_price.watts_per_gpu->value());
+    } else {
+      const bool node = pw->has("per_node");
+      const Watts w = pw->at(node ? "per_node" : "per_rack").as_power();
+      const int gpus = node ? s.domain.tray.gpus : s.domain.gpus();
+      s.power_price.watts_per_gpu = w / static_cast<double>(gpus);
+      std::snprintf(buf, sizeof buf, "%.1f kW per %s of %d GPUs", w.value() / 1e3, node ? "node" : "rack", gpus);
+    }
+    s.power_price.power_basis = buf;
+    if (auto note = pw->get("note")) s.power_price.power_basis += ", " + note->as_string();
+  }
+  if (auto pr = n.get("price")) {
+    pr->allow_only({"usd_per_gpu_hour", "source", "note"});
+    const Node v = pr->at("usd_per_gpu_hour");
+    const double usd = v.as_number();
+    if (!(usd > 0)) v.fail("expected a positive price in US dollars per GPU-hour, got " + v.raw().dump());
+    s.power_price.usd_per_gpu_hour = usd;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "$%.2f per GPU-hour", usd);
+    s.power_price.price_basis = buf;
+    if (auto note = pr->get("note")) s.power_price.price_basis += ", " + note->as_string();
   }
   if (s.default_gpus > s.domain.gpus() && !s.fabric)
     n.at("gpus").fail("expected at most the domain's " + std::to_string(s.domain.gpus()) +

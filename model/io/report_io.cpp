@@ -71,6 +71,13 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << " tokens per GPU per step)\n";
   out << "  TFLOPS/GPU             " << f(r.model_tflops_per_gpu, 1) << "   (MaxText count: "
       << f(r.model_flops_per_token / 1e9, 2) << " GFLOP/token)\n";
+  const PowerPrice& pp = scen.system.power_price;
+  if (r.energy_per_step)
+    out << "  energy                 " << f(r.energy_per_step->value() / 3.6e6, 2) << " kWh per step, "
+        << f(*r.kwh_per_million_tokens, 2) << " kWh per million tokens   (" << pp.power_basis << ")\n";
+  if (r.usd_per_million_tokens)
+    out << "  cost                   $" << f(*r.usd_per_million_tokens, 2) << " per million tokens   (" << pp.price_basis
+        << ")\n";
   out << "  MFU                    " << f(100 * r.mfu, 1) << " % of dense BF16 peak\n";
   out << "  communication          " << f(100 * r.comm_fraction_of_kernel_time, 1)
       << " % of accumulated kernel time; exposed " << f(100 * r.exposed_comm_fraction, 1) << " % of the step ("
@@ -162,6 +169,15 @@ std::string report_json(const StepReport& r, int indent) {
   j["pipeline_bubble_s"] = p.pp > 1 ? r.idle.value() : 0.0;
   j["pipeline_bubble_fraction"] = p.pp > 1 && r.step_time.value() > 0 ? r.idle.value() / r.step_time.value() : 0.0;
   j["exposed_comm_s"] = r.exposed_comm.value();
+  if (r.energy_per_step) {
+    j["energy_per_step_j"] = r.energy_per_step->value();
+    j["energy_kwh_per_million_tokens"] = *r.kwh_per_million_tokens;
+    j["power_basis"] = r.scenario->system.power_price.power_basis;
+  }
+  if (r.usd_per_million_tokens) {
+    j["cost_usd_per_million_tokens"] = *r.usd_per_million_tokens;
+    j["price_basis"] = r.scenario->system.power_price.price_basis;
+  }
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
   j["model_flops_per_token"] = r.model_flops_per_token;
   j["flop_convention"] = "maxtext";

@@ -37,6 +37,10 @@ std::optional<Unit> find_unit(std::string_view u) {
     if (u == flop + "S" || u == flop + "/s") return Unit{u, QuantityKind::flop_rate, f};
   }
   if (u == "EFLOPS" || u == "EFLOP/s") return Unit{u, QuantityKind::flop_rate, 1e18};
+  // power
+  if (u == "W") return Unit{u, QuantityKind::power, 1.0};
+  if (u == "kW") return Unit{u, QuantityKind::power, 1e3};
+  if (u == "MW") return Unit{u, QuantityKind::power, 1e6};
   // sizes and bandwidths
   auto sized = [&](std::string_view stem, bool rate) -> std::optional<Unit> {
     const QuantityKind k = rate ? QuantityKind::bandwidth : QuantityKind::bytes;
@@ -86,6 +90,7 @@ std::string describe(QuantityKind k) {
     case QuantityKind::bandwidth: return "a bandwidth like \"900 GB/s\" or \"400 Gb/s\"";
     case QuantityKind::flops: return "a FLOP count like \"250.4 GFLOP\"";
     case QuantityKind::flop_rate: return "a FLOP rate like \"2.5 PFLOPS\"";
+    case QuantityKind::power: return "a power like \"14.3 kW\" or \"1000 W\"";
   }
   return "a quantity";
 }
@@ -103,5 +108,6 @@ Bytes parse_bytes(std::string_view s) { return Bytes(parse(s, QuantityKind::byte
 BytesPerSecond parse_bandwidth(std::string_view s) { return BytesPerSecond(parse(s, QuantityKind::bandwidth)); }
 Flops parse_flops(std::string_view s) { return Flops(parse(s, QuantityKind::flops)); }
 FlopsPerSecond parse_flop_rate(std::string_view s) { return FlopsPerSecond(parse(s, QuantityKind::flop_rate)); }
+Watts parse_power(std::string_view s) { return Watts(parse(s, QuantityKind::power)); }
 
 }  // namespace moeperf::io

@@ -22,13 +22,14 @@ class UnitError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class QuantityKind { time, bytes, bandwidth, flops, flop_rate };
+enum class QuantityKind { time, bytes, bandwidth, flops, flop_rate, power };
 
 Seconds parse_seconds(std::string_view s);
 Bytes parse_bytes(std::string_view s);
 BytesPerSecond parse_bandwidth(std::string_view s);
 Flops parse_flops(std::string_view s);
 FlopsPerSecond parse_flop_rate(std::string_view s);
+Watts parse_power(std::string_view s);  // "1000 W", "14.3 kW", "132 kW"
 
 // A byte size given on the command line ("64MiB", "8 GiB"); errors name the argument.
 Bytes parse_bytes_arg(std::string_view s);

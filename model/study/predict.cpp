@@ -154,6 +154,14 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   r.exposed_comm = Seconds(exposed);
   r.exposed_comm_fraction = r.step_time.value() > 0 ? exposed / r.step_time.value() : 0.0;
   r.memory = memory_report(s, r.load, cal);
+  const double tokens_per_step = static_cast<double>(s.batch.global_batch * s.batch.seq_len);
+  const double gpus = static_cast<double>(s.gpus);
+  if (const auto& w = s.system.power_price.watts_per_gpu) {
+    r.energy_per_step = (*w * gpus) * r.step_time;
+    r.kwh_per_million_tokens = r.energy_per_step->value() / 3.6e6 / tokens_per_step * 1e6;
+  }
+  if (const auto& usd = s.system.power_price.usd_per_gpu_hour)
+    r.usd_per_million_tokens = *usd * gpus * r.step_time.value() / 3600.0 / tokens_per_step * 1e6;
   r.sim = std::make_shared<const SimResult>(std::move(sim));
   return r;
 }

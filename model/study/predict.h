@@ -39,6 +39,11 @@ struct StepReport {
   Seconds serial_step_time;      // the busiest class's ops back to back on one queue, uncontended:
                                  // no overlap, and no waiting for other pipeline stages
   Seconds idle;                  // the reported class runs nothing (pipeline bubble when pp > 1)
+  // When the system file gives them (SystemSpec::power_price): every GPU's share of power over the
+  // step, and the price of the step's GPU-hours, also per million tokens trained.
+  std::optional<Joules> energy_per_step;
+  std::optional<double> kwh_per_million_tokens;
+  std::optional<double> usd_per_million_tokens;
   double tokens_per_step_per_gpu = 0;
   double tokens_per_s_per_gpu = 0;
   double model_flops_per_token = 0;  // MaxText convention

@@ -384,4 +384,60 @@ TEST(Cli, PlannerLinksNoCudaNcclOrMpi) {
   EXPECT_NE(h.out.find("--backend"), std::string::npos) << h.out;
 }
 
+// DGX B200 / B300 clusters: 8 GPUs per NVLink domain, per-GPU NVLink and scale-out bandwidth and
+// the fat tree's bisection, from the files' own figures (18 x 50 GB/s; CX-7 400 Gb/s, CX-8 800 Gb/s).
+TEST(Cli, DgxBlackwellSystemsFromTheirFiles) {
+  struct Want {
+    const char* file;
+    double nic;  // bytes/s per GPU per direction
+  };
+  for (const Want& w : {Want{"topologies/dgx-b200-cluster.json", 50e9}, Want{"topologies/dgx-b300-cluster.json", 100e9}}) {
+    const Result r = run("topo " + source(w.file) + " --gpus 256 --format json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["gpus"], 256);
+    EXPECT_EQ(j["gpus_per_domain"], 8);
+    EXPECT_EQ(j["nvlink_domains"], 32);
+    EXPECT_EQ(j["vertices"]["nvswitch"], 64);  // 2 NVLink 5 switch chips per node
+    EXPECT_DOUBLE_EQ(j["nvlink_bytes_per_s_per_gpu_per_direction"].get<double>(), 18 * 50e9);
+    EXPECT_DOUBLE_EQ(j["scaleout_bytes_per_s_per_gpu_per_direction"].get<double>(), w.nic);
+    EXPECT_DOUBLE_EQ(j["scaleout_bisection_bytes_per_s"].get<double>(), 256 / 2 * w.nic);  // non-blocking
+    EXPECT_EQ(run("validate " + source(w.file)).code, 0);
+  }
+}
+
+// The comparison examples run, fit, and the racks are faster per GPU; energy lines appear exactly
+// when the system states its power (DGX B200 does, GB200 NVL72 does not), cost lines exactly when
+// it states a price.
+TEST(Cli, RackOrNodeComparisonAndEnergyAndCostLines) {
+  const std::string dir = source("examples/compare/");
+  const Result c = run("compare " + dir + "deepseek-v3-gb200-nvl72.json " + dir + "deepseek-v3-dgx-b200.json --format json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto steps = nlohmann::json::parse(c.out)["steps"];
+  EXPECT_GT(steps.back()["step_time_s"].get<double>(), steps.front()["step_time_s"].get<double>());
+  for (const char* f : {"deepseek-v3-gb300-nvl72", "deepseek-v3-dgx-b300", "qwen3-235b-gb200-nvl72", "qwen3-235b-dgx-b200"}) {
+    const auto j = predict_json(dir + f + ".json");
+    EXPECT_TRUE(j["fits_in_memory"].get<bool>()) << f;
+  }
+  const Result dgx = run("predict " + dir + "deepseek-v3-dgx-b200.json --top 1");
+  EXPECT_NE(dgx.out.find("  energy                 "), std::string::npos) << dgx.out;
+  EXPECT_NE(dgx.out.find("(14.3 kW per node of 8 GPUs"), std::string::npos) << dgx.out;
+  EXPECT_EQ(dgx.out.find("  cost "), std::string::npos) << dgx.out;
+  const auto e = predict_json(dir + "deepseek-v3-dgx-b200.json");
+  // 14.3 kW / 8 per GPU x 256 GPUs x the step; per million of the step's 1,024 x 4,096 tokens.
+  EXPECT_NEAR(e["energy_per_step_j"].get<double>(), 14300.0 / 8 * 256 * e["step_time_s"].get<double>(), 1e-6);
+  EXPECT_NEAR(e["energy_kwh_per_million_tokens"].get<double>(),
+              e["energy_per_step_j"].get<double>() / 3.6e6 / (1024.0 * 4096) * 1e6, 1e-12);
+  const Result rack = run("predict " + dir + "deepseek-v3-gb200-nvl72.json --top 1");
+  EXPECT_EQ(rack.out.find("  energy "), std::string::npos) << rack.out;
+  EXPECT_FALSE(predict_json(dir + "deepseek-v3-gb200-nvl72.json").contains("energy_per_step_j"));
+  // A price (set through the scenario's reference to the system file): the cost line appears.
+  const auto p = predict_json(dir + "deepseek-v3-dgx-b200.json --set system.price.usd_per_gpu_hour=4");
+  EXPECT_NEAR(p["cost_usd_per_million_tokens"].get<double>(),
+              4.0 * 256 * p["step_time_s"].get<double>() / 3600 / (1024.0 * 4096) * 1e6, 1e-9);
+  const Result bad = run("predict " + dir + "deepseek-v3-dgx-b200.json --set 'system.power.per_node=14 parsecs'");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("/system/power/per_node: expected a power like"), std::string::npos) << bad.out;
+}
+
 }  // namespace

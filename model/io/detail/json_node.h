@@ -67,6 +67,7 @@ class Node {
   Bytes as_bytes() const;
   BytesPerSecond as_bandwidth() const;
   FlopsPerSecond as_flop_rate() const;
+  Watts as_power() const;  // positive
 
   // Convenience for optional fields with a default.
   int64_t positive_int_or(const char* key, int64_t dflt) const;
