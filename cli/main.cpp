@@ -23,8 +23,9 @@ int hand_over_to_moeperf_run(int argc, char** argv) {
   if (ec) self = fs::absolute(argv[0], ec);
   const fs::path run = self.parent_path() / "moeperf-run";
   if (!fs::exists(run, ec)) {
-    std::cerr << "moeperf run: this installation has no executor (" << run.string()
-              << " not found; it is built when Eigen 3 is found: see the configure summary)\n";
+    std::cerr << "moeperf run: " << run.string()
+              << " not found: build it (cmake --build BUILD --target moeperf-run, or scripts/run.sh run ...); it is "
+                 "configured when Eigen 3 is found (see the configure summary)\n";
     return moeperf::cli::kExitFailed;
   }
   std::vector<char*> args;

@@ -6,7 +6,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
-MOEPERF_TARGETS=moeperf "$root/scripts/build.sh" >/dev/null
+# `run.sh run ...` also needs the executor (moeperf run hands over to moeperf-run).
+targets=moeperf
+if [ "${1:-}" = run ]; then targets="moeperf moeperf-run"; fi
+MOEPERF_TARGETS="$targets" "$root/scripts/build.sh" >/dev/null
 bin="${MOEPERF_BUILD_DIR:-$root/build}/bin/moeperf"
 cd "$root"
 if [ $# -gt 0 ]; then exec "$bin" "$@"; fi
