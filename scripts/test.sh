@@ -10,6 +10,23 @@ build="${MOEPERF_BUILD_DIR:-$root/build}"
 "$root/scripts/build.sh" -DMOEPERF_WERROR=ON -DMOEPERF_WITH_GUI=ON -DMOEPERF_WITH_MPI=ON
 cd "$build"
 ctest --output-on-failure --timeout 600 -j "$(nproc)"
+
+# The same model, loaders, CLI and executor (CPU backend, loopback) under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in a second build folder: any memory error or undefined behaviour a
+# test reaches fails the run. CUDA, MPI and the GUI stay out of it (their runtimes are not built
+# for the sanitizers). MOEPERF_SANITIZE=0 skips it.
+if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
+  echo
+  echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (no CUDA, MPI or GUI) =="
+  san="${MOEPERF_SANITIZE_BUILD_DIR:-$root/build-asan}"
+  flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEPERF_WERROR=ON \
+    -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
+    "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
+  (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --output-on-failure --timeout 900 -j "$(nproc)")
+fi
+
 echo
 echo "== benchmarks =="
 "$build/bin/bench_topology"
