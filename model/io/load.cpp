@@ -96,8 +96,9 @@ void apply_override(json& root, const Override& o, const std::string& file) {
   std::string part, walked;
   std::vector<std::string> parts;
   while (std::getline(ss, part, '.')) parts.push_back(part);
+  // Every reference along the path resolves from the scenario's folder: the content of a file read
+  // in is rebased there (rebase_references) before the walk goes on into it.
   const fs::path scenario_dir = fs::absolute(fs::path(file).parent_path());
-  fs::path dir = scenario_dir;  // where the references in *cur resolve from
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw SpecError("--set " + o.path + "=" + o.value, "", "empty path component");
     if (!cur->is_object())
@@ -112,15 +113,13 @@ void apply_override(json& root, const Override& o, const std::string& file) {
     json& next = (*cur)[parts[i]];
     if (next.is_null()) next = json::object();
     if (next.is_string() && is_reference_key(parts[i])) {
-      const fs::path target = dir / next.get<std::string>();
+      const fs::path target = scenario_dir / next.get<std::string>();
       std::error_code ec;
       if (!fs::is_regular_file(target, ec))
         throw SpecError(file, walked, "--set " + o.path + ": referenced file \"" + next.get<std::string>() +
                                           "\" not found (looked for " + target.lexically_normal().string() + ")");
       json content = detail::read_json_file(target.lexically_normal().string());
-      dir = target.parent_path();
-      rebase_references(content, dir, scenario_dir);
-      dir = scenario_dir;
+      rebase_references(content, target.parent_path(), scenario_dir);
       next = std::move(content);
     }
     cur = &next;

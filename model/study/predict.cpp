@@ -148,9 +148,9 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   for (size_t i = 0; i < rc.ops.size(); ++i) r.ops[index.at(rc.ops[i].name)].exposed += Seconds(exposed_share[i]);
   r.idle = idle_time(rc, sc);
   r.comm_fraction_of_kernel_time = kernel_all > 0 ? comm_all / kernel_all : 0.0;
-  // Exposed: time covered by communication but by no compute.
+  // Exposed: time covered by communication but by no compute; the per-op shares add up to it.
   double exposed = 0;
-  for (auto [a, b] : exposed_intervals(rc, sc)) exposed += b - a;
+  for (double x : exposed_share) exposed += x;
   r.exposed_comm = Seconds(exposed);
   r.exposed_comm_fraction = r.step_time.value() > 0 ? exposed / r.step_time.value() : 0.0;
   r.memory = memory_report(s, r.load, cal);
