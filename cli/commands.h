@@ -27,5 +27,6 @@ Command add_validate(CLI::App& app);
 Command add_params(CLI::App& app);
 Command add_schema(CLI::App& app);
 Command add_calibrate(CLI::App& app);
+Command add_accuracy(CLI::App& app);
 
 }  // namespace moeperf::cli

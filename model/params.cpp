@@ -7,25 +7,54 @@ namespace {
 
 // Every parameter with its default and why. Keep in the enum's order (a test checks).
 constexpr std::array<ParamDef, kParamCount> kDefs{{
-    {Param::gemm_peak_fraction, "gemm_peak_fraction", 0.80, "fraction", 0.05, 1.0,
-     "A large BF16 GEMM on one H200 runs at about 790 of 989 TFLOP/s (measured, primer section 5); cuBLAS on "
-     "Blackwell reaches a similar fraction for FP8/MXFP8 tiles. Applied to the dtype's dense peak."},
-    {Param::gemm_half_dim, "gemm_half_dim", 64, "rows", 1, 4096,
-     "Skinny GEMMs cannot fill the tensor-core tiles and pipelines: efficiency x min_dim / (min_dim + 64), so a "
-     "128-row GEMM runs at 2/3 of the large-GEMM rate and a 2,048-row one at 97 %; the roofline on HBM bytes "
-     "limits the skinniest ones anyway."},
+    // Defaults are the model before any fit (a roofline near every ceiling, no shape terms); the
+    // shipped profiles (calibration/profiles/, fitted by `moeperf calibrate` to published
+    // measurements of parts) replace them per GPU generation and record the records each value
+    // was fitted on.
+    {Param::gemm_fraction_bf16, "gemm_fraction_bf16", 0.80, "fraction", 0.05, 1.0,
+     "Sustained rate of a large BF16 GEMM over the datasheet dense peak. Below 1 because tensor cores do not "
+     "run at boost clock under the board power limit and the mainloop has bubbles; fitted per GPU generation "
+     "to cuBLAS/CUTLASS GEMM measurements (calibration/published/gemm.json)."},
+    {Param::gemm_fraction_fp8, "gemm_fraction_fp8", 0.80, "fraction", 0.05, 1.0,
+     "The same for FP8 with per-tensor or per-channel scales (cuBLASLt FP8, CUTLASS FP8): the scale is "
+     "applied once in the epilogue."},
+    {Param::gemm_fraction_mxfp8, "gemm_fraction_mxfp8", 0.80, "fraction", 0.05, 1.0,
+     "Block-scaled FP8 (MXFP8 with a E8M0 scale per 32 elements; DeepGEMM's 1x128 / 128x128 FP32 scales on "
+     "Hopper): the scales are read and applied inside the K loop (promoted to CUDA cores on Hopper), so it "
+     "sustains less of the FP8 peak than per-tensor FP8."},
+    {Param::gemm_fraction_nvfp4, "gemm_fraction_nvfp4", 0.80, "fraction", 0.05, 1.0,
+     "NVFP4/MXFP4 GEMMs over the FP4 dense peak."},
+    {Param::gemm_k_half, "gemm_k_half", 0, "elements", 0, 16384,
+     "Each output tile's K loop has a prologue (filling the shared-memory pipeline) and an epilogue "
+     "(converting and storing the tile) that do no MMA work: efficiency x K / (K + gemm_k_half). Small-K "
+     "GEMMs (the expert FC2 at K = 2048, attention projections at K = 512) pay most."},
     {Param::gemm_tile_m, "gemm_tile_m", 128, "rows", 1, 1024,
-     "Grouped GEMM kernels tile each expert's rows by 128 (cuBLAS and CUTLASS grouped kernels on Hopper/Blackwell "
-     "use 128-row CTA tiles); rows padded to the tile are computed and wasted."},
+     "CTA tile rows (cuBLAS, CUTLASS and DeepGEMM use 128-row tiles on Hopper and Blackwell): M is padded to "
+     "a multiple, per expert in a grouped GEMM, and the padding is computed and wasted."},
+    {Param::gemm_tile_n, "gemm_tile_n", 128, "columns", 1, 1024,
+     "CTA tile columns (128 on Hopper; 256 with Blackwell's 2-SM 256x128 MMA): N is padded to a multiple. "
+     "With the tiles' K blocks spread over the SMs by a stream-K scheduler, the last wave of K blocks "
+     "leaves SMs idle: efficiency x units / (waves x SMs), units = tiles x ceil(K / 128)."},
+    {Param::gemm_group_overhead_s, "gemm_group_overhead_s", 0, "s", 0, 1e-3,
+     "Per group of a grouped GEMM (one expert): pointer-array and problem-size setup, the ragged tile "
+     "scheduler's prologue, and a partly filled last tile row per group."},
     {Param::attention_fwd_fraction, "attention_fwd_fraction", 0.60, "fraction", 0.05, 1.0,
-     "FlashAttention-3 forward reaches 0.6-0.75 of BF16 peak on H100 at head dim 128 (Shah et al. 2024); MLA's "
-     "192/128 head dims and causal masking sit at the low end."},
+     "Flash-attention forward rate over the BF16 peak at long key ranges and large head dims, for the "
+     "generation's native kernel (FlashAttention-3 or cuDNN on Hopper, FlashAttention-4 / cuDNN on "
+     "Blackwell); FlashAttention-2 on Blackwell is a different kernel and is not this."},
     {Param::attention_bwd_fraction, "attention_bwd_fraction", 0.45, "fraction", 0.05, 1.0,
-     "Flash-attention backward runs at 0.4-0.55 of BF16 peak (FA2/FA3 papers): five matmuls with more "
-     "synchronization and atomics than the forward."},
+     "Flash-attention backward over the BF16 peak: five matmuls with more synchronization and atomics (dQ "
+     "accumulation) than the forward."},
+    {Param::attention_kv_half, "attention_kv_half", 0, "keys", 0, 65536,
+     "Each query block streams the keys it attends to; short key ranges (short sequences, causal blocks "
+     "near the diagonal, sliding windows) spend a larger share on the block's prologue and softmax "
+     "rescaling: efficiency x keys / (keys + attention_kv_half), keys = mean keys per query."},
+    {Param::attention_hd_half, "attention_hd_half", 0, "dims", 0, 1024,
+     "Softmax (exp on the MUFU units) is per score, the matmuls are per score x head dim: small head dims "
+     "are more exp-bound, efficiency x hd / (hd + attention_hd_half)."},
     {Param::hbm_fraction, "hbm_fraction", 0.85, "fraction", 0.05, 1.0,
-     "A device-to-device copy on one H200 moves about 4.3 of 4.8 TB/s (0.9, measured, primer section 5); "
-     "gathers, scatters and reductions of elementwise kernels run a little below a plain copy."},
+     "A device-to-device copy or STREAM kernel moves 84-90 % of the HBM datasheet bandwidth; gathers, "
+     "scatters and reductions of elementwise kernels run a little below a plain copy."},
     {Param::kernel_launch_s, "kernel_launch_s", 4e-6, "s", 0, 1e-3,
      "Gap between dependent kernels on one stream: launch latency and tail effects, a few microseconds "
      "(CUDA launch overhead is 2-5 us without graphs)."},
@@ -33,14 +62,18 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "Copying per-expert counts to the host and waiting for the stream: a small cudaMemcpy (~10 us) plus the "
      "host synchronization and relaunch (~20 us), on the critical path of a per-expert GEMM loop."},
     {Param::nvlink_fraction, "nvlink_fraction", 0.80, "fraction", 0.05, 1.0,
-     "NCCL all-reduce/all-gather bus bandwidth inside an NVLink switch domain reaches about 80 % of the link "
-     "rate (nccl-tests on DGX H100: ~360-380 of 450 GB/s per direction)."},
+     "NCCL ring/direct bus bandwidth inside an NVLink domain over the link rate: NCCL's protocol overhead "
+     "(~20 %, the NCCL maintainers' 370 of 450 GB/s on H100)."},
+    {Param::nvls_fraction, "nvls_fraction", 0.80, "fraction", 0.05, 1.0,
+     "NVLink SHARP all-reduce: achieved over what the switch's multicast and in-switch reduction allow "
+     "(S(1 + 1/n) each way at the link rate). NVLS runs far below that bound: 480 GB/s bus bandwidth on "
+     "8 x H100 where the bound is 700."},
     {Param::ib_fraction, "ib_fraction", 0.90, "fraction", 0.05, 1.0,
-     "nccl-tests over InfiniBand reach about 90 % of the NIC line rate (e.g. ~45 GB/s bus bandwidth on "
-     "400 Gb/s NDR): link-layer headers and flow control."},
+     "Achieved InfiniBand bandwidth over the NIC line rate: 48-49 GB/s of 50 on ConnectX-7 NDR."},
     {Param::host_link_fraction, "host_link_fraction", 0.80, "fraction", 0.05, 1.0,
-     "Device-host copies over NVLink-C2C or PCIe reach about 80 % of the link rate in cudaMemcpyAsync "
-     "bandwidth tests."},
+     "Host-to-device copies over NVLink-C2C or PCIe over the link rate per direction (nvbandwidth)."},
+    {Param::host_link_d2h_fraction, "host_link_d2h_fraction", 0.80, "fraction", 0.05, 1.0,
+     "Device-to-host copies: on Grace-Hopper the reverse direction measured lower (297 vs 375 GB/s)."},
     {Param::collective_launch_s, "collective_launch_s", 10e-6, "s", 0, 1e-2,
      "Fixed cost of one NCCL collective or grouped send/recv: kernel launch, proxy thread and channel setup, "
      "~10 us in nccl-tests' small-message latency."},
@@ -52,6 +85,14 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "One algorithm step through the network (proxy thread, RDMA write, completion): NCCL's latency model "
      "charges 14 us per network step for ring and tree with the Simple protocol (hwLat table, "
      "src/graph/tuning.cc). A ring over D domains of n GPUs makes D - 1 network and n - D NVLink steps."},
+    {Param::ep_nvlink_fraction, "ep_nvlink_fraction", 0.80, "fraction", 0.05, 1.0,
+     "A fused expert-parallel dispatch/combine kernel (DeepEP, HybridEP: stack.dispatcher fused_dedup) "
+     "over NVLink: algorithm bandwidth over the link rate when given many SMs."},
+    {Param::ep_network_fraction, "ep_network_fraction", 0.90, "fraction", 0.05, 1.0,
+     "The same kernel's RDMA part: bottleneck bandwidth over the NIC line rate."},
+    {Param::ep_sm_half, "ep_sm_half", 0, "SMs", 0, 256,
+     "The EP kernel's copy engines are its thread blocks: rate x sms / (sms + ep_sm_half), with the SMs it "
+     "is given (comm_sm_fraction of the GPU in a training step)."},
     {Param::comm_sm_fraction, "comm_sm_fraction", 0.12, "fraction", 0, 0.9,
      "A running NCCL kernel holds its channels' thread blocks (typically 16-32 CTAs on 132-160 SMs), so "
      "concurrent compute runs on about 88 % of the SMs."},

@@ -3,11 +3,13 @@
 // them by name; nothing else in the model is a tuning knob.
 //
 //   Calibration c;                                   // every default
-//   c.set(Param::gemm_peak_fraction, 0.72);          // or from a profile file (model/io)
+//   c.set(Param::gemm_fraction_bf16, 0.72);          // or from a profile file (model/io)
 //   double f = c[Param::hbm_fraction];
 #pragma once
 
 #include <array>
+#include <map>
+#include <string>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -15,20 +17,32 @@
 namespace moeperf {
 
 enum class Param : int {
-  gemm_peak_fraction,      // large GEMM rate / dense peak
-  gemm_half_dim,           // GEMM efficiency halves when its smallest dimension is this small
-  gemm_tile_m,             // row tile of grouped GEMM (rows padded per expert to a multiple)
-  attention_fwd_fraction,  // flash-attention forward rate / BF16 peak
+  gemm_fraction_bf16,      // sustained BF16/FP16 GEMM rate / dense BF16 peak (clocks under the power limit)
+  gemm_fraction_fp8,       // the same for FP8 with per-tensor or per-channel scales
+  gemm_fraction_mxfp8,     // block-scaled FP8: MXFP8 (1x32 E8M0) or 1x128/128x128 FP32 scales (DeepGEMM)
+  gemm_fraction_nvfp4,     // NVFP4 / MXFP4
+  gemm_k_half,             // K-loop prologue/epilogue: efficiency x K / (K + gemm_k_half)
+  gemm_tile_m,             // CTA tile rows (grouped GEMM rows padded per expert to a multiple)
+  gemm_tile_n,             // CTA tile columns
+  gemm_group_overhead_s,   // per group of a grouped GEMM: pointer-array setup, ragged tile scheduling
+  attention_fwd_fraction,  // flash-attention forward rate / BF16 peak at long keys and large head dims
   attention_bwd_fraction,  // flash-attention backward rate / BF16 peak
+  attention_kv_half,       // efficiency x keys / (keys + attention_kv_half): per-query-block pipeline fill
+  attention_hd_half,       // efficiency x hd / (hd + attention_hd_half): softmax work per matmul FLOP
   hbm_fraction,            // memory-bound kernel bandwidth / HBM peak
   kernel_launch_s,         // per kernel launch gap
   host_sync_s,             // device-to-host copy of counts + host synchronization
-  nvlink_fraction,         // achieved NVLink bandwidth / link rate (NCCL bus bandwidth)
+  nvlink_fraction,         // achieved NVLink bandwidth / link rate (NCCL ring/direct bus bandwidth)
+  nvls_fraction,           // NVLink SHARP all-reduce: achieved / what the switch's multicast and reduction allow
   ib_fraction,             // achieved InfiniBand bandwidth / link rate
-  host_link_fraction,      // achieved NVLink-C2C / PCIe bandwidth for offload copies
+  host_link_fraction,      // achieved NVLink-C2C / PCIe bandwidth, host to device
+  host_link_d2h_fraction,  // the same, device to host
   collective_launch_s,     // fixed software latency per collective
   nvlink_step_s,           // latency of one algorithm step over NVLink (NCCL Simple protocol)
   network_step_s,          // latency of one algorithm step over the scale-out network
+  ep_nvlink_fraction,      // fused EP dispatch/combine kernel (DeepEP/HybridEP): NVLink rate / link rate at many SMs
+  ep_network_fraction,     // the same over RDMA: rate / NIC line rate
+  ep_sm_half,              // EP kernel rate x sms / (sms + ep_sm_half): SMs the kernel is given
   comm_sm_fraction,        // fraction of SMs a running communication kernel takes from compute
   runtime_reserve_gib,     // HBM held by the CUDA context, NCCL and library workspaces
   kCount
@@ -54,6 +68,14 @@ class Calibration {
   double operator[](Param p) const { return v_[static_cast<size_t>(p)]; }
   void set(Param p, double v) { v_[static_cast<size_t>(p)] = v; }
   bool is_default(Param p) const;
+
+  // Where the values came from, for reports: "defaults", or a profile's name (a shipped profile
+  // of the GPU's generation, or a user's file).
+  std::string profile = "defaults";
+  // Spread of the profile's fit per op class ("gemm", "attention", "memory", "collective", "ep"):
+  // the RMS of log(predicted / measured) over the records it was fitted and checked on. Empty for
+  // the defaults (no fit behind them).
+  std::map<std::string, double> residual_rms;
 
  private:
   std::array<double, kParamCount> v_{};

@@ -12,6 +12,7 @@
 
 #include "model/hardware/topology.h"
 #include "model/io/detail/parsers.h"
+#include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
 #include "model/workload/step.h"
 
@@ -20,30 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace detail;
-
-// ------------------------------------------------------------------ calibration
-// {"kind": "calibration", "params": {"gemm_peak_fraction": 0.72, ...}}: any subset of the cost
-// model's named parameters, each within its documented range.
-Calibration parse_calibration(const Node& n) {
-  n.allow_only({"kind", "name", "source", "note", "description", "params", "fit"});
-  Calibration c;
-  const Node p = n.at("params");
-  p.expect_object();
-  std::vector<std::string> names;
-  for (const ParamDef& d : param_defs()) names.emplace_back(d.name);
-  for (auto& [k, v] : p.raw().items()) {
-    const Node x(v, p.file(), p.path() + "/" + k);
-    const auto id = find_param(k);
-    if (!id) x.fail("unknown parameter \"" + k + "\"" + (detail::did_you_mean(k, names).empty() ? "; expected one of " + detail::join_choices(names) : detail::did_you_mean(k, names)));
-    const ParamDef& d = param_def(*id);
-    const double val = x.as_number();
-    if (val < d.min || val > d.max)
-      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
-             std::string(d.unit) + ", got " + v.dump());
-    c.set(*id, val);
-  }
-  return c;
-}
 
 // ------------------------------------------------------------------ scenario
 json parse_value(const std::string& v) {
@@ -252,7 +229,13 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     }
     if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();
   }
-  if (auto c = n.get("calibration")) s.calibration = refs.follow(*c, "calibration", parse_calibration);
+  // The shipped profile of the system's GPU generation, unless the scenario names a profile (whose
+  // values override it, parameter by parameter).
+  s.calibration = builtin_profile(s.system.gpu());
+  if (auto c = n.get("calibration")) {
+    const Calibration base = s.calibration;
+    s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
+  }
   if (auto st = n.get("stragglers")) {
     for (size_t i = 0; i < st->size(); ++i) {
       const Node x = (*st)[i];
@@ -302,7 +285,7 @@ Calibration load_calibration(const std::string& path) {
   root.expect_object();
   if (!root.has("kind") || root.at("kind").as_string() != "calibration")
     root.fail("expected a calibration profile (\"kind\": \"calibration\")");
-  return parse_calibration(root);
+  return parse_calibration(root, Calibration{});
 }
 
 Override parse_override(const std::string& arg) {
@@ -419,7 +402,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration, measurements) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration, measurements, accuracy_cases) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -442,15 +425,36 @@ Validated validate_file(const std::string& path) {
   if (kind == "nvlink_domain") return {kind, parse_domain(refs, root).name};
   if (kind == "fat_tree") return {kind, parse_fat_tree(refs, root).name};
   if (kind == "calibration") {
-    const Calibration c = parse_calibration(root);
+    const Calibration c = parse_calibration(root, Calibration{});
     int changed = 0;
     for (const ParamDef& d : param_defs()) changed += !c.is_default(d.id);
     return {kind, std::to_string(changed) + " of " + std::to_string(param_defs().size()) + " parameters set"};
+  }
+  if (kind == "accuracy_cases") {
+    const Node cs = root.at("cases");
+    if (!cs.is_array() || cs.size() == 0) cs.fail("expected a non-empty array of cases");
+    for (size_t i = 0; i < cs.size(); ++i) {
+      const Node c = cs[i];
+      const std::string sc = c.at("scenario").as_string();
+      const fs::path target = fs::path(path).parent_path() / sc;
+      if (!fs::is_regular_file(target)) c.at("scenario").fail("scenario file \"" + sc + "\" not found");
+      c.at("published").as_positive_number();
+      c.at("source").as_string();
+    }
+    return {kind, std::to_string(cs.size()) + " end-to-end cases for moeperf accuracy"};
+  }
+  if (kind == "measurements" && root.has("records")) {
+    const auto recs = load_parts(path);
+    int fit = 0;
+    for (const auto& r : recs) fit += !r.check_only;
+    return {kind, std::to_string(recs.size()) + " measurement records of parts (" + std::to_string(fit) + " to fit, " +
+                      std::to_string(recs.size() - static_cast<size_t>(fit)) + " to check)"};
   }
   if (kind == "measurements") {
     root.allow_only({"kind", "scenario", "backend", "communicator", "ranks", "dims", "steps", "warmup", "layers", "machine",
                      "git_revision", "date", "ops", "expert_rows_histogram", "gates_passed", "notes"});
     root.at("ops").expect_object();
+    load_parts(path);
     return {kind, std::to_string(root.at("ops").raw().size()) + " ops measured on " +
                       std::to_string(root.at("ranks").as_positive_int()) + " ranks (" + root.at("backend").as_string() + ")"};
   }

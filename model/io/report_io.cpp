@@ -58,7 +58,21 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   out << "  batch per step         " << scen.batch.global_batch << " sequences x " << scen.batch.seq_len << " tokens; "
       << scen.micro_batches() << " micro-batch" << (scen.micro_batches() > 1 ? "es" : "") << " of " << scen.batch.micro_batch
       << " per data-parallel rank\n";
-  out << "  step time              " << f(step, 3) << " s   (simulated: streams overlap, links shared)\n";
+  out << "  step time              " << f(step, 3) << " s";
+  if (r.band > 0) out << " (+/- " << f(100 * r.band, 0) << " %)";
+  out << "   (simulated: streams overlap, links shared)\n";
+  if (r.band > 0) {
+    out << "    band                 " << f(step * (1 - r.band), 3) << " - " << f(step * (1 + r.band), 3)
+        << " s: per op class its share of the step x its fit spread (";
+    bool first = true;
+    for (auto& [cls, t] : r.band_terms) {
+      if (t < 0.0005) continue;
+      out << (first ? "" : ", ") << cls << " " << f(100 * t, 1) << " %";
+      first = false;
+    }
+    out << "), in quadrature\n";
+  }
+  out << "  profile                " << r.profile << "\n";
   out << "  sum of op times        " << f(r.serial_step_time.value(), 3)
       << " s   (the busiest rank's ops back to back, uncontended: no overlap and no pipeline waits)\n";
   if (scen.parallelism.pp > 1)
@@ -157,6 +171,11 @@ std::string report_json(const StepReport& r, int indent) {
   j["name"] = r.name;
   j["gpus"] = r.gpus;
   j["step_time_s"] = r.step_time.value();
+  j["step_time_s_low"] = r.step_time.value() * (1 - r.band);
+  j["step_time_s_high"] = r.step_time.value() * (1 + r.band);
+  j["band"] = r.band;
+  j["band_terms"] = r.band_terms;
+  j["profile"] = r.profile;
   j["serial_step_time_s"] = r.serial_step_time.value();
   j["layout"] = layout_text(*r.scenario);
   const Parallelism& p = r.scenario->parallelism;

@@ -112,8 +112,10 @@ std::vector<std::vector<int64_t>> rings(const Topology& t, const std::vector<int
 }
 
 // Seconds per byte of each resource: its most loaded link's load over the achieved bandwidth.
-void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, const Calibration& cal) {
-  const double nvl = t.nvlink_bandwidth_per_gpu().value() * cal[Param::nvlink_fraction];
+// With `nvls` the NVLink loads are the switch's multicast and reduction traffic (NVLink SHARP),
+// which runs at its own efficiency.
+void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, const Calibration& cal, bool nvls = false) {
+  const double nvl = t.nvlink_bandwidth_per_gpu().value() * cal[nvls ? Param::nvls_fraction : Param::nvlink_fraction];
   const double nic = t.scaleout_bandwidth_per_gpu().value() * cal[Param::ib_fraction];
   const double up = t.leaf_uplink_bandwidth().value() * cal[Param::ib_fraction];
   auto& s = cost.s_per_byte;
@@ -196,7 +198,7 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
 }
 
 CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
-                               const Calibration& cal) {
+                               const Calibration& cal, bool allow_nvls) {
   CollectiveCost cost;
   const int64_t n = static_cast<int64_t>(members.size());
   cost.latency = Seconds(cal[Param::collective_launch_s]);
@@ -223,6 +225,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
                : loads.net_latency * static_cast<double>(phases * (n - 1));
   };
   Seconds step_latency;  // the whole collective's steps, set per algorithm below
+  bool nvls = false;
   auto ring_traffic = [&](double per_edge_total) {
     const auto rs = rings(t, members);
     const double per_channel = per_edge_total / static_cast<double>(rs.size());
@@ -240,7 +243,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       cost.hbm_bytes_per_byte = c == Collective::reduce_scatter ? 3.0 : 2.0;
       break;
     case Collective::all_reduce:
-      if (one_domain && switched) {
+      if (one_domain && switched && allow_nvls) {
         // NVLink SHARP (NVLS), as NCCL runs it: each GPU reduces its 1/n shard in the switches
         // (multimem.ld_reduce: the switches read the shard from all n GPUs, so each GPU serves its
         // whole buffer, S, and receives the reduced shard, S/n), then multicasts the shard
@@ -253,6 +256,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
         cost.steps = 2;
         step_latency = lat.at(2) * 2.0;
         cost.algorithm = "nvls";
+        nvls = true;
       } else {
         ring_traffic(2 * frac);  // reduce-scatter then all-gather
         cost.steps = static_cast<int>(2 * ring_steps);
@@ -280,7 +284,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       return cost;
   }
   cost.latency += step_latency;
-  set_rates(cost, loads, t, cal);
+  set_rates(cost, loads, t, cal, nvls);
   return cost;
 }
 
@@ -336,7 +340,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   // Latency: NVLink steps inside the domains, network steps between them.
   const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
   cost.latency += nvl_lat * static_cast<double>(2 * intra) + loads.net_latency * static_cast<double>(2 * depth);
-  set_rates(cost, loads, t, cal);
+  set_rates(cost, loads, t, cal, nvls);
   return cost;
 }
 
@@ -397,10 +401,13 @@ std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vecto
     if (t.count(VertexKind::nvswitch) > 0) out.push_back(all_reduce_tree_cost(members, t, cal, true));
     return out;
   }
+  // Inside one switched domain NCCL's tuner weighs NVLS against a ring at each size.
+  if (c == Collective::all_reduce && t.count(VertexKind::nvswitch) > 0 && members.size() > 2)
+    return {collective_cost(c, members, t, cal), collective_cost(c, members, t, cal, false)};
   return {collective_cost(c, members, t, cal)};
 }
 
-CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal) {
+CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal, bool d2h) {
   (void)t;
   CollectiveCost c;
   c.algorithm = "copy";
@@ -409,7 +416,8 @@ CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Ca
   const ComputeTraySpec& tray = sys.domain.tray;
   if (tray.cpus == 0) return c;
   const int gpus_per_cpu = (tray.gpus + tray.cpus - 1) / tray.cpus;
-  const double bw = tray.cpu.gpu_link_bidirectional.value() / 2.0 / gpus_per_cpu * cal[Param::host_link_fraction];
+  const double bw = tray.cpu.gpu_link_bidirectional.value() / 2.0 / gpus_per_cpu *
+                    cal[d2h ? Param::host_link_d2h_fraction : Param::host_link_fraction];
   c.s_per_byte[static_cast<int>(Resource::host)] = 1.0 / bw;
   return c;
 }

@@ -57,8 +57,9 @@ int64_t group_size(Group g, const Parallelism& p);
 // Cost of a collective whose `size` semantics follow Op::bytes. For all-to-all, `size` is what each
 // member sends to the others (spread evenly over them). This is the first of the algorithms below
 // that applies: NVLS all-reduce in one switch domain, else ring; direct all-to-all.
+// allow_nvls = false: a ring all-reduce even where NVLS could run.
 CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
-                               const Calibration& cal);
+                               const Calibration& cal, bool allow_nvls = true);
 
 // What one token's rows do in an all-to-all (dispatch or combine). fanout: destination ranks per
 // token (k, or the distinct ranks when de-duplicated per rank); node_fanout: distinct NVLink domains
@@ -87,7 +88,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
 CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
                                             const Calibration& cal, const AllToAllShape& shape);
 
-// Host <-> device copy of one GPU over its CPU link (offload).
-CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal);
+// Host <-> device copy of one GPU over its CPU link (offload); d2h: device to host.
+CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal, bool d2h = false);
 
 }  // namespace moeperf

@@ -1,6 +1,9 @@
 #include "model/pricing/cost.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "model/pricing/efficiency.h"
 
 namespace moeperf {
 
@@ -39,7 +42,8 @@ FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& g, Dtype* priced_as) {
 }
 
 Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal)
-    : s_(s), t_(t), cal_(cal), host_(host_copy_cost(t, s.system, cal)) {
+    : s_(s), t_(t), cal_(cal), host_(host_copy_cost(t, s.system, cal)),
+      host_d2h_(host_copy_cost(t, s.system, cal, true)) {
   for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm}) {
     Dtype p = d;
     gemm_peak(d, s.system.gpu(), &p);
@@ -53,30 +57,31 @@ Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal)
 
 Seconds Pricer::compute_time(const Op& op) const {
   const GpuSpec& g = s_.system.gpu();
-  const double hbm = g.hbm_bandwidth.value() * cal_[Param::hbm_fraction];
-  const double launch = cal_[Param::kernel_launch_s] * op.launches;
-  const double mem_s = op.hbm_bytes.value() / hbm;
   switch (op.category) {
     case Category::gemm: {
-      const double x = static_cast<double>(std::max<int64_t>(1, std::min({op.m, op.n, op.k})));
-      const double eff = cal_[Param::gemm_peak_fraction] * x / (x + cal_[Param::gemm_half_dim]);
-      const double flop_s = op.flops.value() / (gemm_peak(op.dtype, g).value() * eff);
-      return Seconds(std::max(flop_s, mem_s) + launch);
+      // Without a shape (a GEMM given only by its FLOPs), a square one of the same work.
+      GemmShape shape{static_cast<double>(op.m), static_cast<double>(op.n), static_cast<double>(op.k),
+                      static_cast<double>(std::max<int64_t>(1, op.groups)), op.groups > 1};
+      if (op.m <= 0 || op.n <= 0 || op.k <= 0) {
+        const double side = std::cbrt(std::max(1.0, op.flops.value() / 2.0));
+        shape = GemmShape{side, side, side, 1, false};
+      }
+      return gemm_seconds(shape, op.dtype, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::attention: {
-      const bool bwd = op.phase == Phase::backward;
-      const double eff = cal_[bwd ? Param::attention_bwd_fraction : Param::attention_fwd_fraction];
-      return Seconds(std::max(op.flops.value() / (g.dense_bf16.value() * eff), mem_s) + launch);
+      const AttentionShape shape{static_cast<double>(op.k), static_cast<double>(op.n), op.phase == Phase::backward};
+      return attention_seconds(shape, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::sync: return Seconds(cal_[Param::host_sync_s]);
     case Category::memory:
-    case Category::optimizer: return Seconds(mem_s + launch);
+    case Category::optimizer: return memory_seconds(op.hbm_bytes.value(), g, cal_, op.launches);
     default: return Seconds(0);
   }
 }
 
 CollectiveCost Pricer::comm_cost(const Op& op) const {
-  if (op.collective == Collective::d2h || op.collective == Collective::h2d) return host_;
+  if (op.collective == Collective::d2h) return host_d2h_;
+  if (op.collective == Collective::h2d) return host_;
   const AllToAllShape shape{op.collective == Collective::all_to_all && op.fanout > 0 ? op.fanout : 1.0,
                             op.collective == Collective::all_to_all ? op.node_fanout : 0.0};
   const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout);
@@ -89,7 +94,15 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
     } else {
       members = group_members(op.group, s_.parallelism, 0);
     }
-    it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal_, shape)).first;
+    Calibration cal = cal_;
+    if (op.collective == Collective::all_to_all && op.group == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup) {
+      // A fused EP kernel (DeepEP/HybridEP-like) moves the rows with its own thread blocks: its
+      // measured NVLink and RDMA fractions, at the SMs a communication kernel holds.
+      const double f = ep_sm_factor(cal_[Param::comm_sm_fraction] * s_.system.gpu().sms, cal_);
+      cal.set(Param::nvlink_fraction, cal_[Param::ep_nvlink_fraction] * f);
+      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
+    }
+    it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;
   }
   // The fastest algorithm at this op's size (NCCL's tuner chooses per size the same way).
   const Bytes size = std::max(op.bytes, op.recv_bytes);

@@ -5,8 +5,9 @@
 //   Seconds t = pr.compute_time(op);          // GEMM, attention, memory-bound, sync, optimizer
 //   CollectiveCost c = pr.comm_cost(op);       // ep/fsdp/dp/tp/pp collectives, offload copies
 //
-// GEMM: max(FLOPs / (peak(dtype) x gemm_peak_fraction x x/(x + gemm_half_dim)), HBM bytes /
-// (HBM x hbm_fraction)) + launches x kernel_launch_s, x = the GEMM's smallest dimension.
+// Compute ops by the efficiency curves of model/pricing/efficiency.h (GEMM shape terms, attention
+// by keys and head dim, HBM roofline); collectives on the graph with the NVLink/NVLS/IB fractions,
+// and a fused EP dispatcher's all-to-all with the EP kernel's own fractions.
 // A dtype the GPU has no tensor-core rate for is priced at the nearest one it has (MXFP8 on
 // Hopper: FP8 with block scales; NVFP4 without FP4: MXFP8/FP8), and the Pricer says so in notes().
 #pragma once
@@ -46,7 +47,7 @@ class Pricer {
   // Candidate algorithms per (collective, group, fanout, node fanout); comm_cost picks the fastest
   // at the op's size.
   mutable std::map<std::tuple<Collective, Group, double, double>, std::vector<CollectiveCost>> cache_;
-  CollectiveCost host_;
+  CollectiveCost host_, host_d2h_;
 };
 
 }  // namespace moeperf

@@ -5,62 +5,314 @@
 #include <cmath>
 
 #include "model/error.h"
+#include "model/pricing/collective.h"
+#include "model/pricing/cost.h"
 
 namespace moeperf {
 
-double predicted_seconds(const Sample& s, const Calibration& c) {
-  const double launch = c[Param::kernel_launch_s];
-  if (s.flops > 0) return s.flops / (s.peak_flops * c[Param::gemm_peak_fraction]) + launch;
-  return s.bytes / (s.bandwidth * c[Param::hbm_fraction]) + launch;
+const char* to_string(PartClass c) {
+  switch (c) {
+    case PartClass::memory: return "memory";
+    case PartClass::host_copy: return "host_copy";
+    case PartClass::gemm: return "gemm";
+    case PartClass::attention: return "attention";
+    case PartClass::collective: return "collective";
+    case PartClass::ep: return "ep";
+    case PartClass::kCount: break;
+  }
+  return "?";
 }
 
-FitReport fit_compute_params(const std::vector<Sample>& samples, const Calibration& start) {
-  std::vector<const Sample*> train, held;
-  for (size_t i = 0; i < samples.size(); ++i) (i % 4 == 3 ? held : train).push_back(&samples[i]);
-  int n_gemm = 0, n_mem = 0;
-  for (const Sample* s : train) (s->flops > 0 ? n_gemm : n_mem) += 1;
-  if (n_gemm < 2 || n_mem < 2)
-    throw InputError("calibration needs at least 2 GEMM and 2 memory-bound ops to fit, got " + std::to_string(n_gemm) +
-                     " and " + std::to_string(n_mem) + " (after holding back every fourth op)");
-  // Relative least squares: divide each row by its measured time so short ops weigh as much as long ones.
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(train.size()), 3);
-  Eigen::VectorXd b(static_cast<Eigen::Index>(train.size()));
-  for (size_t i = 0; i < train.size(); ++i) {
-    const Sample& s = *train[i];
-    const auto r = static_cast<Eigen::Index>(i);
-    a(r, 0) = s.flops > 0 ? s.flops / s.peak_flops / s.seconds : 0.0;
-    a(r, 1) = s.flops > 0 ? 0.0 : s.bytes / s.bandwidth / s.seconds;
-    a(r, 2) = 1.0 / s.seconds;
-    b(r) = 1.0;
+std::vector<Param> class_params(PartClass c) {
+  switch (c) {
+    case PartClass::memory: return {Param::hbm_fraction};
+    case PartClass::host_copy: return {Param::host_link_fraction, Param::host_link_d2h_fraction};
+    case PartClass::gemm:
+      return {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,   Param::gemm_fraction_mxfp8,
+              Param::gemm_fraction_nvfp4, Param::gemm_k_half,        Param::gemm_group_overhead_s};
+    case PartClass::attention:
+      return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
+              Param::attention_hd_half};
+    case PartClass::collective:
+      return {Param::nvlink_fraction, Param::nvls_fraction, Param::ib_fraction, Param::nvlink_step_s};
+    case PartClass::ep: return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half};
+    case PartClass::kCount: break;
   }
-  const Eigen::Vector3d x = a.colPivHouseholderQr().solve(b);
-  FitReport f;
-  f.fitted = start;
-  auto clamp_set = [&](Param p, double v) {
-    const ParamDef& d = param_def(p);
-    const double c = std::clamp(v, d.min, d.max);
-    if (c != v) f.notes.push_back(std::string(d.name) + " fitted to " + std::to_string(v) + ", clamped to its range");
-    f.fitted.set(p, c);
-  };
-  clamp_set(Param::gemm_peak_fraction, x(0) > 0 ? 1.0 / x(0) : param_def(Param::gemm_peak_fraction).max);
-  clamp_set(Param::hbm_fraction, x(1) > 0 ? 1.0 / x(1) : param_def(Param::hbm_fraction).max);
-  clamp_set(Param::kernel_launch_s, x(2));
-  auto rms = [](const std::vector<const Sample*>& v, const Calibration& c) {
-    if (v.empty()) return 0.0;
-    double e = 0;
-    for (const Sample* s : v) {
-      const double r = predicted_seconds(*s, c) / s->seconds - 1.0;
-      e += r * r;
+  return {};
+}
+
+std::string gpu_generation(const GpuSpec& g) {
+  if (g.cc_major == 9) return "hopper";
+  if (g.cc_major == 10 && g.cc_minor == 0) return "blackwell";
+  if (g.cc_major == 10 && g.cc_minor == 3) return "blackwell-ultra";
+  return g.name;
+}
+
+namespace {
+
+double collective_time(const PartRecord& r, const Calibration& cal) {
+  const Topology& t = *r.topology;
+  std::vector<int64_t> members(static_cast<size_t>(r.gpus));
+  for (int64_t i = 0; i < r.gpus; ++i) members[static_cast<size_t>(i)] = i;
+  const auto algos = collective_algorithms(r.collective, members, t, cal);
+  const CollectiveCost* best = nullptr;
+  for (const CollectiveCost& c : algos) {
+    if (!r.algorithm.empty() && r.algorithm != c.algorithm) continue;
+    if (!best || c.time(Bytes(r.bytes)) < best->time(Bytes(r.bytes))) best = &c;
+  }
+  if (!best) best = &algos.front();
+  return best->time(Bytes(r.bytes)).value();
+}
+
+}  // namespace
+
+double predict_part(const PartRecord& r, const Calibration& cal) {
+  switch (r.cls) {
+    case PartClass::gemm: {
+      const double flops = r.flops > 0 ? r.flops : r.gemm.flops();
+      const double elem = r.dtype == Dtype::bf16 || r.dtype == Dtype::fp16 || r.dtype == Dtype::fp32 ? 2.0
+                          : r.dtype == Dtype::nvfp4                                                 ? 0.5
+                                                                                                    : 1.0;
+      const double g = std::max(1.0, r.gemm.groups);
+      // Reads A and B once, writes C in BF16.
+      const double bytes = g * (r.gemm.m * r.gemm.k + r.gemm.k * r.gemm.n) * elem + g * r.gemm.m * r.gemm.n * 2.0;
+      const double t = gemm_seconds(r.gemm, r.dtype, flops, bytes, r.gpu, cal).value();
+      return r.metric == PartMetric::seconds ? t : flops / t;
     }
-    return std::sqrt(e / static_cast<double>(v.size()));
+    case PartClass::attention: {
+      const double t = attention_seconds(r.attention, r.flops, r.bytes, r.gpu, cal).value();
+      return r.metric == PartMetric::seconds ? t : r.flops / t;
+    }
+    case PartClass::memory: {
+      const double t = memory_seconds(r.bytes, r.gpu, cal).value();
+      return r.metric == PartMetric::seconds ? t : r.bytes / t;
+    }
+    case PartClass::host_copy: {
+      const Topology t = Topology::build(*r.system, 1);
+      const CollectiveCost c = host_copy_cost(t, *r.system, cal, r.op == "host.d2h");
+      const double s = c.time(Bytes(r.bytes)).value();
+      return r.metric == PartMetric::seconds ? s : r.bytes / s;
+    }
+    case PartClass::collective: {
+      const double t = collective_time(r, cal);
+      if (r.metric == PartMetric::seconds) return t;
+      const double alg = r.bytes / t;
+      return r.metric == PartMetric::bus_bandwidth ? alg * bus_factor(r.collective, r.gpus) : alg;
+    }
+    case PartClass::ep: {
+      // Algorithm bandwidth: the rows a rank sends (its own included) over the kernel's time. Over
+      // NVLink the rows to other ranks, (n - 1)/n of them, cross the GPU's links; over RDMA the
+      // record's figure is the NIC's (bottleneck) bandwidth.
+      const double f = ep_sm_factor(r.sms, cal);
+      if (r.rdma) {
+        const double nic = r.system->domain.tray.nic.port_bandwidth.value();
+        return nic * cal[Param::ep_network_fraction] * f;
+      }
+      const double n = std::max(2.0, r.ep);
+      return r.gpu.nvlink_bandwidth().value() * cal[Param::ep_nvlink_fraction] * f * n / (n - 1.0);
+    }
+    case PartClass::kCount: break;
+  }
+  return 0;
+}
+
+ErrorStats error_stats(const std::vector<RecordFit>& v, bool after, int which) {
+  std::vector<double> e;
+  for (const RecordFit& r : v) {
+    const int kind = r.record->check_only ? 2 : r.held_back ? 1 : 0;
+    if (kind == which) e.push_back(std::abs(after ? r.after : r.before));
+  }
+  ErrorStats s;
+  s.n = static_cast<int>(e.size());
+  if (e.empty()) return s;
+  std::sort(e.begin(), e.end());
+  s.median = e.size() % 2 ? e[e.size() / 2] : (e[e.size() / 2 - 1] + e[e.size() / 2]) / 2;
+  s.worst = e.back();
+  return s;
+}
+
+namespace {
+
+constexpr double kPrior = 1e-3;  // pull toward the start, per normalised unit, against a record's log error
+
+struct ClassRecords {
+  PartClass cls;
+  std::vector<const PartRecord*> fit, held, check;
+};
+
+// Projected Levenberg-Marquardt on u in [0, 1]^p (each parameter normalised to its bounds).
+int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& params, Calibration& cal,
+          const Calibration& start) {
+  const size_t p = params.size(), n = recs.size();
+  if (p == 0 || n == 0) return 0;
+  auto to_u = [&](size_t j, double x) {
+    const ParamDef& d = param_def(params[j]);
+    return (x - d.min) / (d.max - d.min);
   };
-  f.train = static_cast<int>(train.size());
-  f.held_back = static_cast<int>(held.size());
-  f.rms_rel_error_before_train = rms(train, start);
-  f.rms_rel_error_after_train = rms(train, f.fitted);
-  f.rms_rel_error_before_held = rms(held, start);
-  f.rms_rel_error_after_held = rms(held, f.fitted);
-  return f;
+  auto to_x = [&](size_t j, double u) {
+    const ParamDef& d = param_def(params[j]);
+    return d.min + std::clamp(u, 0.0, 1.0) * (d.max - d.min);
+  };
+  Eigen::VectorXd u(static_cast<Eigen::Index>(p)), u0(static_cast<Eigen::Index>(p));
+  for (size_t j = 0; j < p; ++j) {
+    u(static_cast<Eigen::Index>(j)) = to_u(j, cal[params[j]]);
+    u0(static_cast<Eigen::Index>(j)) = to_u(j, start[params[j]]);
+  }
+  auto residuals = [&](const Eigen::VectorXd& uu) {
+    Calibration c = cal;
+    for (size_t j = 0; j < p; ++j) c.set(params[j], to_x(j, uu(static_cast<Eigen::Index>(j))));
+    Eigen::VectorXd r(static_cast<Eigen::Index>(n + p));
+    for (size_t i = 0; i < n; ++i) {
+      const double pred = predict_part(*recs[i], c);
+      r(static_cast<Eigen::Index>(i)) = std::sqrt(recs[i]->weight) * std::log(std::max(pred, 1e-300) / recs[i]->value);
+    }
+    for (size_t j = 0; j < p; ++j)
+      r(static_cast<Eigen::Index>(n + j)) = kPrior * (uu(static_cast<Eigen::Index>(j)) - u0(static_cast<Eigen::Index>(j)));
+    return r;
+  };
+  double lambda = 1e-2;
+  Eigen::VectorXd r = residuals(u);
+  double cost = r.squaredNorm();
+  int it = 0;
+  for (; it < 200; ++it) {
+    Eigen::MatrixXd J(static_cast<Eigen::Index>(n + p), static_cast<Eigen::Index>(p));
+    for (size_t j = 0; j < p; ++j) {
+      const auto jj = static_cast<Eigen::Index>(j);
+      const double h = u(jj) > 0.5 ? -1e-6 : 1e-6;  // step into the box
+      Eigen::VectorXd uh = u;
+      uh(jj) += h;
+      J.col(jj) = (residuals(uh) - r) / h;
+    }
+    const Eigen::MatrixXd A = J.transpose() * J;
+    const Eigen::VectorXd g = J.transpose() * r;
+    bool improved = false;
+    for (int tries = 0; tries < 12 && !improved; ++tries) {
+      Eigen::MatrixXd Ad = A;
+      for (Eigen::Index j = 0; j < Ad.rows(); ++j) Ad(j, j) += lambda * (A(j, j) + 1e-9);
+      Eigen::VectorXd step = Ad.ldlt().solve(-g);
+      Eigen::VectorXd un = u + step;
+      for (Eigen::Index j = 0; j < un.size(); ++j) un(j) = std::clamp(un(j), 0.0, 1.0);
+      const Eigen::VectorXd rn = residuals(un);
+      const double cn = rn.squaredNorm();
+      if (cn < cost) {
+        const double gain = cost - cn;
+        u = un, r = rn, cost = cn, improved = true;
+        lambda = std::max(lambda / 3, 1e-9);
+        if (gain < 1e-12 * std::max(1.0, cost)) it = 1000;
+      } else {
+        lambda *= 4;
+      }
+    }
+    if (!improved) break;
+  }
+  for (size_t j = 0; j < p; ++j) cal.set(params[j], to_x(j, u(static_cast<Eigen::Index>(j))));
+  return std::min(it, 200);
+}
+
+}  // namespace
+
+FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& start, const std::string& generation) {
+  std::vector<const PartRecord*> mine;
+  for (const PartRecord& r : records)
+    if (generation.empty() || r.generation == generation) mine.push_back(&r);
+  if (mine.empty()) throw InputError("no measurement record is of GPU generation \"" + generation + "\"");
+  if (generation.empty())
+    for (const PartRecord* r : mine)
+      if (r->generation != mine.front()->generation)
+        throw InputError("the records are of several GPU generations (" + mine.front()->generation + ", " +
+                         r->generation + "): name one with --generation");
+  std::sort(mine.begin(), mine.end(), [](const PartRecord* a, const PartRecord* b) { return a->id < b->id; });
+  FitReport rep;
+  rep.fitted = start;
+  const std::string gen = mine.front()->generation;
+  for (int ci = 0; ci < static_cast<int>(PartClass::kCount); ++ci) {
+    const auto cls = static_cast<PartClass>(ci);
+    ClassRecords g{cls, {}, {}, {}};
+    std::vector<const PartRecord*> usable;
+    for (const PartRecord* r : mine)
+      if (r->cls == cls) (r->check_only ? g.check : usable).push_back(r);
+    if (usable.empty() && g.check.empty()) continue;
+    // Every fourth record is held back, unless it is the only one that moves one of the class's
+    // parameters (holding it back would leave that parameter unfitted).
+    auto moves = [&](const PartRecord* r, Param p) {
+      const ParamDef& d = param_def(p);
+      Calibration c = rep.fitted;
+      const double x = c[p], h = (d.max - d.min) * 1e-3;
+      c.set(p, x + h <= d.max ? x + h : x - h);
+      return std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9;
+    };
+    auto sole_mover = [&](const PartRecord* r) {
+      for (Param p : class_params(cls)) {
+        if (!moves(r, p)) continue;
+        int others = 0;
+        for (const PartRecord* o : usable) others += o != r && moves(o, p);
+        if (others == 0) return true;
+      }
+      return false;
+    };
+    for (size_t i = 0; i < usable.size(); ++i)
+      (usable.size() >= 4 && i % 4 == 3 && !sole_mover(usable[i]) ? g.held : g.fit).push_back(usable[i]);
+    ClassFit cf;
+    cf.cls = cls;
+    cf.generation = gen;
+    cf.fitted = static_cast<int>(g.fit.size());
+    cf.held_back = static_cast<int>(g.held.size());
+    cf.checked = static_cast<int>(g.check.size());
+    const Calibration before = rep.fitted;
+    // A parameter is fitted only when some record's prediction moves with it.
+    std::vector<Param> free;
+    for (Param p : class_params(cls)) {
+      const ParamDef& d = param_def(p);
+      bool seen = false;
+      for (const PartRecord* r : g.fit) {
+        Calibration c = rep.fitted;
+        const double x = c[p], h = (d.max - d.min) * 1e-3;
+        c.set(p, x + h <= d.max ? x + h : x - h);
+        if (std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9) {
+          seen = true;
+          break;
+        }
+      }
+      if (seen) free.push_back(p);
+    }
+    // No more parameters than records: the level terms (listed first) before the shape terms.
+    if (free.size() > g.fit.size()) free.resize(g.fit.size());
+    cf.iterations = solve(g.fit, free, rep.fitted, start);
+    for (Param p : class_params(cls)) {
+      ParamFit pf{p, before[p], rep.fitted[p], {}};
+      if (std::find(free.begin(), free.end(), p) != free.end()) {
+        const ParamDef& d = param_def(p);
+        for (const PartRecord* r : g.fit) {
+          Calibration c = rep.fitted;
+          const double x = c[p], h = (d.max - d.min) * 1e-3;
+          c.set(p, x + h <= d.max ? x + h : x - h);
+          if (std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9) pf.fitted_on.push_back(r->id);
+        }
+      }
+      cf.params.push_back(pf);
+    }
+    double ss = 0;
+    int cnt = 0;
+    for (const auto* set : {&g.fit, &g.held, &g.check})
+      for (const PartRecord* r : *set) {
+        RecordFit rf{r, predict_part(*r, before) / r->value - 1, predict_part(*r, rep.fitted) / r->value - 1,
+                     set == &g.held};
+        if (set != &g.check) {
+          ss += std::pow(std::log1p(rf.after), 2);
+          ++cnt;
+        }
+        cf.records.push_back(rf);
+      }
+    cf.rms_log_after = cnt ? std::sqrt(ss / cnt) : 0;
+    // A spread from fewer than four records (which as many parameters can fit exactly) is not
+    // evidence of accuracy: the class keeps at least the starting profile's spread.
+    double spread = cf.rms_log_after;
+    if (cnt < 4)
+      if (auto it = start.residual_rms.find(to_string(cls)); it != start.residual_rms.end()) spread = std::max(spread, it->second);
+    if (cnt) rep.fitted.residual_rms[to_string(cls)] = spread;
+    rep.classes.push_back(std::move(cf));
+  }
+  return rep;
 }
 
 }  // namespace moeperf

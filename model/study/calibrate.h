@@ -1,41 +1,118 @@
-// Fitting the cost model's parameters to measured op times (least squares, Eigen inside).
+// Fitting the cost model's efficiency parameters to measurements of parts: published
+// microbenchmarks (calibration/published/) and the executor's own op timings (moeperf run --out),
+// read as the same kind of record (model/io/parts.h).
 //
-// Each measured op is one sample: GEMMs (FLOPs > 0) as t = FLOPs / (peak x gemm_peak_fraction) +
-// kernel_launch_s, memory-bound ops as t = bytes / (bandwidth x hbm_fraction) + kernel_launch_s,
-// with the peak and bandwidth of the machine that was measured. The model is linear in
-// (1/gemm_peak_fraction, 1/hbm_fraction, kernel_launch_s): ordinary least squares on the
-// training samples; every fourth sample is held back, and the error before (current profile) and
-// after (fitted) is reported on both sets.
+// Every record is priced by the very functions the Pricer uses (model/pricing/efficiency.h for
+// GEMMs, attention and memory kernels; the topology's collective algorithms for NCCL collectives;
+// the fused EP kernel's fractions for dispatch/combine) and compared in log space,
+// r = sqrt(w) x ln(predicted / measured), w the record's confidence weight (high 1, medium 0.6,
+// low 0.3). Each op class is fitted on its own, in the order memory, host copies, GEMM, attention,
+// collectives, EP kernels (a later class reads the earlier ones' values, e.g. the GEMM roofline
+// the fitted hbm_fraction): projected Gauss-Newton with a Levenberg damping on the class's
+// parameters normalised to their bounds, a weak pull toward the starting value so that a
+// parameter the records cannot see stays put. Per (class, GPU generation) every fourth record by
+// id is held back when the group has four or more; records marked "check" are priced and shown,
+// never fitted (another kernel than the profile's, a figure read as an upper bound).
+// Deterministic: no randomness, records in id order.
 //
-//   std::vector<Sample> s = ...;                      // from measurements JSON (model/io)
-//   FitReport f = fit_compute_params(s, Calibration{});
+//   std::vector<PartRecord> recs = io::load_parts("calibration/published/gemm.json");
+//   FitReport f = fit_parts(recs, Calibration{}, "hopper");
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/hardware/topology.h"
 #include "model/params.h"
+#include "model/pricing/efficiency.h"
+#include "model/specs.h"
+#include "model/workload/step.h"
 
 namespace moeperf {
 
-struct Sample {
-  std::string name;
-  double flops = 0, bytes = 0;     // per call
-  double seconds = 0;              // measured (median)
-  double peak_flops = 0, bandwidth = 0;  // of the measured machine
+enum class PartClass { memory, host_copy, gemm, attention, collective, ep, kCount };
+const char* to_string(PartClass c);
+// The parameters `calibrate` fits for a class.
+std::vector<Param> class_params(PartClass c);
+
+enum class PartMetric { seconds, flop_rate, byte_rate, bus_bandwidth, algorithm_bandwidth };
+
+struct PartRecord {
+  std::string id, file;       // file: where it was read, for messages
+  std::string op;             // as the model names it: gemm, grouped_gemm, attention.fwd, collective.all_reduce, ...
+  PartClass cls = PartClass::gemm;
+  std::string gpu_key;        // the file's name for the GPU or system
+  GpuSpec gpu;
+  std::string generation;     // "hopper", "blackwell", "blackwell-ultra" (compute capability), or the GPU's name
+  std::shared_ptr<const SystemSpec> system;    // collectives, host copies, EP kernels
+  std::shared_ptr<const Topology> topology;    // collectives: the job's GPUs on the system
+  int64_t gpus = 0;
+  // GEMM
+  GemmShape gemm;
+  Dtype dtype = Dtype::bf16;
+  double flops = 0;           // attention and executor GEMMs: the FLOPs the rate counts
+  // Attention
+  AttentionShape attention;
+  // Memory, host copies, collectives
+  double bytes = 0;
+  Collective collective = Collective::none;
+  std::string algorithm;      // a collective's algorithm when the record names one ("ring", "nvls", "tree")
+  // EP kernels
+  double ep = 0, sms = 0;
+  bool rdma = false;
+  // What was measured, in SI units (s, FLOP/s, B/s)
+  PartMetric metric = PartMetric::seconds;
+  double value = 0;
+  double weight = 1;          // from confidence
+  std::string confidence, library, source, why;
+  bool check_only = false;    // "use": "check"
+};
+
+// The record's metric as the model predicts it with `cal`.
+double predict_part(const PartRecord& r, const Calibration& cal);
+
+struct RecordFit {
+  const PartRecord* record = nullptr;
+  double before = 0, after = 0;   // predicted / measured - 1
+  bool held_back = false;
+};
+
+struct ParamFit {
+  Param param;
+  double before = 0, after = 0;
+  std::vector<std::string> fitted_on;  // record ids (empty: not fitted, kept from the start)
+};
+
+struct ClassFit {
+  PartClass cls;
+  std::string generation;
+  int fitted = 0, held_back = 0, checked = 0;
+  std::vector<ParamFit> params;
+  std::vector<RecordFit> records;   // every record of the group, fitted, held back and checked
+  double rms_log_after = 0;         // over fitted and held-back records: the class's band
+  int iterations = 0;
 };
 
 struct FitReport {
   Calibration fitted;
-  int train = 0, held_back = 0;
-  double rms_rel_error_before_train = 0, rms_rel_error_after_train = 0;
-  double rms_rel_error_before_held = 0, rms_rel_error_after_held = 0;
+  std::vector<ClassFit> classes;
   std::vector<std::string> notes;
 };
 
-// Throws InputError when there are too few samples of a kind to fit its parameter.
-FitReport fit_compute_params(const std::vector<Sample>& samples, const Calibration& start);
+// Fits every class with records of `generation` (empty: the records must all be of one
+// generation). Throws InputError when no record is of that generation.
+FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& start, const std::string& generation);
 
-double predicted_seconds(const Sample& s, const Calibration& c);
+// The generation name of a GPU: hopper (9.x), blackwell (10.0), blackwell-ultra (10.3), or its name.
+std::string gpu_generation(const GpuSpec& g);
+
+struct ErrorStats {
+  int n = 0;
+  double median = 0, worst = 0;  // of |predicted / measured - 1|
+};
+ErrorStats error_stats(const std::vector<RecordFit>& v, bool after, int which);  // which: 0 fitted, 1 held back, 2 checked
 
 }  // namespace moeperf

@@ -1,6 +1,7 @@
 #include "model/study/predict.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "model/pricing/cost.h"
@@ -153,6 +154,31 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   for (double x : exposed_share) exposed += x;
   r.exposed_comm = Seconds(exposed);
   r.exposed_comm_fraction = r.step_time.value() > 0 ? exposed / r.step_time.value() : 0.0;
+  // The band: per op class its critical-path share times its fit spread, in quadrature.
+  {
+    std::map<std::string, double> share;
+    const double step = std::max(r.step_time.value(), 1e-300);
+    auto add = [&](const char* cls, double sec) { share[cls] += sec / step; };
+    add("gemm", r.breakdown[static_cast<size_t>(Category::gemm)].value());
+    add("attention", r.breakdown[static_cast<size_t>(Category::attention)].value());
+    add("memory", r.breakdown[static_cast<size_t>(Category::memory)].value() +
+                      r.breakdown[static_cast<size_t>(Category::optimizer)].value());
+    for (const OpSummary& o : r.ops) {
+      if (o.category == Category::offload) add("host_copy", o.exposed.value());
+      else if (o.category == Category::ep_comm && s.stack.dispatcher == Dispatcher::fused_dedup) add("ep", o.exposed.value());
+      else if (is_communication(o.category)) add("collective", o.exposed.value());
+    }
+    double sq = 0;
+    for (auto& [cls, w] : share) {
+      auto it = cal.residual_rms.find(cls);
+      if (it == cal.residual_rms.end()) continue;
+      const double term = std::min(1.0, w) * it->second;
+      r.band_terms[cls] = term;
+      sq += term * term;
+    }
+    r.band = std::sqrt(sq);
+  }
+  r.profile = cal.profile;
   r.memory = memory_report(s, r.load, cal);
   const double tokens_per_step = static_cast<double>(s.batch.global_batch * s.batch.seq_len);
   const double gpus = static_cast<double>(s.gpus);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,12 @@ struct StepReport {
   ExpertLoad load;
   std::vector<OpSummary> ops;
   std::vector<std::string> notes;
+  // The calibration profile that priced it, and the error band: each op class's share of the step
+  // on the critical path (compute kernels' time, communication's exposed time) times that class's
+  // fit spread (Calibration::residual_rms), added in quadrature. 0 without a fitted profile.
+  std::string profile;
+  double band = 0;                              // relative: step_time x (1 -/+ band)
+  std::map<std::string, double> band_terms;     // per class: share x spread
   // The pieces, for traces and views.
   std::shared_ptr<const Scenario> scenario;
   std::shared_ptr<const Topology> topology;

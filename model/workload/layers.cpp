@@ -58,6 +58,11 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   op.model_flops = Flops(recompute ? 0.0 : backward ? 2.0 * fwd : fwd);
   op.hbm_bytes = Bytes(backward ? 2.5 * io : io);
   op.dtype = Dtype::bf16;
+  // The kernel's shape for its efficiency curve: n the mean head dim, k the mean keys per query
+  // (fwd = tokens x 2 x keys x heads x (qk + vd)).
+  op.m = static_cast<int64_t>(t_);
+  op.n = static_cast<int64_t>(std::lround((qk + vd) / 2.0));
+  op.k = static_cast<int64_t>(std::max(1.0, std::round(fwd / (t_ * 2.0 * heads * (qk + vd)))));
   emit(std::move(op));
 }
 

@@ -20,6 +20,10 @@ NvlinkDomainSpec parse_domain(Refs& refs, const Node& n);
 FatTreeSpec parse_fat_tree(Refs& refs, const Node& n);
 SystemSpec parse_system(Refs& refs, const Node& n);
 
+// A calibration profile ({"kind": "calibration", "params": {...}}): the parameters it names, each
+// within its range, over `base`; its name (and residual spread, when it has one) for reports.
+Calibration parse_calibration(const Node& n, const Calibration& base);
+
 ModelSpec parse_own_model(const Node& n);
 // A Hugging Face config.json as published (keys we do not use are allowed).
 ModelSpec parse_hf_model(const Node& n);

@@ -369,7 +369,7 @@ TEST(Collective, NvlsAllReduceStaysBelowBnOverNPlusOne) {
   const double B = 18 * 25e9;  // the GPU's NVLink bandwidth per direction
   const double size = 8e9, algbw = size / c.time(Bytes(size)).value();
   EXPECT_LT(algbw, B * 8 / 9);
-  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (1.0 + 1.0 / 8) / (B * cal[Param::nvlink_fraction]), 1e-24);
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (1.0 + 1.0 / 8) / (B * cal[Param::nvls_fraction]), 1e-24);
 }
 
 // HBM traffic per byte of a collective's size, by algorithm: what it reads and writes.

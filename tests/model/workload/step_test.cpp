@@ -1,4 +1,5 @@
 // The step lowering, pricing, memory and serial estimate against closed forms.
+#include <cmath>
 #include "model/workload/step.h"
 
 #include <gtest/gtest.h>
@@ -215,8 +216,11 @@ TEST(Pricing, GemmRooflineClosedForm) {
   op.flops = Flops(1e12);
   op.hbm_bytes = Bytes(1e6);
   op.dtype = Dtype::mxfp8;
-  op.m = 4096, op.n = 4096, op.k = 256;
-  const double eff = 0.80 * 256 / (256 + 64.0);
+  op.m = 4096, op.n = 4000, op.k = 256;
+  // Defaults: fraction 0.8, no K roll-off, 128 x 128 tiles: N padded 4000 -> 4096; 32 x 32 tiles x 2
+  // K blocks = 2048 units over the SMs in whole waves.
+  const double sms = s.system.gpu().sms, waves = std::ceil(2048.0 / sms);
+  const double eff = 0.80 * (4000.0 / 4096) * (2048.0 / (waves * sms));
   EXPECT_NEAR(pr.compute_time(op).value(), 1e12 / (5e15 * eff) + 4e-6, 1e-15);
   op.hbm_bytes = Bytes(1e12);  // memory-bound now
   EXPECT_NEAR(pr.compute_time(op).value(), 1e12 / (8e12 * 0.85) + 4e-6, 1e-12);
@@ -580,31 +584,70 @@ TEST(WhatIf, Gb200DiffersFromGb300ByItsNicsAndHbm) {
 namespace moeperf {
 namespace {
 
-// Calibration recovers known parameters from synthetic measurements made with them, and the
-// held-back error drops to zero.
-TEST(Calibrate, LeastSquaresRecoversKnownParameters) {
+GpuSpec test_gpu() {
+  GpuSpec g;
+  g.name = "test";
+  g.cc_major = 9;
+  g.sms = 132;
+  g.dense_bf16 = FlopsPerSecond(1e15);
+  g.dense_fp8 = FlopsPerSecond(2e15);
+  g.hbm_bandwidth = BytesPerSecond(4e12);
+  return g;
+}
+
+// The fit recovers known parameters from synthetic measurements priced with them (GEMMs of
+// several shapes and dtypes, copies), held-back records included; the fit is deterministic.
+TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
   Calibration truth;
-  truth.set(Param::gemm_peak_fraction, 0.62);
+  truth.set(Param::gemm_fraction_bf16, 0.62);
+  truth.set(Param::gemm_fraction_fp8, 0.55);
+  truth.set(Param::gemm_k_half, 300);
   truth.set(Param::hbm_fraction, 0.71);
-  truth.set(Param::kernel_launch_s, 7e-6);
-  std::vector<Sample> samples;
-  for (int i = 0; i < 24; ++i) {
-    Sample s;
-    s.name = "op" + std::to_string(i);
-    s.peak_flops = 1e15, s.bandwidth = 4e12;
-    if (i % 2 == 0) s.flops = 1e9 * (1 + i);
-    else s.bytes = 1e7 * (1 + i);
-    s.seconds = predicted_seconds(s, truth);
-    samples.push_back(s);
+  std::vector<PartRecord> recs;
+  const GpuSpec g = test_gpu();
+  int i = 0;
+  for (double k : {256.0, 1024.0, 4096.0, 16384.0})
+    for (Dtype d : {Dtype::bf16, Dtype::fp8})
+      for (double m : {2048.0, 8192.0}) {
+        PartRecord r;
+        r.id = "gemm" + std::to_string(i++);
+        r.cls = PartClass::gemm;
+        r.gpu = g;
+        r.generation = "hopper";
+        r.gemm = GemmShape{m, 7168, k, 1};
+        r.dtype = d;
+        r.metric = PartMetric::flop_rate;
+        r.value = predict_part(r, truth);
+        recs.push_back(r);
+      }
+  for (double b : {1e8, 1e9, 4e9, 1e10}) {
+    PartRecord r;
+    r.id = "copy" + std::to_string(i++);
+    r.cls = PartClass::memory;
+    r.gpu = g;
+    r.generation = "hopper";
+    r.bytes = b;
+    r.metric = PartMetric::byte_rate;
+    r.value = predict_part(r, truth);
+    recs.push_back(r);
   }
-  const FitReport f = fit_compute_params(samples, Calibration{});
-  EXPECT_NEAR(f.fitted[Param::gemm_peak_fraction], 0.62, 1e-9);
-  EXPECT_NEAR(f.fitted[Param::hbm_fraction], 0.71, 1e-9);
-  EXPECT_NEAR(f.fitted[Param::kernel_launch_s], 7e-6, 1e-12);
-  EXPECT_EQ(f.held_back, 6);
-  EXPECT_GT(f.rms_rel_error_before_held, 0.05);
-  EXPECT_LT(f.rms_rel_error_after_held, 1e-9);
-  EXPECT_THROW(fit_compute_params({samples[0], samples[1]}, Calibration{}), InputError);
+  const FitReport f = fit_parts(recs, Calibration{}, "hopper");
+  EXPECT_NEAR(f.fitted[Param::gemm_fraction_bf16], 0.62, 1e-3);
+  EXPECT_NEAR(f.fitted[Param::gemm_fraction_fp8], 0.55, 1e-3);
+  EXPECT_NEAR(f.fitted[Param::gemm_k_half], 300, 2);
+  EXPECT_NEAR(f.fitted[Param::hbm_fraction], 0.71, 1e-3);
+  ASSERT_EQ(f.classes.size(), 2u);
+  for (const ClassFit& c : f.classes) {
+    EXPECT_GT(c.held_back, 0);
+    EXPECT_LT(error_stats(c.records, true, 1).worst, 1e-3) << to_string(c.cls);
+  }
+  EXPECT_GT(error_stats(f.classes[1].records, false, 0).worst, 0.05);  // the defaults were off
+  // A parameter no record moves (NVFP4) stays at its start and says so.
+  for (const ParamFit& p : f.classes[1].params)
+    if (p.param == Param::gemm_fraction_nvfp4) { EXPECT_TRUE(p.fitted_on.empty()); }
+  const FitReport again = fit_parts(recs, Calibration{}, "hopper");
+  for (const ParamDef& d : param_defs()) EXPECT_EQ(f.fitted[d.id], again.fitted[d.id]) << d.name;
+  EXPECT_THROW(fit_parts(recs, Calibration{}, "blackwell"), InputError);
 }
 
 }  // namespace

@@ -1,0 +1,366 @@
+// Measurement records of parts (published microbenchmarks and executor output), calibration
+// profiles (reading and writing) and the profiles built into the binary.
+#include "model/io/parts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "model/io/detail/parsers.h"
+#include "model/pricing/collective.h"
+#include "model/workload/flops.h"
+
+namespace moeperf::io {
+
+namespace detail {
+
+Calibration parse_calibration(const Node& n, const Calibration& base) {
+  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "fit"});
+  Calibration c = base;
+  const Node p = n.at("params");
+  p.expect_object();
+  std::vector<std::string> names;
+  for (const ParamDef& d : param_defs()) names.emplace_back(d.name);
+  for (auto& [k, v] : p.raw().items()) {
+    const Node x(v, p.file(), p.path() + "/" + k);
+    const auto id = find_param(k);
+    if (!id)
+      x.fail("unknown parameter \"" + k + "\"" +
+             (did_you_mean(k, names).empty() ? "; expected one of " + join_choices(names) : did_you_mean(k, names)));
+    const ParamDef& d = param_def(*id);
+    const double val = x.as_number();
+    if (!std::isfinite(val) || val < d.min || val > d.max)
+      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
+             std::string(d.unit) + ", got " + v.dump());
+    c.set(*id, val);
+  }
+  const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
+  c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
+  if (auto r = n.get("residual_rms")) {
+    r->expect_object();
+    for (auto& [k, v] : r->raw().items()) {
+      const Node x(v, r->file(), r->path() + "/" + k);
+      bool known = false;
+      for (int i = 0; i < static_cast<int>(PartClass::kCount); ++i) known = known || k == to_string(static_cast<PartClass>(i));
+      if (!known) x.fail("expected an op class (memory, host_copy, gemm, attention, collective, ep), got \"" + k + "\"");
+      const double val = x.as_number();
+      if (!std::isfinite(val) || val < 0) x.fail("expected a spread >= 0, got " + v.dump());
+      c.residual_rms[k] = val;
+    }
+  }
+  return c;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
+struct OpKind {
+  const char* name;
+  PartClass cls;
+  Collective coll;
+};
+constexpr OpKind kOps[] = {
+    {"gemm", PartClass::gemm, Collective::none},
+    {"grouped_gemm", PartClass::gemm, Collective::none},
+    {"attention.fwd", PartClass::attention, Collective::none},
+    {"attention.bwd", PartClass::attention, Collective::none},
+    {"memory.copy", PartClass::memory, Collective::none},
+    {"host.h2d", PartClass::host_copy, Collective::none},
+    {"host.d2h", PartClass::host_copy, Collective::none},
+    {"collective.all_reduce", PartClass::collective, Collective::all_reduce},
+    {"collective.all_gather", PartClass::collective, Collective::all_gather},
+    {"collective.reduce_scatter", PartClass::collective, Collective::reduce_scatter},
+    {"collective.all_to_all", PartClass::collective, Collective::all_to_all},
+    {"collective.send_recv", PartClass::collective, Collective::send_recv},
+    {"ep.dispatch", PartClass::ep, Collective::none},
+    {"ep.combine", PartClass::ep, Collective::none},
+};
+
+double confidence_weight(const Node& n) {
+  const std::string c = n.as_string();
+  if (c == "high") return 1.0;
+  if (c == "medium") return 0.6;
+  if (c == "low") return 0.3;
+  n.fail("expected \"high\", \"medium\" or \"low\", got \"" + c + "\"");
+}
+
+Dtype parse_dtype(const Node& n) {
+  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
+                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
+}
+
+double positive(const Node& shape, const char* key) { return static_cast<double>(shape.at(key).as_positive_number()); }
+
+// "1426 TFLOP/s", "479 GB/s" or "69 us", whichever kinds the op's metric may be.
+void parse_measured(const Node& m, PartRecord& r, bool rate_is_flops) {
+  if (!m.is_string()) m.fail("expected a measured value with its unit, like \"1426 TFLOP/s\", \"479 GB/s\" or \"69 us\"");
+  const std::string s = m.as_string();
+  try {
+    r.value = parse_seconds(s).value();
+    r.metric = PartMetric::seconds;
+  } catch (const UnitError&) {
+    try {
+      if (rate_is_flops) {
+        r.value = parse_flop_rate(s).value();
+        r.metric = PartMetric::flop_rate;
+      } else {
+        r.value = parse_bandwidth(s).value();
+        r.metric = PartMetric::byte_rate;
+      }
+    } catch (const UnitError& e) {
+      m.fail(std::string("expected ") + (rate_is_flops ? "a FLOP rate like \"1426 TFLOP/s\"" : "a bandwidth like \"479 GB/s\"") +
+             " or a time like \"69 us\", got \"" + s + "\" (" + e.what() + ")");
+    }
+  }
+  if (!std::isfinite(r.value) || r.value <= 0) m.fail("expected a positive measured value, got \"" + s + "\"");
+}
+
+template <class T>
+std::shared_ptr<const T> lookup(const std::map<std::string, std::shared_ptr<const T>>& m, const Node& key, const char* what,
+                                const char* table) {
+  const std::string k = key.as_string();
+  auto it = m.find(k);
+  if (it == m.end()) {
+    std::vector<std::string> names;
+    for (auto& [n, v] : m) names.push_back(n);
+    key.fail(std::string("unknown ") + what + " \"" + k + "\": expected a name from the file's \"" + table + "\" (" +
+             (names.empty() ? std::string("empty") : join_choices(names)) + ")");
+  }
+  return it->second;
+}
+
+PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_ptr<const GpuSpec>>& gpus,
+                        const std::map<std::string, std::shared_ptr<const SystemSpec>>& systems) {
+  x.expect_object();
+  x.allow_only({"id", "op", "gpu", "system", "gpus", "gpus_per_domain", "shape", "dtype", "algorithm", "measured", "metric",
+                "library", "source", "quote", "confidence", "use", "why", "notes", "derivation"});
+  PartRecord r;
+  r.file = x.file();
+  r.id = x.at("id").as_string();
+  const Node op = x.at("op");
+  const std::string o = op.as_string();
+  const OpKind* kind = nullptr;
+  for (const OpKind& k : kOps)
+    if (o == k.name) kind = &k;
+  if (!kind) {
+    std::vector<std::string> names;
+    for (const OpKind& k : kOps) names.emplace_back(k.name);
+    op.fail("unknown op \"" + o + "\": expected one of " + join_choices(names) + did_you_mean(o, names));
+  }
+  r.op = o;
+  r.cls = kind->cls;
+  r.collective = kind->coll;
+  r.source = x.at("source").as_string();
+  r.confidence = x.at("confidence").as_string();
+  r.weight = confidence_weight(x.at("confidence"));
+  r.library = x.string_or("library", "");
+  r.why = x.string_or("why", "");
+  if (auto u = x.get("use")) {
+    const std::string v = u->as_string();
+    if (v != "fit" && v != "check") u->fail("expected \"fit\" or \"check\", got \"" + v + "\"");
+    r.check_only = v == "check";
+    if (r.check_only && r.why.empty()) x.fail("a record used only to \"check\" needs a \"why\"");
+  }
+  const bool needs_system = r.cls == PartClass::collective || r.cls == PartClass::ep || r.cls == PartClass::host_copy;
+  if (needs_system) {
+    r.system = lookup(systems, x.at("system"), "system", "systems");
+    r.gpu = r.system->gpu();
+    r.gpu_key = x.at("system").as_string();
+  } else {
+    const auto g = lookup(gpus, x.at("gpu"), "GPU", "gpus");
+    r.gpu = *g;
+    r.gpu_key = x.at("gpu").as_string();
+  }
+  r.generation = gpu_generation(r.gpu);
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  const Node sh = x.has("shape") ? x.at("shape") : Node(kEmpty, x.file(), x.path() + "/shape");
+  sh.expect_object();
+  switch (r.cls) {
+    case PartClass::gemm: {
+      sh.allow_only({"m", "n", "k", "batch", "groups"});
+      r.gemm = GemmShape{positive(sh, "m"), positive(sh, "n"), positive(sh, "k"), 1};
+      if (auto b = sh.get("batch")) r.gemm.groups = b->as_positive_number();
+      if (auto g = sh.get("groups")) r.gemm.groups = g->as_positive_number();
+      if (o == "grouped_gemm" && !sh.has("groups")) sh.fail("expected \"groups\" (experts) for a grouped GEMM");
+      if (o == "gemm" && sh.has("groups")) sh.at("groups").fail("expected \"batch\" for a batched GEMM (\"groups\" is for grouped_gemm)");
+      r.gemm.ragged = o == "grouped_gemm";
+      r.dtype = parse_dtype(x.at("dtype"));
+      parse_measured(x.at("measured"), r, true);
+      break;
+    }
+    case PartClass::attention: {
+      sh.allow_only({"batch", "heads", "seq", "head_dim", "head_dim_qk", "head_dim_v", "causal", "window"});
+      const double b = sh.has("batch") ? positive(sh, "batch") : 1, h = sh.has("heads") ? positive(sh, "heads") : 16;
+      const double seq = positive(sh, "seq");
+      double dqk = 0, dv = 0;
+      if (sh.has("head_dim")) dqk = dv = positive(sh, "head_dim");
+      else dqk = positive(sh, "head_dim_qk"), dv = positive(sh, "head_dim_v");
+      const bool causal = sh.bool_or("causal", false);
+      const int64_t window = sh.has("window") ? sh.at("window").as_nonneg_int() : 0;
+      const double keys = causal || window > 0 ? attended_keys(static_cast<int64_t>(seq), static_cast<int>(window)) : seq;
+      const bool bwd = o == "attention.bwd";
+      // FlashAttention's FLOP convention: 2 x (QK^T + PV) per query and key; the backward 2.5 x.
+      const double fwd = 2.0 * b * h * seq * keys * (dqk + dv);
+      r.flops = bwd ? 2.5 * fwd : fwd;
+      r.bytes = (bwd ? 2.5 : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
+      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd};
+      if (x.has("dtype")) {
+        const Dtype d = parse_dtype(x.at("dtype"));
+        if (d != Dtype::bf16 && d != Dtype::fp16) x.at("dtype").fail("expected bf16 or fp16 attention (the model prices attention in BF16)");
+      }
+      parse_measured(x.at("measured"), r, true);
+      break;
+    }
+    case PartClass::memory:
+    case PartClass::host_copy:
+      sh.allow_only({"bytes"});
+      r.bytes = sh.has("bytes") ? sh.at("bytes").as_bytes().value() : 1073741824.0;
+      parse_measured(x.at("measured"), r, false);
+      break;
+    case PartClass::collective: {
+      sh.allow_only({"bytes"});
+      r.bytes = sh.at("bytes").as_bytes().value();
+      r.gpus = x.at("gpus").as_positive_int();
+      if (r.gpus < 2) x.at("gpus").fail("expected at least 2 GPUs for a collective");
+      SystemSpec sys = *r.system;
+      if (auto g = x.get("gpus_per_domain")) {
+        const int64_t per = g->as_positive_int();
+        if (per > sys.domain.gpus()) g->fail("expected at most the domain's " + std::to_string(sys.domain.gpus()) + " GPUs");
+        // The measured partition as the domain: one tray cut to `per` GPUs, or `per / tray` trays.
+        if (per < sys.domain.tray.gpus) {
+          sys.domain.tray.gpus = static_cast<int>(per);
+          sys.domain.tray.nics = std::min(sys.domain.tray.nics, static_cast<int>(per));
+          sys.domain.trays = 1;
+        } else if (per % sys.domain.tray.gpus == 0) {
+          sys.domain.trays = static_cast<int>(per / sys.domain.tray.gpus);
+        } else {
+          g->fail("expected a multiple of the tray's " + std::to_string(sys.domain.tray.gpus) + " GPUs, or fewer");
+        }
+        sys.gpus_per_domain_when_spanning = 0;
+      }
+      if (r.gpus > sys.domain.gpus() && !sys.fabric) x.at("gpus").fail("expected at most the system's " + std::to_string(sys.domain.gpus()) + " GPUs: it has no fabric");
+      r.system = std::make_shared<const SystemSpec>(sys);
+      r.topology = std::make_shared<const Topology>(Topology::build(sys, r.gpus));
+      if (auto a = x.get("algorithm")) {
+        r.algorithm = a->as_string();
+        static const std::set<std::string> kAlgos{"ring", "tree", "nvls", "nvls_tree", "direct", "hierarchical", "p2p"};
+        if (!kAlgos.count(r.algorithm))
+          a->fail("expected one of \"ring\", \"tree\", \"nvls\", \"nvls_tree\", \"direct\", \"hierarchical\", got \"" + r.algorithm + "\"");
+      }
+      parse_measured(x.at("measured"), r, false);
+      if (r.metric == PartMetric::byte_rate) {
+        const Node m = x.at("metric");
+        const std::string v = m.as_string();
+        if (v == "busbw") r.metric = PartMetric::bus_bandwidth;
+        else if (v == "algbw") r.metric = PartMetric::algorithm_bandwidth;
+        else m.fail("expected \"busbw\" or \"algbw\" (nccl-tests' bus or algorithm bandwidth), got \"" + v + "\"");
+      }
+      break;
+    }
+    case PartClass::ep: {
+      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k"});
+      r.ep = positive(sh, "ep");
+      r.sms = positive(sh, "sms");
+      const Node l = sh.at("link");
+      const std::string v = l.as_string();
+      if (v != "nvlink" && v != "rdma") l.fail("expected \"nvlink\" or \"rdma\", got \"" + v + "\"");
+      r.rdma = v == "rdma";
+      parse_measured(x.at("measured"), r, false);
+      if (r.metric == PartMetric::seconds) x.at("measured").fail("expected an algorithm bandwidth like \"640 GB/s\"");
+      r.metric = PartMetric::algorithm_bandwidth;
+      break;
+    }
+    case PartClass::kCount: break;
+  }
+  return r;
+}
+
+// The executor's measurements (moeperf run --out): compute ops as records on the measured machine.
+std::vector<PartRecord> parse_executor(const Node& root, const std::string& path) {
+  const Node machine = root.at("machine");
+  GpuSpec g;
+  g.name = machine.has("gpu") && machine.at("gpu").has("name") ? machine.at("gpu").at("name").as_string()
+                                                                : "executor machine (" + machine.at("cpu").as_string() + ")";
+  if (machine.has("gpu") && machine.at("gpu").has("sms")) g.sms = static_cast<int>(machine.at("gpu").at("sms").as_positive_int());
+  else g.sms = machine.has("cores") ? static_cast<int>(machine.at("cores").as_positive_int()) : 1;
+  g.dense_bf16 = g.dense_fp8 = FlopsPerSecond(machine.at("gemm_peak_flops_measured").as_positive_number());
+  g.hbm_bandwidth = BytesPerSecond(machine.at("copy_bandwidth_measured").as_positive_number());
+  const std::string stem = std::filesystem::path(path).stem().string();
+  std::vector<PartRecord> out;
+  const Node ops = root.at("ops");
+  ops.expect_object();
+  for (auto& [name, v] : ops.raw().items()) {
+    const Node op(v, path, "/ops/" + name);
+    const std::string kind = op.at("kind").as_string();
+    if (kind == "communication") continue;
+    if (kind != "gemm" && kind != "memory") op.at("kind").fail("expected \"gemm\", \"memory\" or \"communication\", got \"" + kind + "\"");
+    PartRecord r;
+    r.file = path;
+    r.id = stem + "/" + name;
+    r.op = kind == "gemm" ? "gemm" : "memory.copy";
+    r.cls = kind == "gemm" ? PartClass::gemm : PartClass::memory;
+    r.gpu = g;
+    r.gpu_key = g.name;
+    r.generation = g.name;
+    r.dtype = Dtype::fp32;
+    r.flops = op.at("flops_per_call").as_number();
+    r.bytes = op.at("bytes_per_call").as_number();
+    if (r.cls == PartClass::gemm) {
+      if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for a GEMM");
+      const double side = std::cbrt(r.flops / 2.0);
+      r.gemm = GemmShape{side, side, side, 1};
+    } else if (r.bytes <= 0) {
+      op.at("bytes_per_call").fail("expected a positive byte count for a memory-bound op");
+    }
+    r.metric = PartMetric::seconds;
+    r.value = op.at("median_s").as_positive_number();
+    r.weight = 1;
+    r.confidence = "high";
+    r.source = "moeperf run, " + root.string_or("date", "undated") + ", " + root.string_or("git_revision", "unknown revision");
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PartRecord> load_parts(const std::string& path) {
+  Refs refs;
+  const Node root = refs.open(path);
+  refs.push(path);
+  root.expect_object();
+  if (!root.has("kind") || root.at("kind").as_string() != "measurements")
+    root.fail("expected a measurements file (\"kind\": \"measurements\": records of parts, or moeperf run --out)");
+  if (root.has("ops") && !root.has("records")) return parse_executor(root, path);
+  root.allow_only({"kind", "name", "description", "source", "gpus", "systems", "records"});
+  std::map<std::string, std::shared_ptr<const GpuSpec>> gpus;
+  std::map<std::string, std::shared_ptr<const SystemSpec>> systems;
+  if (auto g = root.get("gpus")) {
+    g->expect_object();
+    for (auto& [k, v] : g->raw().items())
+      gpus[k] = std::make_shared<const GpuSpec>(refs.follow(Node(v, path, g->path() + "/" + k), "gpu", parse_gpu));
+  }
+  if (auto s = root.get("systems")) {
+    s->expect_object();
+    for (auto& [k, v] : s->raw().items())
+      systems[k] = std::make_shared<const SystemSpec>(
+          refs.follow(Node(v, path, s->path() + "/" + k), "system", [&](const Node& n) { return parse_system(refs, n); }));
+  }
+  const Node recs = root.at("records");
+  if (!recs.is_array()) recs.fail("expected an array of measurement records");
+  std::vector<PartRecord> out;
+  std::set<std::string> ids;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    PartRecord r = parse_record(recs[i], gpus, systems);
+    if (!ids.insert(r.id).second) recs[i].at("id").fail("duplicate record id \"" + r.id + "\"");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace moeperf::io

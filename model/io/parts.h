@@ -1,0 +1,37 @@
+// Measurements of parts as records for `moeperf calibrate`: one format for the published
+// microbenchmarks the project ships (calibration/published/*.json) and for the executor's own
+// output (moeperf run --out), read into the same PartRecord with the same op names.
+//
+//   {"kind": "measurements",
+//    "gpus": {"h100": "../../topologies/gpus/h100-sxm.json"},         GPU files, by a short name
+//    "systems": {"dgx-h100": "../../topologies/dgx-h100-cluster.json"}, systems (collectives, EP, host copies)
+//    "records": [{"id": "...", "op": "gemm", "gpu": "h100", "shape": {"m": 4096, "n": 7168, "k": 16384},
+//                 "dtype": "fp8", "measured": "1426 TFLOP/s", "library": "...", "source": "...",
+//                 "confidence": "high"}, ...]}
+//
+// An executor file ("ops" instead of "records") gives one record per timed compute op: "gemm"
+// with its FLOPs, "memory.copy" with its bytes, on a GPU described by the machine's measured
+// peak and copy bandwidth. Every mistake throws SpecError naming the file and JSON path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/study/calibrate.h"
+
+namespace moeperf::io {
+
+std::vector<PartRecord> load_parts(const std::string& path);
+
+// A calibration profile for a fit: every parameter, the files and, per parameter, the records it
+// was fitted on; per class the errors before and after and the residual spread (the band).
+std::string calibration_profile_json(const FitReport& f, const std::vector<std::string>& files,
+                                     const std::string& name, const std::string& start_name);
+
+// The shipped profile of a GPU's generation (calibration/profiles/<generation>.json, built into
+// the binary), or the defaults when none is shipped for it.
+Calibration builtin_profile(const GpuSpec& gpu);
+// Names of the shipped profiles and their JSON text.
+const std::vector<std::pair<std::string, std::string>>& builtin_profiles();
+
+}  // namespace moeperf::io

@@ -1,0 +1,95 @@
+// Calibration profiles: writing a fit as a profile, and the shipped profiles built into the binary
+// (calibration/profiles/*.json, embedded at configure time).
+#include <nlohmann/json.hpp>
+
+#include "model/io/detail/parsers.h"
+#include "model/io/parts.h"
+#include "model/study/calibrate.h"
+
+namespace moeperf::io {
+
+namespace {
+
+// Rounded so that the file reads well and refits give the same bytes on any machine.
+double round_sig(double v, int digits = 6) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
+  return std::round(v * scale) / scale;
+}
+
+const std::vector<std::pair<std::string, std::string>> kBuiltin = {
+#include "builtin_profiles.inc"
+};
+
+}  // namespace
+
+std::string calibration_profile_json(const FitReport& f, const std::vector<std::string>& files, const std::string& name,
+                                     const std::string& start_name) {
+  nlohmann::ordered_json j;
+  j["kind"] = "calibration";
+  j["name"] = name;
+  const std::string gen = f.classes.empty() ? "" : f.classes.front().generation;
+  j["generation"] = gen;
+  j["description"] =
+      "Written by moeperf calibrate: the cost model's parameters fitted to measurements of parts, class by class "
+      "(bounded Gauss-Newton on log errors, every fourth record per class held back). Parameters no record "
+      "constrains keep the starting profile's value (" + start_name + ").";
+  for (const ParamDef& d : param_defs()) j["params"][std::string(d.name)] = round_sig(f.fitted[d.id]);
+  for (auto& [k, v] : f.fitted.residual_rms) j["residual_rms"][k] = round_sig(v, 4);
+  nlohmann::ordered_json fit;
+  fit["measurements"] = files;
+  fit["start"] = start_name;
+  for (const ClassFit& c : f.classes) {
+    nlohmann::ordered_json cj;
+    cj["class"] = to_string(c.cls);
+    cj["records_fitted"] = c.fitted;
+    cj["records_held_back"] = c.held_back;
+    cj["records_checked"] = c.checked;
+    for (int which = 0; which < 3; ++which) {
+      const char* key = which == 0 ? "fitted" : which == 1 ? "held_back" : "checked";
+      const ErrorStats b = error_stats(c.records, false, which), a = error_stats(c.records, true, which);
+      if (a.n == 0) continue;
+      cj["error"][key] = {{"median_before", round_sig(b.median, 3)}, {"worst_before", round_sig(b.worst, 3)},
+                          {"median_after", round_sig(a.median, 3)}, {"worst_after", round_sig(a.worst, 3)}};
+    }
+    cj["rms_log_error"] = round_sig(c.rms_log_after, 4);
+    for (const ParamFit& p : c.params) {
+      const ParamDef& d = param_def(p.param);
+      nlohmann::ordered_json pj;
+      pj["value"] = round_sig(p.after);
+      pj["start"] = round_sig(p.before);
+      pj["bounds"] = {d.min, d.max};
+      if (p.fitted_on.empty()) pj["fitted_on"] = "none: no record of this class moves it; kept from the start";
+      else pj["fitted_on"] = p.fitted_on;
+      cj["params"][std::string(d.name)] = pj;
+    }
+    for (const RecordFit& r : c.records) {
+      nlohmann::ordered_json rj;
+      rj["id"] = r.record->id;
+      rj["use"] = r.record->check_only ? "check" : r.held_back ? "held_back" : "fit";
+      rj["error_before"] = round_sig(r.before, 3);
+      rj["error_after"] = round_sig(r.after, 3);
+      cj["records"].push_back(rj);
+    }
+    fit["classes"].push_back(cj);
+  }
+  j["fit"] = fit;
+  return j.dump(2);
+}
+
+const std::vector<std::pair<std::string, std::string>>& builtin_profiles() { return kBuiltin; }
+
+Calibration builtin_profile(const GpuSpec& gpu) {
+  const std::string gen = gpu_generation(gpu);
+  for (const auto& [name, text] : kBuiltin) {
+    if (name != gen) continue;
+    const detail::json doc = detail::json::parse(text);
+    const detail::Node root(doc, "calibration/profiles/" + name + ".json (built in)", "");
+    Calibration c = detail::parse_calibration(root, Calibration{});
+    c.profile = name + " (calibration/profiles/" + name + ".json)";
+    return c;
+  }
+  return Calibration{};
+}
+
+}  // namespace moeperf::io

@@ -1,0 +1,72 @@
+#include "model/pricing/efficiency.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/pricing/cost.h"
+
+namespace moeperf {
+
+double gemm_fraction(Dtype d, const Calibration& cal) {
+  switch (d) {
+    case Dtype::fp8: return cal[Param::gemm_fraction_fp8];
+    case Dtype::mxfp8: return cal[Param::gemm_fraction_mxfp8];
+    case Dtype::nvfp4: return cal[Param::gemm_fraction_nvfp4];
+    default: return cal[Param::gemm_fraction_bf16];
+  }
+}
+
+double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal) {
+  const double m = std::max(1.0, s.m), n = std::max(1.0, s.n), k = std::max(1.0, s.k), g = std::max(1.0, s.groups);
+  const double tm = cal[Param::gemm_tile_m], tn = cal[Param::gemm_tile_n];
+  const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
+  const double padding = (m * n) / (tiles_m * tm * tiles_n * tn);
+  // Stream-K: every tile's K blocks (128 deep) are spread evenly over the SMs; the last wave of
+  // blocks leaves the rest of the SMs idle.
+  const double units = g * tiles_m * tiles_n * std::ceil(k / 128.0);
+  const double sms = std::max(1, gpu.sms);
+  const double waves = std::ceil(units / sms);
+  const double wave_eff = units / (waves * sms);
+  const double k_eff = k / (k + cal[Param::gemm_k_half]);
+  // The dtype's own fraction, except a format the GPU lacks and prices as another (NVFP4 as MXFP8 or
+  // FP8): that one's. MXFP8 priced at the FP8 rate stays block-scaled.
+  Dtype priced = d;
+  gemm_peak(d, gpu, &priced);
+  const Dtype f = d == Dtype::mxfp8 ? Dtype::mxfp8 : priced;
+  return gemm_fraction(f, cal) * k_eff * padding * wave_eff;
+}
+
+Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes, const GpuSpec& gpu,
+                     const Calibration& cal, int launches) {
+  const double peak = gemm_peak(d, gpu).value();
+  const double f = flops > 0 ? flops : s.flops();
+  const double compute = f / (peak * gemm_efficiency(s, d, gpu, cal));
+  const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
+  const double groups = s.ragged ? s.groups * cal[Param::gemm_group_overhead_s] : 0.0;
+  return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);
+}
+
+double attention_efficiency(const AttentionShape& s, const Calibration& cal) {
+  const double frac = cal[s.backward ? Param::attention_bwd_fraction : Param::attention_fwd_fraction];
+  const double keys = std::max(1.0, s.keys), hd = std::max(1.0, s.head_dim);
+  return frac * keys / (keys + cal[Param::attention_kv_half]) * hd / (hd + cal[Param::attention_hd_half]);
+}
+
+Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,
+                          const Calibration& cal, int launches) {
+  const double compute = flops / (gpu.dense_bf16.value() * attention_efficiency(s, cal));
+  const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
+  return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s]);
+}
+
+Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches) {
+  return Seconds(hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]) +
+                 launches * cal[Param::kernel_launch_s]);
+}
+
+double ep_sm_factor(double sms, const Calibration& cal) {
+  const double s = std::max(1.0, sms);
+  return s / (s + cal[Param::ep_sm_half]);
+}
+
+}  // namespace moeperf

@@ -1,0 +1,57 @@
+// Efficiency curves of compute kernels: what fraction of a datasheet ceiling a GEMM, an attention
+// kernel or a memory-bound kernel sustains at a given shape. Each curve has a physical form with
+// named, bounded parameters (model/params.h); the shipped profiles fit them to published
+// measurements of parts (calibration/). The Pricer prices ops with these functions and
+// `moeperf calibrate` fits with the very same ones, so a fitted value means the same in both.
+//
+// GEMM (dense, batched or grouped; `groups` problems of m x n x k each):
+//   eff = gemm_fraction(dtype) x K/(K + gemm_k_half) x useful/padded tiles x units/(waves x SMs)
+//   tiles = groups x ceil(m/tile_m) x ceil(n/tile_n); units = tiles x ceil(K/128) K-blocks spread
+//   over the SMs by a stream-K scheduler, waves = ceil(units / SMs);
+//   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
+//       kernel_launch_s + (ragged ? groups x gemm_group_overhead_s : 0).
+// Attention (flash kernels; keys = mean keys per query, hd = head dim):
+//   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half) x hd/(hd + attention_hd_half)
+//   t = max(FLOPs / (BF16 peak x eff), HBM bytes / (HBM x hbm_fraction)) + launches x kernel_launch_s.
+// Memory-bound kernels: t = bytes / (HBM x hbm_fraction) + launches x kernel_launch_s.
+// Fused EP dispatch/combine kernels: rate factor sms / (sms + ep_sm_half) on top of
+//   ep_{nvlink,network}_fraction.
+#pragma once
+
+#include "model/params.h"
+#include "model/specs.h"
+#include "model/units.h"
+
+namespace moeperf {
+
+struct GemmShape {
+  double m = 0, n = 0, k = 0;  // per group
+  double groups = 1;           // problems in a batched or grouped GEMM
+  bool ragged = false;         // grouped (experts with their own row counts): pays gemm_group_overhead_s per group
+  double flops() const { return 2.0 * m * n * k * groups; }
+};
+
+// The sustained fraction of the dense peak a GEMM in `d` reaches. Block-scaled FP8 keeps its own
+// fraction where the GPU prices it at the FP8 rate (Hopper: the scales are applied in the K loop).
+double gemm_fraction(Dtype d, const Calibration& cal);
+// Fraction of the dense peak (of the dtype gemm_peak() prices `d` as) a GEMM of this shape sustains.
+double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal);
+// Seconds for a GEMM of this shape executing `flops` (<= 0: the shape's own) and moving `hbm_bytes`.
+Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes, const GpuSpec& gpu,
+                     const Calibration& cal, int launches = 1);
+
+struct AttentionShape {
+  double keys = 0;       // mean keys each query attends to (causal: about half the sequence)
+  double head_dim = 0;   // mean of the QK and V head dims
+  bool backward = false;
+};
+double attention_efficiency(const AttentionShape& s, const Calibration& cal);
+Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,
+                          const Calibration& cal, int launches = 1);
+
+Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches = 1);
+
+// A fused EP kernel's rate with `sms` SMs over its rate with all of them: sms / (sms + ep_sm_half).
+double ep_sm_factor(double sms, const Calibration& cal);
+
+}  // namespace moeperf

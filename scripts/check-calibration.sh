@@ -1,0 +1,42 @@
+#!/bin/sh
+# ctest's calibration checks (run from the build tree's bin folder, $1 = moeperf):
+#  - the shipped profiles are what a fresh fit of calibration/published/ gives, byte for byte
+#    (a fit is deterministic, and the profiles are current);
+#  - moeperf accuracy's MAPE is at or below the pinned ceiling (a change that makes the model
+#    worse fails; one that improves it lowers the ceiling in the same commit);
+#  - calibrate on bad files exits 2, names the file and JSON path, and writes nothing.
+set -eu
+bin=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# 1. profiles current and deterministic
+scripts/fit-profiles.sh "$(dirname "$(dirname "$bin")")" "$tmp" > /dev/null
+for g in hopper blackwell blackwell-ultra; do
+  cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
+done
+# 2. accuracy ceiling
+ceiling=165.0   # MAPE in %, pinned: lower it when the model improves
+mape=$("$bin" accuracy --format json | sed -n 's/^  "mape": \([0-9.e+-]*\).*/\1/p')
+ok=$(awk -v m="$mape" -v c="$ceiling" 'BEGIN { print (100 * m <= c) ? 1 : 0 }')
+[ "$ok" = 1 ] || { echo "accuracy MAPE $(awk -v m="$mape" 'BEGIN{printf "%.1f", 100*m}') % above the ceiling $ceiling %"; exit 1; }
+# 3. bad input
+bad() {  # name, JSON text, expected message part
+  printf '%s' "$2" > "$tmp/$1.json"
+  set +e
+  "$bin" calibrate "$tmp/$1.json" --out "$tmp/out-$1.json" > "$tmp/stdout" 2> "$tmp/stderr"
+  rc=$?
+  set -e
+  [ $rc = 2 ] || { echo "$1: exit $rc, expected 2"; cat "$tmp/stderr"; exit 1; }
+  grep -q "$1.json" "$tmp/stderr" || { echo "$1: message does not name the file"; cat "$tmp/stderr"; exit 1; }
+  grep -q "$3" "$tmp/stderr" || { echo "$1: message lacks '$3'"; cat "$tmp/stderr"; exit 1; }
+  [ ! -e "$tmp/out-$1.json" ] || { echo "$1: wrote a profile"; exit 1; }
+}
+g='"gpus": {"h100": "'"$root"'/topologies/gpus/h100-sxm.json"}'
+rec='"id": "a", "gpu": "h100", "shape": {"m": 64, "n": 64, "k": 64}, "dtype": "bf16", "source": "s", "confidence": "high"'
+bad nan_time '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemm", "measured": "NaN us"}]}' '/records/0/measured'
+bad missing_field '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemm"}]}' '/records/0'
+bad unknown_op '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemmm", "measured": "1 us"}]}' 'unknown op'
+bad wrong_unit '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemm", "measured": "400 GB/s"}]}' 'FLOP rate'
+echo "profiles current, accuracy MAPE $(awk -v m="$mape" 'BEGIN{printf "%.1f", 100*m}') % <= $ceiling %, bad input refused"

@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""How calibration/published/*.json were made: the published measurements of parts that moeperf
+fits, converted from the project's research notes (a JSON of 154 sourced records) into moeperf's
+measurement format, each with its source, quote and confidence. Shapes the sources leave implicit
+are written out here with the reasoning in the record's "derivation"; records the model cannot
+price like for like are kept as "check" (priced and shown, never fitted) with the reason in "why".
+
+Usage (authoring only; the build never runs it): scripts/convert-published.py NOTES.json
+"""
+import json
+import sys
+
+GPUS = {"h800": "../../topologies/gpus/h800.json", "h100": "../../topologies/gpus/h100-sxm.json",
+        "h200": "../../topologies/gpus/h200-sxm.json", "b200": "../../topologies/gpus/b200-hgx.json",
+        "gb200": "../../topologies/gpus/b200.json", "b300": "../../topologies/gpus/b300-hgx.json"}
+SYSTEMS = {"dgx-h100": "../../topologies/dgx-h100-cluster.json", "dgx-h200": "../../topologies/dgx-h200-cluster.json",
+           "dgx-b200": "../../topologies/dgx-b200-cluster.json", "dgx-b300": "../../topologies/dgx-b300-cluster.json",
+           "gb200-nvl72": "../../topologies/gb200-nvl72.json", "h800": "../../topologies/h800-cluster.json"}
+GiB8 = "8 GiB"
+
+
+def base(r, op, value, **kw):
+    out = {"id": r["id"], "op": op}
+    out.update(kw)
+    out["measured"] = value
+    if r.get("library"):
+        out["library"] = r["library"]
+    out["source"] = r["source"]
+    q = r.get("quote_or_location") or r.get("notes")
+    if q:
+        out["quote"] = q
+    out["confidence"] = r["confidence"]
+    return out
+
+
+def check(rec, why):
+    rec["use"] = "check"
+    rec["why"] = why
+    return rec
+
+
+def gemm(R):
+    out = []
+    g = lambda i: R[i]
+    for i in ["deepgemm_h800_fp8_m4096_n7168_k16384", "deepgemm_h800_fp8_m4096_n7168_k2048",
+              "deepgemm_h800_fp8_m4096_n2112_k7168", "deepgemm_h800_fp8_m4096_n32768_k512",
+              "deepgemm_h800_fp8_m128_n7168_k2048"]:
+        r = g(i)
+        s = r["shape"]
+        out.append(base(r, "gemm", f"{r['value']} TFLOP/s", gpu="h800", shape={"m": s["M"], "n": s["N"], "k": s["K"]},
+                        dtype="mxfp8"))
+    r = g("deepgemm_h800_fp8_m64_n7168_k16384_membw")
+    out.append(dict(base(r, "gemm", "336 TFLOP/s", gpu="h800", shape={"m": 64, "n": 7168, "k": 16384}, dtype="mxfp8"),
+                    derivation="the same README row's compute figure (336 TFLOPS) beside its 2668 GB/s"))
+    r = g("deepgemm_h800_fp8_4096x7168x16384_blocktile256x128")
+    out.append(check(base(r, "gemm", f"{r['value']} TFLOP/s", gpu="h800", shape={"m": 4096, "n": 7168, "k": 16384}, dtype="mxfp8"),
+                     "a later tile configuration (PR #81) of a shape the README table already gives; kept to show the spread between kernel versions"))
+    for i, gpu, dt in [("azure_h100_cublaslt_fp8_32768x32768x32768", "h100", "fp8"),
+                       ("azure_h100_cublaslt_fp8_802816x192x768", "h100", "fp8"),
+                       ("azure_h200_cublaslt_fp8_16384x16384x16384", "h200", "fp8"),
+                       ("azure_gb200_cublaslt_fp8_16384x16384x16384", "gb200", "fp8"),
+                       ("azure_gb200_cublaslt_fp4_16384x16384x16384", "gb200", "nvfp4"),
+                       ("vllm_b200_bf16_torch_m2048_n4096_k4096", "b200", "bf16"),
+                       ("vllm_b200_fp8_cutlass_m1024_n4096_k4096", "b200", "fp8"),
+                       ("vllm_b200_fp8_cutlass_m128_n6144_k4096", "b200", "fp8"),
+                       ("flashinfer_b200_mxfp8_1024x2048x1024", "b200", "mxfp8"),
+                       ("flashinfer_b200_mxfp8_8192x8192x4096", "b200", "mxfp8"),
+                       ("flashinfer_b300_fp8_groupwise_cutlass_4096cube", "b300", "mxfp8")]:
+        r = g(i)
+        s = r["shape"]
+        out.append(base(r, "gemm", f"{r['value']} TFLOP/s", gpu=gpu, shape={"m": s["M"], "n": s["N"], "k": s["K"]}, dtype=dt))
+    for i, gpu, dt in [("flashinfer_b200_bmm_fp8_cudnn_b128_512x512x4096", "b200", "fp8"),
+                       ("flashinfer_b300_bf16_masked_bmm_cutlass_8x1024cube", "b300", "bf16")]:
+        r = g(i)
+        s = r["shape"]
+        out.append(base(r, "gemm", f"{r['value']} TFLOP/s", gpu=gpu, shape={"m": s["M"], "n": s["N"], "k": s["K"], "batch": s["batch"]}, dtype=dt))
+    for i in ["deepgemm_h800_grouped_contig_g4_m8192_n4096_k7168", "deepgemm_h800_grouped_contig_g4_m8192_n7168_k2048",
+              "deepgemm_h800_grouped_contig_g8_m4096_n4096_k7168", "deepgemm_h800_grouped_contig_g8_m4096_n7168_k2048",
+              "deepgemm_h800_grouped_masked_g1_m1024_n4096_k7168", "deepgemm_h800_grouped_masked_g4_m256_n7168_k2048"]:
+        r = g(i)
+        s = r["shape"]
+        out.append(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h800",
+                        shape={"groups": s["groups"], "m": s["M_per_group"], "n": s["N"], "k": s["K"]}, dtype="mxfp8"))
+    r = g("mcore_grouped_gemm_mxfp8")
+    out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="gb200", shape={"groups": 8, "m": 4096, "n": 2048, "k": 7168}, dtype="mxfp8"),
+                    quote=r["notes"], derivation="groups and rows per group not stated: 8 local experts and 4,096 rows each, "
+                    "what DeepSeek-V3 at EP 32 with 4,096-token micro-batches routes to a rank (4096 x 8 / 8)"))
+    r = g("te_sm100_nvfp4_grouped_cutlass_8e_128tok")
+    out.append(dict(base(r, "grouped_gemm", "69 us", gpu="b200", shape={"groups": 8, "m": 128, "n": 2048, "k": 2048}, dtype="nvfp4"),
+                    derivation="SKU not stated (SM100): priced on an HGX B200"))
+    r = g("grouped_gemm_h100_cutlass_sm90_coop_qwen3_30b_upproj")
+    out.append(check(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 512, "n": 1536, "k": 2048}, dtype="bf16"),
+                     "dtype and whether 65,536 are tokens or routed rows are not stated (a factor of 8 in rows per expert)"))
+    r = g("veomni_h100_torch_grouped_mm_fused_moe_e128")
+    out.append(check(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 2048, "n": 1536, "k": 2048}, dtype="bf16"),
+                     "a whole fused MoE forward (router, permutation, two GEMMs, activation) rated by its GEMM FLOPs, not one grouped GEMM"))
+    return out
+
+
+def attention(R):
+    out = []
+    def a(i, op, shape, gpu, **kw):
+        r = R[i]
+        v = f"{r['value']} TFLOP/s" if r["metric"] == "TFLOP/s" else f"{r['value']} us"
+        return base(r, op, v, gpu=gpu, shape=shape, **kw)
+    out.append(a("fa3_h100_fwd_fp16_hd128_noncausal_s512", "attention.fwd", {"batch": 32, "heads": 16, "seq": 512, "head_dim": 128}, "h100"))
+    out.append(a("fa3_h100_fwd_fp16_hd128_noncausal_s16384", "attention.fwd", {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 128}, "h100"))
+    out.append(a("fa3_h100_fwd_fp16_hd128_causal_s16384", "attention.fwd", {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 128, "causal": True}, "h100"))
+    out.append(a("fa3_h100_fwd_fp16_hd256_noncausal_s16384", "attention.fwd", {"batch": 1, "heads": 8, "seq": 16384, "head_dim": 256}, "h100"))
+    out.append(check(a("cudnn_h100_fwd_fp16_hd128_noncausal_s16384", "attention.fwd", {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 128}, "h100"),
+                     "cuDNN, not FlashAttention-3 (the Hopper profile's kernel), at the same shape"))
+    out.append(check(a("fa2_h100_fwdbwd_fp16_hd128_noncausal_s16384", "attention.fwd", {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 128}, "h100"),
+                     "FlashAttention-2, and forward + backward together: not the profile's kernel"))
+    out.append(check(a("fa3_h100_fp16_peak_abstract", "attention.fwd", {"batch": 1, "heads": 8, "seq": 16384, "head_dim": 256}, "h100"),
+                     "a sweep's maximum ('up to') without its shape; priced at the sweep's largest shape"))
+    out.append(a("fa4_sm100_fwd_bf16_hd128_noncausal_s8192_b4", "attention.fwd", {"batch": 4, "heads": 16, "seq": 8192, "head_dim": 128}, "b200"))
+    out.append(a("fa4_sm100_bwd_bf16_hd128_noncausal_s8192_b4", "attention.bwd", {"batch": 4, "heads": 16, "seq": 8192, "head_dim": 128}, "b200"))
+    out.append(check(a("fa4_b200_bf16_fwd_peak", "attention.fwd", {"batch": 1, "heads": 16, "seq": 16384, "head_dim": 128}, "b200"),
+                     "a sweep's maximum ('up to') without its shape; priced at a long sequence, head dim 128"))
+    out.append(check(a("flashmla_b200_mha_prefill_fwd", "attention.fwd", {"batch": 1, "heads": 128, "seq": 16384, "head_dim_qk": 192, "head_dim_v": 128, "causal": True}, "b200"),
+                     "'up to' over an unstated sweep; priced at DeepSeek's MLA head dims, a long causal prefill"))
+    out.append(check(a("flashmla_b200_mha_prefill_bwd", "attention.bwd", {"batch": 1, "heads": 128, "seq": 16384, "head_dim_qk": 192, "head_dim_v": 128, "causal": True}, "b200"),
+                     "'up to' over an unstated sweep; priced at DeepSeek's MLA head dims, a long causal prefill"))
+    out.append(check(a("azure_gb200_fa2_hd128_b2_s8192", "attention.fwd", {"batch": 2, "heads": 16, "seq": 8192, "head_dim": 128}, "gb200"),
+                     "FlashAttention-2 on Blackwell: not the generation's native kernel (the stack issue prices the kernel a stack uses)"))
+    for i, op in [("fa4_b300_swa1023_hd256_gqa_fwd", "attention.fwd"), ("fa4_b300_swa1023_hd256_gqa_bwd", "attention.bwd")]:
+        out.append(check(a(i, op, {"batch": 1, "heads": 8, "seq": 65536, "head_dim": 256, "causal": True, "window": 1023}, "b300"),
+                         "FlashAttention-4's head-dim-256 sliding-window kernel, new in that PR: its forward is slower than FlashAttention-2 on the same shape"))
+    return out
+
+
+def memory(R):
+    out = []
+    for i, gpu in [("azure_h100_hbm_stream_copy", "h100"), ("azure_h200_hbm_stream_copy", "h200")]:
+        r = R[i]
+        out.append(base(r, "memory.copy", f"{r['value']} GB/s", gpu=gpu))
+    r = R["flashinfer_b200_nvfp4_gemv_membw"]
+    out.append(check(base(r, "gemm", "18.9 us", gpu="b200", shape={"m": 1, "n": 8192, "k": 8192}, dtype="nvfp4"),
+                     "a GEMV (M = 1) of an FP4 kernel the issue calls far from the roofline; decode, not training") | {
+        "derivation": "8192 x 8192 x 0.5 B of weights at 1.78 TB/s = 18.9 us"})
+    r = R["azure_h100_pcie_h2d"]
+    why = ("one GPU copying alone; the DGX H100 system file assumes one x16 uplink per CPU shared by its four GPUs "
+           "(all copying at once in an offloading step), which a single-GPU test cannot confirm or refute")
+    out.append(check(base(r, "host.h2d", "51 GB/s", system="dgx-h100"), why))
+    out.append(check(dict(base(r, "host.d2h", "52 GB/s", system="dgx-h100"), id=r["id"].replace("h2d", "d2h")), why))
+    r = R["azure_gb200_c2c_h2d"]
+    out.append(base(r, "host.h2d", "201 GB/s", system="gb200-nvl72"))
+    out.append(dict(base(r, "host.d2h", "193 GB/s", system="gb200-nvl72"), id=r["id"].replace("h2d", "d2h")))
+    return out
+
+
+def collectives(R):
+    out = []
+    def c(i, op, system, gpus, bytes_, algo=None, value=None, **kw):
+        r = R[i]
+        rec = base(r, op, f"{value if value is not None else r['value']} GB/s", system=system, gpus=gpus, shape={"bytes": bytes_}, metric="busbw", **kw)
+        if algo:
+            rec["algorithm"] = algo
+        return rec
+    out.append(c("azure_h100x8_allreduce_nvls_1M", "collective.all_reduce", "dgx-h100", 8, "1 MiB", "nvls"))
+    out.append(c("azure_h100x8_allreduce_nvls_8G", "collective.all_reduce", "dgx-h100", 8, GiB8, "nvls"))
+    out.append(c("azure_h200x8_allreduce_nvls_8G", "collective.all_reduce", "dgx-h200", 8, GiB8, "nvls"))
+    out.append(c("nccl_allreduce_h200_8gpu", "collective.all_reduce", "dgx-h200", 8, GiB8, "nvls"))
+    out.append(c("nccl_maintainer_h100x8_nvlink_effective_busbw", "collective.all_gather", "dgx-h100", 8, GiB8, "ring"))
+    out.append(c("azure_gb200x4_allreduce_ring_8G", "collective.all_reduce", "gb200-nvl72", 4, GiB8, "ring"))
+    out.append(c("nccl2140_b300x8_allreduce_nonvls", "collective.all_reduce", "dgx-b300", 8, GiB8, "ring"))
+    out.append(c("nccl2140_b300x8_allreduce_nvls", "collective.all_reduce", "dgx-b300", 8, GiB8, "nvls"))
+    out.append(c("nccl1807_b200x8_allreduce", "collective.all_reduce", "dgx-b200", 8, GiB8, "nvls"))
+    out.append(c("nccl_mnnvl_2node_8gpu", "collective.all_reduce", "gb200-nvl72", 8, GiB8, "nvls"))
+    out.append(c("nccl1801_gb200_3xNVL4_12gpu_allreduce_ring", "collective.all_reduce", "gb200-nvl72", 12, "16 GiB", "ring", gpus_per_domain=4))
+    out.append(c("nccl1801_gb200_3xNVL8_24gpu_allreduce_ring", "collective.all_reduce", "gb200-nvl72", 24, "16 GiB", "ring", gpus_per_domain=8))
+    out.append(c("nccl1801_gb200_3xNVL8_24gpu_allreduce_tree", "collective.all_reduce", "gb200-nvl72", 24, "16 GiB", "tree", gpus_per_domain=8))
+    out.append(check(c("nccl1221_h100_2node_allreduce_nvls_roce", "collective.all_reduce", "dgx-h100", 16, "8 GiB"),
+                     "RoCE, not the InfiniBand fabric of the DGX H100 system file"))
+    out.append(check(c("nccl1221_h100_4node_allreduce_roce", "collective.all_reduce", "dgx-h100", 32, "8 GiB"),
+                     "RoCE, not the InfiniBand fabric of the DGX H100 system file"))
+    out.append(check(c("nccl_allreduce_h100_64gpu_sharp", "collective.all_reduce", "dgx-h100", 64, "8 GiB"),
+                     "in-network reduction in the InfiniBand switches (SHARP), which the model does not price"))
+    r = R["deepseek_h800_nvlink_unidir_measured"]
+    out.append(base(r, "collective.send_recv", "160 GB/s", system="h800", gpus=2, shape={"bytes": "1 GiB"}, metric="algbw"))
+    r = R["nvbandwidth_gb200_p2p"]
+    out.append(base(r, "collective.send_recv", "770 GB/s", system="gb200-nvl72", gpus=2, shape={"bytes": "1 GiB"}, metric="algbw") | {"quote": r["notes"]})
+    r = R["nccl_maintainer_cx7_ndr_per_nic"]
+    out.append(base(r, "collective.send_recv", "49 GB/s", system="dgx-h100", gpus=2, gpus_per_domain=1, shape={"bytes": "1 GiB"}, metric="algbw"))
+    for i in ["azure_h100_nvbandwidth_d2d_read", "azure_gb200_nvbandwidth_d2d_read"]:
+        r = R[i]
+        sysname = "dgx-h100" if "h100" in i else "gb200-nvl72"
+        out.append(check(base(r, "collective.send_recv", f"{r['value']} GB/s", system=sysname, gpus=2, shape={"bytes": "1 GiB"}, metric="algbw"),
+                         "nvbandwidth test case not stated: the figure is above one direction's line rate, so likely both directions"))
+    return out
+
+
+def ep(R):
+    out = []
+    for ep_ in [8, 16, 24, 32, 36]:
+        for sm in [16, 32]:
+            r = R[f"hybridep_gb200_ep{ep_}_sm{sm}"]
+            m = r["secondary_metrics"]
+            for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
+                rec = base(r, op, f"{m[key]} GB/s", system="gb200-nvl72", shape={"ep": ep_, "sms": sm, "link": "nvlink"})
+                rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
+                rec["quote"] = f"{key} = {m[key]} GB/s (algorithm bandwidth)"
+                out.append(rec)
+    r = R["hybridep_b200_ep8_sm16"]
+    m = r["secondary_metrics"]
+    for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
+        rec = base(r, op, f"{m[key]} GB/s", system="dgx-b200", shape={"ep": 8, "sms": 16, "link": "nvlink"})
+        rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
+        rec["quote"] = f"{key} = {m[key]} GB/s (algorithm bandwidth)"
+        out.append(rec)
+    for ep_ in [16, 32, 64]:
+        for sm in [4, 8, 16]:
+            k = f"hybridep_h100_ep{ep_}_sm{sm}"
+            if k not in R:
+                continue
+            r = R[k]
+            m = r["secondary_metrics"]
+            for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
+                rec = base(r, op, f"{m[key]} GB/s", system="dgx-h100", shape={"ep": ep_, "sms": sm, "link": "rdma"})
+                rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
+                rec["quote"] = f"{key} = {m[key]} GB/s (IB algorithm bandwidth)"
+                out.append(rec)
+    for sm in [16, 24, 32]:
+        r = R[f"deepep_on_gb200_ep8_sm{sm}"]
+        out.append(check(base(r, "ep.dispatch", f"{r['value']} GB/s", system="gb200-nvl72", shape={"ep": 8, "sms": sm, "link": "nvlink"}),
+                         "DeepEP, not HybridEP (the Blackwell profile's kernel), and through the torch API"))
+    r = R["mcore_deepep_gb200_ep32_bw"]
+    out.append(check(base(r, "ep.dispatch", "400 GB/s", system="gb200-nvl72", shape={"ep": 32, "sms": 24, "link": "nvlink"}),
+                     "DeepEP, not HybridEP (the Blackwell profile's kernel)"))
+    out.append(check(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape={"ep": 32, "sms": 24, "link": "nvlink"}), id=r["id"] + "_combine"),
+                     "DeepEP, not HybridEP (the Blackwell profile's kernel)"))
+    for i, link in [("deepep_v1_normal_ep8", "nvlink"), ("deepep_v1_normal_ep16", "rdma"), ("deepep_v1_normal_ep32", "rdma"), ("deepep_v1_normal_ep64", "rdma")]:
+        r = R[i]
+        ep_ = int(i.rsplit("ep", 1)[1])
+        out.append(check(base(r, "ep.dispatch", f"{r['value']} GB/s", system="h800", shape={"ep": ep_, "sms": 24, "link": link}),
+                         "DeepEP's normal kernels on H800: the SMs given are not stated in the record (24 assumed); HybridEP is the Hopper profile's kernel"))
+    return out
+
+
+def main():
+    notes = json.load(open(sys.argv[1]))
+    R = {r["id"]: r for r in notes["records"]}
+    files = {
+        "gemm": ("GEMMs and grouped GEMMs", gemm(R), True),
+        "attention": ("Flash-attention kernels", attention(R), False),
+        "memory": ("HBM copies and host links", memory(R), True),
+        "collectives": ("NCCL collectives and point-to-point copies", collectives(R), False),
+        "ep": ("Expert-parallel dispatch/combine kernels", ep(R), False),
+    }
+    for name, (title, recs, _) in files.items():
+        gpus = sorted({r["gpu"] for r in recs if "gpu" in r})
+        systems = sorted({r["system"] for r in recs if "system" in r})
+        doc = {"kind": "measurements", "name": f"Published measurements: {title}",
+               "description": "Published microbenchmarks of parts, each with its source and confidence, for moeperf calibrate. "
+                              "Records marked \"check\" are priced and shown, never fitted (their \"why\" says so). "
+                              "Made by scripts/convert-published.py; see calibration/README.md."}
+        if gpus:
+            doc["gpus"] = {g: GPUS[g] for g in gpus}
+        if systems:
+            doc["systems"] = {s: SYSTEMS[s] for s in systems}
+        doc["records"] = recs
+        with open(f"calibration/published/{name}.json", "w") as f:
+            json.dump(doc, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+        print(name, len(recs))
+
+
+main()
