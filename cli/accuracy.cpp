@@ -3,56 +3,23 @@
 // and the mean absolute percentage error. End-to-end results are tests of the model, never fitted.
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "model/io/detail/json_node.h"
 #include "model/study/predict.h"
 
 namespace moeperf::cli {
 namespace {
 
-struct Case {
-  std::string scenario, metric, source;
-  double published = 0;
-};
-
-std::vector<Case> load_cases(const std::string& path) {
-  using io::detail::Node;
-  const auto doc = io::detail::read_json_file(path);
-  const Node root(doc, path, "");
-  root.expect_object();
-  root.allow_only({"kind", "description", "cases"});
-  if (!root.has("kind") || root.at("kind").as_string() != "accuracy_cases")
-    root.fail("expected an accuracy cases file (\"kind\": \"accuracy_cases\")");
-  const Node cs = root.at("cases");
-  if (!cs.is_array() || cs.size() == 0) cs.fail("expected a non-empty array of cases");
-  std::vector<Case> out;
-  for (size_t i = 0; i < cs.size(); ++i) {
-    const Node c = cs[i];
-    c.allow_only({"scenario", "metric", "published", "source", "note"});
-    Case x;
-    x.scenario = (std::filesystem::path(path).parent_path() / c.at("scenario").as_string()).lexically_normal().string();
-    x.metric = c.at("metric").as_string();
-    if (x.metric != "tflops_per_gpu" && x.metric != "tokens_per_s_per_gpu" && x.metric != "step_time_s")
-      c.at("metric").fail("expected \"tflops_per_gpu\", \"tokens_per_s_per_gpu\" or \"step_time_s\", got \"" + x.metric + "\"");
-    x.published = c.at("published").as_positive_number();
-    x.source = c.at("source").as_string();
-    out.push_back(x);
-  }
-  return out;
-}
-
 int cmd_accuracy(const std::string& file, const std::string& format) {
-  const auto cases = load_cases(file);
+  const auto cases = io::load_accuracy_cases(file);
   nlohmann::ordered_json j;
   j["cases_file"] = file;
   double sum = 0;
   if (format == "text")
     std::printf("%-58s %-14s %10s %18s %8s\n", "case", "metric", "published", "predicted (band)", "error");
-  for (const Case& c : cases) {
+  for (const io::AccuracyCase& c : cases) {
     const Scenario s = io::load_scenario(c.scenario);
     const StepReport r = predict(s, s.calibration);
     double v = r.model_tflops_per_gpu, lo = 0, hi = 0;

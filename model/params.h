@@ -24,6 +24,7 @@ enum class Param : int {
   gemm_k_half,             // K-loop prologue/epilogue: efficiency x K / (K + gemm_k_half)
   gemm_tile_m,             // CTA tile rows (grouped GEMM rows padded per expert to a multiple)
   gemm_tile_n,             // CTA tile columns
+  gemm_tile_k,             // K depth of one mainloop block (the stream-K scheduler's unit of work)
   gemm_group_overhead_s,   // per group of a grouped GEMM: pointer-array setup, ragged tile scheduling
   attention_fwd_fraction,  // flash-attention forward rate / BF16 peak at long keys and large head dims
   attention_bwd_fraction,  // flash-attention backward rate / BF16 peak

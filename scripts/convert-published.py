@@ -190,36 +190,28 @@ def collectives(R):
     return out
 
 
+def hybridep(r, system, ep_, sm, link):
+    """A HybridEP table row as two records: its kernel-only BF16 dispatch and combine bandwidths."""
+    m = r["secondary_metrics"]
+    out = []
+    for op, key, suffix in [("ep.dispatch", "dispatch_BF16_kernel_only", "_dispatch"), ("ep.combine", "combine_kernel_only", "_combine")]:
+        rec = base(r, op, f"{m[key]} GB/s", system=system, shape={"ep": ep_, "sms": sm, "link": link})
+        rec["id"] = r["id"] + suffix
+        rec["quote"] = f"{key} = {m[key]} GB/s ({'IB ' if link == 'rdma' else ''}algorithm bandwidth)"
+        out.append(rec)
+    return out
+
+
 def ep(R):
     out = []
     for ep_ in [8, 16, 24, 32, 36]:
         for sm in [16, 32]:
-            r = R[f"hybridep_gb200_ep{ep_}_sm{sm}"]
-            m = r["secondary_metrics"]
-            for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
-                rec = base(r, op, f"{m[key]} GB/s", system="gb200-nvl72", shape={"ep": ep_, "sms": sm, "link": "nvlink"})
-                rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
-                rec["quote"] = f"{key} = {m[key]} GB/s (algorithm bandwidth)"
-                out.append(rec)
-    r = R["hybridep_b200_ep8_sm16"]
-    m = r["secondary_metrics"]
-    for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
-        rec = base(r, op, f"{m[key]} GB/s", system="dgx-b200", shape={"ep": 8, "sms": 16, "link": "nvlink"})
-        rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
-        rec["quote"] = f"{key} = {m[key]} GB/s (algorithm bandwidth)"
-        out.append(rec)
+            out += hybridep(R[f"hybridep_gb200_ep{ep_}_sm{sm}"], "gb200-nvl72", ep_, sm, "nvlink")
+    out += hybridep(R["hybridep_b200_ep8_sm16"], "dgx-b200", 8, 16, "nvlink")
     for ep_ in [16, 32, 64]:
         for sm in [4, 8, 16]:
-            k = f"hybridep_h100_ep{ep_}_sm{sm}"
-            if k not in R:
-                continue
-            r = R[k]
-            m = r["secondary_metrics"]
-            for op, key in [("ep.dispatch", "dispatch_BF16_kernel_only"), ("ep.combine", "combine_kernel_only")]:
-                rec = base(r, op, f"{m[key]} GB/s", system="dgx-h100", shape={"ep": ep_, "sms": sm, "link": "rdma"})
-                rec["id"] = r["id"] + ("_dispatch" if op == "ep.dispatch" else "_combine")
-                rec["quote"] = f"{key} = {m[key]} GB/s (IB algorithm bandwidth)"
-                out.append(rec)
+            if f"hybridep_h100_ep{ep_}_sm{sm}" in R:
+                out += hybridep(R[f"hybridep_h100_ep{ep_}_sm{sm}"], "dgx-h100", ep_, sm, "rdma")
     for sm in [16, 24, 32]:
         r = R[f"deepep_on_gb200_ep8_sm{sm}"]
         out.append(check(base(r, "ep.dispatch", f"{r['value']} GB/s", system="gb200-nvl72", shape={"ep": 8, "sms": sm, "link": "nvlink"}),

@@ -288,6 +288,34 @@ Calibration load_calibration(const std::string& path) {
   return parse_calibration(root, Calibration{});
 }
 
+std::vector<AccuracyCase> load_accuracy_cases(const std::string& path) {
+  Refs refs;
+  const Node root = refs.open(path);
+  root.expect_object();
+  root.allow_only({"kind", "description", "cases"});
+  if (!root.has("kind") || root.at("kind").as_string() != "accuracy_cases")
+    root.fail("expected an accuracy cases file (\"kind\": \"accuracy_cases\")");
+  const Node cs = root.at("cases");
+  if (!cs.is_array() || cs.size() == 0) cs.fail("expected a non-empty array of cases");
+  std::vector<AccuracyCase> out;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Node c = cs[i];
+    c.allow_only({"scenario", "metric", "published", "source", "note"});
+    AccuracyCase x;
+    const std::string rel = c.at("scenario").as_string();
+    const fs::path target = fs::path(path).parent_path() / rel;
+    if (!fs::is_regular_file(target)) c.at("scenario").fail("scenario file \"" + rel + "\" not found (looked for " + target.lexically_normal().string() + ")");
+    x.scenario = target.lexically_normal().string();
+    x.metric = c.at("metric").as_string();
+    if (x.metric != "tflops_per_gpu" && x.metric != "tokens_per_s_per_gpu" && x.metric != "step_time_s")
+      c.at("metric").fail("expected \"tflops_per_gpu\", \"tokens_per_s_per_gpu\" or \"step_time_s\", got \"" + x.metric + "\"");
+    x.published = c.at("published").as_positive_number();
+    x.source = c.at("source").as_string();
+    out.push_back(x);
+  }
+  return out;
+}
+
 Override parse_override(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -430,19 +458,8 @@ Validated validate_file(const std::string& path) {
     for (const ParamDef& d : param_defs()) changed += !c.is_default(d.id);
     return {kind, std::to_string(changed) + " of " + std::to_string(param_defs().size()) + " parameters set"};
   }
-  if (kind == "accuracy_cases") {
-    const Node cs = root.at("cases");
-    if (!cs.is_array() || cs.size() == 0) cs.fail("expected a non-empty array of cases");
-    for (size_t i = 0; i < cs.size(); ++i) {
-      const Node c = cs[i];
-      const std::string sc = c.at("scenario").as_string();
-      const fs::path target = fs::path(path).parent_path() / sc;
-      if (!fs::is_regular_file(target)) c.at("scenario").fail("scenario file \"" + sc + "\" not found");
-      c.at("published").as_positive_number();
-      c.at("source").as_string();
-    }
-    return {kind, std::to_string(cs.size()) + " end-to-end cases for moeperf accuracy"};
-  }
+  if (kind == "accuracy_cases")
+    return {kind, std::to_string(load_accuracy_cases(path).size()) + " end-to-end cases for moeperf accuracy"};
   if (kind == "measurements" && root.has("records")) {
     const auto recs = load_parts(path);
     int fit = 0;

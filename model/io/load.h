@@ -30,6 +30,16 @@ Scenario load_scenario(const std::string& path, const std::vector<Override>& set
 // A calibration profile file ({"kind": "calibration", "params": {...}}).
 Calibration load_calibration(const std::string& path);
 
+// End-to-end published results for `moeperf accuracy` ({"kind": "accuracy_cases", "cases": [...]}):
+// tests of the model, never inputs of a fit. Scenario paths resolve relative to the file.
+struct AccuracyCase {
+  std::string scenario;  // path
+  std::string metric;    // tflops_per_gpu, tokens_per_s_per_gpu or step_time_s
+  double published = 0;
+  std::string source;
+};
+std::vector<AccuracyCase> load_accuracy_cases(const std::string& path);
+
 // Consistency of a loaded scenario (layout, divisibility, batch). Throws SpecError against `file`.
 void check_scenario(const Scenario& s, const std::string& file);
 

@@ -14,46 +14,6 @@
 
 namespace moeperf::io {
 
-namespace detail {
-
-Calibration parse_calibration(const Node& n, const Calibration& base) {
-  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "fit"});
-  Calibration c = base;
-  const Node p = n.at("params");
-  p.expect_object();
-  std::vector<std::string> names;
-  for (const ParamDef& d : param_defs()) names.emplace_back(d.name);
-  for (auto& [k, v] : p.raw().items()) {
-    const Node x(v, p.file(), p.path() + "/" + k);
-    const auto id = find_param(k);
-    if (!id)
-      x.fail("unknown parameter \"" + k + "\"" +
-             (did_you_mean(k, names).empty() ? "; expected one of " + join_choices(names) : did_you_mean(k, names)));
-    const ParamDef& d = param_def(*id);
-    const double val = x.as_number();
-    if (!std::isfinite(val) || val < d.min || val > d.max)
-      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
-             std::string(d.unit) + ", got " + v.dump());
-    c.set(*id, val);
-  }
-  const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
-  c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
-  if (auto r = n.get("residual_rms")) {
-    r->expect_object();
-    for (auto& [k, v] : r->raw().items()) {
-      const Node x(v, r->file(), r->path() + "/" + k);
-      bool known = false;
-      for (int i = 0; i < static_cast<int>(PartClass::kCount); ++i) known = known || k == to_string(static_cast<PartClass>(i));
-      if (!known) x.fail("expected an op class (memory, host_copy, gemm, attention, collective, ep), got \"" + k + "\"");
-      const double val = x.as_number();
-      if (!std::isfinite(val) || val < 0) x.fail("expected a spread >= 0, got " + v.dump());
-      c.residual_rms[k] = val;
-    }
-  }
-  return c;
-}
-
-}  // namespace detail
 
 using namespace detail;
 
@@ -94,7 +54,7 @@ Dtype parse_dtype(const Node& n) {
                            {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
 }
 
-double positive(const Node& shape, const char* key) { return static_cast<double>(shape.at(key).as_positive_number()); }
+double positive(const Node& shape, const char* key) { return shape.at(key).as_positive_number(); }
 
 // "1426 TFLOP/s", "479 GB/s" or "69 us", whichever kinds the op's metric may be.
 void parse_measured(const Node& m, PartRecord& r, bool rate_is_flops) {
@@ -190,6 +150,9 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       if (o == "gemm" && sh.has("groups")) sh.at("groups").fail("expected \"batch\" for a batched GEMM (\"groups\" is for grouped_gemm)");
       r.gemm.ragged = o == "grouped_gemm";
       r.dtype = parse_dtype(x.at("dtype"));
+      // HBM traffic: A and B read once, C written in BF16.
+      r.bytes = r.gemm.groups * ((r.gemm.m * r.gemm.k + r.gemm.k * r.gemm.n) * bytes_per_element(r.dtype) +
+                                 r.gemm.m * r.gemm.n * bytes_per_element(Dtype::bf16));
       parse_measured(x.at("measured"), r, true);
       break;
     }
@@ -220,6 +183,7 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
     case PartClass::host_copy:
       sh.allow_only({"bytes"});
       r.bytes = sh.has("bytes") ? sh.at("bytes").as_bytes().value() : 1073741824.0;
+      if (r.cls == PartClass::host_copy) r.topology = std::make_shared<const Topology>(Topology::build(*r.system, 1));
       parse_measured(x.at("measured"), r, false);
       break;
     case PartClass::collective: {

@@ -1,5 +1,7 @@
 // Calibration profiles: writing a fit as a profile, and the shipped profiles built into the binary
 // (calibration/profiles/*.json, embedded at configure time).
+#include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "model/io/detail/parsers.h"
@@ -7,6 +9,47 @@
 #include "model/study/calibrate.h"
 
 namespace moeperf::io {
+
+namespace detail {
+
+Calibration parse_calibration(const Node& n, const Calibration& base) {
+  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "fit"});
+  Calibration c = base;
+  const Node p = n.at("params");
+  p.expect_object();
+  std::vector<std::string> names;
+  for (const ParamDef& d : param_defs()) names.emplace_back(d.name);
+  for (auto& [k, v] : p.raw().items()) {
+    const Node x(v, p.file(), p.path() + "/" + k);
+    const auto id = find_param(k);
+    if (!id)
+      x.fail("unknown parameter \"" + k + "\"" +
+             (did_you_mean(k, names).empty() ? "; expected one of " + join_choices(names) : did_you_mean(k, names)));
+    const ParamDef& d = param_def(*id);
+    const double val = x.as_number();
+    if (!std::isfinite(val) || val < d.min || val > d.max)
+      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
+             std::string(d.unit) + ", got " + v.dump());
+    c.set(*id, val);
+  }
+  const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
+  c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
+  if (auto r = n.get("residual_rms")) {
+    r->expect_object();
+    for (auto& [k, v] : r->raw().items()) {
+      const Node x(v, r->file(), r->path() + "/" + k);
+      bool known = false;
+      for (int i = 0; i < static_cast<int>(PartClass::kCount); ++i) known = known || k == to_string(static_cast<PartClass>(i));
+      if (!known) x.fail("expected an op class (memory, host_copy, gemm, attention, collective, ep), got \"" + k + "\"");
+      const double val = x.as_number();
+      if (!std::isfinite(val) || val < 0) x.fail("expected a spread >= 0, got " + v.dump());
+      c.residual_rms[k] = val;
+    }
+  }
+  return c;
+}
+
+}  // namespace detail
 
 namespace {
 

@@ -75,7 +75,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"stack.overlap.fwd_bwd", "boolean", "", "false (on by itself under dualpipe)", "false", "One micro-batch's forward and another's backward as two overlapping lanes (DualPipe, Megatron's combined 1F1B)."},
       {"stack.a2a_buffer_factor", "number > 0", "", "2", "2", "Ragged all-to-all buffers sized at this times the average rows: communication-buffer memory."},
       // ---------------------------------------------------------------- calibration, MTP, stragglers
-      {"calibration", "path or object", "", "every parameter at its default", "", "A calibration profile (`\"kind\": \"calibration\"`, from `moeperf calibrate`): values of the cost model's named parameters (`moeperf params`)."},
+      {"calibration", "path or object", "", "the shipped profile of the system's GPU generation", "", "A calibration profile (`\"kind\": \"calibration\"`, from `moeperf calibrate`): values of the cost model's named parameters (`moeperf params`), each overriding the GPU generation's shipped profile (calibration/profiles/)."},
       {"train_mtp", "boolean", "", "false", "false", "Trains the model's multi-token-prediction module (DeepSeek-V3: one more MoE layer, eh_proj and a second head on the last stage); needs a model with one."},
       {"stragglers", "array of objects", "", "[]", "[]", "Slow GPUs or racks: each becomes a rank class of its own that every collective it joins waits for."},
       {"stragglers[].gpu", "integer >= 0", "", "one of gpu or rack", "", "A slow GPU, by rank."},

@@ -16,31 +16,43 @@ double gemm_fraction(Dtype d, const Calibration& cal) {
   }
 }
 
-double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal) {
+namespace {
+
+// Tile padding x the stream-K wave tail x the K roll-off: what the shape leaves of the fraction.
+double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibration& cal) {
   const double m = std::max(1.0, s.m), n = std::max(1.0, s.n), k = std::max(1.0, s.k), g = std::max(1.0, s.groups);
   const double tm = cal[Param::gemm_tile_m], tn = cal[Param::gemm_tile_n];
   const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
   const double padding = (m * n) / (tiles_m * tm * tiles_n * tn);
-  // Stream-K: every tile's K blocks (128 deep) are spread evenly over the SMs; the last wave of
-  // blocks leaves the rest of the SMs idle.
-  const double units = g * tiles_m * tiles_n * std::ceil(k / 128.0);
+  // Stream-K: every tile's K blocks are spread evenly over the SMs; the last wave of blocks leaves
+  // the rest of the SMs idle.
+  const double units = g * tiles_m * tiles_n * std::ceil(k / cal[Param::gemm_tile_k]);
   const double sms = std::max(1, gpu.sms);
-  const double waves = std::ceil(units / sms);
-  const double wave_eff = units / (waves * sms);
-  const double k_eff = k / (k + cal[Param::gemm_k_half]);
-  // The dtype's own fraction, except a format the GPU lacks and prices as another (NVFP4 as MXFP8 or
-  // FP8): that one's. MXFP8 priced at the FP8 rate stays block-scaled.
+  const double wave_eff = units / (std::ceil(units / sms) * sms);
+  return padding * wave_eff * k / (k + cal[Param::gemm_k_half]);
+}
+
+// The fraction for `d` priced as `priced`: the dtype's own, except a format the GPU lacks and
+// prices as another (NVFP4 as MXFP8 or FP8) takes that one's; MXFP8 priced at the FP8 rate stays
+// block-scaled.
+double priced_fraction(Dtype d, Dtype priced, const Calibration& cal) {
+  return gemm_fraction(d == Dtype::mxfp8 ? Dtype::mxfp8 : priced, cal);
+}
+
+}  // namespace
+
+double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal) {
   Dtype priced = d;
   gemm_peak(d, gpu, &priced);
-  const Dtype f = d == Dtype::mxfp8 ? Dtype::mxfp8 : priced;
-  return gemm_fraction(f, cal) * k_eff * padding * wave_eff;
+  return priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal);
 }
 
 Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes, const GpuSpec& gpu,
                      const Calibration& cal, int launches) {
-  const double peak = gemm_peak(d, gpu).value();
+  Dtype priced = d;
+  const double peak = gemm_peak(d, gpu, &priced).value();
   const double f = flops > 0 ? flops : s.flops();
-  const double compute = f / (peak * gemm_efficiency(s, d, gpu, cal));
+  const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal));
   const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
   const double groups = s.ragged ? s.groups * cal[Param::gemm_group_overhead_s] : 0.0;
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);

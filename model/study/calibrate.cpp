@@ -3,6 +3,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "model/error.h"
 #include "model/pricing/collective.h"
@@ -70,13 +71,7 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
   switch (r.cls) {
     case PartClass::gemm: {
       const double flops = r.flops > 0 ? r.flops : r.gemm.flops();
-      const double elem = r.dtype == Dtype::bf16 || r.dtype == Dtype::fp16 || r.dtype == Dtype::fp32 ? 2.0
-                          : r.dtype == Dtype::nvfp4                                                 ? 0.5
-                                                                                                    : 1.0;
-      const double g = std::max(1.0, r.gemm.groups);
-      // Reads A and B once, writes C in BF16.
-      const double bytes = g * (r.gemm.m * r.gemm.k + r.gemm.k * r.gemm.n) * elem + g * r.gemm.m * r.gemm.n * 2.0;
-      const double t = gemm_seconds(r.gemm, r.dtype, flops, bytes, r.gpu, cal).value();
+      const double t = gemm_seconds(r.gemm, r.dtype, flops, r.bytes, r.gpu, cal).value();
       return r.metric == PartMetric::seconds ? t : flops / t;
     }
     case PartClass::attention: {
@@ -88,8 +83,7 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       return r.metric == PartMetric::seconds ? t : r.bytes / t;
     }
     case PartClass::host_copy: {
-      const Topology t = Topology::build(*r.system, 1);
-      const CollectiveCost c = host_copy_cost(t, *r.system, cal, r.op == "host.d2h");
+      const CollectiveCost c = host_copy_cost(*r.topology, *r.system, cal, r.op == "host.d2h");
       const double s = c.time(Bytes(r.bytes)).value();
       return r.metric == PartMetric::seconds ? s : r.bytes / s;
     }
@@ -136,9 +130,17 @@ namespace {
 constexpr double kPrior = 1e-3;  // pull toward the start, per normalised unit, against a record's log error
 
 struct ClassRecords {
-  PartClass cls;
   std::vector<const PartRecord*> fit, held, check;
 };
+
+// Whether the record's prediction moves when `p` moves (by a thousandth of its range) from `cal`.
+bool moves(const PartRecord& r, Param p, const Calibration& cal) {
+  const ParamDef& d = param_def(p);
+  Calibration c = cal;
+  const double x = c[p], h = (d.max - d.min) * 1e-3;
+  c.set(p, x + h <= d.max ? x + h : x - h);
+  return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) > 1e-9;
+}
 
 // Projected Levenberg-Marquardt on u in [0, 1]^p (each parameter normalised to its bounds).
 int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& params, Calibration& cal,
@@ -174,7 +176,9 @@ int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& 
   Eigen::VectorXd r = residuals(u);
   double cost = r.squaredNorm();
   int it = 0;
-  for (; it < 200; ++it) {
+  bool converged = false;
+  while (it < 200 && !converged) {
+    ++it;
     Eigen::MatrixXd J(static_cast<Eigen::Index>(n + p), static_cast<Eigen::Index>(p));
     for (size_t j = 0; j < p; ++j) {
       const auto jj = static_cast<Eigen::Index>(j);
@@ -195,18 +199,17 @@ int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& 
       const Eigen::VectorXd rn = residuals(un);
       const double cn = rn.squaredNorm();
       if (cn < cost) {
-        const double gain = cost - cn;
+        converged = cost - cn < 1e-12 * std::max(1.0, cn);
         u = un, r = rn, cost = cn, improved = true;
         lambda = std::max(lambda / 3, 1e-9);
-        if (gain < 1e-12 * std::max(1.0, cost)) it = 1000;
       } else {
         lambda *= 4;
       }
     }
-    if (!improved) break;
+    converged = converged || !improved;  // no step lowers the cost: a (constrained) minimum
   }
   for (size_t j = 0; j < p; ++j) cal.set(params[j], to_x(j, u(static_cast<Eigen::Index>(j))));
-  return std::min(it, 200);
+  return it;
 }
 
 }  // namespace
@@ -227,27 +230,27 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   const std::string gen = mine.front()->generation;
   for (int ci = 0; ci < static_cast<int>(PartClass::kCount); ++ci) {
     const auto cls = static_cast<PartClass>(ci);
-    ClassRecords g{cls, {}, {}, {}};
+    ClassRecords g;
     std::vector<const PartRecord*> usable;
     for (const PartRecord* r : mine)
       if (r->cls == cls) (r->check_only ? g.check : usable).push_back(r);
     if (usable.empty() && g.check.empty()) continue;
+    // Which record moves which of the class's parameters, at the values the class starts from.
+    const std::vector<Param> params = class_params(cls);
+    std::map<const PartRecord*, std::vector<bool>> mover;
+    std::vector<int> movers(params.size(), 0);
+    for (const PartRecord* r : usable) {
+      auto& m = mover[r];
+      for (size_t j = 0; j < params.size(); ++j) {
+        m.push_back(moves(*r, params[j], rep.fitted));
+        movers[j] += m.back();
+      }
+    }
     // Every fourth record is held back, unless it is the only one that moves one of the class's
     // parameters (holding it back would leave that parameter unfitted).
-    auto moves = [&](const PartRecord* r, Param p) {
-      const ParamDef& d = param_def(p);
-      Calibration c = rep.fitted;
-      const double x = c[p], h = (d.max - d.min) * 1e-3;
-      c.set(p, x + h <= d.max ? x + h : x - h);
-      return std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9;
-    };
     auto sole_mover = [&](const PartRecord* r) {
-      for (Param p : class_params(cls)) {
-        if (!moves(r, p)) continue;
-        int others = 0;
-        for (const PartRecord* o : usable) others += o != r && moves(o, p);
-        if (others == 0) return true;
-      }
+      for (size_t j = 0; j < params.size(); ++j)
+        if (mover[r][j] && movers[j] == 1) return true;
       return false;
     };
     for (size_t i = 0; i < usable.size(); ++i)
@@ -259,36 +262,21 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     cf.held_back = static_cast<int>(g.held.size());
     cf.checked = static_cast<int>(g.check.size());
     const Calibration before = rep.fitted;
-    // A parameter is fitted only when some record's prediction moves with it.
+    // A parameter is fitted only when some fitted record's prediction moves with it; those records
+    // are what it was fitted on.
     std::vector<Param> free;
-    for (Param p : class_params(cls)) {
-      const ParamDef& d = param_def(p);
-      bool seen = false;
-      for (const PartRecord* r : g.fit) {
-        Calibration c = rep.fitted;
-        const double x = c[p], h = (d.max - d.min) * 1e-3;
-        c.set(p, x + h <= d.max ? x + h : x - h);
-        if (std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9) {
-          seen = true;
-          break;
-        }
-      }
-      if (seen) free.push_back(p);
+    std::map<Param, std::vector<std::string>> fitted_on;
+    for (size_t j = 0; j < params.size(); ++j) {
+      for (const PartRecord* r : g.fit)
+        if (mover[r][j]) fitted_on[params[j]].push_back(r->id);
+      if (fitted_on.count(params[j])) free.push_back(params[j]);
     }
     // No more parameters than records: the level terms (listed first) before the shape terms.
     if (free.size() > g.fit.size()) free.resize(g.fit.size());
     cf.iterations = solve(g.fit, free, rep.fitted, start);
-    for (Param p : class_params(cls)) {
+    for (Param p : params) {
       ParamFit pf{p, before[p], rep.fitted[p], {}};
-      if (std::find(free.begin(), free.end(), p) != free.end()) {
-        const ParamDef& d = param_def(p);
-        for (const PartRecord* r : g.fit) {
-          Calibration c = rep.fitted;
-          const double x = c[p], h = (d.max - d.min) * 1e-3;
-          c.set(p, x + h <= d.max ? x + h : x - h);
-          if (std::abs(predict_part(*r, c) / predict_part(*r, rep.fitted) - 1) > 1e-9) pf.fitted_on.push_back(r->id);
-        }
-      }
+      if (std::find(free.begin(), free.end(), p) != free.end()) pf.fitted_on = fitted_on[p];
       cf.params.push_back(pf);
     }
     double ss = 0;
