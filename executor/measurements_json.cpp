@@ -49,6 +49,9 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
                       {"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
                       {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
                       {"predicted_s", st.predicted_s}};
+    if (st.shape.m > 0)
+      j["ops"][name]["shape"] = {{"m", st.shape.m}, {"n", st.shape.n}, {"k", st.shape.k}, {"groups", st.shape.groups},
+                                 {"ragged", st.shape.ragged}};
     if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
   }
   j["expert_rows_histogram"] = r.expert_rows;

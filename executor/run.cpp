@@ -116,7 +116,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     dog.arm(step);
     for (int layer = 0; layer < o.layers; ++layer) {
       // ---------------- forward
-      rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, [&] {
+      rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, GemmShape{fT, fE, fH}, [&] {
         be.gemm(d_x.d(), d_router.d(), d_logits.d(), T, E, H, false, false, false);
       });
       d_logits.down();
@@ -184,10 +184,10 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
           h2(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_h1(be, h1), d_act(be, act), d_h2(be, h2);
       rec.time("moe.expert_fc1", 4.0 * (frecv_rows * fH + fEL * fH * 2 * fF + frecv_rows * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
-               [&] { be.grouped_gemm(d_grouped_in.d(), d_w1.d(), eoff, H, 2 * F, d_h1.d()); });
+               GemmShape{frecv_rows / fEL, 2 * fF, fH, fEL, true}, [&] { be.grouped_gemm(d_grouped_in.d(), d_w1.d(), eoff, H, 2 * F, d_h1.d()); });
       rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { be.swiglu_fwd(d_h1.d(), recv_rows, F, d_act.d()); });
       rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,
-               [&] { be.grouped_gemm(d_act.d(), d_w2.d(), eoff, F, H, d_h2.d()); });
+               GemmShape{frecv_rows / fEL, fH, fF, fEL, true}, [&] { be.grouped_gemm(d_act.d(), d_w2.d(), eoff, F, H, d_h2.d()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_h2.d(), d_inv.d(), recv_rows, H, d_recv.d()); });
       std::vector<float> back(static_cast<size_t>(R * H));
       Mirror<float> d_back(be, back);
@@ -205,11 +205,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         sact.resize(static_cast<size_t>(T * S));
         d_sh1 = std::make_unique<Mirror<float>>(be, sh1);
         d_sact = std::make_unique<Mirror<float>>(be, sact);
-        rec.time("moe.shared_fc1", 4.0 * (fT * fH + fH * 2 * fS + fT * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
+        rec.time("moe.shared_fc1", 4.0 * (fT * fH + fH * 2 * fS + fT * 2 * fS), 2.0 * fT * fH * 2 * fS, GemmShape{fT, 2 * fS, fH}, [&] {
           be.gemm(d_x.d(), d_s1.d(), d_sh1->d(), T, 2 * S, H, false, false, false);
         });
         rec.time("moe.shared_act", 4.0 * fT * 3 * fS, 0, [&] { be.swiglu_fwd(d_sh1->d(), T, S, d_sact->d()); });
-        rec.time("moe.shared_fc2", 4.0 * (fT * fS + fS * fH + 2 * fT * fH), 2.0 * fT * fS * fH, [&] {
+        rec.time("moe.shared_fc2", 4.0 * (fT * fS + fS * fH + 2 * fT * fH), 2.0 * fT * fS * fH, GemmShape{fT, fH, fS}, [&] {
           be.gemm(d_sact->d(), d_s2.d(), d_y.d(), T, H, S, false, false, true);
         });
       }
@@ -298,17 +298,17 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         std::vector<float> dact(static_cast<size_t>(T * S)), dh1(static_cast<size_t>(T * 2 * S)), ds1(static_cast<size_t>(H * 2 * S)),
             ds2(static_cast<size_t>(S * H));
         Mirror<float> d_dact_s(be, dact), d_dh1_s(be, dh1), d_ds1(be, ds1), d_ds2(be, ds2);
-        rec.time("moe.shared_fc2.dgrad", 4.0 * (fT * fH + fS * fH + fT * fS), 2.0 * fT * fS * fH, [&] {
+        rec.time("moe.shared_fc2.dgrad", 4.0 * (fT * fH + fS * fH + fT * fS), 2.0 * fT * fS * fH, GemmShape{fT, fS, fH}, [&] {
           be.gemm(d_dy.d(), d_s2.d(), d_dact_s.d(), T, S, H, false, true, false);
         });
-        rec.time("moe.shared_fc2.wgrad", 4.0 * (fT * fS + fT * fH + fS * fH), 2.0 * fT * fS * fH, [&] {
+        rec.time("moe.shared_fc2.wgrad", 4.0 * (fT * fS + fT * fH + fS * fH), 2.0 * fT * fS * fH, GemmShape{fS, fH, fT}, [&] {
           be.gemm(d_sact->d(), d_dy.d(), d_ds2.d(), S, H, T, true, false, false);
         });
         rec.time("moe.shared_act.bwd", 4.0 * fT * 5 * fS, 0, [&] { be.swiglu_bwd(d_sh1->d(), d_dact_s.d(), T, S, d_dh1_s.d()); });
-        rec.time("moe.shared_fc1.dgrad", 4.0 * (fT * 2 * fS + fH * 2 * fS + fT * fH), 2.0 * fT * fH * 2 * fS, [&] {
+        rec.time("moe.shared_fc1.dgrad", 4.0 * (fT * 2 * fS + fH * 2 * fS + fT * fH), 2.0 * fT * fH * 2 * fS, GemmShape{fT, fH, 2 * fS}, [&] {
           be.gemm(d_dh1_s.d(), d_s1.d(), d_dx.d(), T, H, 2 * S, false, true, false);
         });
-        rec.time("moe.shared_fc1.wgrad", 4.0 * (fT * fH + fT * 2 * fS + fH * 2 * fS), 2.0 * fT * fH * 2 * fS, [&] {
+        rec.time("moe.shared_fc1.wgrad", 4.0 * (fT * fH + fT * 2 * fS + fH * 2 * fS), 2.0 * fT * fH * 2 * fS, GemmShape{fH, 2 * fS, fT}, [&] {
           be.gemm(d_x.d(), d_dh1_s.d(), d_ds1.d(), H, 2 * S, T, true, false, false);
         });
         // The shared expert is data-parallel over the EP ranks: its gradients are reduce-scattered
@@ -345,14 +345,14 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       be.fill(d_dw1.d(), EL * H * 2 * F, std::nanf(""));  // a zero-token expert must overwrite these with zeros
       be.fill(d_dw2.d(), EL * F * H, std::nanf(""));
       rec.time("moe.expert_fc2.dgrad", 4.0 * (frecv_rows * fH + fEL * fF * fH + frecv_rows * fF), 2.0 * frecv_rows * fF * fH,
-               [&] { be.grouped_dgrad(d_dgrouped.d(), d_w2.d(), eoff, F, H, d_dact.d()); });
+               GemmShape{frecv_rows / fEL, fF, fH, fEL, true}, [&] { be.grouped_dgrad(d_dgrouped.d(), d_w2.d(), eoff, F, H, d_dact.d()); });
       rec.time("moe.expert_fc2.wgrad", 4.0 * (frecv_rows * fF + frecv_rows * fH + fEL * fF * fH), 2.0 * frecv_rows * fF * fH,
-               [&] { be.grouped_wgrad(d_act.d(), d_dgrouped.d(), eoff, F, H, d_dw2.d()); });
+               GemmShape{fF, fH, frecv_rows / fEL, fEL, true}, [&] { be.grouped_wgrad(d_act.d(), d_dgrouped.d(), eoff, F, H, d_dw2.d()); });
       rec.time("moe.act.bwd", 4.0 * frecv_rows * 5 * fF, 0, [&] { be.swiglu_bwd(d_h1.d(), d_dact.d(), recv_rows, F, d_dh1.d()); });
       rec.time("moe.expert_fc1.dgrad", 4.0 * (frecv_rows * 2 * fF + fEL * fH * 2 * fF + frecv_rows * fH), 2.0 * frecv_rows * fH * 2 * fF,
-               [&] { be.grouped_dgrad(d_dh1.d(), d_w1.d(), eoff, H, 2 * F, d_dxr.d()); });
+               GemmShape{frecv_rows / fEL, fH, 2 * fF, fEL, true}, [&] { be.grouped_dgrad(d_dh1.d(), d_w1.d(), eoff, H, 2 * F, d_dxr.d()); });
       rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
-               [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
+               GemmShape{fH, 2 * fF, frecv_rows / fEL, fEL, true}, [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
       rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
                [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
@@ -423,9 +423,10 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       continue;
     }
     op.category = st.flops > 0 ? Category::gemm : Category::memory;
-    op.m = T, op.n = H, op.k = H;
-    if (name.find("expert_fc") != std::string::npos) op.m = std::max<int64_t>(1, R / E);
-    st.predicted_s = pr.compute_time(op).value();
+    if (op.category == Category::gemm && st.shape.m > 0)  // the GEMM as it ran (what calibrate reads too)
+      st.predicted_s = gemm_seconds(st.shape, op.dtype, st.flops, st.bytes, g, cpu.calibration).value();
+    else
+      st.predicted_s = pr.compute_time(op).value();
   }
   return res;
 }

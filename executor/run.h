@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "executor/comm.h"
+#include "model/pricing/efficiency.h"
 #include "model/specs.h"
 
 namespace moeperf::exec {
@@ -43,6 +44,7 @@ struct OpStats {
   double bytes = 0, flops = 0;            // per call
   std::vector<double> seconds;            // one per timed call
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
+  GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)
 };
 
 struct Dims {

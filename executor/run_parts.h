@@ -63,6 +63,11 @@ struct Recorder {
   bool record = false;
   template <class F>
   void time(const std::string& name, double bytes, double flops, F&& f) {
+    time(name, bytes, flops, GemmShape{}, std::forward<F>(f));
+  }
+  // A GEMM, with its shape for the cost model (per group for grouped GEMMs, mean rows per expert).
+  template <class F>
+  void time(const std::string& name, double bytes, double flops, const GemmShape& shape, F&& f) {
     const auto t0 = Clock::now();
     f();
     if (backend) backend->synchronize();
@@ -72,6 +77,7 @@ struct Recorder {
     ++o.calls;
     o.bytes = bytes;
     o.flops = flops;
+    o.shape = shape;
     o.seconds.push_back(s);
   }
 };

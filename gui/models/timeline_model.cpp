@@ -17,6 +17,12 @@ QString format_seconds(double s) {
   return QString::number(s * 1e6, 'f', 1) + " µs";
 }
 
+QString format_step(const StepReport& r) {
+  QString s = format_seconds(r.step_time.value());
+  if (r.band > 0) s += QStringLiteral(" ± %1 %").arg(100 * r.band, 0, 'f', 0);
+  return s;
+}
+
 QString format_bytes(double b) {
   if (b >= 1e9) return QString::number(b / 1e9, 'f', 2) + " GB";
   if (b >= 1e6) return QString::number(b / 1e6, 'f', 2) + " MB";

@@ -14,7 +14,7 @@ QString compare_label(const StepReport* r, const QString& empty) {
   return QStringLiteral("%1 · %2 GPUs · step %3 · exposed communication %4%")
       .arg(QString::fromStdString(r->name))
       .arg(r->gpus)
-      .arg(format_seconds(r->step_time.value()))
+      .arg(format_step(*r))
       .arg(100 * r->exposed_comm_fraction, 0, 'f', 1);
 }
 

@@ -203,7 +203,7 @@ bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {
   compare_report_ = r.report;
   compare_->setLower(compare_report_);
   tabs_->setCurrentWidget(compare_);
-  statusBar()->showMessage(tr("Comparing with %1 · step %2").arg(path, format_seconds(r.report->step_time.value())));
+  statusBar()->showMessage(tr("Comparing with %1 · step %2").arg(path, format_step(*r.report)));
   return true;
 }
 
@@ -247,12 +247,13 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   topology_->setReport(report_);
   compare_->setUpper(report_);
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
-  statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5%")
+  statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5% · profile %6")
                                .arg(path)
                                .arg(report_->gpus)
-                               .arg(format_seconds(report_->step_time.value()))
+                               .arg(format_step(*report_))
                                .arg(report_->model_tflops_per_gpu, 0, 'f', 1)
-                               .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1));
+                               .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1)
+                               .arg(QString::fromStdString(report_->profile)));
   return true;
 }
 

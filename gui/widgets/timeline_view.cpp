@@ -141,7 +141,7 @@ QString TimelineView::summaryText() const {
   return QStringLiteral("%1 · %2 GPUs · step %3 · exposed communication %4 (%5%)")
       .arg(QString::fromStdString(report_->name))
       .arg(report_->gpus)
-      .arg(format_seconds(data_.step_time), format_seconds(report_->exposed_comm.value()))
+      .arg(format_step(*report_), format_seconds(report_->exposed_comm.value()))
       .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1);
 }
 

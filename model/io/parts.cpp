@@ -276,8 +276,15 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
     r.bytes = op.at("bytes_per_call").as_number();
     if (r.cls == PartClass::gemm) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for a GEMM");
-      const double side = std::cbrt(r.flops / 2.0);
-      r.gemm = GemmShape{side, side, side, 1};
+      if (auto sh = op.get("shape")) {  // per group, as the executor ran it
+        sh->allow_only({"m", "n", "k", "groups", "ragged"});
+        r.gemm = GemmShape{sh->at("m").as_positive_number(), sh->at("n").as_positive_number(),
+                           sh->at("k").as_positive_number(), sh->at("groups").as_positive_number(),
+                           sh->bool_or("ragged", false)};
+      } else {  // an older file: a cube of the same work
+        const double side = std::cbrt(r.flops / 2.0);
+        r.gemm = GemmShape{side, side, side, 1, false};
+      }
     } else if (r.bytes <= 0) {
       op.at("bytes_per_call").fail("expected a positive byte count for a memory-bound op");
     }

@@ -91,6 +91,20 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   EXPECT_NE(j["communicator_detail"].get<std::string>().find("every exchange: mpi"), std::string::npos) << j["communicator_detail"];
   EXPECT_GT(j["ops"]["moe.expert_fc1"]["fraction_of_measured_peak"].get<double>(), 0.0);
   EXPECT_FALSE(j["git_revision"].get<std::string>().empty());
+  // Each GEMM says its shape as the cost model prices it: the grouped FC1 has one group per local
+  // expert, and its shape's work is the FLOPs it is rated by.
+  const auto& fc1 = j["ops"]["moe.expert_fc1"];
+  ASSERT_TRUE(fc1.contains("shape")) << fc1;
+  const auto& sh1 = fc1["shape"];
+  EXPECT_EQ(sh1["groups"].get<double>(), j["dims"]["experts"].get<double>() / 4);
+  EXPECT_TRUE(sh1["ragged"].get<bool>());
+  EXPECT_NEAR(2 * sh1["m"].get<double>() * sh1["n"].get<double>() * sh1["k"].get<double>() * sh1["groups"].get<double>(),
+              fc1["flops_per_call"].get<double>(), 1e-6 * fc1["flops_per_call"].get<double>());
+  EXPECT_FALSE(j["ops"]["moe.dispatch"].contains("shape"));
+  // The file is measurements of parts for calibrate as it stands.
+  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out);
+  EXPECT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("gemm ("), std::string::npos) << c.out;
 }
 
 TEST(Executor, ARankThatExitsMidStepEndsTheJob) {

@@ -113,6 +113,14 @@ class GeometryTest : public QObject {
 class TimelineModelTest : public QObject {
   Q_OBJECT
  private slots:
+  void stepShowsItsBand() {
+    // The step time carries the profile's band when there is one, and is bare without.
+    StepReport r;
+    r.step_time = Seconds(4.166);
+    QCOMPARE(format_step(r), QStringLiteral("4.166 s"));
+    r.band = 0.05;
+    QCOMPARE(format_step(r), QStringLiteral("4.166 s ± 5 %"));
+  }
   void passesModelTester() {
     const LoadResult r = load_and_predict(kOptimized);
     QVERIFY2(r.report, r.error.c_str());
