@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include "model/error.h"
+#include "model/io/stacks.h"
 #include "model/study/study.h"
 
 namespace moeperf::cli {
@@ -44,7 +45,16 @@ int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::v
   if (ablate) {
     if (files.size() != 1) throw InputError("compare --ablate takes one scenario");
     const Scenario s = load_named(files[0], sets);
-    print_waterfall(waterfall(baseline_of(s), s, s.calibration), format);
+    // The stack's own ablation when it has one (its optimizations in the order they were added),
+    // else the post's options switched off together.
+    const std::vector<NamedState> states = io::ablation_states(s);
+    std::vector<std::string> notes;
+    if (states.empty())
+      notes.push_back("the scenario's stack" + (s.stack.name.empty() ? std::string() : " (" + s.stack.name + ")") +
+                      " has no ablation: every optimization of NVIDIA's post switched off, then on in the post's order");
+    else
+      notes.push_back("the ablation of stack " + s.stack.name + " (stacks/" + s.stack.name + ".json): each step switches the fields it names");
+    print_waterfall(states.empty() ? waterfall(baseline_of(s), s, s.calibration) : walk(states, s.calibration), format, notes);
     return kExitOk;
   }
   if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");

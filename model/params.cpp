@@ -97,6 +97,18 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::ep_sm_half, "ep_sm_half", 0, "SMs", 0, 256,
      "The EP kernel's copy engines are its thread blocks: rate x sms / (sms + ep_sm_half), with the SMs it "
      "is given (comm_sm_fraction of the GPU in a training step)."},
+    {Param::deepep_nvlink_fraction, "deepep_nvlink_fraction", 0.80, "fraction", 0.05, 1.0,
+     "DeepEP's normal dispatch/combine kernels (stack.ep_kernel deepep) over NVLink: algorithm bandwidth "
+     "over the link rate when given many SMs. A kernel of its own: its published rates climb with SMs far "
+     "longer than HybridEP's."},
+    {Param::deepep_sm_half, "deepep_sm_half", 16, "SMs", 0, 512,
+     "DeepEP's rate x sms / (sms + deepep_sm_half): each of its channels is a pair of SMs moving one "
+     "stream of tokens, so its rate follows the SMs it is given."},
+    {Param::oneshot_copy_latency_s, "oneshot_copy_latency_s", 0.6e-6, "s", 20e-9, 20e-6,
+     "A copy kernel with few thread blocks moves what its threads keep in flight per memory round trip "
+     "(Little's law): XLA's one-shot ragged all-to-all runs one block of 128 threads x 8 bytes per peer, so its "
+     "rate is ranks x 1 KiB / this latency. The default is an HBM load latency of the order measured by "
+     "microbenchmarks (~0.5-0.7 us); the profiles fit it to the one-shot kernel's published rates."},
     {Param::comm_sm_fraction, "comm_sm_fraction", 0.12, "fraction", 0, 0.9,
      "A running NCCL kernel holds its channels' thread blocks (typically 16-32 CTAs on 132-160 SMs), so "
      "concurrent compute runs on about 88 % of the SMs."},

@@ -44,6 +44,9 @@ enum class Param : int {
   ep_nvlink_fraction,      // fused EP dispatch/combine kernel (DeepEP/HybridEP): NVLink rate / link rate at many SMs
   ep_network_fraction,     // the same over RDMA: rate / NIC line rate
   ep_sm_half,              // EP kernel rate x sms / (sms + ep_sm_half): SMs the kernel is given
+  deepep_nvlink_fraction,  // DeepEP's normal kernels over NVLink: rate / link rate at many SMs
+  deepep_sm_half,          // DeepEP's rate x sms / (sms + deepep_sm_half)
+  oneshot_copy_latency_s,  // one load-store round of a copy kernel's thread (XLA's one-shot all-to-all): Little's law
   comm_sm_fraction,        // fraction of SMs a running communication kernel takes from compute
   runtime_reserve_gib,     // HBM held by the CUDA context, NCCL and library workspaces
   kCount

@@ -243,9 +243,49 @@ struct Routing {
 
 enum class Dispatcher { allgather, alltoall, fused_dedup };
 
+// The fused EP kernel of dispatcher fused_dedup, priced by its own fitted rates: HybridEP (and
+// kernels taken to run like it, NCCL EP) or DeepEP's normal kernels.
+enum class EpKernel { hybridep, deepep };
+
+// How the busiest rank computes its experts: one grouped GEMM over each expert's real rows (cuBLAS
+// / TE / CUTLASS), a loop of per-expert GEMMs padded to the busiest expert whose counts go to the
+// host first, or jax.lax.ragged_dot's default XLA lowering, a masked dense dot over every local
+// expert (RaggedDotRewriter: group-count times the FLOPs, over every ragged-buffer row).
+enum class ExpertGemm { grouped, per_expert_loop, masked_dense };
+
+// XLA's ragged all-to-all on GPU: the one-shot peer-copy kernel (few thread blocks, on the compute
+// stream) or the NCCL path (offsets exchange, host waits, grouped send/recv).
+enum class RaggedA2a { nccl, one_shot };
+
+// Where the one-shot kernel can reach its peers: GPUs of one process, or every GPU of the NVLink
+// domain (openxla/xla#47283).
+enum class PeerScope { process, nvlink_domain };
+
+// Parts of a layer captured in CUDA graphs (Megatron-Core's --cuda-graph-scope): their ops cost
+// the host one graph launch instead of one issue each. A bit set.
+enum class GraphScope : unsigned { attn = 1, mlp = 2, moe_router = 4, shared_expert = 8, moe = 16 };
+
+// The software stack: how a framework lowers and schedules the step (stacks/*.json, each field
+// with its source). A scenario names a stack and may override fields.
 struct StackOptions {
-  bool grouped_gemm = true;
+  std::string name;  // the stack file's name ("maxtext-te-2026-09"); "" for the built-in defaults
+  ExpertGemm expert_gemm = ExpertGemm::grouped;
+  bool grouped_gemm() const { return expert_gemm == ExpertGemm::grouped; }
   Dispatcher dispatcher = Dispatcher::alltoall;
+  // The ragged all-to-all of an XLA stack (dispatcher alltoall): the one-shot kernel when it
+  // applies (ranks <= one_shot_max_ranks, all reachable in one_shot_scope), else the NCCL path.
+  RaggedA2a ragged_a2a = RaggedA2a::nccl;
+  int one_shot_max_ranks = 8;
+  PeerScope one_shot_scope = PeerScope::process;
+  int one_shot_threads = 128;          // threads per block
+  int one_shot_copy_bytes = 8;         // bytes each thread copies per access
+  int one_shot_updates_per_peer = 1;   // thread blocks per peer (grid = ranks x updates)
+  // Host waits on the critical path per dispatch (the NCCL ragged path's two, a PyTorch
+  // dispatcher's .tolist() of the split sizes); the one-shot kernel takes none.
+  int dispatch_host_syncs = 0;
+  int ragged_a2a_host_waits = 0;       // per call on XLA's NCCL ragged path (ragged_all_to_all_thunk.cc: 2)
+  int ep_sms = 0;                      // SMs a fused EP kernel holds (0: comm_sm_fraction of the GPU's)
+  EpKernel ep_kernel = EpKernel::hybridep;
   bool multistream_collectives = true;
   bool fsdp_prefetch = true;
   bool a2a_with_shared_expert = false;
@@ -254,7 +294,24 @@ struct StackOptions {
   // overlap (one's all-to-all behind the other's compute): DualPipe's overlap, Megatron's combined
   // 1F1B with EP communication overlap. On by itself under the dualpipe schedule.
   bool fwd_bwd_overlap = false;
-  double a2a_buffer_factor = 2.0;  // ragged all-to-all buffers sized at this x the average load
+  // Ragged all-to-all buffers: this x the average rows; <= 0: MaxText's default sizing, the local
+  // rows x min(EP, experts / top_k). The sort/permute touches every buffer row.
+  double a2a_buffer_factor = 2.0;
+  // The host: CPU time to issue one framework op (0: the host always runs ahead of the GPU, as
+  // with one compiled executable), framework ops per op of moeperf's graph (the glue between
+  // them: casts, reshapes, allocations), and what fusion and CUDA graphs take away.
+  double host_op_s = 0;
+  double host_ops_per_op = 1;
+  int quantize_host_ops = 1;      // framework ops per quantization (scale-buffer allocation apart)
+  bool router_fusion = true;      // the router's top-k/score/bias as one kernel
+  int unfused_router_ops = 1;     // ops of the router's top-k without it
+  bool permute_fusion = true;     // permute / un-permute as one kernel
+  int unfused_permute_ops = 1;    // ops of one permute without it
+  unsigned cuda_graphs = 0;       // GraphScope bits
+  double graph_launch_s = 0;      // host time of one graph launch
+  bool pdl_quantize = false;      // quantization kernels launched with programmatic dependent launch (no gap)
+  bool norm_quantize_fusion = false;  // the norm writes the GEMM's quantized input itself
+  bool captured(GraphScope g) const { return (cuda_graphs & static_cast<unsigned>(g)) != 0; }
 };
 
 // Slow GPUs (a straggler): one GPU, or every GPU of one NVLink domain (rack); their compute and

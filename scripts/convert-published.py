@@ -212,20 +212,39 @@ def ep(R):
         for sm in [4, 8, 16]:
             if f"hybridep_h100_ep{ep_}_sm{sm}" in R:
                 out += hybridep(R[f"hybridep_h100_ep{ep_}_sm{sm}"], "dgx-h100", ep_, sm, "rdma")
+    # DeepEP's own kernels on GB200 (the HybridEP doc's reference rows, Megatron's EP32 figures):
+    # fitted as a kernel of their own (shape "kernel": "deepep").
     for sm in [16, 24, 32]:
         r = R[f"deepep_on_gb200_ep8_sm{sm}"]
-        out.append(check(base(r, "ep.dispatch", f"{r['value']} GB/s", system="gb200-nvl72", shape={"ep": 8, "sms": sm, "link": "nvlink"}),
-                         "DeepEP, not HybridEP (the Blackwell profile's kernel), and through the torch API"))
+        sh = {"ep": 8, "sms": sm, "link": "nvlink", "kernel": "deepep"}
+        out.append(base(r, "ep.dispatch", f"{r['value']} GB/s", system="gb200-nvl72", shape=sh))
+        c = base(r, "ep.combine", f"{r['secondary_metrics']['combine']} GB/s", system="gb200-nvl72", shape=sh)
+        c["id"] = r["id"] + "_combine"
+        c["quote"] = f"combine = {r['secondary_metrics']['combine']} GB/s (torch API, BF16)"
+        out.append(c)
     r = R["mcore_deepep_gb200_ep32_bw"]
-    out.append(check(base(r, "ep.dispatch", "400 GB/s", system="gb200-nvl72", shape={"ep": 32, "sms": 24, "link": "nvlink"}),
-                     "DeepEP, not HybridEP (the Blackwell profile's kernel)"))
-    out.append(check(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape={"ep": 32, "sms": 24, "link": "nvlink"}), id=r["id"] + "_combine"),
-                     "DeepEP, not HybridEP (the Blackwell profile's kernel)"))
+    sh = {"ep": 32, "sms": 24, "link": "nvlink", "kernel": "deepep"}
+    out.append(base(r, "ep.dispatch", "400 GB/s", system="gb200-nvl72", shape=sh))
+    out.append(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape=sh), id=r["id"] + "_combine"))
     for i, link in [("deepep_v1_normal_ep8", "nvlink"), ("deepep_v1_normal_ep16", "rdma"), ("deepep_v1_normal_ep32", "rdma"), ("deepep_v1_normal_ep64", "rdma")]:
         r = R[i]
         ep_ = int(i.rsplit("ep", 1)[1])
         out.append(check(base(r, "ep.dispatch", f"{r['value']} GB/s", system="h800", shape={"ep": ep_, "sms": 24, "link": link}),
                          "DeepEP's normal kernels on H800: the SMs given are not stated in the record (24 assumed); HybridEP is the Hopper profile's kernel"))
+    # XLA's one-shot ragged all-to-all kernel (ragged_all_to_all.cc): one block of 128 threads per
+    # peer, 8-byte copies; its rate is bytes in flight / copy latency, which these records fit.
+    shape = {"ep": 8, "threads": 128, "copy_bytes": 8, "blocks_per_peer": 1}
+    r = R["xla_oneshot_ragged_a2a_b200_8gpu"]
+    rec = base(r, "ep.one_shot_a2a", "18 GB/s", system="dgx-b200", shape=shape)
+    rec["derivation"] = ("2 % of the B200's NVLink bandwidth (900 GB/s per direction, 18 links x 50 GB/s): "
+                         "0.02 x 900 GB/s = 18 GB/s of rows sent per GPU, read as the algorithm bandwidth of the call")
+    out.append(rec)
+    r = R["xla_oneshot_ragged_a2a_gb200_ep4"]
+    rec = base(r, "ep.one_shot_a2a", "9.04 GB/s", system="gb200-nvl72", shape=dict(shape, ep=4))
+    rec["derivation"] = ("297 ms per call; the call's rows from the run's shape: 65,536 tokens x top-4 x hidden 5120 x 2 B "
+                         "(BF16) = 2.684 GB sent per GPU (own rows included), 2.684 GB / 0.297 s = 9.04 GB/s. The record's "
+                         "leg_bytes_approx (800 MB) does not fit that shape and is not used")
+    out.append(rec)
     return out
 
 

@@ -1,6 +1,7 @@
 #include "gui/models/study_data.h"
 
 #include "model/error.h"
+#include "model/io/stacks.h"
 
 namespace moeperf::gui {
 
@@ -31,7 +32,8 @@ Studies build_studies(const StepReport& r, const std::vector<int64_t>& gpus, Gro
   }
   const Scenario& s = *r.scenario;
   try {
-    st.waterfall = waterfall_bars(waterfall(baseline_of(s), s, s.calibration));
+    const std::vector<NamedState> states = io::ablation_states(s);
+    st.waterfall = waterfall_bars(states.empty() ? waterfall(baseline_of(s), s, s.calibration) : walk(states, s.calibration));
   } catch (const InputError& e) {
     st.waterfall_error = e.what();
   }

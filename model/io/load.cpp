@@ -12,6 +12,7 @@
 
 #include "model/hardware/topology.h"
 #include "model/io/detail/parsers.h"
+#include "model/io/detail/stacks.h"
 #include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
 #include "model/workload/step.h"
@@ -89,6 +90,8 @@ void apply_override(json& root, const Override& o, const std::string& file) {
     }
     json& next = (*cur)[parts[i]];
     if (next.is_null()) next = json::object();
+    // A named stack (or a stack file) becomes the base of an object the override can reach into.
+    if (next.is_string() && i == 0 && parts[i] == "stack") next = json{{"base", next}};
     if (next.is_string() && is_reference_key(parts[i])) {
       const fs::path target = scenario_dir / next.get<std::string>();
       std::error_code ec;
@@ -212,23 +215,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (auto sd = r->get("seed")) ro.seed = static_cast<uint64_t>(sd->as_nonneg_int());
     ro.group_limited = r->bool_or("group_limited", true);
   }
-  if (auto st = n.get("stack")) {
-    st->allow_only(scenario_keys("stack"));
-    StackOptions& o = s.stack;
-    o.grouped_gemm = st->bool_or("grouped_gemm", o.grouped_gemm);
-    if (auto d = st->get("dispatcher"))
-      o.dispatcher = d->as_enum<Dispatcher>({{"allgather", Dispatcher::allgather}, {"alltoall", Dispatcher::alltoall},
-                                             {"fused_dedup", Dispatcher::fused_dedup}});
-    o.multistream_collectives = st->bool_or("multistream_collectives", o.multistream_collectives);
-    if (auto ov = st->get("overlap")) {
-      ov->allow_only(scenario_keys("stack.overlap"));
-      o.fsdp_prefetch = ov->bool_or("fsdp_prefetch", o.fsdp_prefetch);
-      o.fsdp_prefetch_depth = static_cast<int>(ov->positive_int_or("fsdp_prefetch_depth", o.fsdp_prefetch_depth));
-      o.a2a_with_shared_expert = ov->bool_or("a2a_with_shared_expert", o.a2a_with_shared_expert);
-      o.fwd_bwd_overlap = ov->bool_or("fwd_bwd", o.fwd_bwd_overlap);
-    }
-    if (auto f = st->get("a2a_buffer_factor")) o.a2a_buffer_factor = f->as_positive_number();
-  }
+  if (auto st = n.get("stack")) s.stack = parse_stack_ref(refs, *st);
   // The shipped profile of the system's GPU generation, unless the scenario names a profile (whose
   // values override it, parameter by parameter).
   s.calibration = builtin_profile(s.system.gpu());
@@ -430,7 +417,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, histogram, calibration, measurements, accuracy_cases) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -439,6 +426,11 @@ Validated validate_file(const std::string& path) {
     const SystemSpec s = parse_system(refs, root);
     return {kind, s.name + ": " + std::to_string(s.default_gpus) + " GPUs by default, " +
                       std::to_string(s.domain.gpus()) + " per NVLink domain"};
+  }
+  if (kind == "stack") {
+    const StackOptions st = parse_stack_file(root);
+    const size_t steps = root.has("ablation") ? root.at("ablation").size() : 0;
+    return {kind, st.name + ": a software stack" + (steps ? ", an ablation of " + std::to_string(steps) + " steps" : "")};
   }
   if (kind == "scenario") {
     const Scenario s = load_scenario(path);

@@ -39,6 +39,7 @@ constexpr OpKind kOps[] = {
     {"collective.send_recv", PartClass::collective, Collective::send_recv},
     {"ep.dispatch", PartClass::ep, Collective::none},
     {"ep.combine", PartClass::ep, Collective::none},
+    {"ep.one_shot_a2a", PartClass::ep, Collective::none},
 };
 
 double confidence_weight(const Node& n) {
@@ -227,8 +228,23 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       break;
     }
     case PartClass::ep: {
-      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k"});
+      if (o == "ep.one_shot_a2a") {
+        // XLA's one-shot kernel: blocks per peer x threads x bytes per copy in flight per peer.
+        sh.allow_only({"ep", "threads", "copy_bytes", "blocks_per_peer"});
+        r.ep = positive(sh, "ep");
+        r.in_flight = positive(sh, "threads") * positive(sh, "copy_bytes") * positive(sh, "blocks_per_peer");
+        parse_measured(x.at("measured"), r, false);
+        if (r.metric == PartMetric::seconds) x.at("measured").fail("expected an algorithm bandwidth like \"18 GB/s\"");
+        r.metric = PartMetric::algorithm_bandwidth;
+        break;
+      }
+      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k", "kernel"});
       r.ep = positive(sh, "ep");
+      if (auto k = sh.get("kernel")) {
+        const std::string v = k->as_string();
+        if (v != "hybridep" && v != "deepep") k->fail("expected \"hybridep\" or \"deepep\", got \"" + v + "\"");
+        r.deepep = v == "deepep";
+      }
       r.sms = positive(sh, "sms");
       const Node l = sh.at("link");
       const std::string v = l.as_string();

@@ -41,6 +41,11 @@ FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& g, Dtype* priced_as) {
   return r;
 }
 
+double ep_kernel_sms(const Scenario& s, const Calibration& cal) {
+  const double sms = s.system.gpu().sms;
+  return s.stack.ep_sms > 0 ? std::min<double>(s.stack.ep_sms, sms) : cal[Param::comm_sm_fraction] * sms;
+}
+
 Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal)
     : s_(s), t_(t), cal_(cal), host_(host_copy_cost(t, s.system, cal)),
       host_d2h_(host_copy_cost(t, s.system, cal, true)) {
@@ -73,6 +78,16 @@ Seconds Pricer::compute_time(const Op& op) const {
       return attention_seconds(shape, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::sync: return Seconds(cal_[Param::host_sync_s]);
+    case Category::ep_comm: {
+      // XLA's one-shot ragged all-to-all (collective none, on the compute stream): one block group
+      // per peer, each moving its peer's rows at bytes-in-flight / latency (Little's law), the
+      // busiest peer's share setting the time; two rendezvous kernels bracket it.
+      if (op.one_shot_peers <= 0 || op.one_shot_in_flight <= 0) return Seconds(0);
+      const double peers = static_cast<double>(op.one_shot_peers);
+      const double per_peer = std::max(op.bytes, op.recv_bytes).value() / std::max(1.0, peers - 1.0);
+      return Seconds(per_peer * cal_[Param::oneshot_copy_latency_s] / op.one_shot_in_flight +
+                     2.0 * cal_[Param::nvlink_step_s] + op.launches * cal_[Param::kernel_launch_s]);
+    }
     case Category::memory:
     case Category::optimizer: return memory_seconds(op.hbm_bytes.value(), g, cal_, op.launches);
     default: return Seconds(0);
@@ -98,8 +113,9 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
     if (op.collective == Collective::all_to_all && op.group == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup) {
       // A fused EP kernel (DeepEP/HybridEP-like) moves the rows with its own thread blocks: its
       // measured NVLink and RDMA fractions, at the SMs a communication kernel holds.
-      const double f = ep_sm_factor(cal_[Param::comm_sm_fraction] * s_.system.gpu().sms, cal_);
-      cal.set(Param::nvlink_fraction, cal_[Param::ep_nvlink_fraction] * f);
+      const bool deepep = s_.stack.ep_kernel == EpKernel::deepep;
+      const double f = ep_sm_factor(ep_kernel_sms(s_, cal_), cal_, deepep);
+      cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f);
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
     }
     it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;

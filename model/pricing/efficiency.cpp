@@ -76,9 +76,9 @@ Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& 
                  launches * cal[Param::kernel_launch_s]);
 }
 
-double ep_sm_factor(double sms, const Calibration& cal) {
+double ep_sm_factor(double sms, const Calibration& cal, bool deepep) {
   const double s = std::max(1.0, sms);
-  return s / (s + cal[Param::ep_sm_half]);
+  return s / (s + cal[deepep ? Param::deepep_sm_half : Param::ep_sm_half]);
 }
 
 }  // namespace moeperf

@@ -52,6 +52,6 @@ Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_byte
 Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches = 1);
 
 // A fused EP kernel's rate with `sms` SMs over its rate with all of them: sms / (sms + ep_sm_half).
-double ep_sm_factor(double sms, const Calibration& cal);
+double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);
 
 }  // namespace moeperf

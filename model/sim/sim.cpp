@@ -34,7 +34,9 @@ struct Running {
 // A DES core with the four-member surface of ASTRA-sim's event queue: now, empty, step, schedule.
 class Engine {
  public:
-  Engine(const StepGraph& g, const Pricer& pr, const StackOptions& stack) : g_(g), pr_(pr), multi_(stack.multistream_collectives) {
+  Engine(const StepGraph& g, const Pricer& pr, const StackOptions& stack)
+      : g_(g), pr_(pr), multi_(stack.multistream_collectives), host_op_s_(stack.host_op_s),
+        graph_launch_s_(stack.graph_launch_s) {
     // Queues per lane; a second lane of every queue when some op runs on it (fwd/bwd overlap).
     base_queues_ = multi_ ? 6 : 3;
     int lanes = 1;
@@ -52,6 +54,7 @@ class Engine {
         cs.queues[static_cast<size_t>(q)].push_back(i);
         cs.timing[static_cast<size_t>(i)].queue = q;
       }
+      cs.issue.assign(rc.ops.size(), 0.0);
       cs.head.assign(static_cast<size_t>(nq), 0);
       cs.busy.assign(static_cast<size_t>(nq), 0);
       cls_.push_back(std::move(cs));
@@ -92,18 +95,26 @@ class Engine {
 
   double now() const { return now_; }
   bool empty() const { return running_.empty(); }
+  // Ops wait for the host to issue them: the next time one becomes issued (infinite: none).
+  double wake() const { return wake_; }
+  void advance_to_wake() {
+    if (std::isfinite(wake_) && wake_ > now_) now_ = wake_;
+  }
 
   // Starts every op that heads its queue with its dependencies done.
   void schedule() {
     bool started = true;
+    wake_ = kInf;
     while (started) {
       started = false;
       for (size_t c = 0; c < cls_.size(); ++c) {
         ClassState& cs = cls_[c];
+        advance_host(c);
         for (size_t q = 0; q < cs.queues.size(); ++q) {
           if (cs.busy[q] || cs.head[q] >= cs.queues[q].size()) continue;
           const int32_t i = cs.queues[q][cs.head[q]];
           if (!ready(c, i)) continue;
+          if (!issued(c, i)) continue;
           const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
           if (!sync_[c].empty() && is_group_collective(op)) {
             if (!arrived_[c][static_cast<size_t>(i)]) {
@@ -128,6 +139,7 @@ class Engine {
       const double rate = r.latency_left > 0 ? 1.0 : r.rate;
       dt = std::min(dt, rate > 0 ? left / rate : kInf);
     }
+    if (std::isfinite(wake_) && wake_ > now_) dt = std::min(dt, wake_ - now_);
     if (!std::isfinite(dt)) dt = 0;
     now_ += dt;
     std::vector<Running> keep;
@@ -183,7 +195,7 @@ class Engine {
         int n = 0;
         for (int k = 0; k < kStreamCount; ++k)
           if (carried[q][static_cast<size_t>(k)]) label += (n++ ? " + " : "") + std::string(to_string(static_cast<Stream>(k)));
-        sc.queue_labels.push_back(n > 1 ? "collectives: " + label : std::string(to_string(sc.queues[q])));
+        sc.queue_labels.push_back(n > 1 ? "collectives: " + label : n == 1 ? label : std::string(to_string(sc.queues[q])));
       }
       out.step_time = std::max(out.step_time, sc.finish);
       out.classes.push_back(std::move(sc));
@@ -208,7 +220,47 @@ class Engine {
     std::vector<std::pair<int, int32_t>> peer;
     std::vector<UtilSample> util;
     double finish = 0;
+    // The host issuing the class's program: when each op was issued, the next op to issue and
+    // the host's clock (see advance_host).
+    std::vector<double> issue;
+    size_t host_next = 0;
+    double host_clock = 0;
   };
+
+  // The host issues ops in program order, host_op_s x Op::host_ops each (a part captured in a CUDA
+  // graph: one graph launch for its run of ops). After a host wait (a sync op) it issues nothing
+  // until the GPU has finished that op. With host_op_s 0 and no graphs every op is issued at once,
+  // except those behind a wait.
+  void advance_host(size_t c) {
+    ClassState& cs = cls_[c];
+    const std::vector<Op>& ops = g_.classes[c].ops;
+    while (cs.host_next < ops.size()) {
+      const size_t i = cs.host_next;
+      if (i > 0 && ops[i - 1].category == Category::sync) {
+        if (!cs.done[i - 1]) return;
+        cs.host_clock = std::max(cs.host_clock, cs.timing[i - 1].end.value());
+      }
+      const Op& op = ops[i];
+      double cost = host_op_s_ * op.host_ops;
+      if (op.graph != 0) {
+        const bool same_run = i > 0 && ops[i - 1].graph == op.graph && ops[i - 1].layer == op.layer &&
+                              ops[i - 1].micro_batch == op.micro_batch && ops[i - 1].phase == op.phase;
+        cost = same_run ? 0.0 : graph_launch_s_;
+      }
+      cs.host_clock += cost;
+      cs.issue[i] = cs.host_clock;
+      ++cs.host_next;
+    }
+  }
+
+  bool issued(size_t c, int32_t i) {
+    const ClassState& cs = cls_[c];
+    if (static_cast<size_t>(i) >= cs.host_next) return false;
+    const double t = cs.issue[static_cast<size_t>(i)];
+    if (t <= now_ + 1e-15) return true;
+    wake_ = std::min(wake_, t);
+    return false;
+  }
 
   bool ready(size_t c, int32_t i) const {
     const ClassState& cs = cls_[c];
@@ -352,6 +404,8 @@ class Engine {
   const StepGraph& g_;
   const Pricer& pr_;
   bool multi_;
+  double host_op_s_ = 0, graph_launch_s_ = 0;
+  double wake_ = kInf;
   int base_queues_ = 3;
   double hbm_bytes_per_s_ = pr_.scenario().system.gpu().hbm_bandwidth.value() * pr_.calibration()[Param::hbm_fraction];
   std::vector<ClassState> cls_;
@@ -367,8 +421,9 @@ class Engine {
 SimResult simulate(const StepGraph& g, const Pricer& pricer, const StackOptions& stack) {
   Engine e(g, pricer, stack);
   e.schedule();
-  while (!e.empty()) {
-    e.step();
+  while (!e.empty() || std::isfinite(e.wake())) {
+    if (e.empty()) e.advance_to_wake();
+    else e.step();
     e.schedule();
   }
   if (!e.all_done()) throw std::logic_error("simulation deadlocked: an op waits for one that never runs");

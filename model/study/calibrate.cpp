@@ -36,7 +36,9 @@ std::vector<Param> class_params(PartClass c) {
               Param::attention_hd_half};
     case PartClass::collective:
       return {Param::nvlink_fraction, Param::nvls_fraction, Param::ib_fraction, Param::nvlink_step_s};
-    case PartClass::ep: return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half};
+    case PartClass::ep:
+      return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
+              Param::deepep_sm_half, Param::oneshot_copy_latency_s};
     case PartClass::kCount: break;
   }
   return {};
@@ -97,7 +99,12 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       // Algorithm bandwidth: the rows a rank sends (its own included) over the kernel's time. Over
       // NVLink the rows to other ranks, (n - 1)/n of them, cross the GPU's links; over RDMA the
       // record's figure is the NIC's (bottleneck) bandwidth.
-      const double f = ep_sm_factor(r.sms, cal);
+      if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
+      const double f = ep_sm_factor(r.sms, cal, r.deepep);
+      if (r.deepep) {
+        const double n = std::max(2.0, r.ep);
+        return r.gpu.nvlink_bandwidth().value() * cal[Param::deepep_nvlink_fraction] * f * n / (n - 1.0);
+      }
       if (r.rdma) {
         const double nic = r.system->domain.tray.nic.port_bandwidth.value();
         return nic * cal[Param::ep_network_fraction] * f;

@@ -165,7 +165,10 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
                       r.breakdown[static_cast<size_t>(Category::optimizer)].value());
     for (const OpSummary& o : r.ops) {
       if (o.category == Category::offload) add("host_copy", o.exposed.value());
-      else if (o.category == Category::ep_comm && s.stack.dispatcher == Dispatcher::fused_dedup) add("ep", o.exposed.value());
+      // Fused EP kernels and XLA's one-shot kernel are priced by the EP class's fitted parameters.
+      else if (o.category == Category::ep_comm && s.stack.dispatcher != Dispatcher::allgather &&
+               (s.stack.dispatcher == Dispatcher::fused_dedup || s.stack.ragged_a2a == RaggedA2a::one_shot))
+        add("ep", o.exposed.value());
       else if (is_communication(o.category)) add("collective", o.exposed.value());
     }
     double sq = 0;

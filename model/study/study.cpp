@@ -11,7 +11,7 @@ namespace moeperf {
 Scenario baseline_of(const Scenario& s) {
   Scenario b = s;
   b.name = s.name + " [every optimization off]";
-  b.stack.grouped_gemm = false;
+  b.stack.expert_gemm = ExpertGemm::per_expert_loop;
   b.stack.multistream_collectives = false;
   b.stack.fsdp_prefetch = false;
   b.stack.dispatcher = Dispatcher::alltoall;
@@ -84,14 +84,35 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("routing.seed", ra.seed, rb.seed);
   cmp("routing.group_limited", ra.group_limited, rb.group_limited);
   const StackOptions &oa = a.stack, &ob = b.stack;
-  cmp("stack.grouped_gemm", oa.grouped_gemm, ob.grouped_gemm);
+  cmp("stack.expert_gemm", oa.expert_gemm, ob.expert_gemm);
   cmp("stack.dispatcher", oa.dispatcher, ob.dispatcher);
+  cmp("stack.ragged_a2a", oa.ragged_a2a, ob.ragged_a2a);
+  cmp("stack.one_shot_max_ranks", oa.one_shot_max_ranks, ob.one_shot_max_ranks);
+  cmp("stack.one_shot_scope", oa.one_shot_scope, ob.one_shot_scope);
+  cmp("stack.one_shot_threads", oa.one_shot_threads, ob.one_shot_threads);
+  cmp("stack.one_shot_copy_bytes", oa.one_shot_copy_bytes, ob.one_shot_copy_bytes);
+  cmp("stack.one_shot_updates_per_peer", oa.one_shot_updates_per_peer, ob.one_shot_updates_per_peer);
+  cmp("stack.ragged_a2a_host_waits", oa.ragged_a2a_host_waits, ob.ragged_a2a_host_waits);
+  cmp("stack.dispatch_host_syncs", oa.dispatch_host_syncs, ob.dispatch_host_syncs);
+  cmp("stack.ep_sms", oa.ep_sms, ob.ep_sms);
+  cmp("stack.ep_kernel", oa.ep_kernel, ob.ep_kernel);
   cmp("stack.multistream_collectives", oa.multistream_collectives, ob.multistream_collectives);
   cmp("stack.overlap.fsdp_prefetch", oa.fsdp_prefetch, ob.fsdp_prefetch);
   cmp("stack.overlap.fsdp_prefetch_depth", oa.fsdp_prefetch_depth, ob.fsdp_prefetch_depth);
   cmp("stack.overlap.a2a_with_shared_expert", oa.a2a_with_shared_expert, ob.a2a_with_shared_expert);
   cmp("stack.overlap.fwd_bwd", oa.fwd_bwd_overlap, ob.fwd_bwd_overlap);
   cmp("stack.a2a_buffer_factor", oa.a2a_buffer_factor, ob.a2a_buffer_factor);
+  cmp("stack.host_op_s", oa.host_op_s, ob.host_op_s);
+  cmp("stack.host_ops_per_op", oa.host_ops_per_op, ob.host_ops_per_op);
+  cmp("stack.quantize_host_ops", oa.quantize_host_ops, ob.quantize_host_ops);
+  cmp("stack.router_fusion", oa.router_fusion, ob.router_fusion);
+  cmp("stack.unfused_router_ops", oa.unfused_router_ops, ob.unfused_router_ops);
+  cmp("stack.permute_fusion", oa.permute_fusion, ob.permute_fusion);
+  cmp("stack.unfused_permute_ops", oa.unfused_permute_ops, ob.unfused_permute_ops);
+  cmp("stack.cuda_graphs", oa.cuda_graphs, ob.cuda_graphs);
+  cmp("stack.graph_launch_s", oa.graph_launch_s, ob.graph_launch_s);
+  cmp("stack.pdl_quantize", oa.pdl_quantize, ob.pdl_quantize);
+  cmp("stack.norm_quantize_fusion", oa.norm_quantize_fusion, ob.norm_quantize_fusion);
   cmp("train_mtp", a.train_mtp, b.train_mtp);
   if (a.stragglers.size() != b.stragglers.size()) {
     out.emplace_back("stragglers");
@@ -137,8 +158,10 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
     const char* changes;
     std::function<void(Scenario&)> apply;
   };
+  // NVIDIA's post, in its order, then what a PyTorch stack adds (the host and its fusions); each
+  // move copies the target's fields of that mechanism.
   const std::vector<Move> moves = {
-      {"grouped GEMM", "stack.grouped_gemm", [&](Scenario& s) { s.stack.grouped_gemm = to.stack.grouped_gemm; }},
+      {"grouped GEMM", "stack.expert_gemm", [&](Scenario& s) { s.stack.expert_gemm = to.stack.expert_gemm; }},
       {"multistream collectives", "stack.multistream_collectives, stack.overlap.fsdp_prefetch",
        [&](Scenario& s) {
          s.stack.multistream_collectives = to.stack.multistream_collectives;
@@ -147,11 +170,39 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
        }},
       {"MXFP8 / FP8", "precision", [&](Scenario& s) { s.precision = to.precision; }},
       {"host offload", "memory", [&](Scenario& s) { s.memory = to.memory; }},
-      {"fused dedup dispatch", "stack.dispatcher, stack.overlap.a2a_with_shared_expert, stack.a2a_buffer_factor",
+      {"fused dedup dispatch", "stack.dispatcher and the all-to-all's implementation",
        [&](Scenario& s) {
-         s.stack.dispatcher = to.stack.dispatcher;
-         s.stack.a2a_with_shared_expert = to.stack.a2a_with_shared_expert;
-         s.stack.a2a_buffer_factor = to.stack.a2a_buffer_factor;
+         StackOptions& o = s.stack;
+         const StackOptions& t = to.stack;
+         o.dispatcher = t.dispatcher;
+         o.a2a_with_shared_expert = t.a2a_with_shared_expert;
+         o.a2a_buffer_factor = t.a2a_buffer_factor;
+         o.ragged_a2a = t.ragged_a2a;
+         o.one_shot_max_ranks = t.one_shot_max_ranks;
+         o.one_shot_scope = t.one_shot_scope;
+         o.one_shot_threads = t.one_shot_threads;
+         o.one_shot_copy_bytes = t.one_shot_copy_bytes;
+         o.one_shot_updates_per_peer = t.one_shot_updates_per_peer;
+         o.ragged_a2a_host_waits = t.ragged_a2a_host_waits;
+         o.dispatch_host_syncs = t.dispatch_host_syncs;
+         o.ep_sms = t.ep_sms;
+         o.ep_kernel = t.ep_kernel;
+       }},
+      {"host and fusions", "the stack's host, fusion and CUDA graph fields",
+       [&](Scenario& s) {
+         StackOptions& o = s.stack;
+         const StackOptions& t = to.stack;
+         o.host_op_s = t.host_op_s;
+         o.host_ops_per_op = t.host_ops_per_op;
+         o.quantize_host_ops = t.quantize_host_ops;
+         o.router_fusion = t.router_fusion;
+         o.unfused_router_ops = t.unfused_router_ops;
+         o.permute_fusion = t.permute_fusion;
+         o.unfused_permute_ops = t.unfused_permute_ops;
+         o.cuda_graphs = t.cuda_graphs;
+         o.graph_launch_s = t.graph_launch_s;
+         o.pdl_quantize = t.pdl_quantize;
+         o.norm_quantize_fusion = t.norm_quantize_fusion;
        }},
       {"everything else", "model, system, layout, batch, routing", [&](Scenario& s) { s = to; }},
   };
@@ -169,6 +220,20 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
     for (const std::string& d : diff) changes += (changes.empty() ? "" : ", ") + d;
     out.push_back({m.name, changes, predict(next, cal)});
     cur = next;
+  }
+  return out;
+}
+
+std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal) {
+  std::vector<WaterfallStep> out;
+  for (size_t k = 0; k < states.size(); ++k) {
+    std::string changes;
+    if (k > 0) {
+      for (const std::string& d : differing_fields(states[k - 1].scenario, states[k].scenario))
+        changes += (changes.empty() ? "" : ", ") + d;
+      if (changes.empty()) changes = states[k].note.empty() ? "(switches nothing moeperf models)" : "(" + states[k].note + ")";
+    }
+    out.push_back({states[k].name, changes, predict(states[k].scenario, cal)});
   }
   return out;
 }

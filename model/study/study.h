@@ -31,6 +31,14 @@ Scenario baseline_of(const Scenario& s);
 // `changes` lists the dotted fields (as in --set) that differ before and after it.
 std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal);
 
+// A waterfall through given states (the first is the start): each step's `changes` are the fields
+// that differ from the state before it, or `note` when none do (a step moeperf cannot express).
+struct NamedState {
+  std::string name, note;
+  Scenario scenario;
+};
+std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal);
+
 // The scenario fields (dotted, as in --set; "model", "system" and "calibration" as a whole) whose
 // values differ between a and b. Names and descriptions are not compared.
 std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -42,6 +43,7 @@ class Lowering {
     }
     op.phase = op.phase == Phase::forward ? phase_ : op.phase;
     op.lane = lane_;
+    host_cost(op);
     // The first op of each stream in a gated unit waits for the gate (see begin_unit).
     if (gate_ >= 0 && !(gated_streams_ & (1u << static_cast<unsigned>(op.stream)))) {
       op.deps.push_back(gate_);
@@ -67,7 +69,13 @@ class Lowering {
       const double qb = again && !fsdp() ? 0.0 : q;
       const bool arrives_quantized =
           (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
-      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : q;
+      // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
+      // spares the quantization kernel its read of the BF16 input.
+      const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1" ||
+                              name == "moe.shared_fc1";
+      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt)
+                        : (after_norm && s_.stack.norm_quantize_fusion) ? q - 2.0
+                                                                         : q;
       memory(name + ".quant", layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
       deps = {};
     }
@@ -117,8 +125,103 @@ class Lowering {
     if (c == Collective::all_to_all && g == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup &&
         load_.ep_domains > 1)
       op.node_fanout = load_.distinct_domains;
+    if (c == Collective::all_to_all && g == Group::ep && s_.stack.dispatcher == Dispatcher::alltoall) {
+      if (one_shot_applies()) {
+        // XLA's one-shot kernel (ragged_all_to_all.cc): (ranks x updates) blocks copying from the
+        // compute stream, between two rendezvous kernels; priced by the bytes it keeps in flight.
+        const StackOptions& st = s_.stack;
+        op.collective = Collective::none;
+        op.stream = Stream::compute;
+        op.one_shot_peers = p_.ep;
+        op.one_shot_in_flight = d(st.one_shot_updates_per_peer) * st.one_shot_threads * st.one_shot_copy_bytes;
+        op.launches = 3;
+      } else if (s_.stack.ragged_a2a_host_waits > 0) {
+        // XLA's NCCL path (ragged_all_to_all_thunk.cc): the output offsets go all-to-all, the host
+        // waits, copies the size/offset arrays down and waits again, then grouped send/recv.
+        Op off;
+        off.name = op.name + ".offsets";
+        off.category = cat;
+        off.stream = stream;
+        off.layer = layer;
+        off.collective = Collective::all_to_all;
+        off.group = g;
+        off.bytes = off.recv_bytes = Bytes(4.0 * 8.0 * d(p_.ep));  // four int64 arrays, one entry per peer
+        off.deps = std::move(deps);
+        deps = {emit(std::move(off))};
+        for (int w = 0; w < s_.stack.ragged_a2a_host_waits; ++w) deps = {host_wait(op.name + ".host_wait", layer, deps)};
+      }
+    }
     op.deps = std::move(deps);
     return emit(std::move(op));
+  }
+
+  // A host wait: the host blocks until the GPU has run everything issued before it on the compute
+  // stream (and `deps`), copies a few bytes down, and only then issues what follows.
+  int32_t host_wait(std::string name, int layer, std::vector<int32_t> deps) {
+    Op w;
+    w.name = std::move(name);
+    w.category = Category::sync;
+    w.layer = layer;
+    w.deps = std::move(deps);
+    return emit(std::move(w));
+  }
+
+  // Whether XLA's one-shot ragged all-to-all kernel runs this EP group: the stack uses it, the
+  // group has at most one_shot_max_ranks ranks, and every peer is reachable in its scope (one
+  // process: one compute tray, as JAX runs a process per host; or one NVLink domain).
+  bool one_shot_applies() const {
+    const StackOptions& st = s_.stack;
+    if (st.ragged_a2a != RaggedA2a::one_shot || p_.ep > st.one_shot_max_ranks) return false;
+    if (st.one_shot_scope == PeerScope::nvlink_domain) return load_.ep_domains == 1;
+    return p_.tp * p_.cp * p_.ep <= s_.system.domain.tray.gpus;
+  }
+
+  // Rows of the ragged all-to-all's buffers (MaxText get_ragged_buffer_size): factor x the local
+  // rows, or with a factor <= 0 the local rows x min(EP, experts / top_k).
+  double buffer_rows() const {
+    const double f = s_.stack.a2a_buffer_factor;
+    if (f > 0) return load_.mean_rows * f;
+    return load_.mean_rows * std::min(d(p_.ep), d(m_.experts) / std::max(1.0, d(m_.top_k)));
+  }
+
+  // What the host spends issuing `op` (Op::host_ops) and the CUDA graph part that captures it.
+  void host_cost(Op& op) const {
+    const StackOptions& st = s_.stack;
+    const std::string& n = op.name;
+    auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
+    auto ends = [&](const char* sfx) {
+      const size_t k = std::char_traits<char>::length(sfx);
+      return n.size() >= k && n.compare(n.size() - k, k, sfx) == 0;
+    };
+    double ops = st.host_ops_per_op * std::max(1, op.launches);
+    if (ends(".quant")) {
+      // One kernel per framework op (a separate allocation of the scales is a memset kernel);
+      // with programmatic dependent launch none of them waits a launch gap.
+      ops = st.quantize_host_ops;
+      op.launches = st.pdl_quantize ? 0 : st.quantize_host_ops;
+    } else if (starts("moe.topk")) {
+      // Unfused, each of the router's ops is a kernel reading and writing the [tokens, experts]
+      // scores; fused, one kernel reads them and writes the top-k.
+      ops = st.router_fusion ? st.host_ops_per_op : st.unfused_router_ops;
+      if (!st.router_fusion) {
+        op.launches = st.unfused_router_ops;
+        op.hbm_bytes = op.hbm_bytes * (0.5 * st.unfused_router_ops);
+      }
+    } else if (starts("moe.permute") || starts("moe.unpermute") || starts("moe.sort") || starts("moe.unsort")) {
+      // Unfused, the index computations around the row gather are kernels of their own.
+      ops = st.permute_fusion ? st.host_ops_per_op : st.unfused_permute_ops;
+      if (!st.permute_fusion) op.launches = st.unfused_permute_ops;
+    }
+    op.host_ops = ops;
+    const bool moe_layer = op.layer >= 0 && is_moe_layer(op.layer);
+    unsigned part = 0;
+    if (starts("attn.") || starts("cp.")) part = static_cast<unsigned>(GraphScope::attn);
+    else if (starts("mlp.norm")) part = static_cast<unsigned>(moe_layer ? GraphScope::moe_router : GraphScope::mlp);
+    else if (starts("mlp.")) part = static_cast<unsigned>(GraphScope::mlp);
+    else if (starts("moe.router") || starts("moe.topk")) part = static_cast<unsigned>(GraphScope::moe_router);
+    else if (starts("moe.shared")) part = static_cast<unsigned>(GraphScope::shared_expert);
+    else if (starts("moe.")) part = static_cast<unsigned>(GraphScope::moe);
+    op.graph = (st.cuda_graphs & part) ? part : 0u;
   }
 
   // ---------------------------------------------------------------- parameters of a layer
@@ -204,6 +307,7 @@ class Lowering {
   void moe_forward(int l, const LayerForwardFlops& f);
 
   void moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd);
+  void local_sort(int l, const std::string& name, double bytes_per_elem, std::vector<int32_t> deps);
 
   void shared_expert(int l, const LayerForwardFlops& f, Dtype dd);
   void shared_expert_backward(int l, const LayerForwardFlops& f, Dtype dd);

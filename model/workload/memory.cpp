@@ -102,10 +102,13 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     r.offloaded_to_host = Bytes(off);
     r.offloaded_if_kept = Bytes(off);
     // Communication buffers: ragged all-to-all send and receive buffers sized at a2a_buffer_factor x
-    // the average rows, for dispatch and combine.
+    // the average rows (<= 0: MaxText's default, the rows x min(EP, experts / top_k)), for dispatch
+    // and combine.
     const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
     if (m.is_moe()) {
-      const double rows = load.mean_rows * s.stack.a2a_buffer_factor;
+      const double f = s.stack.a2a_buffer_factor;
+      const double rows =
+          load.mean_rows * (f > 0 ? f : std::min(d(p.ep), d(m.experts) / std::max(1.0, d(m.top_k))));
       r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
     }
     // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE

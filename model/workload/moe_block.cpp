@@ -6,7 +6,14 @@ namespace moeperf::detail {
 
 Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) {
   ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows};
-  if (s_.stack.grouped_gemm) return g;
+  if (s_.stack.expert_gemm == ExpertGemm::grouped) return g;
+  if (s_.stack.expert_gemm == ExpertGemm::masked_dense) {
+    // jax.lax.ragged_dot lowered by XLA's RaggedDotRewriter: every local expert's weights against
+    // every row of the ragged buffer, the rows of other experts masked to zero.
+    const double e_local = d(m_.experts) / d(p_.ep);
+    g.rows_exec = g.rows_gemm = e_local * buffer_rows();
+    return g;
+  }
   Op sync;
   sync.name = "moe.count_sync";
   sync.category = Category::sync;
@@ -44,6 +51,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
        static_cast<int64_t>(e_local), launches);
   const double fan = dispatch_fanout();
+  local_sort(l, "moe.unsort", bc, {last()});
   if (s_.stack.dispatcher == Dispatcher::allgather) {
     comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
          r * t_sp_ * h * bc, {last()});
@@ -74,9 +82,20 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   }
   // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
   memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd);
+  // A PyTorch dispatcher copies the split sizes to the host before the exchange.
+  std::vector<int32_t> before{last()};
+  for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
-  comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, {last()},
+  comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
        send * load_.max_rows / load_.mean_rows, fan);
+  local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
+}
+
+void Lowering::local_sort(int l, const std::string& name, double bytes_per_elem, std::vector<int32_t> deps) {
+  // After a ragged all-to-all the received rows are grouped by source rank; they are sorted by
+  // local expert (and back before the combine), a gather over every row of the receive buffer.
+  if (s_.stack.dispatcher != Dispatcher::alltoall || m_.experts <= p_.ep) return;
+  memory(name, l, buffer_rows() * d(m_.hidden) * bytes_per_elem * 2.0, Category::memory, std::move(deps));
 }
 
 void Lowering::shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
@@ -126,6 +145,10 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     const double send = t_sp_ * fan * h * bg * (r - 1) / r;
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
               {last()}, send * load_.max_rows / load_.mean_rows, fan);
+    if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
+      local_sort(l, "moe.sort.bwd", bg, {cb});
+      cb = last();
+    }
   }
   const ExpertGemms eg = expert_gemms(l, {cb, redispatched});
   std::vector<int32_t> after = eg.after;
@@ -153,6 +176,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local, 2 * ffn,
            h, static_cast<int64_t>(e_local), launches);
   const double bd = bg;
+  local_sort(l, "moe.unsort.bwd", bd, {last()});
   if (s_.stack.dispatcher == Dispatcher::allgather) {
     comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
          r * t_sp_ * h * bd, {last()});

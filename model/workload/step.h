@@ -69,6 +69,14 @@ struct Op {
   // With forward/backward overlap, backward units run on a second lane of streams (1), so that a
   // forward and a backward of different micro-batches overlap; 0 otherwise.
   uint8_t lane = 0;
+  // The host that issues it (stack.host_op_s > 0): framework ops it stands for, and the CUDA graph
+  // part (GraphScope bit) that captures it, 0 when none.
+  double host_ops = 1;
+  unsigned graph = 0;
+  // XLA's one-shot ragged all-to-all: a copy kernel on the compute stream (collective none,
+  // category ep_comm) whose thread blocks keep this many bytes in flight towards each peer.
+  double one_shot_in_flight = 0;
+  int64_t one_shot_peers = 0;
 };
 
 struct RankClass {

@@ -15,6 +15,7 @@
 #include "gui/models/scenario_loader.h"
 #include "model/io/errors.h"
 #include "model/io/load.h"
+#include "model/io/stacks.h"
 #include "gui/models/study_data.h"
 #include "gui/models/topology_data.h"
 #include "gui/models/timeline_data.h"
@@ -166,10 +167,11 @@ class TimelineModelTest : public QObject {
     QCOMPARE(d.lanes.size(), queues);
   }
   void singleCollectiveLaneIsNamedForWhatItCarries() {
-    // The baseline runs without multistream collectives: one lane carries the EP and FSDP ones.
+    // The baseline runs without multistream collectives: one lane carries the EP and FSDP ones
+    // (on XLA's NCCL path; its one-shot kernel would run on the compute stream).
     std::string base = kOptimized;
     base.replace(base.find("gb300-optimized"), 15, "gb300-baseline");
-    const LoadResult r = load_and_predict(base);
+    const LoadResult r = load_and_predict(base, {"stack.ragged_a2a=nccl"});
     QVERIFY(r.report);
     QStringList labels;
     for (const Lane& l : build_timeline(*r.report).lanes) labels << QString::fromStdString(l.label);
@@ -182,12 +184,14 @@ class StudyDataTest : public QObject {
   Q_OBJECT
  private slots:
   void valuesAreTheModels() {
-    // build_studies copies the model's numbers: waterfall(baseline_of(s), s, cal) and
-    // scale(s, {128, 256, 512, 1024}, fsdp, cal), bar for step and point for point.
+    // build_studies copies the model's numbers: the stack's ablation (walk(ablation_states(s)))
+    // and scale(s, {128, 256, 512, 1024}, fsdp, cal), bar for step and point for point.
     const LoadResult r = with_studies(load_and_predict(kOptimized));
     QVERIFY(r.report && r.studies);
     const Scenario& s = *r.report->scenario;
-    const auto steps = waterfall(baseline_of(s), s, s.calibration);
+    const auto states = io::ablation_states(s);
+    QCOMPARE(states.size(), size_t{6});  // maxtext-te-2026-09: start and the post's five steps
+    const auto steps = walk(states, s.calibration);
     const Studies& st = *r.studies;
     QVERIFY(st.waterfall_error.empty() && st.scaling_error.empty());
     QCOMPARE(st.waterfall.size(), steps.size());

@@ -30,6 +30,7 @@
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
+#include "model/io/stacks.h"
 #include "model/io/errors.h"
 #include "model/io/load.h"
 #include "gui/widgets/timeline_view.h"
@@ -294,7 +295,7 @@ class StudyViewsTest : public QObject {
     // the does-not-fit set (0 in the other), labeled with the step's name.
     const auto r = load(QStringLiteral("gb300-optimized.json"));
     const Scenario& s = *r->scenario;
-    const auto steps = waterfall(baseline_of(s), s, s.calibration);
+    const auto steps = walk(io::ablation_states(s), s.calibration);
     WaterfallView v;
     v.resize(kShot);
     v.setStudies(std::make_shared<const Studies>(build_studies(*r)));

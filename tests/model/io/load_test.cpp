@@ -111,7 +111,7 @@ TEST(LoadScenario, SetOverridesAreApplied) {
   EXPECT_EQ(s.parallelism.ep, 16);
   EXPECT_EQ(s.parallelism.fsdp, 8);
   EXPECT_EQ(s.stack.dispatcher, Dispatcher::alltoall);
-  EXPECT_FALSE(s.stack.grouped_gemm);
+  EXPECT_FALSE(s.stack.grouped_gemm());
 }
 
 TEST(LoadScenario, SetOverrideErrorsSayTheyCameFromTheCommandLine) {

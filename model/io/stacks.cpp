@@ -1,0 +1,275 @@
+// Stack files and the scenario's "stack" field: names resolve to the built-in stacks (stacks/ at
+// build time), paths to files; an object's fields override its base field by field.
+#include "model/io/stacks.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+#include "model/io/detail/stacks.h"
+#include "model/io/scenario_schema.h"
+
+namespace moeperf::io {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace detail;
+
+const std::vector<std::pair<std::string, std::string>> kStacks = {
+#include "builtin_stacks.inc"
+};
+
+const std::pair<std::string, std::string>* find_builtin(const std::string& name) {
+  for (const auto& s : kStacks)
+    if (s.first == name) return &s;
+  return nullptr;
+}
+
+std::string builtin_names() {
+  std::string out;
+  for (const auto& s : kStacks) out += (out.empty() ? "" : ", ") + ("\"" + s.first + "\"");
+  return out;
+}
+
+// A field's value: plain, or {"value": V, "source": "..."} / {"value": V, "assumption": "..."}.
+Node unwrap(const Node& n) {
+  if (!n.is_object()) return n;
+  n.allow_only({"value", "source", "assumption", "note"});
+  return n.at("value");
+}
+
+double as_seconds(const Node& n) {
+  if (n.is_string() || n.is_object()) return n.as_time().value();
+  const double v = n.as_number();
+  if (v < 0) n.fail("expected a time >= 0 (\"5 us\" or seconds), got " + n.raw().dump());
+  return v;
+}
+
+int small_int(const Node& n, int64_t min) {
+  const int64_t v = n.as_int();
+  if (v < min || v > 1'000'000) n.fail("expected an integer in [" + std::to_string(min) + ", 1000000], got " + n.raw().dump());
+  return static_cast<int>(v);
+}
+
+unsigned parse_graph_scope(const Node& n) {
+  unsigned bits = 0;
+  for (size_t i = 0; i < n.size(); ++i)
+    bits |= static_cast<unsigned>(n[i].as_enum<GraphScope>({{"attn", GraphScope::attn},
+                                                            {"mlp", GraphScope::mlp},
+                                                            {"moe_router", GraphScope::moe_router},
+                                                            {"shared_expert", GraphScope::shared_expert},
+                                                            {"moe", GraphScope::moe}}));
+  return bits;
+}
+
+// The fields of a stack (file or scenario object) over `o`.
+void apply_fields(const Node& n, StackOptions& o) {
+  auto field = [&](const char* key) -> std::optional<Node> {
+    auto x = n.get(key);
+    if (!x) return std::nullopt;
+    return unwrap(*x);
+  };
+  if (auto x = field("grouped_gemm")) o.expert_gemm = x->as_bool() ? ExpertGemm::grouped : ExpertGemm::per_expert_loop;
+  if (auto x = field("expert_gemm"))
+    o.expert_gemm = x->as_enum<ExpertGemm>({{"grouped", ExpertGemm::grouped},
+                                            {"per_expert_loop", ExpertGemm::per_expert_loop},
+                                            {"masked_dense", ExpertGemm::masked_dense}});
+  if (auto x = field("dispatcher"))
+    o.dispatcher = x->as_enum<Dispatcher>({{"allgather", Dispatcher::allgather}, {"alltoall", Dispatcher::alltoall},
+                                           {"fused_dedup", Dispatcher::fused_dedup}});
+  if (auto x = field("ragged_a2a")) o.ragged_a2a = x->as_enum<RaggedA2a>({{"nccl", RaggedA2a::nccl}, {"one_shot", RaggedA2a::one_shot}});
+  if (auto x = field("one_shot_max_ranks")) o.one_shot_max_ranks = small_int(*x, 1);
+  if (auto x = field("one_shot_scope"))
+    o.one_shot_scope = x->as_enum<PeerScope>({{"process", PeerScope::process}, {"nvlink_domain", PeerScope::nvlink_domain}});
+  if (auto x = field("one_shot_threads")) o.one_shot_threads = small_int(*x, 1);
+  if (auto x = field("one_shot_copy_bytes")) o.one_shot_copy_bytes = small_int(*x, 1);
+  if (auto x = field("one_shot_updates_per_peer")) o.one_shot_updates_per_peer = small_int(*x, 1);
+  if (auto x = field("ragged_a2a_host_waits")) o.ragged_a2a_host_waits = small_int(*x, 0);
+  if (auto x = field("dispatch_host_syncs")) o.dispatch_host_syncs = small_int(*x, 0);
+  if (auto x = field("ep_sms")) o.ep_sms = small_int(*x, 0);
+  if (auto x = field("ep_kernel")) o.ep_kernel = x->as_enum<EpKernel>({{"hybridep", EpKernel::hybridep}, {"deepep", EpKernel::deepep}});
+  if (auto x = field("multistream_collectives")) o.multistream_collectives = x->as_bool();
+  if (auto ov = n.get("overlap")) {
+    ov->allow_only(scenario_keys("stack.overlap"));
+    if (auto x = ov->get("fsdp_prefetch")) o.fsdp_prefetch = unwrap(*x).as_bool();
+    if (auto x = ov->get("fsdp_prefetch_depth")) o.fsdp_prefetch_depth = static_cast<int>(unwrap(*x).as_positive_int());
+    if (auto x = ov->get("a2a_with_shared_expert")) o.a2a_with_shared_expert = unwrap(*x).as_bool();
+    if (auto x = ov->get("fwd_bwd")) o.fwd_bwd_overlap = unwrap(*x).as_bool();
+  }
+  if (auto x = field("a2a_buffer_factor")) o.a2a_buffer_factor = x->as_number();
+  if (auto x = field("host_op_s")) o.host_op_s = as_seconds(*x);
+  if (auto x = field("host_ops_per_op")) {
+    o.host_ops_per_op = x->as_number();
+    if (o.host_ops_per_op < 1 || o.host_ops_per_op > 1000) x->fail("expected a number in [1, 1000], got " + x->raw().dump());
+  }
+  if (auto x = field("quantize_host_ops")) o.quantize_host_ops = small_int(*x, 1);
+  if (auto x = field("router_fusion")) o.router_fusion = x->as_bool();
+  if (auto x = field("unfused_router_ops")) o.unfused_router_ops = small_int(*x, 1);
+  if (auto x = field("permute_fusion")) o.permute_fusion = x->as_bool();
+  if (auto x = field("unfused_permute_ops")) o.unfused_permute_ops = small_int(*x, 1);
+  if (auto x = field("cuda_graphs")) o.cuda_graphs = parse_graph_scope(*x);
+  if (auto x = field("graph_launch_s")) o.graph_launch_s = as_seconds(*x);
+  if (auto x = field("pdl_quantize")) o.pdl_quantize = x->as_bool();
+  if (auto x = field("norm_quantize_fusion")) o.norm_quantize_fusion = x->as_bool();
+}
+
+std::vector<TensorClass> tensor_classes(const Node& n) {
+  std::vector<TensorClass> out;
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(n[i].as_enum<TensorClass>({{"norm", TensorClass::norm}, {"q_proj", TensorClass::q_proj},
+                                              {"kv_proj", TensorClass::kv_proj}, {"attn_out", TensorClass::attn_out},
+                                              {"out_proj", TensorClass::out_proj}, {"mlp", TensorClass::mlp},
+                                              {"router", TensorClass::router}, {"moe_mlpwi", TensorClass::moe_mlpwi},
+                                              {"moe_mlpwo", TensorClass::moe_mlpwo}}));
+  return out;
+}
+
+Dtype dtype_of(const Node& n) {
+  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
+                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
+}
+
+// One "off" value of an ablation step onto the scenario: stack fields through the stack parser,
+// precision and memory fields by name ("+offloaded" in memory.recompute is handled by the caller).
+void apply_off(Scenario& s, const std::string& path, const std::string& value, const std::string& file,
+               const std::string& at = "/ablation") {
+  const json v = json::parse(value);
+  if (path.rfind("stack.", 0) == 0) {
+    json obj = json::object();
+    json* cur = &obj;
+    std::string rest = path.substr(6);
+    for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) cur = &(*cur)[rest.substr(0, dot)];
+    (*cur)[rest] = v;
+    apply_fields(Node(obj, file, at), s.stack);
+    return;
+  }
+  const Node n(v, file, at);
+  Precision& q = s.precision;
+  if (path == "precision.dense_gemm") q.dense_gemm = dtype_of(n);
+  else if (path == "precision.expert_gemm") q.expert_gemm = dtype_of(n);
+  else if (path == "precision.dispatch") q.dispatch = dtype_of(n);
+  else if (path == "precision.combine") q.combine = dtype_of(n);
+  else if (path == "memory.offload") s.memory.offload = tensor_classes(n);
+  else if (path == "memory.recompute") s.memory.recompute = tensor_classes(n);
+  else n.fail("an ablation may switch stack.*, precision.dense_gemm/expert_gemm/dispatch/combine, memory.offload or memory.recompute");
+}
+
+std::vector<std::string> file_keys() {
+  std::vector<std::string> k = scenario_keys("stack");
+  k.erase(std::remove(k.begin(), k.end(), "base"), k.end());
+  for (const char* x : {"kind", "name", "description", "note", "ablation"}) k.emplace_back(x);
+  return k;
+}
+
+json parse_builtin(const std::string& name) { return json::parse(find_builtin(name)->second); }
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& builtin_stacks() { return kStacks; }
+
+namespace detail {
+
+StackOptions parse_stack_file(const Node& root) {
+  root.allow_only(file_keys());
+  if (auto k = root.get("kind"); !k || k->as_string() != "stack")
+    root.fail("expected a stack file (\"kind\": \"stack\")");
+  StackOptions o;
+  o.name = root.string_or("name", fs::path(root.file()).stem().string());
+  apply_fields(root, o);
+  // Each ablation step: a name and the fields it switched with their earlier values, checked
+  // here by applying them to a copy.
+  if (auto a = root.get("ablation")) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const Node st = (*a)[i];
+      st.allow_only({"name", "off", "note", "source"});
+      st.at("name").as_string();
+      const Node off = st.at("off");
+      off.expect_object();
+      Scenario probe;
+      probe.stack = o;
+      for (auto it = off.raw().begin(); it != off.raw().end(); ++it) {
+        if (it.key() == "memory.recompute" && it.value() == "+offloaded") continue;
+        apply_off(probe, it.key(), it.value().dump(), root.file(), off.path() + "/" + it.key());
+      }
+    }
+  }
+  return o;
+}
+
+StackOptions parse_stack_ref(Refs& refs, const Node& field) {
+  auto base_of = [&](const Node& ref) -> StackOptions {
+    const std::string v = ref.as_string();
+    if (v.size() > 5 && v.compare(v.size() - 5, 5, ".json") == 0)
+      return refs.follow(ref, "stack", [](const Node& x) { return parse_stack_file(x); });
+    if (!find_builtin(v)) ref.fail("unknown stack \"" + v + "\": expected one of " + builtin_names() + ", or a path ending in .json");
+    const json doc = parse_builtin(v);
+    return parse_stack_file(Node(doc, "stacks/" + v + ".json", ""));
+  };
+  if (field.is_string()) return base_of(field);
+  field.expect_object();
+  field.allow_only(scenario_keys("stack"));
+  StackOptions o;
+  if (auto b = field.get("base")) o = base_of(*b);
+  apply_fields(field, o);
+  return o;
+}
+
+}  // namespace detail
+
+std::vector<AblationStep> stack_ablation(const std::string& name) {
+  if (!find_builtin(name)) throw SpecError("stacks/" + name + ".json", "", "unknown stack: expected one of " + builtin_names());
+  const json j = parse_builtin(name);
+  const Node root(j, "stacks/" + name + ".json", "");
+  std::vector<AblationStep> out;
+  auto a = root.get("ablation");
+  if (!a) return out;
+  for (size_t i = 0; i < a->size(); ++i) {
+    const Node s = (*a)[i];
+    s.allow_only({"name", "off", "note", "source"});
+    AblationStep st;
+    st.name = s.at("name").as_string();
+    st.note = s.string_or("note", "");
+    const Node off = s.at("off");
+    off.expect_object();
+    for (auto it = off.raw().begin(); it != off.raw().end(); ++it) st.off.emplace_back(it.key(), it.value().dump());
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+std::vector<NamedState> ablation_states(const Scenario& s) {
+  std::vector<NamedState> out;
+  if (s.stack.name.empty() || !find_builtin(s.stack.name)) return out;
+  const std::vector<AblationStep> steps = stack_ablation(s.stack.name);
+  if (steps.empty()) return out;
+  const std::string file = "stacks/" + s.stack.name + ".json";
+  for (size_t k = 0; k <= steps.size(); ++k) {
+    Scenario x = s;
+    // The steps not yet switched on, the latest first so that the earliest's value wins; memory
+    // offload is switched off before its tensors join the recompute set.
+    for (size_t j = steps.size(); j-- > k;) {
+      const auto& off = steps[j].off;
+      for (const auto& [path, value] : off)
+        if (path != "memory.recompute") apply_off(x, path, value, file);
+      for (const auto& [path, value] : off)
+        if (path == "memory.recompute") {
+          if (value == "\"+offloaded\"") {
+            for (TensorClass c : s.memory.offload)  // what the scenario offloads, recomputed instead
+              if (std::find(x.memory.recompute.begin(), x.memory.recompute.end(), c) == x.memory.recompute.end())
+                x.memory.recompute.push_back(c);
+          } else {
+            apply_off(x, path, value, file);
+          }
+        }
+    }
+    NamedState st;
+    st.name = k == 0 ? "start" : steps[k - 1].name;
+    st.note = k == 0 ? "" : steps[k - 1].note;
+    x.name = s.name + (k == 0 ? " [every step of " + s.stack.name + "'s ablation off]" : " [after " + st.name + "]");
+    st.scenario = std::move(x);
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+}  // namespace moeperf::io

@@ -1,0 +1,320 @@
+// Software stacks as data (stacks/*.json) and the mechanisms they switch, against closed forms:
+// XLA's one-shot ragged all-to-all (Little's law, on the compute stream, where it applies), the
+// NCCL ragged path's host waits, ragged buffers, jax.lax.ragged_dot's masked dense lowering, the
+// host that issues ops (and CUDA graphs), and the ablations that walk a stack's optimizations.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../model/io/temp_dir.h"
+#include "model/error.h"
+#include "model/io/errors.h"
+#include "model/io/load.h"
+#include "model/io/scenario_schema.h"
+#include "model/io/stacks.h"
+#include "model/pricing/cost.h"
+#include "model/sim/sim.h"
+#include "model/study/predict.h"
+#include "model/study/study.h"
+#include "model/workload/step.h"
+
+namespace moeperf {
+namespace {
+
+using moeperf::testing::source;
+namespace fs = std::filesystem;
+
+Scenario load(const std::string& rel, std::vector<std::string> sets = {}) {
+  std::vector<io::Override> o;
+  for (auto& s : sets) o.push_back(io::parse_override(s));
+  return io::load_scenario(source(rel), o);
+}
+
+const char* kBaseline = "examples/deepseek-v3/gb300-baseline.json";
+const char* kOptimized = "examples/deepseek-v3/gb300-optimized.json";
+
+std::vector<const Op*> named(const StepGraph& g, const std::string& name) {
+  std::vector<const Op*> out;
+  for (const Op& op : g.classes.front().ops)
+    if (op.name == name) out.push_back(&op);
+  return out;
+}
+
+// Every field of every shipped stack says where it comes from: a source, or an assumption and why.
+TEST(Stacks, EveryFieldHasASourceOrAnAssumption) {
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(source("stacks"))) {
+    if (e.path().extension() != ".json") continue;
+    ++files;
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(e.path()));
+    EXPECT_EQ(j.value("kind", ""), "stack") << e.path();
+    int fields = 0;
+    std::function<void(const nlohmann::json&, const std::string&)> walk = [&](const nlohmann::json& o, const std::string& at) {
+      for (auto it = o.begin(); it != o.end(); ++it) {
+        const std::string key = it.key();
+        if (at.empty() && (key == "kind" || key == "name" || key == "description" || key == "ablation")) continue;
+        const nlohmann::json& v = it.value();
+        if (v.is_object() && !v.contains("value")) {  // a group of fields ("overlap")
+          walk(v, at + key + ".");
+          continue;
+        }
+        ++fields;
+        ASSERT_TRUE(v.is_object()) << e.path() << ": " << at << key << " is a bare value";
+        const bool sourced = v.contains("source") && v["source"].is_string() && v["source"].get<std::string>().size() > 10;
+        const bool assumed = v.contains("assumption") && v["assumption"].is_string() &&
+                             v["assumption"].get<std::string>().size() > 10;
+        EXPECT_TRUE(sourced != assumed) << e.path() << ": " << at << key
+                                        << " needs either a source or an assumption (with its reason)";
+      }
+    };
+    walk(j, "");
+    // Every field the loader knows is written out in every stack file (the scenario's stack keys
+    // less base, the older grouped_gemm and the overlap group, plus the overlap group's keys).
+    const size_t known = io::scenario_keys("stack").size() - 3 + io::scenario_keys("stack.overlap").size();
+    EXPECT_EQ(static_cast<size_t>(fields), known) << e.path();
+    EXPECT_NO_THROW(io::validate_file(e.path().string())) << e.path();
+  }
+  EXPECT_GE(files, 3);
+  EXPECT_EQ(static_cast<size_t>(files), io::builtin_stacks().size());  // the build embeds them all
+}
+
+// Switching every step of maxtext-te-2026-09's ablation off gives the unoptimized stack: the two
+// files agree field by field, so `compare --ablate` on the optimized file starts at the baseline.
+TEST(Stacks, TeAblationStartsAtTheXlaStack) {
+  const Scenario opt = load(kOptimized), base = load(kBaseline);
+  const std::vector<NamedState> states = io::ablation_states(opt);
+  ASSERT_EQ(states.size(), 6u);
+  EXPECT_EQ(differing_fields(states.front().scenario, base), std::vector<std::string>{});
+  EXPECT_EQ(differing_fields(states.back().scenario, opt), std::vector<std::string>{});
+  // The post's order, each step switching its own fields.
+  const std::vector<WaterfallStep> w = walk(states, opt.calibration);
+  EXPECT_EQ(w[1].name, "grouped GEMM");
+  EXPECT_EQ(w[1].changes, "stack.expert_gemm");
+  EXPECT_EQ(w[5].name, "NCCL EP dispatch/combine");
+  EXPECT_EQ(w[5].changes, "stack.dispatcher, stack.ragged_a2a");
+  EXPECT_NEAR(w.front().report.model_tflops_per_gpu, predict(base, base.calibration).model_tflops_per_gpu, 1e-9);
+}
+
+// The ladder's 13 scenario files are the states of megatron-core's ablation of the last one.
+TEST(Stacks, LadderFilesAreTheAblationStates) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(source("examples/deepseek-v3")))
+    if (e.path().filename().string().rfind("gb200-mcore-ladder-", 0) == 0) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 13u);
+  const Scenario last = io::load_scenario(files.back());
+  const std::vector<NamedState> states = io::ablation_states(last);
+  ASSERT_EQ(states.size(), 13u);
+  for (size_t k = 0; k < 13; ++k) {
+    const Scenario file = io::load_scenario(files[k]);
+    EXPECT_EQ(differing_fields(file, states[k].scenario), std::vector<std::string>{}) << files[k];
+  }
+  // Unmapped steps switch nothing and say so.
+  const std::vector<WaterfallStep> w = walk(states, last.calibration);
+  EXPECT_NE(w[7].changes.find("not mapped"), std::string::npos) << w[7].changes;
+  EXPECT_EQ(w[7].report.step_time, w[6].report.step_time);
+}
+
+// A stack by name, an object over a base, --set through a named stack; unknown names and bad
+// fields fail with the file and the JSON path.
+TEST(Stacks, ScenarioNamesAndOverridesAStack) {
+  const Scenario b = load(kBaseline);
+  EXPECT_EQ(b.stack.name, "maxtext-xla-2026-09");
+  EXPECT_EQ(b.stack.ragged_a2a, RaggedA2a::one_shot);
+  EXPECT_EQ(b.stack.one_shot_threads, 128);
+  EXPECT_DOUBLE_EQ(b.stack.host_op_s, 2e-6);
+  const Scenario o = load(kBaseline, {"stack.ragged_a2a=nccl", "stack.overlap.fsdp_prefetch=true"});
+  EXPECT_EQ(o.stack.name, "maxtext-xla-2026-09");
+  EXPECT_EQ(o.stack.ragged_a2a, RaggedA2a::nccl);
+  EXPECT_TRUE(o.stack.fsdp_prefetch);
+  EXPECT_FALSE(o.stack.multistream_collectives);  // the rest from the base
+  const Scenario m = load(kBaseline, {"stack=megatron-core"});
+  EXPECT_EQ(m.stack.name, "megatron-core");
+  EXPECT_EQ(m.stack.cuda_graphs, static_cast<unsigned>(GraphScope::attn) | static_cast<unsigned>(GraphScope::mlp) |
+                                     static_cast<unsigned>(GraphScope::moe_router) |
+                                     static_cast<unsigned>(GraphScope::shared_expert));
+  try {
+    load(kBaseline, {"stack=maxtext-xla-2025"});
+    FAIL() << "an unknown stack loaded";
+  } catch (const io::SpecError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("gb300-baseline.json"), std::string::npos) << w;
+    EXPECT_NE(w.find("/stack"), std::string::npos) << w;
+    EXPECT_NE(w.find("\"maxtext-xla-2026-09\""), std::string::npos) << w;  // the names it knows
+  }
+  EXPECT_THROW(load(kBaseline, {"stack.one_shot_scope=rack"}), io::SpecError);
+  EXPECT_THROW(load(kBaseline, {"stack.cuda_graphs=[\"attention\"]"}), io::SpecError);
+  EXPECT_THROW(load(kBaseline, {"stack.host_op_s=-1"}), io::SpecError);
+}
+
+// XLA's one-shot kernel: on the compute stream, per peer bytes x latency / bytes in flight, plus
+// two rendezvous steps and three launches.
+TEST(Stacks, OneShotAllToAllIsPricedByLittlesLaw) {
+  const Scenario s = load(kBaseline);
+  const Calibration& cal = s.calibration;
+  const ExpertLoad load_ = expert_load(s, cal);
+  const StepGraph g = lower_step(s, load_);
+  const auto d = named(g, "moe.dispatch");
+  ASSERT_FALSE(d.empty());
+  const Op& op = *d.front();
+  EXPECT_EQ(op.stream, Stream::compute);
+  EXPECT_EQ(op.collective, Collective::none);
+  EXPECT_EQ(op.category, Category::ep_comm);
+  EXPECT_DOUBLE_EQ(op.one_shot_in_flight, 128.0 * 8.0);
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, cal);
+  const double per_peer = std::max(op.bytes, op.recv_bytes).value() / 7.0;
+  const double want = per_peer * cal[Param::oneshot_copy_latency_s] / 1024.0 + 2 * cal[Param::nvlink_step_s] +
+                      3 * cal[Param::kernel_launch_s];
+  EXPECT_NEAR(pr.time(op).value(), want, 1e-12);
+  // DeepSeek-V3's 24,576 tokens x 8 rows x 7168 x 2 B per GPU: ~2.8 GB, 1/8 per peer at 1 KiB per
+  // ~0.46 us: about 0.15 s a call (64 x MI355X measured 155 ms for the same shape).
+  EXPECT_GT(pr.time(op).value(), 0.12);
+  EXPECT_LT(pr.time(op).value(), 0.19);
+  // It blocks compute: the baseline's communication share is the published order (84 %).
+  const StepReport r = predict(s, cal);
+  EXPECT_GT(r.comm_fraction_of_kernel_time, 0.76);
+  EXPECT_LT(r.comm_fraction_of_kernel_time, 0.92);
+}
+
+// Where the one-shot kernel does not apply (a group over more ranks than it takes, or peers in
+// another process), XLA's NCCL path runs: an offsets all-to-all and two host waits per call.
+TEST(Stacks, NcclRaggedPathWaitsForTheHost) {
+  for (const std::vector<std::string>& sets :
+       std::vector<std::vector<std::string>>{{"stack.one_shot_scope=process"}, {"stack.one_shot_max_ranks=4"}}) {
+    const Scenario s = load(kBaseline, sets);
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    const auto d = named(g, "moe.dispatch");
+    ASSERT_FALSE(d.empty());
+    EXPECT_EQ(d.front()->collective, Collective::all_to_all) << sets[0];
+    EXPECT_EQ(d.front()->stream, Stream::ep_comm) << sets[0];
+    const size_t calls = named(g, "moe.dispatch").size() + named(g, "moe.combine").size() +
+                         named(g, "moe.dispatch.recompute").size() + named(g, "moe.combine.bwd").size() +
+                         named(g, "moe.dispatch.bwd").size();
+    const size_t waits = named(g, "moe.dispatch.host_wait").size() + named(g, "moe.combine.host_wait").size() +
+                         named(g, "moe.dispatch.recompute.host_wait").size() +
+                         named(g, "moe.combine.bwd.host_wait").size() + named(g, "moe.dispatch.bwd.host_wait").size();
+    EXPECT_EQ(waits, 2 * calls) << sets[0];
+    EXPECT_EQ(named(g, "moe.dispatch.offsets").size(), named(g, "moe.dispatch").size()) << sets[0];
+    for (const Op* w : named(g, "moe.dispatch.host_wait")) EXPECT_EQ(w->category, Category::sync);
+  }
+  // The one-shot kernel with its peers in one NVLink domain: no waits at all.
+  const Scenario s = load(kBaseline);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  EXPECT_TRUE(named(g, "moe.dispatch.host_wait").empty());
+}
+
+// Ragged buffers: factor x the rows, or with a factor <= 0 MaxText's default (rows x min(EP,
+// experts / top_k)); the local sort touches every buffer row, and the memory report holds them.
+TEST(Stacks, RaggedBuffersSizeTheSortAndTheMemory) {
+  const Scenario two = load(kBaseline), dflt = load(kBaseline, {"stack.a2a_buffer_factor=-1"});
+  const Calibration& cal = two.calibration;
+  const ExpertLoad l = expert_load(two, cal);
+  const double h = 7168, rows2 = 2 * l.mean_rows, rows_d = l.mean_rows * std::min(8.0, 256.0 / 8.0);
+  EXPECT_DOUBLE_EQ(rows_d, 8 * l.mean_rows);
+  const StepGraph g2 = lower_step(two, l), gd = lower_step(dflt, l);
+  const auto sort2 = named(g2, "moe.sort"), sortd = named(gd, "moe.sort");
+  ASSERT_FALSE(sort2.empty());
+  EXPECT_NEAR(sort2.front()->hbm_bytes.value(), rows2 * h * 2.0 * 2.0, 1.0);
+  EXPECT_NEAR(sortd.front()->hbm_bytes.value(), rows_d * h * 2.0 * 2.0, 1.0);
+  const StepReport r2 = predict(two, cal), rd = predict(dflt, cal);
+  EXPECT_NEAR(r2.memory.comm_buffers.value(), 2 * rows2 * h * (2.0 + 2.0), 1.0);
+  EXPECT_NEAR(rd.memory.comm_buffers.value(), 2 * rows_d * h * (2.0 + 2.0), 1.0);
+  // 1,572,864 rows of 7168 BF16 values: the 22.5 GB MaxText's default buffer holds at EP 8.
+  EXPECT_NEAR(rows_d * h * 2.0 / 1e9, 22.5, 0.1);
+}
+
+// jax.lax.ragged_dot's default lowering: every local expert against every buffer row.
+TEST(Stacks, MaskedDenseRaggedDotMultipliesTheExpertFlops) {
+  const Scenario loop = load(kBaseline), dense = load(kBaseline, {"stack.expert_gemm=masked_dense"});
+  const ExpertLoad l = expert_load(loop, loop.calibration);
+  const StepGraph gd = lower_step(dense, l), gl = lower_step(loop, l);
+  const auto fc1 = named(gd, "moe.expert_fc1");
+  ASSERT_FALSE(fc1.empty());
+  const double e_local = 256.0 / 8.0, rows = 2 * l.mean_rows;
+  EXPECT_NEAR(fc1.front()->flops.value(), e_local * rows * 2.0 * 7168 * 2.0 * 2048, 1e3);
+  EXPECT_EQ(fc1.front()->groups, 32);
+  EXPECT_EQ(fc1.front()->m, static_cast<int64_t>(std::llround(rows)));
+  // The useful FLOPs are the same.
+  const auto fc1_loop = named(gl, "moe.expert_fc1");
+  EXPECT_DOUBLE_EQ(fc1.front()->model_flops.value(), fc1_loop.front()->model_flops.value());
+}
+
+// The host issues ops in program order at host_op_s x host_ops each; the GPU cannot start an op
+// before it is issued, and after a host wait nothing is issued until the wait is over.
+TEST(Stacks, HostIssuesOpsAndWaits) {
+  const Scenario s = load(kOptimized);
+  const Topology t = Topology::build(s.system, s.gpus);
+  Calibration cal;
+  const Pricer pr(s, t, cal);
+  auto tiny = [](const char* name) {
+    Op op;
+    op.name = name;
+    op.category = Category::memory;
+    op.hbm_bytes = Bytes(1e3);
+    return op;
+  };
+  StepGraph g;
+  RankClass rc;
+  for (int i = 0; i < 10; ++i) rc.ops.push_back(tiny("x"));
+  g.classes.push_back(rc);
+  StackOptions st;
+  st.host_op_s = 50e-6;  // far above a 1 kB kernel: the host sets the pace
+  const double op_s = pr.compute_time(rc.ops[0]).value();
+  SimResult r = simulate(g, pr, st);
+  EXPECT_NEAR(r.step_time.value(), 10 * 50e-6 + op_s, 1e-12);
+  // A host wait after the fifth op: the host issues op 6 only when the wait is done.
+  Op w;
+  w.name = "wait";
+  w.category = Category::sync;
+  g.classes[0].ops.insert(g.classes[0].ops.begin() + 5, w);
+  r = simulate(g, pr, st);
+  const double wait_end = 6 * 50e-6 + cal[Param::host_sync_s];
+  EXPECT_NEAR(r.classes[0].ops[5].end.value(), wait_end, 1e-12);
+  EXPECT_NEAR(r.step_time.value(), wait_end + 5 * 50e-6 + op_s, 1e-12);
+  // Captured in one CUDA graph part, a run of ops costs the host one graph launch.
+  for (Op& op : g.classes[0].ops) op.graph = static_cast<unsigned>(GraphScope::attn);
+  g.classes[0].ops.erase(g.classes[0].ops.begin() + 5);
+  st.graph_launch_s = 20e-6;
+  r = simulate(g, pr, st);
+  EXPECT_NEAR(r.step_time.value(), 20e-6 + 10 * op_s, 1e-12);
+  // Without a host cost nothing changes from before the host model: back to back.
+  r = simulate(g, pr, StackOptions{});
+  EXPECT_NEAR(r.step_time.value(), 10 * op_s, 1e-12);
+}
+
+// Fusions the PyTorch stack names: an unfused router is more kernels over the scores, an unfused
+// permute more launches, a separate scale allocation one more kernel per quantization; PDL takes
+// the quantizations' launch gaps away.
+TEST(Stacks, FusionsChangeKernelsAndHostOps) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario fused = load(ladder);
+  const Scenario unfused = load(ladder, {"stack.router_fusion=false", "stack.permute_fusion=false",
+                                         "stack.quantize_host_ops=2", "stack.pdl_quantize=false"});
+  const ExpertLoad l = expert_load(fused, fused.calibration);
+  const StepGraph gf = lower_step(fused, l), gu = lower_step(unfused, l);
+  const Op& tf = *named(gf, "moe.topk").front();
+  const Op& tu = *named(gu, "moe.topk").front();
+  EXPECT_EQ(tu.launches, 12);
+  EXPECT_DOUBLE_EQ(tu.hbm_bytes.value(), tf.hbm_bytes.value() * 6.0);
+  EXPECT_DOUBLE_EQ(tu.host_ops, 12.0);
+  EXPECT_DOUBLE_EQ(tf.host_ops, 3.0);
+  EXPECT_EQ(named(gu, "moe.permute").front()->launches, 6);
+  EXPECT_EQ(named(gf, "attn.q_proj.quant").front()->launches, 0);  // PDL
+  EXPECT_EQ(named(gu, "attn.q_proj.quant").front()->launches, 2);
+  // The shared expert is captured in a graph, the routed experts are not.
+  EXPECT_NE(named(gf, "moe.shared_fc1").front()->graph, 0u);
+  EXPECT_EQ(named(gf, "moe.expert_fc1").front()->graph, 0u);
+  // Norm + quantize fusion: the q projection's quantization no longer reads its BF16 input.
+  const Scenario nofuse = load(ladder, {"stack.norm_quantize_fusion=false"});
+  const StepGraph gn = lower_step(nofuse, l);
+  const Op& qf = *named(gf, "attn.q_proj.quant").front();
+  const Op& qn = *named(gn, "attn.q_proj.quant").front();
+  const Op& q = *named(gf, "attn.q_proj").front();
+  EXPECT_NEAR(qn.hbm_bytes.value() - qf.hbm_bytes.value(), 2.0 * static_cast<double>(q.m * q.k), 1.0);
+}
+
+}  // namespace
+}  // namespace moeperf
