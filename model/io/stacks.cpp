@@ -140,7 +140,9 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
     std::string rest = path.substr(6);
     for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) cur = &(*cur)[rest.substr(0, dot)];
     (*cur)[rest] = v;
-    apply_fields(Node(obj, file, at), s.stack);
+    const Node n(obj, file, at);
+    n.allow_only(scenario_keys("stack"));
+    apply_fields(n, s.stack);
     return;
   }
   const Node n(v, file, at);
@@ -206,7 +208,9 @@ StackOptions parse_stack_ref(Refs& refs, const Node& field) {
     return parse_stack_file(Node(doc, "stacks/" + v + ".json", ""));
   };
   if (field.is_string()) return base_of(field);
-  field.expect_object();
+  if (!field.is_object())
+    field.fail("expected a stack name (" + builtin_names() + "), a path to a stack file or an object with a \"base\", got " +
+               field.raw().dump());
   field.allow_only(scenario_keys("stack"));
   StackOptions o;
   if (auto b = field.get("base")) o = base_of(*b);

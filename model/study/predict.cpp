@@ -141,9 +141,11 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     o.seconds += d;
     o.serial_seconds += pricer.time(op);
     o.flops += op.flops;
-    o.bytes += op.collective == Collective::none ? op.hbm_bytes : op.bytes;
+    // XLA's one-shot all-to-all is a copy kernel (no collective) whose bytes are messages.
+    const bool message = op.collective != Collective::none || op.one_shot_peers > 0;
+    o.bytes += message ? op.bytes : op.hbm_bytes;
     o.hbm_bytes += op.hbm_bytes;
-    if (op.collective != Collective::none) o.message_bytes += op.bytes;
+    if (message) o.message_bytes += op.bytes;
   }
   const std::vector<double> exposed_share = exposed_by_op(rc, sc);
   for (size_t i = 0; i < rc.ops.size(); ++i) r.ops[index.at(rc.ops[i].name)].exposed += Seconds(exposed_share[i]);

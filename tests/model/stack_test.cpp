@@ -144,6 +144,18 @@ TEST(Stacks, ScenarioNamesAndOverridesAStack) {
     EXPECT_NE(w.find("/stack"), std::string::npos) << w;
     EXPECT_NE(w.find("\"maxtext-xla-2026-09\""), std::string::npos) << w;  // the names it knows
   }
+  // A stack file's ablation may only name fields that exist, with valid values.
+  testing::TempDir d;
+  const std::string bad = d.write("bad.json", R"({"kind": "stack", "ablation": [{"name": "a", "off": {"stack.nope": 1}}]})");
+  try {
+    io::validate_file(bad);
+    FAIL() << "a stack with an unknown ablation field validated";
+  } catch (const io::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/ablation/0/off/stack.nope"), std::string::npos) << e.what();
+  }
+  const std::string bad_value = d.write("bad2.json", R"({"kind": "stack", "ablation": [{"name": "a", "off": {"precision.expert_gemm": "fp6"}}]})");
+  EXPECT_THROW(io::validate_file(bad_value), io::SpecError);
+  EXPECT_THROW(load(kBaseline, {"stack=5"}), io::SpecError);
   EXPECT_THROW(load(kBaseline, {"stack.one_shot_scope=rack"}), io::SpecError);
   EXPECT_THROW(load(kBaseline, {"stack.cuda_graphs=[\"attention\"]"}), io::SpecError);
   EXPECT_THROW(load(kBaseline, {"stack.host_op_s=-1"}), io::SpecError);
