@@ -247,13 +247,14 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   topology_->setReport(report_);
   compare_->setUpper(report_);
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
-  statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5% · profile %6")
+  statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5% · profile %6 · stack %7")
                                .arg(path)
                                .arg(report_->gpus)
                                .arg(format_step(*report_))
                                .arg(report_->model_tflops_per_gpu, 0, 'f', 1)
                                .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1)
-                               .arg(QString::fromStdString(report_->profile)));
+                               .arg(QString::fromStdString(report_->profile))
+                               .arg(QString::fromStdString(report_->stack.empty() ? "built-in defaults" : report_->stack)));
   return true;
 }
 

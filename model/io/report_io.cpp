@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "model/io/stacks.h"
 #include "model/pricing/cost.h"
 #include "model/sim/sim.h"
 
@@ -73,6 +74,11 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
     out << "), in quadrature\n";
   }
   out << "  profile                " << r.profile << "\n";
+  out << "  stack                  "
+      << (r.stack.empty() ? std::string("built-in defaults (an inline stack without a base)") : r.stack);
+  for (const auto& b : builtin_stacks())
+    if (b.first == r.stack) out << " (stacks/" << r.stack << ".json)";
+  out << "\n";
   out << "  sum of op times        " << f(r.serial_step_time.value(), 3)
       << " s   (the busiest rank's ops back to back, uncontended: no overlap and no pipeline waits)\n";
   if (scen.parallelism.pp > 1)
@@ -176,6 +182,7 @@ std::string report_json(const StepReport& r, int indent) {
   j["band"] = r.band;
   j["band_terms"] = r.band_terms;
   j["profile"] = r.profile;
+  j["stack"] = r.stack;
   j["serial_step_time_s"] = r.serial_step_time.value();
   j["layout"] = layout_text(*r.scenario);
   const Parallelism& p = r.scenario->parallelism;

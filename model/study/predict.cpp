@@ -184,6 +184,7 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     r.band = std::sqrt(sq);
   }
   r.profile = cal.profile;
+  r.stack = s.stack.name;
   r.memory = memory_report(s, r.load, cal);
   const double tokens_per_step = static_cast<double>(s.batch.global_batch * s.batch.seq_len);
   const double gpus = static_cast<double>(s.gpus);

@@ -63,6 +63,7 @@ struct StepReport {
   // on the critical path (compute kernels' time, communication's exposed time) times that class's
   // fit spread (Calibration::residual_rms), added in quadrature. 0 without a fitted profile.
   std::string profile;
+  std::string stack;  // the software stack's name ("" : the built-in defaults)
   double band = 0;                              // relative: step_time x (1 -/+ band)
   std::map<std::string, double> band_terms;     // per class: share x spread
   // The pieces, for traces and views.
