@@ -10,10 +10,18 @@
 
 #include "model/error.h"
 #include "model/io/load.h"
+#include "model/io/stacks.h"
 
 namespace moeperf::gui {
 
 namespace {
+
+// The built-in software stacks (stacks/*.json), by name.
+QStringList stack_names() {
+  QStringList out;
+  for (const auto& s : io::builtin_stacks()) out << QString::fromStdString(s.first);
+  return out;
+}
 
 QJsonValue at(const QJsonObject& root, const QString& dotted) {
   QJsonValue cur = root;
@@ -70,6 +78,7 @@ const std::vector<FormField>& ScenarioForm::fields() {
       {"precision.dense_gemm", "Dense GEMM", K::choice, dtypes},
       {"routing.distribution", "Routing", K::choice, {"uniform", "balanced", "zipf", "dirichlet", "histogram"}},
       {"routing.zipf_exponent", "Zipf exponent", K::number, {}},
+      {"stack", "Software stack", K::choice, stack_names()},  // a choice replaces the file's stack
       {"stack.grouped_gemm", "Grouped GEMM", K::choice, flag},
       {"stack.dispatcher", "Dispatcher", K::choice, {"alltoall", "allgather", "fused_dedup"}},
       {"stack.multistream_collectives", "Multistream collectives", K::choice, flag},
@@ -102,7 +111,12 @@ bool ScenarioForm::load(const QString& path, QString* error) {
   return true;
 }
 
-QString ScenarioForm::fileValue(const QString& dotted) const { return text(at(doc_, dotted)); }
+QString ScenarioForm::fileValue(const QString& dotted) const {
+  const QJsonValue v = at(doc_, dotted);
+  // A stack given as {"base": NAME, overrides...} shows its base.
+  if (dotted == QLatin1String("stack") && v.isObject()) return text(v.toObject().value(QStringLiteral("base")));
+  return text(v);
+}
 
 QString ScenarioForm::value(const QString& dotted) const {
   for (const auto& [p, v] : edits_)
@@ -127,11 +141,18 @@ QStringList ScenarioForm::overrides() const {
 
 int ScenarioForm::fieldForPointer(const QString& json_pointer) {
   const auto& f = fields();
+  // The field with the longest pointer that is the error's or a prefix of it ("/stack/dispatcher"
+  // is the dispatcher's, "/stack/cuda_graphs" the stack's).
+  int best = -1;
+  qsizetype best_len = -1;
   for (size_t i = 0; i < f.size(); ++i) {
     const QString p = pointer(f[i].path);
-    if (json_pointer == p || json_pointer.startsWith(p + QLatin1Char('/'))) return static_cast<int>(i);
+    if ((json_pointer == p || json_pointer.startsWith(p + QLatin1Char('/'))) && p.size() > best_len) {
+      best = static_cast<int>(i);
+      best_len = p.size();
+    }
   }
-  return -1;
+  return best;
 }
 
 int ScenarioForm::fieldForError(const QString& json_pointer) const {

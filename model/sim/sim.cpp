@@ -24,6 +24,7 @@ struct Running {
   bool comm = false;
   bool offload = false;
   bool memory_bound = false;  // a compute op limited by HBM bandwidth (elementwise, optimizer)
+  bool latency_bound = false;  // XLA's one-shot copy kernel: a few blocks, its rate set by latency, not SMs
   double latency_left = 0;  // s (comm: fixed latency first)
   double work_left = 0;     // compute: s at full SMs; comm: bytes
   std::array<double, kResourceCount> a{};  // comm: s per byte per resource
@@ -303,6 +304,7 @@ class Engine {
     if (op.collective == Collective::none) {
       r.work_left = pr_.compute_time(op).value() * rc.compute_slowdown;
       r.memory_bound = op.category == Category::memory || op.category == Category::optimizer;
+      r.latency_bound = op.one_shot_peers > 0;
     } else {
       CollectiveCost cc = pr_.comm_cost(op);
       cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
@@ -342,13 +344,13 @@ class Engine {
       for (Running& r : running_) {
         if (r.cls != static_cast<int>(c)) continue;
         if (r.comm && !r.offload) ++comm_kernels;
-        if (!r.comm) ++compute_kernels;
+        if (!r.comm && !r.latency_bound) ++compute_kernels;
         if (r.comm && r.latency_left == 0) flows.push_back(&r);
       }
       // Compute kernels of two lanes running at once split the SMs left between them.
       const double compute_share = std::max(0.1, 1.0 - f * comm_kernels) / std::max(1, compute_kernels);
       for (Running& r : running_)
-        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = compute_share;
+        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = r.latency_bound ? 1.0 : compute_share;
       std::array<double, kResourceCount> cap;
       cap.fill(1.0);
       struct Log {

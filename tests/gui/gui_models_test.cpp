@@ -333,7 +333,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{20});
+    QCOMPARE(f.size(), size_t{21});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -341,9 +341,14 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep/x")),
              ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/ep")));
     QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/memory")), -1);
+    // A stack field the form has no editor for belongs to the stack chooser; one it has, to its own.
+    QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/stack/cuda_graphs")),
+             ScenarioForm::fieldForPointer(QStringLiteral("/stack")));
+    QVERIFY(ScenarioForm::fieldForPointer(QStringLiteral("/stack/dispatcher")) !=
+            ScenarioForm::fieldForPointer(QStringLiteral("/stack")));
     for (const char* p : {"model", "system", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
-                          "routing.distribution", "routing.zipf_exponent", "stack.grouped_gemm", "stack.dispatcher",
+                          "routing.distribution", "routing.zipf_exponent", "stack", "stack.grouped_gemm", "stack.dispatcher",
                           "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
                           "stack.overlap.a2a_with_shared_expert", "stack.overlap.fwd_bwd"})
       QVERIFY2(ScenarioForm::fieldForPointer(ScenarioForm::pointer(QLatin1String(p))) >= 0, p);
@@ -371,6 +376,23 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(f.fieldForError(QStringLiteral("/memory")), -1);
     f.setValue(QStringLiteral("parallelism.ep"), QString());  // cleared: back to the file's value
     QCOMPARE(f.overrides(), QStringList{QStringLiteral("stack.grouped_gemm=false")});
+  }
+  void stackIsChosenByName() {
+    // A stack named by the file shows its name; one given as an object over a base shows the base;
+    // choosing another becomes `--set stack=NAME`, which loads.
+    ScenarioForm f;
+    QVERIFY(f.load(QString::fromStdString(kOptimized)));
+    QCOMPARE(f.value(QStringLiteral("stack")), QStringLiteral("maxtext-te-2026-09"));
+    QVERIFY(ScenarioForm::fields()[static_cast<size_t>(ScenarioForm::fieldForPointer(QStringLiteral("/stack")))]
+                .choices.contains(QStringLiteral("megatron-core")));
+    f.setValue(QStringLiteral("stack"), QStringLiteral("megatron-core"));
+    QCOMPARE(f.overrides(), QStringList{QStringLiteral("stack=megatron-core")});
+    const Scenario s = io::load_scenario(kOptimized, {io::parse_override("stack=megatron-core")});
+    QCOMPARE(QString::fromStdString(s.stack.name), QStringLiteral("megatron-core"));
+    ScenarioForm g;
+    QVERIFY(g.load(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json")));
+    QCOMPARE(g.value(QStringLiteral("stack")), QStringLiteral("megatron-core"));
+    QCOMPARE(g.value(QStringLiteral("stack.dispatcher")), QStringLiteral("alltoall"));
   }
   void systemAndModelAreFileReferences() {
     // The panel switches hardware or model by file reference, validated like any other field.
