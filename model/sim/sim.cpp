@@ -25,6 +25,7 @@ struct Running {
   bool offload = false;
   bool memory_bound = false;  // a compute op limited by HBM bandwidth (elementwise, optimizer)
   bool latency_bound = false;  // XLA's one-shot copy kernel: a few blocks, its rate set by latency, not SMs
+  double sm_share = 0;         // comm: fraction of the SMs its kernel holds
   double latency_left = 0;  // s (comm: fixed latency first)
   double work_left = 0;     // compute: s at full SMs; comm: bytes
   std::array<double, kResourceCount> a{};  // comm: s per byte per resource
@@ -312,6 +313,12 @@ class Engine {
       cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
       r.comm = true;
       r.offload = op.category == Category::offload;
+      // A fused EP kernel holds the SMs the stack gives it; other collectives comm_sm_fraction.
+      const StackOptions& st = pr_.scenario().stack;
+      const bool fused_ep = op.collective == Collective::all_to_all && op.group == Group::ep &&
+                            st.dispatcher == Dispatcher::fused_dedup && st.ep_sms > 0;
+      r.sm_share = fused_ep ? ep_kernel_sms(pr_.scenario(), pr_.calibration()) / pr_.scenario().system.gpu().sms
+                            : pr_.calibration()[Param::comm_sm_fraction];
       r.latency_left = cc.latency.value();
       r.work_left = std::max(op.bytes, op.recv_bytes).value();
       r.a = cc.s_per_byte;
@@ -333,22 +340,24 @@ class Engine {
   }
 
   // Compute ops run at full speed unless communication kernels of their class are running: each
-  // holds its own thread blocks, so k concurrent ones leave 1 - k x comm_sm_fraction of the SMs
-  // (at least 10 %); copies of the offload stream use copy engines, not SMs. Communication ops in
-  // their byte phase share each resource max-min fairly (water filling).
+  // holds its own thread blocks, comm_sm_fraction of the SMs (a fused EP kernel the stack's ep_sms),
+  // so concurrent ones leave the rest (at least 10 %); copies of the offload stream use copy
+  // engines, not SMs; XLA's one-shot copy kernel is latency-bound and keeps its rate. Communication
+  // ops in their byte phase share each resource max-min fairly (water filling).
   void rates() {
     const double f = pr_.calibration()[Param::comm_sm_fraction];
     for (size_t c = 0; c < cls_.size(); ++c) {
-      int comm_kernels = spinning_[c], compute_kernels = 0;
+      int compute_kernels = 0;
+      double comm_sms = f * spinning_[c];
       std::vector<Running*> flows;
       for (Running& r : running_) {
         if (r.cls != static_cast<int>(c)) continue;
-        if (r.comm && !r.offload) ++comm_kernels;
+        if (r.comm && !r.offload) comm_sms += r.sm_share;
         if (!r.comm && !r.latency_bound) ++compute_kernels;
         if (r.comm && r.latency_left == 0) flows.push_back(&r);
       }
       // Compute kernels of two lanes running at once split the SMs left between them.
-      const double compute_share = std::max(0.1, 1.0 - f * comm_kernels) / std::max(1, compute_kernels);
+      const double compute_share = std::max(0.1, 1.0 - comm_sms) / std::max(1, compute_kernels);
       for (Running& r : running_)
         if (r.cls == static_cast<int>(c) && !r.comm) r.rate = r.latency_bound ? 1.0 : compute_share;
       std::array<double, kResourceCount> cap;

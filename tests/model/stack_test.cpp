@@ -297,6 +297,36 @@ TEST(Stacks, HostIssuesOpsAndWaits) {
   EXPECT_NEAR(r.step_time.value(), 10 * op_s, 1e-12);
 }
 
+// A fused EP kernel holds the SMs the stack gives it: a GEMM beside it runs on the rest.
+TEST(Stacks, FusedEpKernelHoldsItsSms) {
+  const Scenario s = load(kOptimized, {"stack.ep_sms=32"});
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Calibration cal;
+  const Pricer pr(s, t, cal);
+  Op gemm;
+  gemm.name = "g";
+  gemm.category = Category::gemm;
+  gemm.m = gemm.n = gemm.k = 8192;
+  gemm.flops = Flops(2.0 * 8192 * 8192 * 8192);
+  Op a2a;
+  a2a.name = "moe.dispatch";
+  a2a.category = Category::ep_comm;
+  a2a.stream = Stream::ep_comm;
+  a2a.collective = Collective::all_to_all;
+  a2a.group = Group::ep;
+  a2a.fanout = 5;
+  a2a.bytes = a2a.recv_bytes = Bytes(100e9);  // outlasts the GEMM
+  StepGraph g;
+  RankClass rc;
+  rc.ops = {gemm, a2a};
+  g.classes.push_back(rc);
+  StackOptions st = s.stack;
+  st.host_op_s = 0;  // both issued at once
+  const SimResult r = simulate(g, pr, st);
+  const double solo = pr.compute_time(gemm).value();
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), solo / (1.0 - 32.0 / s.system.gpu().sms), 1e-9);
+}
+
 // Fusions the PyTorch stack names: an unfused router is more kernels over the scores, an unfused
 // permute more launches, a separate scale allocation one more kernel per quantization; PDL takes
 // the quantizations' launch gaps away.
