@@ -26,6 +26,7 @@ Command add_topo(CLI::App& app);
 Command add_validate(CLI::App& app);
 Command add_params(CLI::App& app);
 Command add_schema(CLI::App& app);
+Command add_stacks(CLI::App& app);
 Command add_calibrate(CLI::App& app);
 Command add_accuracy(CLI::App& app);
 

@@ -443,3 +443,28 @@ TEST(Cli, RackOrNodeComparisonAndEnergyAndCostLines) {
 }
 
 }  // namespace
+
+namespace moeperf {
+namespace {
+
+// `moeperf stacks` lists the built-in stacks; with a name it prints every field with its source or
+// assumption and the ablation; an unknown name is bad input.
+TEST(Cli, StacksListsAndPrintsTheirSources) {
+  const Result all = run("stacks");
+  ASSERT_EQ(all.code, 0) << all.out;
+  for (const char* n : {"maxtext-te-2026-09", "maxtext-xla-2026-09", "megatron-core"})
+    EXPECT_NE(all.out.find(std::string(n) + "\n"), std::string::npos) << n << "\n" << all.out;
+  const Result m = run("stacks megatron-core");
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("  host_op_s = \"10 us\"\n      assumption: "), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("  overlap.fsdp_prefetch = true\n      source: "), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("7. CPU-side optimization: (nothing moeperf can switch)"), std::string::npos) << m.out;
+  const auto j = nlohmann::json::parse(run("stacks maxtext-xla-2026-09 --format json").out);
+  EXPECT_EQ(j["one_shot_threads"]["value"], 128);
+  const Result bad = run("stacks maxtext-xla-2025");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("unknown stack \"maxtext-xla-2025\""), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace moeperf
