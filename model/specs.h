@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/params.h"
@@ -265,6 +266,16 @@ enum class PeerScope { process, nvlink_domain };
 // the host one graph launch instead of one issue each. A bit set.
 enum class GraphScope : unsigned { attn = 1, mlp = 2, moe_router = 4, shared_expert = 8, moe = 16 };
 
+// One optimization of a stack's ablation (compare --ablate): its name, the scenario fields (dotted,
+// as in --set) it switched with their values before it (JSON text; "+offloaded" in
+// memory.recompute stands for the scenario's offloaded tensors), and what a reader must know (an
+// unmapped step says so).
+struct AblationStep {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> off;
+  std::string note;
+};
+
 // The software stack: how a framework lowers and schedules the step (stacks/*.json, each field
 // with its source). A scenario names a stack and may override fields.
 struct StackOptions {
@@ -312,6 +323,7 @@ struct StackOptions {
   bool pdl_quantize = false;      // quantization kernels launched with programmatic dependent launch (no gap)
   bool norm_quantize_fusion = false;  // the norm writes the GEMM's quantized input itself
   bool captured(GraphScope g) const { return (cuda_graphs & static_cast<unsigned>(g)) != 0; }
+  std::vector<AblationStep> ablation;  // the stack file's, in the order the optimizations were added
 };
 
 // Slow GPUs (a straggler): one GPU, or every GPU of one NVLink domain (rack); their compute and

@@ -184,15 +184,19 @@ StackOptions parse_stack_file(const Node& root) {
     for (size_t i = 0; i < a->size(); ++i) {
       const Node st = (*a)[i];
       st.allow_only({"name", "off", "note", "source"});
-      st.at("name").as_string();
+      AblationStep step;
+      step.name = st.at("name").as_string();
+      step.note = st.string_or("note", "");
       const Node off = st.at("off");
       off.expect_object();
       Scenario probe;
       probe.stack = o;
       for (auto it = off.raw().begin(); it != off.raw().end(); ++it) {
+        step.off.emplace_back(it.key(), it.value().dump());
         if (it.key() == "memory.recompute" && it.value() == "+offloaded") continue;
         apply_off(probe, it.key(), it.value().dump(), root.file(), off.path() + "/" + it.key());
       }
+      o.ablation.push_back(std::move(step));
     }
   }
   return o;
@@ -220,33 +224,11 @@ StackOptions parse_stack_ref(Refs& refs, const Node& field) {
 
 }  // namespace detail
 
-std::vector<AblationStep> stack_ablation(const std::string& name) {
-  if (!find_builtin(name)) throw SpecError("stacks/" + name + ".json", "", "unknown stack: expected one of " + builtin_names());
-  const json j = parse_builtin(name);
-  const Node root(j, "stacks/" + name + ".json", "");
-  std::vector<AblationStep> out;
-  auto a = root.get("ablation");
-  if (!a) return out;
-  for (size_t i = 0; i < a->size(); ++i) {
-    const Node s = (*a)[i];
-    s.allow_only({"name", "off", "note", "source"});
-    AblationStep st;
-    st.name = s.at("name").as_string();
-    st.note = s.string_or("note", "");
-    const Node off = s.at("off");
-    off.expect_object();
-    for (auto it = off.raw().begin(); it != off.raw().end(); ++it) st.off.emplace_back(it.key(), it.value().dump());
-    out.push_back(std::move(st));
-  }
-  return out;
-}
-
 std::vector<NamedState> ablation_states(const Scenario& s) {
   std::vector<NamedState> out;
-  if (s.stack.name.empty() || !find_builtin(s.stack.name)) return out;
-  const std::vector<AblationStep> steps = stack_ablation(s.stack.name);
+  const std::vector<AblationStep>& steps = s.stack.ablation;
   if (steps.empty()) return out;
-  const std::string file = "stacks/" + s.stack.name + ".json";
+  const std::string file = "the ablation of stack " + s.stack.name;
   for (size_t k = 0; k <= steps.size(); ++k) {
     Scenario x = s;
     // The steps not yet switched on, the latest first so that the earliest's value wins; memory

@@ -5,7 +5,7 @@
 // optimizations switched, in the order they were added (compare --ablate).
 //
 //   for (const auto& [name, text] : io::builtin_stacks()) ...
-//   std::vector<io::AblationStep> steps = io::stack_ablation("maxtext-te-2026-09");
+//   std::vector<NamedState> states = io::ablation_states(scenario);   // compare --ablate
 #pragma once
 
 #include <string>
@@ -20,20 +20,7 @@ namespace moeperf::io {
 // The shipped stacks: name and file text.
 const std::vector<std::pair<std::string, std::string>>& builtin_stacks();
 
-// One optimization of a stack's ablation: its name, the scenario fields (dotted, as in --set) it
-// switched with their values before it (JSON text; "+offloaded" in memory.recompute stands for the
-// scenario's offloaded tensors), and what a reader must know (an unmapped step says so).
-struct AblationStep {
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> off;
-  std::string note;
-};
-
-// The ablation of a built-in stack by name; empty when it has none. Throws SpecError for an
-// unknown name.
-std::vector<AblationStep> stack_ablation(const std::string& name);
-
-// compare --ablate on a scenario whose stack is a built-in one with an ablation: the scenario with
+// compare --ablate on a scenario whose stack has an ablation (StackOptions::ablation): the scenario with
 // every step off, then after each step (the later steps' "off" values applied, the earliest winning
 // where two switch one field). A step with nothing to switch (unmapped) still gets its state, equal
 // to the one before. Empty when the scenario's stack has no ablation.

@@ -117,6 +117,25 @@ TEST(Stacks, LadderFilesAreTheAblationStates) {
   EXPECT_EQ(w[7].report.step_time, w[6].report.step_time);
 }
 
+// A stack file of the user's own, with an ablation: a scenario names it by path and compare
+// --ablate walks its steps (fields it leaves out keep the built-in defaults).
+TEST(Stacks, UserStackFileWithItsAblation) {
+  testing::TempDir d;
+  const std::string file = d.write("mine.json", R"({"kind": "stack", "name": "our-fork",
+    "expert_gemm": {"value": "grouped", "source": "our fork"},
+    "ablation": [{"name": "grouped GEMM", "off": {"stack.expert_gemm": "per_expert_loop"}},
+                 {"name": "a step we cannot model", "off": {}, "note": "not mapped"}]})");
+  const Scenario s = load(kOptimized, {"stack=" + file});
+  EXPECT_EQ(s.stack.name, "our-fork");
+  ASSERT_EQ(s.stack.ablation.size(), 2u);
+  const std::vector<NamedState> states = io::ablation_states(s);
+  ASSERT_EQ(states.size(), 3u);
+  EXPECT_EQ(states[0].scenario.stack.expert_gemm, ExpertGemm::per_expert_loop);
+  EXPECT_EQ(states[1].scenario.stack.expert_gemm, ExpertGemm::grouped);
+  EXPECT_EQ(differing_fields(states[1].scenario, states[2].scenario), std::vector<std::string>{});
+  EXPECT_EQ(states[2].note, "not mapped");
+}
+
 // A stack by name, an object over a base, --set through a named stack; unknown names and bad
 // fields fail with the file and the JSON path.
 TEST(Stacks, ScenarioNamesAndOverridesAStack) {

@@ -9,7 +9,7 @@ namespace moeperf::io::detail {
 
 StackOptions parse_stack_ref(Refs& refs, const Node& field);
 
-// A stack file's root ({"kind": "stack", ...}); its ablation is read by stack_ablation().
+// A stack file's root ({"kind": "stack", ...}), its ablation checked and kept.
 StackOptions parse_stack_file(const Node& root);
 
 }  // namespace moeperf::io::detail
