@@ -37,6 +37,7 @@ inline const std::vector<int64_t> kDefaultScaleGpus = {128, 256, 512, 1024};
 
 struct Studies {
   std::string name;  // the scenario's
+  std::string waterfall_kind;  // what the waterfall walks: a stack's ablation, or the post's options
   std::vector<WaterfallBar> waterfall;
   std::string waterfall_error;
   std::vector<ScalingPoint> scaling;

@@ -75,11 +75,12 @@ void WaterfallView::setStudies(std::shared_ptr<const Studies> st) {
     series->attachAxis(y);
     y->applyNiceNumbers();
     const double gain = bars.front().tflops_per_gpu > 0 ? bars.back().tflops_per_gpu / bars.front().tflops_per_gpu : 0.0;
-    set_title(chart, QStringLiteral("%1<br>stack options switched on one by one (compare --ablate): %2 → %3 TFLOPS/GPU (%4x)")
+    set_title(chart, QStringLiteral("%1<br>%5 (compare --ablate): %2 → %3 TFLOPS/GPU (%4x)")
                          .arg(QString::fromStdString(studies_->name).toHtmlEscaped())
                          .arg(bars.front().tflops_per_gpu, 0, 'f', 0)
                          .arg(bars.back().tflops_per_gpu, 0, 'f', 0)
-                         .arg(gain, 0, 'f', 2));
+                         .arg(gain, 0, 'f', 2)
+                         .arg(QString::fromStdString(studies_->waterfall_kind).toHtmlEscaped()));
     chart->legend()->setAlignment(Qt::AlignBottom);
   } else if (studies_) {
     chart->setTitle(tr("No waterfall: %1").arg(QString::fromStdString(studies_->waterfall_error)));
