@@ -305,6 +305,9 @@ struct StackOptions {
   // overlap (one's all-to-all behind the other's compute): DualPipe's overlap, Megatron's combined
   // 1F1B with EP communication overlap. On by itself under the dualpipe schedule.
   bool fwd_bwd_overlap = false;
+  // The backward rebuilds the expert input rows (permute and dispatch again) as JAX's remat does,
+  // the rows carrying no checkpoint name; false: autograd keeps them (PyTorch), in HBM.
+  bool remat_dispatch = true;
   // Ragged all-to-all buffers: this x the average rows; <= 0: MaxText's default sizing, the local
   // rows x min(EP, experts / top_k). The sort/permute touches every buffer row.
   double a2a_buffer_factor = 2.0;

@@ -86,6 +86,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"stack.overlap.a2a_with_shared_expert", "boolean", "", "false", "false", "The dispatch/combine all-to-alls overlap the shared expert's GEMMs."},
       {"stack.overlap.fwd_bwd", "boolean", "", "false (on by itself under dualpipe)", "false", "One micro-batch's forward and another's backward as two overlapping lanes (DualPipe, Megatron's combined 1F1B)."},
       {"stack.a2a_buffer_factor", "number", "", "2", "2", "Ragged all-to-all buffers at this times the average rows; <= 0: MaxText's default, the local rows x min(EP, experts / top_k). Memory, and the permute touches every buffer row."},
+      {"stack.remat_dispatch", "boolean", "", "true", "true", "The backward rebuilds the expert input rows (permute and dispatch again), as JAX's remat does for rows without a checkpoint name; false: autograd keeps them in HBM (PyTorch), no second dispatch."},
       {"stack.host_op_s", "time", "s", "0", "0", "Host (CPU) time to issue one framework op; 0: the host always runs ahead of the GPU. An op cannot start before the host issued it."},
       {"stack.host_ops_per_op", "number >= 1", "ops", "1", "1", "Framework ops issued per op of moeperf's graph (the glue between them: casts, reshapes, allocations)."},
       {"stack.quantize_host_ops", "integer >= 1", "ops", "1", "1", "Framework ops per quantization (a separate scale-buffer allocation adds one)."},

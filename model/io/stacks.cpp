@@ -97,6 +97,7 @@ void apply_fields(const Node& n, StackOptions& o) {
     if (auto x = ov->get("fwd_bwd")) o.fwd_bwd_overlap = unwrap(*x).as_bool();
   }
   if (auto x = field("a2a_buffer_factor")) o.a2a_buffer_factor = x->as_number();
+  if (auto x = field("remat_dispatch")) o.remat_dispatch = x->as_bool();
   if (auto x = field("host_op_s")) o.host_op_s = as_seconds(*x);
   if (auto x = field("host_ops_per_op")) {
     o.host_ops_per_op = x->as_number();

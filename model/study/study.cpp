@@ -102,6 +102,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.overlap.a2a_with_shared_expert", oa.a2a_with_shared_expert, ob.a2a_with_shared_expert);
   cmp("stack.overlap.fwd_bwd", oa.fwd_bwd_overlap, ob.fwd_bwd_overlap);
   cmp("stack.a2a_buffer_factor", oa.a2a_buffer_factor, ob.a2a_buffer_factor);
+  cmp("stack.remat_dispatch", oa.remat_dispatch, ob.remat_dispatch);
   cmp("stack.host_op_s", oa.host_op_s, ob.host_op_s);
   cmp("stack.host_ops_per_op", oa.host_ops_per_op, ob.host_ops_per_op);
   cmp("stack.quantize_host_ops", oa.quantize_host_ops, ob.quantize_host_ops);
@@ -177,6 +178,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
          o.dispatcher = t.dispatcher;
          o.a2a_with_shared_expert = t.a2a_with_shared_expert;
          o.a2a_buffer_factor = t.a2a_buffer_factor;
+         o.remat_dispatch = t.remat_dispatch;
          o.ragged_a2a = t.ragged_a2a;
          o.one_shot_max_ranks = t.one_shot_max_ranks;
          o.one_shot_scope = t.one_shot_scope;

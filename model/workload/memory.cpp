@@ -97,6 +97,10 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
           r.activations_by_class[static_cast<size_t>(c)] += Bytes(bytes);
         }
       }
+      // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
+      // them for the expert GEMMs' weight gradients, whatever the recompute list says.
+      if (!s.stack.remat_dispatch && m.is_moe() && l >= m.dense_layers)
+        kept += load.max_rows * d(m.hidden) * bytes_per_element(s.precision.dispatch) * r.micro_batches_in_flight;
     }
     r.activations = Bytes(kept);
     r.offloaded_to_host = Bytes(off);

@@ -130,11 +130,15 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   if (!s_.stack.a2a_with_shared_expert) {
     shared_expert_backward(l, f, dd);
   }
-  // The expert input rows are not a checkpoint: rebuild them (permute + dispatch) as JAX's remat does.
-  phase_ = Phase::recompute;
-  moe_dispatch(l, "moe.permute.recompute", "moe.dispatch.recompute", bytes_per_element(s_.precision.dispatch));
-  const int32_t redispatched = last();
-  phase_ = Phase::backward;
+  // The expert input rows are not a checkpoint: rebuild them (permute + dispatch) as JAX's remat
+  // does; a stack whose autograd keeps them (stack.remat_dispatch false) reads them from HBM.
+  std::vector<int32_t> rows_ready;
+  if (s_.stack.remat_dispatch) {
+    phase_ = Phase::recompute;
+    moe_dispatch(l, "moe.permute.recompute", "moe.dispatch.recompute", bytes_per_element(s_.precision.dispatch));
+    rows_ready.push_back(last());
+    phase_ = Phase::backward;
+  }
   const double fan = dispatch_fanout();
   memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg));
   int32_t cb;
@@ -150,7 +154,8 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
       cb = last();
     }
   }
-  const ExpertGemms eg = expert_gemms(l, {cb, redispatched});
+  rows_ready.push_back(cb);
+  const ExpertGemms eg = expert_gemms(l, rows_ready);
   std::vector<int32_t> after = eg.after;
   const int launches = eg.launches;
   const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;

@@ -346,6 +346,21 @@ TEST(Stacks, FusedEpKernelHoldsItsSms) {
   EXPECT_NEAR(r.classes[0].ops[0].end.value(), solo / (1.0 - 32.0 / s.system.gpu().sms), 1e-9);
 }
 
+// JAX's remat rebuilds the expert input rows in the backward (a second permute and all-to-all);
+// PyTorch's autograd keeps them: no second dispatch, their bytes in the activations.
+TEST(Stacks, AutogradKeepsTheExpertRowsRematRebuildsThem) {
+  const Scenario jax = load(kOptimized), torch = load(kOptimized, {"stack.remat_dispatch=false"});
+  const ExpertLoad l = expert_load(jax, jax.calibration);
+  const StepGraph gj = lower_step(jax, l), gt = lower_step(torch, l);
+  EXPECT_EQ(named(gj, "moe.dispatch.recompute").size(), 58u);
+  EXPECT_TRUE(named(gt, "moe.dispatch.recompute").empty());
+  EXPECT_TRUE(named(gt, "moe.permute.recompute").empty());
+  const StepReport rj = predict(jax, jax.calibration), rt = predict(torch, torch.calibration);
+  const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;  // one micro-batch in flight
+  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows, 1.0);
+  EXPECT_LT(rt.step_time.value(), rj.step_time.value());
+}
+
 // Fusions the PyTorch stack names: an unfused router is more kernels over the scores, an unfused
 // permute more launches, a separate scale allocation one more kernel per quantization; PDL takes
 // the quantizations' launch gaps away.
