@@ -53,7 +53,7 @@ int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::v
       notes.push_back("the scenario's stack" + (s.stack.name.empty() ? std::string() : " (" + s.stack.name + ")") +
                       " has no ablation: every optimization of NVIDIA's post switched off, then on in the post's order");
     else
-      notes.push_back("the ablation of stack " + s.stack.name + " (stacks/" + s.stack.name + ".json): each step switches the fields it names");
+      notes.push_back("the ablation of stack " + s.stack.name + ": each step switches the fields it names");
     print_waterfall(states.empty() ? waterfall(baseline_of(s), s, s.calibration) : walk(states, s.calibration), format, notes);
     return kExitOk;
   }

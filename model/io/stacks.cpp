@@ -70,10 +70,15 @@ void apply_fields(const Node& n, StackOptions& o) {
     return unwrap(*x);
   };
   if (auto x = field("grouped_gemm")) o.expert_gemm = x->as_bool() ? ExpertGemm::grouped : ExpertGemm::per_expert_loop;
-  if (auto x = field("expert_gemm"))
-    o.expert_gemm = x->as_enum<ExpertGemm>({{"grouped", ExpertGemm::grouped},
-                                            {"per_expert_loop", ExpertGemm::per_expert_loop},
-                                            {"masked_dense", ExpertGemm::masked_dense}});
+  if (auto x = field("expert_gemm")) {
+    const ExpertGemm e = x->as_enum<ExpertGemm>({{"grouped", ExpertGemm::grouped},
+                                                 {"per_expert_loop", ExpertGemm::per_expert_loop},
+                                                 {"masked_dense", ExpertGemm::masked_dense}});
+    // The older grouped_gemm beside it must say the same.
+    if (n.has("grouped_gemm") && e != o.expert_gemm)
+      n.at("grouped_gemm").fail("contradicts \"expert_gemm\" (" + x->as_string() + "): give one of the two");
+    o.expert_gemm = e;
+  }
   if (auto x = field("dispatcher"))
     o.dispatcher = x->as_enum<Dispatcher>({{"allgather", Dispatcher::allgather}, {"alltoall", Dispatcher::alltoall},
                                            {"fused_dedup", Dispatcher::fused_dedup}});
@@ -142,7 +147,9 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
     for (size_t dot; (dot = rest.find('.')) != std::string::npos; rest = rest.substr(dot + 1)) cur = &(*cur)[rest.substr(0, dot)];
     (*cur)[rest] = v;
     const Node n(obj, file, at);
-    n.allow_only(scenario_keys("stack"));
+    std::vector<std::string> keys = scenario_keys("stack");
+    keys.erase(std::remove(keys.begin(), keys.end(), "base"), keys.end());
+    n.allow_only(keys);
     apply_fields(n, s.stack);
     return;
   }

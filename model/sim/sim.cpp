@@ -37,7 +37,7 @@ struct Running {
 class Engine {
  public:
   Engine(const StepGraph& g, const Pricer& pr, const StackOptions& stack)
-      : g_(g), pr_(pr), multi_(stack.multistream_collectives), host_op_s_(stack.host_op_s),
+      : g_(g), pr_(pr), stack_(stack), multi_(stack.multistream_collectives), host_op_s_(stack.host_op_s),
         graph_launch_s_(stack.graph_launch_s) {
     // Queues per lane; a second lane of every queue when some op runs on it (fwd/bwd overlap).
     base_queues_ = multi_ ? 6 : 3;
@@ -280,7 +280,7 @@ class Engine {
     return op.collective != Collective::none && op.collective != Collective::d2h && op.collective != Collective::h2d &&
            op.collective != Collective::send_recv;
   }
-  bool peers_arrived(size_t c, int32_t i) const {
+  bool peers_arrived(size_t c, int32_t i) {
     for (size_t o : sync_[c]) {
       const ClassState& os = cls_[o];
       if (os.done[static_cast<size_t>(i)]) continue;
@@ -288,6 +288,8 @@ class Engine {
       const bool at_head = os.head[static_cast<size_t>(q)] < os.queues[static_cast<size_t>(q)].size() &&
                            os.queues[static_cast<size_t>(q)][os.head[static_cast<size_t>(q)]] == i;
       if (!at_head || !ready(o, i)) return false;
+      advance_host(o);  // the peer's host may not have been brought up to date in this pass yet
+      if (!issued(o, i)) return false;  // its host has not issued it yet (a later host wait ended)
     }
     return true;
   }
@@ -314,11 +316,10 @@ class Engine {
       r.comm = true;
       r.offload = op.category == Category::offload;
       // A fused EP kernel holds the SMs the stack gives it; other collectives comm_sm_fraction.
-      const StackOptions& st = pr_.scenario().stack;
       const bool fused_ep = op.collective == Collective::all_to_all && op.group == Group::ep &&
-                            st.dispatcher == Dispatcher::fused_dedup && st.ep_sms > 0;
-      r.sm_share = fused_ep ? ep_kernel_sms(pr_.scenario(), pr_.calibration()) / pr_.scenario().system.gpu().sms
-                            : pr_.calibration()[Param::comm_sm_fraction];
+                            stack_.dispatcher == Dispatcher::fused_dedup && stack_.ep_sms > 0;
+      const double sms = pr_.scenario().system.gpu().sms;
+      r.sm_share = fused_ep ? std::min<double>(stack_.ep_sms, sms) / sms : pr_.calibration()[Param::comm_sm_fraction];
       r.latency_left = cc.latency.value();
       r.work_left = std::max(op.bytes, op.recv_bytes).value();
       r.a = cc.s_per_byte;
@@ -414,6 +415,7 @@ class Engine {
 
   const StepGraph& g_;
   const Pricer& pr_;
+  const StackOptions stack_;  // the stack simulated (callers may pass another than the scenario's)
   bool multi_;
   double host_op_s_ = 0, graph_launch_s_ = 0;
   double wake_ = kInf;

@@ -146,6 +146,8 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     o.bytes += message ? op.bytes : op.hbm_bytes;
     o.hbm_bytes += op.hbm_bytes;
     if (message) o.message_bytes += op.bytes;
+    o.ep_kernel = op.one_shot_peers > 0 || (op.collective == Collective::all_to_all && op.group == Group::ep &&
+                                            s.stack.dispatcher == Dispatcher::fused_dedup);
   }
   const std::vector<double> exposed_share = exposed_by_op(rc, sc);
   for (size_t i = 0; i < rc.ops.size(); ++i) r.ops[index.at(rc.ops[i].name)].exposed += Seconds(exposed_share[i]);
@@ -168,9 +170,7 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     for (const OpSummary& o : r.ops) {
       if (o.category == Category::offload) add("host_copy", o.exposed.value());
       // Fused EP kernels and XLA's one-shot kernel are priced by the EP class's fitted parameters.
-      else if (o.category == Category::ep_comm && s.stack.dispatcher != Dispatcher::allgather &&
-               (s.stack.dispatcher == Dispatcher::fused_dedup || s.stack.ragged_a2a == RaggedA2a::one_shot))
-        add("ep", o.exposed.value());
+      else if (o.ep_kernel) add("ep", o.exposed.value());
       else if (is_communication(o.category)) add("collective", o.exposed.value());
     }
     double sq = 0;

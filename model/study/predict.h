@@ -31,6 +31,7 @@ struct OpSummary {
   Bytes hbm_bytes;        // bytes read and written in HBM
   Bytes message_bytes;    // communication: NCCL-style size per rank (0 for compute)
   Seconds exposed;        // its share of the exposed communication time (see exposed_by_op)
+  bool ep_kernel = false; // priced by the EP class's fitted parameters (a fused EP kernel, XLA's one-shot)
 };
 
 struct StepReport {

@@ -205,7 +205,7 @@ class Lowering {
       ops = st.router_fusion ? st.host_ops_per_op : st.unfused_router_ops;
       if (!st.router_fusion) {
         op.launches = st.unfused_router_ops;
-        op.hbm_bytes = op.hbm_bytes * (0.5 * st.unfused_router_ops);
+        op.hbm_bytes = op.hbm_bytes * std::max(1.0, 0.5 * st.unfused_router_ops);
       }
     } else if (starts("moe.permute") || starts("moe.unpermute") || starts("moe.sort") || starts("moe.unsort")) {
       // Unfused, the index computations around the row gather are kernels of their own.
