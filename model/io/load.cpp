@@ -106,22 +106,6 @@ void apply_override(json& root, const Override& o, const std::string& file) {
   }
 }
 
-Dtype parse_dtype(const Node& n) {
-  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
-                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
-}
-
-std::vector<TensorClass> parse_tensor_classes(const Node& n) {
-  std::vector<TensorClass> out;
-  for (size_t i = 0; i < n.size(); ++i)
-    out.push_back(n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
-                                              {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
-                                              {"moe_mlpwi", TensorClass::moe_mlpwi},
-                                              {"moe_mlpwo", TensorClass::moe_mlpwo}, {"mlp", TensorClass::mlp},
-                                              {"router", TensorClass::router}, {"norm", TensorClass::norm}}));
-  return out;
-}
-
 std::vector<double> parse_histogram(const Node& n) {
   std::vector<double> h;
   for (size_t i = 0; i < n.size(); ++i) {
@@ -473,5 +457,25 @@ Validated validate_file(const std::string& path) {
   }
   root.at("kind").fail("unknown kind \"" + kind + "\"");
 }
+
+namespace detail {
+
+Dtype parse_dtype(const Node& n) {
+  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
+                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
+}
+
+std::vector<TensorClass> parse_tensor_classes(const Node& n) {
+  std::vector<TensorClass> out;
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
+                                              {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
+                                              {"moe_mlpwi", TensorClass::moe_mlpwi},
+                                              {"moe_mlpwo", TensorClass::moe_mlpwo}, {"mlp", TensorClass::mlp},
+                                              {"router", TensorClass::router}, {"norm", TensorClass::norm}}));
+  return out;
+}
+
+}  // namespace detail
 
 }  // namespace moeperf::io

@@ -50,11 +50,6 @@ double confidence_weight(const Node& n) {
   n.fail("expected \"high\", \"medium\" or \"low\", got \"" + c + "\"");
 }
 
-Dtype parse_dtype(const Node& n) {
-  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
-                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
-}
-
 double positive(const Node& shape, const char* key) { return shape.at(key).as_positive_number(); }
 
 // "1426 TFLOP/s", "479 GB/s" or "69 us", whichever kinds the op's metric may be.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "model/io/detail/parsers.h"
 #include "model/io/detail/stacks.h"
 #include "model/io/scenario_schema.h"
 
@@ -119,22 +120,6 @@ void apply_fields(const Node& n, StackOptions& o) {
   if (auto x = field("norm_quantize_fusion")) o.norm_quantize_fusion = x->as_bool();
 }
 
-std::vector<TensorClass> tensor_classes(const Node& n) {
-  std::vector<TensorClass> out;
-  for (size_t i = 0; i < n.size(); ++i)
-    out.push_back(n[i].as_enum<TensorClass>({{"norm", TensorClass::norm}, {"q_proj", TensorClass::q_proj},
-                                              {"kv_proj", TensorClass::kv_proj}, {"attn_out", TensorClass::attn_out},
-                                              {"out_proj", TensorClass::out_proj}, {"mlp", TensorClass::mlp},
-                                              {"router", TensorClass::router}, {"moe_mlpwi", TensorClass::moe_mlpwi},
-                                              {"moe_mlpwo", TensorClass::moe_mlpwo}}));
-  return out;
-}
-
-Dtype dtype_of(const Node& n) {
-  return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
-                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
-}
-
 // One "off" value of an ablation step onto the scenario: stack fields through the stack parser,
 // precision and memory fields by name ("+offloaded" in memory.recompute is handled by the caller).
 void apply_off(Scenario& s, const std::string& path, const std::string& value, const std::string& file,
@@ -155,12 +140,12 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
   }
   const Node n(v, file, at);
   Precision& q = s.precision;
-  if (path == "precision.dense_gemm") q.dense_gemm = dtype_of(n);
-  else if (path == "precision.expert_gemm") q.expert_gemm = dtype_of(n);
-  else if (path == "precision.dispatch") q.dispatch = dtype_of(n);
-  else if (path == "precision.combine") q.combine = dtype_of(n);
-  else if (path == "memory.offload") s.memory.offload = tensor_classes(n);
-  else if (path == "memory.recompute") s.memory.recompute = tensor_classes(n);
+  if (path == "precision.dense_gemm") q.dense_gemm = parse_dtype(n);
+  else if (path == "precision.expert_gemm") q.expert_gemm = parse_dtype(n);
+  else if (path == "precision.dispatch") q.dispatch = parse_dtype(n);
+  else if (path == "precision.combine") q.combine = parse_dtype(n);
+  else if (path == "memory.offload") s.memory.offload = parse_tensor_classes(n);
+  else if (path == "memory.recompute") s.memory.recompute = parse_tensor_classes(n);
   else n.fail("an ablation may switch stack.*, precision.dense_gemm/expert_gemm/dispatch/combine, memory.offload or memory.recompute");
 }
 

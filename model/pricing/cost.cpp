@@ -41,9 +41,9 @@ FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& g, Dtype* priced_as) {
   return r;
 }
 
-double ep_kernel_sms(const Scenario& s, const Calibration& cal) {
-  const double sms = s.system.gpu().sms;
-  return s.stack.ep_sms > 0 ? std::min<double>(s.stack.ep_sms, sms) : cal[Param::comm_sm_fraction] * sms;
+double ep_kernel_sms(const StackOptions& stack, const GpuSpec& gpu, const Calibration& cal) {
+  const double sms = gpu.sms;
+  return stack.ep_sms > 0 ? std::min<double>(stack.ep_sms, sms) : cal[Param::comm_sm_fraction] * sms;
 }
 
 Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal)
@@ -114,7 +114,7 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
       // A fused EP kernel (DeepEP/HybridEP-like) moves the rows with its own thread blocks: its
       // measured NVLink and RDMA fractions, at the SMs a communication kernel holds.
       const bool deepep = s_.stack.ep_kernel == EpKernel::deepep;
-      const double f = ep_sm_factor(ep_kernel_sms(s_, cal_), cal_, deepep);
+      const double f = ep_sm_factor(ep_kernel_sms(s_.stack, s_.system.gpu(), cal_), cal_, deepep);
       cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f);
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
     }

@@ -30,7 +30,7 @@ FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& gpu, Dtype* priced_as = nullptr
 const char* to_string(Dtype d);
 
 // SMs a fused EP kernel holds: the stack's ep_sms, else comm_sm_fraction of the GPU's.
-double ep_kernel_sms(const Scenario& s, const Calibration& cal);
+double ep_kernel_sms(const StackOptions& stack, const GpuSpec& gpu, const Calibration& cal);
 
 class Pricer {
  public:

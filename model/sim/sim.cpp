@@ -317,9 +317,10 @@ class Engine {
       r.offload = op.category == Category::offload;
       // A fused EP kernel holds the SMs the stack gives it; other collectives comm_sm_fraction.
       const bool fused_ep = op.collective == Collective::all_to_all && op.group == Group::ep &&
-                            stack_.dispatcher == Dispatcher::fused_dedup && stack_.ep_sms > 0;
-      const double sms = pr_.scenario().system.gpu().sms;
-      r.sm_share = fused_ep ? std::min<double>(stack_.ep_sms, sms) / sms : pr_.calibration()[Param::comm_sm_fraction];
+                            stack_.dispatcher == Dispatcher::fused_dedup;
+      const GpuSpec& gpu = pr_.scenario().system.gpu();
+      r.sm_share = fused_ep ? ep_kernel_sms(stack_, gpu, pr_.calibration()) / gpu.sms
+                            : pr_.calibration()[Param::comm_sm_fraction];
       r.latency_left = cc.latency.value();
       r.work_left = std::max(op.bytes, op.recv_bytes).value();
       r.a = cc.s_per_byte;

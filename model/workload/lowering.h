@@ -5,12 +5,12 @@
 #pragma once
 
 #include <algorithm>
-#include <string>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +21,9 @@ namespace moeperf::detail {
 
 inline double d(int64_t v) { return static_cast<double>(v); }
 inline bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
+inline bool ends_with(const std::string& s, std::string_view sfx) {
+  return s.size() >= sfx.size() && s.compare(s.size() - sfx.size(), sfx.size(), sfx) == 0;
+}
 
 // Builds one rank class's op list in program order.
 class Lowering {
@@ -60,10 +63,7 @@ class Lowering {
     // forward/recompute and the dgrad. The weights' copies from the forward serve the recompute and
     // the dgrad unless FSDP gathers the weights again (in BF16) for the backward. Expert rows that
     // arrive in the GEMM's format (an MXFP8 dispatch) only need their column-wise copy.
-    auto ends = [&](const char* sfx) {
-      const size_t l = std::char_traits<char>::length(sfx);
-      return name.size() >= l && name.compare(name.size() - l, l, sfx) == 0;
-    };
+    auto ends = [&](const char* sfx) { return ends_with(name, sfx); };
     if (const double q = quantize_bytes_per_element(dt); q > 0 && !ends(".wgrad")) {
       const bool again = ends(".dgrad") || ends(".recompute");
       const double qb = again && !fsdp() ? 0.0 : q;
@@ -178,21 +178,14 @@ class Lowering {
 
   // Rows of the ragged all-to-all's buffers (MaxText get_ragged_buffer_size): factor x the local
   // rows, or with a factor <= 0 the local rows x min(EP, experts / top_k).
-  double buffer_rows() const {
-    const double f = s_.stack.a2a_buffer_factor;
-    if (f > 0) return load_.mean_rows * f;
-    return load_.mean_rows * std::min(d(p_.ep), d(m_.experts) / std::max(1.0, d(m_.top_k)));
-  }
+  double buffer_rows() const { return ragged_buffer_rows(s_, load_); }
 
   // What the host spends issuing `op` (Op::host_ops) and the CUDA graph part that captures it.
   void host_cost(Op& op) const {
     const StackOptions& st = s_.stack;
     const std::string& n = op.name;
     auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
-    auto ends = [&](const char* sfx) {
-      const size_t k = std::char_traits<char>::length(sfx);
-      return n.size() >= k && n.compare(n.size() - k, k, sfx) == 0;
-    };
+    auto ends = [&](const char* sfx) { return ends_with(n, sfx); };
     double ops = st.host_ops_per_op * std::max(1, op.launches);
     if (ends(".quant")) {
       // One kernel per framework op (a separate allocation of the scales is a memset kernel);

@@ -110,9 +110,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // and combine.
     const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
     if (m.is_moe()) {
-      const double f = s.stack.a2a_buffer_factor;
-      const double rows =
-          load.mean_rows * (f > 0 ? f : std::min(d(p.ep), d(m.experts) / std::max(1.0, d(m.top_k))));
+      const double rows = ragged_buffer_rows(s, load);
       r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
     }
     // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE

@@ -37,6 +37,12 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   return b;
 }
 
+double ragged_buffer_rows(const Scenario& s, const ExpertLoad& load) {
+  const double f = s.stack.a2a_buffer_factor;
+  if (f > 0) return load.mean_rows * f;
+  return load.mean_rows * std::min(d(s.parallelism.ep), d(s.model.experts) / std::max(1.0, d(s.model.top_k)));
+}
+
 const char* to_string(Category c) {
   switch (c) {
     case Category::gemm: return "gemm";

@@ -133,6 +133,10 @@ int head_stage(const Scenario& s);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 
+// Rows of the ragged all-to-all's buffers (MaxText get_ragged_buffer_size): stack.a2a_buffer_factor
+// x the average rows, or with a factor <= 0 the rows x min(EP, experts / top_k).
+double ragged_buffer_rows(const Scenario& s, const ExpertLoad& load);
+
 // Lays rack stragglers on the scenario's GPU count (first GPU and count of the rack) and checks
 // every straggler: inside the job, inside one pipeline stage, stages left with GPUs of their own
 // class. Returns "" or what is wrong, with the index of the entry in *index.

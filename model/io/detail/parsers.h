@@ -4,6 +4,7 @@
 #pragma once
 
 #include <utility>
+#include <vector>
 
 #include "model/io/detail/refs.h"
 #include "model/specs.h"
@@ -23,6 +24,10 @@ SystemSpec parse_system(Refs& refs, const Node& n);
 // A calibration profile ({"kind": "calibration", "params": {...}}): the parameters it names, each
 // within its range, over `base`; its name (and residual spread, when it has one) for reports.
 Calibration parse_calibration(const Node& n, const Calibration& base);
+
+// A number format ("bf16", "mxfp8", ...) and a list of saved-tensor classes ("q_proj", ...).
+Dtype parse_dtype(const Node& n);
+std::vector<TensorClass> parse_tensor_classes(const Node& n);
 
 ModelSpec parse_own_model(const Node& n);
 // A Hugging Face config.json as published (keys we do not use are allowed).
