@@ -188,7 +188,11 @@ struct ModelSpec {
 };
 
 // ---------------------------------------------------------------- scenario
-enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe };
+// dualpipe: DeepSeek's bidirectional DualPipe (the model in pp stages, stage s holding stages s and
+// pp - 1 - s, half the micro-batches entering at each end); dualpipev: its cut-in-half variant
+// (V placement over 2 pp virtual stages, every micro-batch entering at stage 0). Both run the
+// program of DeepSeek's dualpipe repository (model/workload/schedule.cpp).
+enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe, dualpipev };
 
 // The device mesh: gpus = tp x cp x pp x ep x fsdp x dp; rank order, innermost first:
 // tp, cp, ep, fsdp, dp, pp.

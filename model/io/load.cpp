@@ -142,7 +142,8 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto sch = p.get("schedule"))
     par.schedule = sch->as_enum<PipelineSchedule>({{"1f1b", PipelineSchedule::one_f_one_b},
                                                    {"interleaved", PipelineSchedule::interleaved},
-                                                   {"dualpipe", PipelineSchedule::dualpipe}});
+                                                   {"dualpipe", PipelineSchedule::dualpipe},
+                                                   {"dualpipev", PipelineSchedule::dualpipev}});
   par.sequence_parallel = p.bool_or("sequence_parallel", true);
   par.distributed_optimizer = p.bool_or("distributed_optimizer", false);
 
@@ -317,6 +318,11 @@ void check_scenario(const Scenario& s, const std::string& file) {
     fail("/parallelism/vpp", "vpp = " + std::to_string(p.vpp) + " needs \"schedule\": \"interleaved\"");
   if (p.schedule == PipelineSchedule::dualpipe && (p.pp < 2 || p.pp % 2 != 0))
     fail("/parallelism/pp", "the dualpipe schedule needs an even pp >= 2, got " + std::to_string(p.pp));
+  if (p.schedule == PipelineSchedule::dualpipev && p.pp < 2)
+    fail("/parallelism/pp", "the dualpipev schedule needs pp >= 2, got " + std::to_string(p.pp));
+  if (p.schedule == PipelineSchedule::dualpipev && 2 * p.pp > m.layers)
+    fail("/parallelism/pp", "dualpipev splits the model into 2 x pp = " + std::to_string(2 * p.pp) + " stages for " +
+                                std::to_string(m.layers) + " layers: every stage needs at least one layer");
   if (p.pp * p.vpp > m.layers)
     fail("/parallelism/pp", "pp x vpp = " + std::to_string(p.pp * p.vpp) + " stages for " + std::to_string(m.layers) +
                                 " layers: every stage needs at least one layer");
@@ -329,6 +335,20 @@ void check_scenario(const Scenario& s, const std::string& file) {
                                     " sequences must be a multiple of micro_batch x data-parallel ranks (ep x fsdp x dp) = " +
                                     std::to_string(s.batch.micro_batch) + " x " + std::to_string(dp) + " = " +
                                     std::to_string(s.batch.micro_batch * dp));
+  // DualPipe's program (dualpipe.py, dualpipev.py) asserts at least two micro-batches per rank
+  // and, bidirectional, an even count (half enter at each end).
+  if (p.schedule == PipelineSchedule::dualpipe || p.schedule == PipelineSchedule::dualpipev) {
+    const int64_t mbs = s.batch.global_batch / (s.batch.micro_batch * dp);
+    const bool bi = p.schedule == PipelineSchedule::dualpipe;
+    if (mbs < 2 * p.pp || (bi && mbs % 2 != 0))
+      fail("/batch/global_batch", "the " + std::string(bi ? "dualpipe" : "dualpipev") + " schedule needs " +
+                                      (bi ? "an even number of" : "at least") + " micro-batches per pipeline" +
+                                      (bi ? ", at least" : "") + " 2 x pp = " + std::to_string(2 * p.pp) + "; global_batch = " +
+                                      std::to_string(s.batch.global_batch) + " gives " + std::to_string(mbs) + " (" +
+                                      std::to_string(s.batch.global_batch) + " / (micro_batch " +
+                                      std::to_string(s.batch.micro_batch) + " x " + std::to_string(dp) +
+                                      " data-parallel ranks))");
+  }
   if (m.is_moe() && m.router.groups > 1 && m.experts % m.router.groups != 0)
     fail("/model", "the router's " + std::to_string(m.router.groups) + " groups must divide the " +
                        std::to_string(m.experts) + " experts");

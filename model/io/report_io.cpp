@@ -24,6 +24,7 @@ const char* schedule_name(PipelineSchedule s) {
     case PipelineSchedule::one_f_one_b: return "1f1b";
     case PipelineSchedule::interleaved: return "interleaved";
     case PipelineSchedule::dualpipe: return "dualpipe";
+    case PipelineSchedule::dualpipev: return "dualpipev";
   }
   return "?";
 }

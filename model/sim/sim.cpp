@@ -81,9 +81,10 @@ class Engine {
       const int self = g.classes[c].sync_with >= 0 ? g.classes[c].sync_with : static_cast<int>(c);
       for (size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
-        if (op.name != "pp.recv" && op.name != "pp.recv.bwd") continue;
+        // pp.recv, pp.recv.bwd, pp.recv.grad pair with pp.send, pp.send.bwd, pp.send.grad.
+        if (op.name.rfind("pp.recv", 0) != 0) continue;
         if (op.peer_stage < 0 || static_cast<size_t>(op.peer_stage) >= g.classes.size()) continue;
-        const std::string want = op.name == "pp.recv" ? "pp.send" : "pp.send.bwd";
+        const std::string want = "pp.send" + op.name.substr(7);
         const auto& pops = g.classes[static_cast<size_t>(op.peer_stage)].ops;
         for (size_t j = 0; j < pops.size(); ++j)
           if (pops[j].name == want && pops[j].micro_batch == op.micro_batch && pops[j].chunk == op.peer_chunk &&

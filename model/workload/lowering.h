@@ -48,8 +48,8 @@ class Lowering {
     op.lane = lane_;
     host_cost(op);
     // The first op of each stream in a gated unit waits for the gate (see begin_unit).
-    if (gate_ >= 0 && !(gated_streams_ & (1u << static_cast<unsigned>(op.stream)))) {
-      op.deps.push_back(gate_);
+    if (!gate_.empty() && !(gated_streams_ & (1u << static_cast<unsigned>(op.stream)))) {
+      op.deps.insert(op.deps.end(), gate_.begin(), gate_.end());
       gated_streams_ |= 1u << static_cast<unsigned>(op.stream);
     }
     rc_.ops.push_back(std::move(op));
@@ -324,6 +324,10 @@ class Lowering {
   void gemm_bwd(const std::string& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
                 double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     gemm(name + ".dgrad", cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
+    if (defer_wgrad_ && !deferred_.empty()) {
+      deferred_.back().push_back({name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
+      return;
+    }
     gemm(name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
   }
 
@@ -355,9 +359,31 @@ class Lowering {
   void set_micro_batch(int mb) { mb_ = mb; }
   void set_lane(uint8_t lane) { lane_ = lane; }
   // Starts a unit whose ops may not begin, on any stream, before op `gate` is done (-1: none).
-  void begin_unit(int32_t gate) {
-    gate_ = gate;
+  void begin_unit(int32_t gate) { begin_unit(gate >= 0 ? std::vector<int32_t>{gate} : std::vector<int32_t>{}); }
+  // ... before every op of `gates` is done.
+  void begin_unit(std::vector<int32_t> gates) {
+    gate_ = std::move(gates);
     gated_streams_ = 0;
+  }
+  // Zero-bubble split (DualPipe): while on, gemm_bwd keeps each weight-gradient GEMM for later;
+  // start_deferred_unit() opens the group of one backward unit, emit_deferred_unit() emits the
+  // oldest group (on the current lane, with its micro-batch and phase).
+  void set_defer_wgrad(bool on) { defer_wgrad_ = on; }
+  void start_deferred_unit() { deferred_.emplace_back(); }
+  bool has_deferred_unit() const { return !deferred_.empty(); }
+  void emit_deferred_unit() {
+    if (deferred_.empty()) return;
+    const std::vector<DeferredGemm> group = std::move(deferred_.front());
+    deferred_.erase(deferred_.begin());
+    const int mb = mb_;
+    const Phase ph = phase_;
+    for (const DeferredGemm& g : group) {
+      mb_ = g.micro_batch;
+      phase_ = Phase::backward;
+      gemm(g.name, g.cat, g.layer, g.flops_exec, g.flops_model, g.dt, g.m, g.n, g.k, g.groups, g.launches);
+    }
+    mb_ = mb;
+    phase_ = ph;
   }
   void set_phase(Phase ph) { phase_ = ph; }
 
@@ -394,7 +420,20 @@ class Lowering {
   int mb_ = 0;
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;
-  int32_t gate_ = -1;
+  std::vector<int32_t> gate_;
+  struct DeferredGemm {
+    std::string name;
+    Category cat;
+    int layer;
+    double flops_exec, flops_model;
+    Dtype dt;
+    double m, n, k;
+    int64_t groups;
+    int launches;
+    int micro_batch;
+  };
+  bool defer_wgrad_ = false;
+  std::vector<std::vector<DeferredGemm>> deferred_;  // per deferred backward unit, oldest first
   unsigned gated_streams_ = 0;
   std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
   std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive, a TP gather)

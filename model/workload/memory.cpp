@@ -36,7 +36,10 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
   switch (p.schedule) {
     case PipelineSchedule::interleaved:
       return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) / d(p.vpp), all);
-    case PipelineSchedule::dualpipe: return std::min(d(p.pp + 1), all);
+    // DualPipe and DualPipeV keep at most PP + 1 chunks' activations (DeepSeek-V3 report, table 2;
+    // PP counts model stages): here in units of the stage's layers, which are two chunks.
+    case PipelineSchedule::dualpipe: return std::min(d(p.pp + 1) / 2, all);
+    case PipelineSchedule::dualpipev: return std::min(d(2 * p.pp + 1) / 2, all);
     case PipelineSchedule::one_f_one_b: break;
   }
   return std::min(d(p.pp - stage), all);
@@ -70,8 +73,8 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       expert += lp.routed_experts / d(p.ep);
       max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep));
     }
-    if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / tp;
-    if (st == head_stage(s)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
+    if (holds_embedding(s, st)) dense += pc.embedding / tp;
+    if (holds_head(s, st)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
     const double local = dense / dense_shard + expert / expert_shard;
     r.weights = Bytes(local * bw);
     r.gradients = Bytes(local * bg);
@@ -116,7 +119,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE
     // layer's expert intermediates (FC1 out, activation, FC2 out) with their gradients.
     double transient = 0;
-    if (st == head_stage(s)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
+    if (holds_head(s, st)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
     if (m.is_moe())
       transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
     // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.

@@ -37,8 +37,9 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
 // Micro-batches whose saved activations a stage holds at once, in units of one micro-batch through
 // all of the stage's layers. 1F1B: pp - stage. Interleaved 1F1B: Megatron's warm-up of
 // (pp - stage - 1) x 2 + (vpp - 1) x pp chunks plus the one running, each 1/vpp of the stage's
-// layers. DualPipe: pp + 1 on every stage (DeepSeek-V3 report, table 2). Never more than the
-// micro-batches of a step.
+// layers. DualPipe and DualPipeV: PP + 1 chunks on every stage (DeepSeek-V3 report, table 2; PP
+// counts model stages, pp for DualPipe and 2 pp for DualPipeV), each half the stage's layers:
+// (pp + 1) / 2 and pp + 1/2. Never more than the micro-batches of a step.
 double micro_batches_in_flight(const Scenario& s, int stage);
 
 const char* to_string(TensorClass c);

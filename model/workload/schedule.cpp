@@ -1,7 +1,7 @@
-// Pipeline schedules: which layers each (virtual) stage holds (1F1B, interleaved, DualPipe's V), and
-// lower_step(), which runs Lowering over every micro-batch of every stage in the schedule's order,
-// then adds the gradient reduction, the optimizer step and the rank classes of dropless imbalance
-// and stragglers.
+// Pipeline schedules: which layers each (virtual) stage holds (1F1B, interleaved, DualPipe,
+// DualPipeV), DualPipe's program, and lower_step(), which runs Lowering over every micro-batch of
+// every stage in the schedule's order, then adds the gradient reduction, the optimizer step and the
+// rank classes of dropless imbalance and stragglers.
 #include "model/hardware/topology.h"
 #include "model/workload/lowering.h"
 
@@ -10,32 +10,90 @@ namespace moeperf {
 using detail::d;
 using detail::Lowering;
 
+namespace {
+bool dualpipe_family(const Scenario& s) {
+  return s.parallelism.pp > 1 && (s.parallelism.schedule == PipelineSchedule::dualpipe ||
+                                  s.parallelism.schedule == PipelineSchedule::dualpipev);
+}
+}  // namespace
+
 int pipeline_chunks(const Scenario& s) {
   if (s.parallelism.pp == 1) return 1;
   switch (s.parallelism.schedule) {
     case PipelineSchedule::interleaved: return static_cast<int>(s.parallelism.vpp);
-    case PipelineSchedule::dualpipe: return 2;
+    case PipelineSchedule::dualpipe:
+    case PipelineSchedule::dualpipev: return 2;
     case PipelineSchedule::one_f_one_b: return 1;
   }
   return 1;
 }
 
+int virtual_stages(const Scenario& s) {
+  const int pp = static_cast<int>(s.parallelism.pp);
+  return s.parallelism.schedule == PipelineSchedule::dualpipe ? pp : pp * pipeline_chunks(s);
+}
+
 int virtual_stage(const Scenario& s, int stage, int chunk) {
   const int pp = static_cast<int>(s.parallelism.pp);
-  if (s.parallelism.schedule == PipelineSchedule::dualpipe && pp > 1) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  if (pp > 1 && s.parallelism.schedule == PipelineSchedule::dualpipe) return chunk == 0 ? stage : pp - 1 - stage;
+  if (pp > 1 && s.parallelism.schedule == PipelineSchedule::dualpipev) return chunk == 0 ? stage : 2 * pp - 1 - stage;
   return chunk * pp + stage;
 }
 
-int stage_of_virtual(const Scenario& s, int v) {
+StageChunk place_virtual(const Scenario& s, int v, int chunk) {
   const int pp = static_cast<int>(s.parallelism.pp);
-  if (s.parallelism.schedule == PipelineSchedule::dualpipe && pp > 1) return v < pp ? v : 2 * pp - 1 - v;
-  return v % pp;
+  if (pp > 1 && s.parallelism.schedule == PipelineSchedule::dualpipe) return {chunk == 0 ? v : pp - 1 - v, chunk};
+  if (pp > 1 && s.parallelism.schedule == PipelineSchedule::dualpipev) return v < pp ? StageChunk{v, 0} : StageChunk{2 * pp - 1 - v, 1};
+  return {v % pp, v / pp};
 }
 
-int chunk_of_virtual(const Scenario& s, int v) { return v / static_cast<int>(s.parallelism.pp); }
+// DeepSeek's dualpipe.py (DualPipe.step) and dualpipev.py (DualPipeV.step) in eight steps. DualPipe
+// on N ranks runs it as rank min(r, N-1-r) of N/2 "half ranks" with half the micro-batches per
+// direction, its "phase 0" being the direction that enters nearer to it (phase ^ is_in_second_half),
+// and the two middle ranks special in step 4; DualPipeV runs it as rank r of N with every
+// micro-batch, phase = chunk, the last rank special. Weight gradients are split from the backward
+// (zero bubble) in step 3, in the second half of step 6 and in step 7; steps 3, 7 and 8 run them.
+std::vector<PipeAction> dualpipe_program(int ranks, int64_t micro_batches, int stage, bool bidirectional) {
+  using K = PipeAction::Kind;
+  const int64_t n = bidirectional ? ranks / 2 : ranks;
+  const int64_t h = bidirectional ? std::min(stage, ranks - 1 - stage) : stage;
+  const int64_t chunks = bidirectional ? micro_batches / 2 : micro_batches;  // per direction, or in all
+  const bool special = bidirectional ? (stage == ranks / 2 - 1 || stage == ranks / 2) : stage == ranks - 1;
+  const int flip = bidirectional && stage >= ranks / 2 ? 1 : 0;
+  auto c = [&](int phase) { return phase ^ flip; };
+  std::vector<PipeAction> p;
+  auto F = [&](int ph) { p.push_back({K::forward, c(ph), 0}); };
+  auto B = [&](int ph, bool zb) { p.push_back({zb ? K::backward_input : K::backward, c(ph), 0}); };
+  auto W = [&] { p.push_back({K::weight, 0, 0}); };
+  auto FB = [&](int f, int b) { p.push_back({K::forward_backward, c(f), c(b)}); };
+  for (int64_t i = 0; i < (n - h - 1) * 2; ++i) F(0);  // step 1: nF0
+  for (int64_t i = 0; i < h + 1; ++i) F(0), F(1);       // step 2: nF0F1
+  for (int64_t i = 0; i < n - h - 1; ++i) B(1, true), W(), F(1);  // step 3: nB1W1F1
+  for (int64_t i = 0; i < chunks - 2 * n + h + 1; ++i) {  // step 4 (main): nF0B1F1B0
+    if (i == 0 && special) F(0), B(1, false);  // "we don't overlap these two chunks"
+    else FB(0, 1);
+    FB(1, 0);
+  }
+  for (int64_t i = 0; i < n - h - 1; ++i) B(1, false), FB(1, 0);  // step 5: nB1F1B0
+  bool zb = false;  // step 6: nB1B0, the second half zero bubble
+  for (int64_t i = 0; i < h + 1; ++i) {
+    if (i == (h + 1) / 2 && h % 2 == 1) zb = true;
+    B(1, zb);
+    if (i == (h + 1) / 2 && h % 2 == 0) zb = true;
+    B(0, zb);
+  }
+  for (int64_t i = 0; i < n - h - 1; ++i) W(), B(0, true);  // step 7: nWB0
+  for (int64_t i = 0; i < h + 1; ++i) W();                  // step 8: nW
+  return p;
+}
+
+std::vector<PipeAction> dualpipe_program(const Scenario& s, int stage) {
+  return dualpipe_program(static_cast<int>(s.parallelism.pp), s.micro_batches(), stage,
+                          s.parallelism.schedule == PipelineSchedule::dualpipe);
+}
 
 std::vector<int> virtual_stage_layers(const Scenario& s, int v) {
-  const int vstages = static_cast<int>(s.parallelism.pp) * pipeline_chunks(s);
+  const int vstages = virtual_stages(s);
   std::vector<int> out;
   for (int l = 0; l < s.model.layers; ++l)
     if (static_cast<int>(static_cast<int64_t>(l) * vstages / s.model.layers) == v) out.push_back(l);
@@ -71,32 +129,35 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const std::vector<int> layers = stage_layers(s, st);
     const int64_t mbs = g.micro_batches;
     const int chunks = pipeline_chunks(s);
-    const int vstages = stages * chunks;
+    const int vstages = virtual_stages(s);
     const double act_bytes = static_cast<double>(s.batch.micro_batch * s.batch.seq_len / p.cp / p.tp) *
                              static_cast<double>(s.model.hidden) * 2.0;
     // Forward/backward overlap: backward units on the second lane; each waits for its own forward
     // (the last op of that unit here), and a steady-state forward waits for the backward before it
     // (1F1B keeps that many micro-batches in flight), so each forward pairs with one backward.
-    const bool overlap = s.stack.fwd_bwd_overlap || (s.parallelism.schedule == PipelineSchedule::dualpipe && stages > 1);
+    const bool dual = dualpipe_family(s);
+    const bool overlap = s.stack.fwd_bwd_overlap || dual;
     std::map<std::pair<int64_t, int>, int32_t> fwd_end, bwd_end_of;  // (micro-batch, chunk) -> unit's last op
     int32_t bwd_end = -1;
-    // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this stage.
-    auto unit = [&](bool forward, int64_t mb, int c, int32_t gate) {
+    // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this
+    // stage; returns its last op before the hand-off to the next stage.
+    auto unit = [&](bool forward, int64_t mb, int c, std::vector<int32_t> gates) {
       const int v = virtual_stage(s, st, c);
       const std::vector<int> vl = virtual_stage_layers(s, v);
       low.set_lane(overlap && !forward ? 1 : 0);
-      low.begin_unit(overlap ? gate : -1);
+      low.begin_unit(overlap ? std::move(gates) : std::vector<int32_t>{});
       low.set_micro_batch(static_cast<int>(mb));
       low.set_phase(forward ? Phase::forward : Phase::backward);
       low.reset_layer_starts();
       low.begin_phase(forward ? vl : std::vector<int>(vl.rbegin(), vl.rend()));
       auto p2p = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
-        // A hand-off between two virtual stages on this GPU (DualPipe's V turn, stage pp - 1) moves
+        // A hand-off between two virtual stages on this GPU (DualPipeV's turn, stage pp - 1) moves
         // nothing: the receiving unit waits for the sending unit's last op instead.
-        if (stage_of_virtual(s, peer_v) == st) {
+        const StageChunk peer = place_virtual(s, peer_v, c);
+        if (peer.stage == st) {
           if (std::string(name).rfind("pp.recv", 0) == 0) {
             const auto& ends = forward ? fwd_end : bwd_end_of;
-            const auto it = ends.find({mb, chunk_of_virtual(s, peer_v)});
+            const auto it = ends.find({mb, peer.chunk});
             if (it != ends.end()) low.wait_before_next_compute(it->second);
           }
           return;
@@ -105,11 +166,12 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
                                     act_bytes, std::move(deps));
         Op& op = low.op(id);
         op.chunk = c;
-        op.peer_stage = stage_of_virtual(s, peer_v);
-        op.peer_chunk = chunk_of_virtual(s, peer_v);
+        op.peer_stage = peer.stage;
+        op.peer_chunk = peer.chunk;
         if (std::string(name).rfind("pp.recv", 0) == 0) low.wait_before_next_compute(id);
       };
       const int L = s.model.layers;
+      int32_t end = -1;
       if (forward) {
         if (v > 0) p2p("pp.recv", v - 1, {});
         if (v == 0) low.embedding(false);
@@ -120,6 +182,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           if (l >= L) low.head(false, "mtp.head");
         }
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
+        end = low.last();
         if (v < vstages - 1) p2p("pp.send", v + 1, {low.last()});
       } else {
         if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
@@ -131,13 +194,66 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           if (*it == L) low.head(true);
         }
         if (v == 0) low.embedding(true);
+        end = low.last();
         if (v > 0) p2p("pp.send.bwd", v - 1, {low.last()});
       }
+      return end;
     };
+    auto gate = [](int32_t id) { return id >= 0 ? std::vector<int32_t>{id} : std::vector<int32_t>{}; };
+    if (dual) {
+      // DualPipe / DualPipeV: the stage's program (dualpipe_program) action by action, each after
+      // the one before it; an overlapped pair runs its forward and its backward on the two lanes
+      // at once. DualPipe's chunk 1 carries the second half of the micro-batches.
+      const int64_t base1 = s.parallelism.schedule == PipelineSchedule::dualpipe ? mbs / 2 : 0;
+      std::array<int64_t, 2> next_fwd{0, base1}, next_bwd{0, base1};
+      // Split weight gradients are kept for the stage's weight units; under FSDP a layer's gradient
+      // reduce-scatter follows its backward at once, so there every backward runs whole.
+      const bool split_w = p.fsdp == 1;
+      std::vector<int32_t> prev;
+      auto forward = [&](int c, std::vector<int32_t> gates) {
+        const std::pair<int64_t, int> key{next_fwd[static_cast<size_t>(c)]++, c};
+        const int32_t end = unit(true, key.first, c, std::move(gates));
+        fwd_end[key] = end;
+        return end;
+      };
+      auto backward = [&](int c, bool input_only, std::vector<int32_t> gates) {
+        const std::pair<int64_t, int> key{next_bwd[static_cast<size_t>(c)]++, c};
+        const bool defer = input_only && split_w;
+        if (defer) low.start_deferred_unit();
+        low.set_defer_wgrad(defer);
+        const auto it = fwd_end.find(key);
+        if (it != fwd_end.end()) gates.push_back(it->second);
+        const int32_t end = unit(false, key.first, c, std::move(gates));
+        low.set_defer_wgrad(false);
+        bwd_end_of[key] = end;
+        return end;
+      };
+      for (const PipeAction& a : dualpipe_program(s, st)) {
+        switch (a.kind) {
+          case PipeAction::Kind::forward: prev = {forward(a.chunk, prev)}; break;
+          case PipeAction::Kind::backward:
+          case PipeAction::Kind::backward_input:
+            prev = {backward(a.chunk, a.kind == PipeAction::Kind::backward_input, prev)};
+            break;
+          case PipeAction::Kind::weight:
+            if (!low.has_deferred_unit()) break;
+            low.set_lane(1);
+            low.begin_unit(prev);
+            low.emit_deferred_unit();
+            prev = {low.last()};
+            break;
+          case PipeAction::Kind::forward_backward: {
+            const int32_t fwd = forward(a.chunk, prev);
+            prev = {fwd, backward(a.bwd_chunk, false, prev)};
+            break;
+          }
+        }
+      }
+    } else {
     // Units in program order: warm-up forwards, then one forward and one backward in turn, then the
-    // remaining backwards (1F1B). With chunks (interleaved VPP, DualPipe's V placement) the forward
-    // units run chunk by chunk in groups of pp micro-batches and the warm-up is
-    // (pp - stage - 1) x 2 + (chunks - 1) x pp units, as in Megatron's interleaved schedule.
+    // remaining backwards (1F1B). With chunks (interleaved VPP) the forward units run chunk by chunk
+    // in groups of pp micro-batches and the warm-up is (pp - stage - 1) x 2 + (chunks - 1) x pp
+    // units, as in Megatron's interleaved schedule.
     std::vector<std::pair<int64_t, int>> fwd_units, bwd_units;
     const int64_t groups = (mbs + stages - 1) / stages;
     for (int64_t k = 0; k < groups * stages * chunks; ++k) {
@@ -149,23 +265,20 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       bwd_units.emplace_back(mb, chunks - 1 - c);
     }
     const int64_t total = static_cast<int64_t>(fwd_units.size());
-    // DualPipe's V placement sends chunk 1 back down the pipeline, which the interleaved warm-up
-    // count does not cover: there every forward runs first (deadlock-free for any placement).
-    const int64_t warm = s.parallelism.schedule == PipelineSchedule::dualpipe ? total
-                         : chunks == 1 ? std::min<int64_t>(stages - st - 1, total)
-                                       : std::min<int64_t>((stages - st - 1) * 2 + (chunks - 1) * stages, total);
+    const int64_t warm = chunks == 1 ? std::min<int64_t>(stages - st - 1, total)
+                                     : std::min<int64_t>((stages - st - 1) * 2 + (chunks - 1) * stages, total);
     // With overlap each steady-state forward pairs with the backward of an earlier micro-batch, so
     // one more forward runs in the warm-up (Megatron's combined 1F1B); the pair runs concurrently.
     const int64_t warm_up = overlap ? std::min<int64_t>(warm + 1, total) : warm;
     int64_t next_f = 0, next_b = 0;
     auto run_forward = [&](bool steady) {
-      unit(true, fwd_units[next_f].first, fwd_units[next_f].second, steady ? bwd_end : -1);
+      unit(true, fwd_units[next_f].first, fwd_units[next_f].second, gate(steady ? bwd_end : -1));
       fwd_end[fwd_units[next_f]] = low.last();
       ++next_f;
     };
     auto run_backward = [&] {
       const auto it = fwd_end.find(bwd_units[next_b]);
-      unit(false, bwd_units[next_b].first, bwd_units[next_b].second, it != fwd_end.end() ? it->second : -1);
+      unit(false, bwd_units[next_b].first, bwd_units[next_b].second, gate(it != fwd_end.end() ? it->second : -1));
       bwd_end = low.last();
       bwd_end_of[bwd_units[next_b]] = bwd_end;
       ++next_b;
@@ -176,6 +289,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       run_backward();
     }
     while (next_b < total) run_backward();
+    }
     // Gradient reduction over data-parallel replicas, then the optimizer step on this rank's shard.
     low.set_lane(0);
     low.begin_unit(-1);
@@ -187,9 +301,23 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       dense += low.dense_params(l);
       expert += low.local_expert_params(l);
     }
-    if (st == 0 || holds_mtp_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
-    if (st == head_stage(s)) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
+    if (holds_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
+    if (holds_head(s, st)) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
     const double bgrad = bytes_per_element(s.precision.grads);
+    if (dual && s.parallelism.schedule == PipelineSchedule::dualpipe) {
+      // DualPipe holds every model stage twice (stage s and pp - 1 - s hold the same two): the
+      // copies' gradients are summed before the data-parallel reduction, a 2-rank all-reduce of
+      // all of this stage's gradients, which moves their size each way.
+      low.set_micro_batch(0);
+      const double bytes = (dense + expert) * bgrad;
+      const int peer = stages - 1 - st;
+      for (const char* name : {"pp.send.grad", "pp.recv.grad"}) {
+        const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                                    bytes, {grads.front()});
+        low.op(id).peer_stage = peer;
+        grads = {id};
+      }
+    }
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
     const double expert_shard = static_cast<double>(p.fsdp);
     if (p.fsdp == 1 && p.ep * p.dp > 1)
@@ -262,10 +390,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     rc.sync_with = static_cast<int>(stage);  // its pipeline receives match the stage classes' sends (sim.cpp)
     g.classes.push_back(std::move(rc));
   }
-  if (s.parallelism.schedule == PipelineSchedule::dualpipe && s.parallelism.pp > 1)
-    g.notes.push_back("DualPipe is lowered as its V-shaped placement (stage s holds virtual stages s and 2pp-1-s) "
-                      "with forwards and backwards on two overlapping lanes, each backward as soon as its inputs are "
-                      "there; DualPipe's exact chunk order and its bound on micro-batches in flight are not modelled");
+  if (dualpipe_family(s) && s.parallelism.fsdp > 1)
+    g.notes.push_back("DualPipe's zero-bubble steps run whole backwards here: under FSDP a layer's gradient "
+                      "reduce-scatter follows its backward, so weight gradients are not split from it");
   return g;
 }
 

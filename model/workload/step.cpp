@@ -108,14 +108,16 @@ const char* to_string(Group g) {
   return "?";
 }
 
-bool holds_mtp_embedding(const Scenario& s, int stage) {
-  if (!s.train_mtp || s.model.mtp_layers == 0) return false;
-  const int vstages = static_cast<int>(s.parallelism.pp) * pipeline_chunks(s);
-  return stage_of_virtual(s, vstages - 1) == stage;
+bool holds_head(const Scenario& s, int stage) {
+  for (int c = 0; c < pipeline_chunks(s); ++c)
+    if (virtual_stage(s, stage, c) == virtual_stages(s) - 1) return true;
+  return false;
 }
 
-int head_stage(const Scenario& s) {
-  return stage_of_virtual(s, static_cast<int>(s.parallelism.pp) * pipeline_chunks(s) - 1);
+bool holds_embedding(const Scenario& s, int stage) {
+  for (int c = 0; c < pipeline_chunks(s); ++c)
+    if (virtual_stage(s, stage, c) == 0) return true;
+  return s.train_mtp && s.model.mtp_layers > 0 && holds_head(s, stage);
 }
 
 void place_stragglers(Scenario& s) {

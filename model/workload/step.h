@@ -114,22 +114,47 @@ struct StepGraph {
   std::vector<std::string> notes;   // pricing choices worth saying (e.g. MXFP8 priced as FP8 on Hopper)
 };
 
-// Pipeline placement. The layers are split evenly over pp x chunks virtual stages; chunks is vpp
-// for the interleaved schedule, 2 for DualPipe (V placement: stage s holds virtual stages s and
-// 2pp - 1 - s), 1 for 1F1B. Interleaved: stage s holds virtual stages c x pp + s.
+// Pipeline placement. The layers are split evenly over virtual_stages() model stages; each
+// pipeline stage (a GPU of the pp axis) runs pipeline_chunks() of them:
+// - 1F1B: pp stages, one chunk, stage s holds stage s;
+// - interleaved: pp x vpp, vpp chunks, stage s holds c x pp + s;
+// - dualpipev: 2 pp, 2 chunks, V placement: stage s holds s and 2pp - 1 - s;
+// - dualpipe: pp stages, 2 chunks, one per direction: stage s holds model stage s (chunk 0, the
+//   micro-batches entering at stage 0) and pp - 1 - s (chunk 1, those entering at stage pp - 1), so
+//   every model stage is held twice (DeepSeek-V3 report, table 2: 2x parameters).
 int pipeline_chunks(const Scenario& s);
+int virtual_stages(const Scenario& s);
 int virtual_stage(const Scenario& s, int stage, int chunk);
-int stage_of_virtual(const Scenario& s, int v);
-int chunk_of_virtual(const Scenario& s, int v);
+// Where virtual stage v runs for a micro-batch travelling on `chunk` (only DualPipe's two
+// directions need it: there chunk 0 runs v on stage v, chunk 1 on stage pp - 1 - v).
+struct StageChunk {
+  int stage = 0, chunk = 0;
+};
+StageChunk place_virtual(const Scenario& s, int v, int chunk);
 std::vector<int> virtual_stage_layers(const Scenario& s, int v);
 std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in layer order
-// Whether `stage` runs the trained MTP modules, which read the (shared) embedding table: a stage
-// other than the first then holds a copy of it.
-bool holds_mtp_embedding(const Scenario& s, int stage);
-// The pipeline stage that runs the LM head: the one holding the last virtual stage (pp - 1, or 0
-// under DualPipe's V placement). Its weights, gradients, optimizer states and gradient reduction
-// belong there.
-int head_stage(const Scenario& s);
+// Whether `stage` runs the LM head (it holds the last virtual stage: pp - 1 under 1F1B, 0 under
+// DualPipeV, 0 and pp - 1 under DualPipe). Its weights, gradients, optimizer states and gradient
+// reduction belong there.
+bool holds_head(const Scenario& s, int stage);
+// Whether `stage` holds the embedding table: it runs virtual stage 0, or the trained MTP modules
+// (which read the shared table) after the head.
+bool holds_embedding(const Scenario& s, int stage);
+
+// One step of a pipeline stage's program (DeepSeek's dualpipe.py / dualpipev.py): the next
+// forward or backward of a chunk (in micro-batch order per chunk), a backward whose weight
+// gradients are deferred (zero bubble), a deferred weight-gradient unit (oldest first), or one
+// chunk's forward overlapped with another chunk's backward.
+struct PipeAction {
+  enum class Kind : uint8_t { forward, backward, backward_input, weight, forward_backward };
+  Kind kind = Kind::forward;
+  int chunk = 0;      // the forward's chunk, or the backward's for backward kinds
+  int bwd_chunk = 0;  // forward_backward: the backward's chunk
+};
+// The program of `stage` under dualpipe or dualpipev (pp > 1), for the scenario's micro-batches.
+std::vector<PipeAction> dualpipe_program(const Scenario& s, int stage);
+// The same for `ranks` GPUs and `micro_batches` per step, bidirectional (dualpipe) or V (dualpipev).
+std::vector<PipeAction> dualpipe_program(int ranks, int64_t micro_batches, int stage, bool bidirectional);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

@@ -82,15 +82,22 @@ TEST(Step, MtpModuleIsLoweredOnTheLastStage) {
   const ParamCounts pc = count_params(mtp.model);
   EXPECT_NEAR(lp.dense + lp.routed_experts, pc.mtp, 1e-6 * pc.mtp);
   // The MTP module reads the embedding: with pipeline stages its stage holds a copy of the table
-  // (the last stage under 1F1B, stage 0, which has it anyway, under DualPipe's V placement).
+  // (the last stage under 1F1B; stage 0, which has it anyway, under DualPipeV's V placement; both
+  // ends, each holding stage 0 and pp - 1, under DualPipe).
   const Scenario pp = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"});
-  EXPECT_FALSE(holds_mtp_embedding(pp, 0));
-  EXPECT_TRUE(holds_mtp_embedding(pp, 1));
-  EXPECT_FALSE(holds_mtp_embedding(scenario({"parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"}), 1));
-  const Scenario dual = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1",
+  EXPECT_TRUE(holds_embedding(pp, 0));
+  EXPECT_TRUE(holds_embedding(pp, 1));
+  EXPECT_FALSE(holds_embedding(scenario({"parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"}), 1));
+  const Scenario v = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1",
+                               "parallelism.schedule=dualpipev"});
+  EXPECT_TRUE(holds_embedding(v, 0));
+  EXPECT_TRUE(holds_head(v, 0));
+  EXPECT_FALSE(holds_embedding(v, 1));
+  EXPECT_FALSE(holds_head(v, 1));
+  const Scenario dual = scenario({"train_mtp=true", "parallelism.pp=4", "parallelism.fsdp=4", "batch.micro_batch=1",
                                   "parallelism.schedule=dualpipe"});
-  EXPECT_TRUE(holds_mtp_embedding(dual, 0));
-  EXPECT_FALSE(holds_mtp_embedding(dual, 1));
+  for (int st : {0, 3}) EXPECT_TRUE(holds_embedding(dual, st) && holds_head(dual, st)) << st;
+  for (int st : {1, 2}) EXPECT_FALSE(holds_embedding(dual, st) || holds_head(dual, st)) << st;
 }
 
 // Forward/backward overlap (Megatron's combined 1F1B): backward units on the second lane, one more
@@ -417,12 +424,14 @@ TEST(Defects, PipelineSendAndReceiveAreOneTransfer) {
   EXPECT_EQ(matched, 2 * 2);  // 2 micro-batches, a forward and a backward hand-off each
 }
 
-// DualPipe's V turns on stage pp - 1 (virtual stages pp - 1 and pp on one GPU): no network op
+// DualPipeV's V turns on stage pp - 1 (virtual stages pp - 1 and pp on one GPU): no network op
 // there; and the LM head, which runs on the V's last virtual stage (stage 0), has its weights,
 // gradients and optimizer states on stage 0.
-TEST(Defects, DualPipeTurnsOnOneGpuAndKeepsTheHeadOnStageZero) {
-  const Scenario s = scenario({"parallelism.pp=2", "parallelism.fsdp=8", "parallelism.schedule=\"dualpipe\""});
-  EXPECT_EQ(head_stage(s), 0);
+TEST(Defects, DualPipeVTurnsOnOneGpuAndKeepsTheHeadOnStageZero) {
+  const Scenario s = scenario({"parallelism.pp=2", "parallelism.fsdp=8", "parallelism.schedule=\"dualpipev\"",
+                               "batch.micro_batch=1"});
+  EXPECT_TRUE(holds_head(s, 0));
+  EXPECT_FALSE(holds_head(s, 1));
   const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
   for (const RankClass& rc : g.classes)
     for (const Op& op : rc.ops) {
@@ -482,7 +491,7 @@ TEST(Defects, ReportedClassOnATieIsTheBusiestEpRank) {
 
 // Micro-batches a stage keeps activations for: interleaved 1F1B at pp 4, vpp 2 warms up
 // (4 - 0 - 1) x 2 + (2 - 1) x 4 = 10 chunks, 11 with the running one, each half the stage's
-// layers: 5.5 on stage 0 (not 6); 1F1B pp - stage; DualPipe pp + 1 on every stage.
+// layers: 5.5 on stage 0 (not 6); 1F1B pp - stage; DualPipe PP + 1 chunks of half the stage: (pp + 1) / 2.
 TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
   const Scenario il = scenario({"parallelism.pp=4", "parallelism.vpp=2", "parallelism.schedule=\"interleaved\"",
                                 "parallelism.fsdp=4", "batch.micro_batch=1", "batch.global_batch=256"});
@@ -493,7 +502,7 @@ TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(ofob, 1), 3.0);
   const Scenario dual = scenario({"parallelism.pp=4", "parallelism.fsdp=4", "parallelism.schedule=\"dualpipe\"",
                                   "batch.micro_batch=1", "batch.global_batch=256"});
-  for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 5.0);
+  for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 2.5);
   // The memory report counts the reported stage's activations with it.
   const MemoryReport m = memory_report(il, expert_load(il, Calibration{}), Calibration{});
   EXPECT_DOUBLE_EQ(m.micro_batches_in_flight, micro_batches_in_flight(il, m.pp_stage));

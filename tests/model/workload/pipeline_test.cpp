@@ -1,0 +1,268 @@
+// DualPipe and DualPipeV: the stage programs against the papers' bubble formula and activation
+// bound on a synthetic step where F, B and W are known, then the lowered programs on the simulator.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <map>
+#include <optional>
+
+#include "model/io/load.h"
+#include "model/pricing/cost.h"
+#include "model/sim/sim.h"
+#include "model/study/predict.h"
+#include "model/workload/memory.h"
+#include "model/workload/step.h"
+
+namespace moeperf {
+namespace {
+
+using K = PipeAction::Kind;
+
+// Unit-time reference: every forward chunk takes F, a full backward B (weights included), a
+// backward without its weight gradients B - W, a weight unit W, an overlapped pair FB; transfers
+// are free. A stage runs its program in order; a forward waits for the previous model stage's
+// forward of its micro-batch, a backward for its own forward and the next model stage's backward.
+struct UnitTimes {
+  double f, b, w, fb;
+};
+struct Outcome {
+  double makespan = 0;
+  std::vector<double> busy;     // per stage
+  std::vector<int> peak_chunks; // most forwards without their backward, per stage
+};
+
+Outcome run_units(int ranks, int64_t mbs, bool bi, UnitTimes t) {
+  const int stages = bi ? ranks : 2 * ranks;  // model stages
+  // Model stage of (rank, chunk), and the first micro-batch of a chunk.
+  auto vstage = [&](int r, int c) { return bi ? (c == 0 ? r : ranks - 1 - r) : (c == 0 ? r : 2 * ranks - 1 - r); };
+  // Position along its micro-batch's path (0 = entry stage): the model stage, in both directions.
+  auto pos = vstage;
+  const int64_t base1 = bi ? mbs / 2 : 0;
+  std::vector<std::vector<PipeAction>> prog;
+  for (int r = 0; r < ranks; ++r) prog.push_back(dualpipe_program(ranks, mbs, r, bi));
+  std::map<std::array<int64_t, 2>, double> fdone, bdone;  // (micro-batch, position) -> end
+  std::vector<size_t> pc(static_cast<size_t>(ranks), 0);
+  std::vector<double> now(static_cast<size_t>(ranks), 0.0);
+  std::vector<std::array<int64_t, 2>> nf(static_cast<size_t>(ranks), {0, base1}), nb = nf;
+  Outcome o;
+  o.busy.assign(static_cast<size_t>(ranks), 0.0);
+  o.peak_chunks.assign(static_cast<size_t>(ranks), 0);
+  std::vector<int> in_flight(static_cast<size_t>(ranks), 0);
+  const int last = bi ? ranks - 1 : stages - 1;  // last position
+  bool progress = true;
+  while (progress) {
+    progress = false;
+    for (int r = 0; r < ranks; ++r) {
+      const size_t ur = static_cast<size_t>(r);
+      while (pc[ur] < prog[ur].size()) {
+        const PipeAction& a = prog[ur][pc[ur]];
+        auto fready = [&](int c) -> std::optional<double> {
+          const int p = pos(r, c);
+          if (p == 0) return 0.0;
+          const auto it = fdone.find({nf[ur][static_cast<size_t>(c)], p - 1});
+          return it == fdone.end() ? std::nullopt : std::optional<double>(it->second);
+        };
+        auto bready = [&](int c) -> std::optional<double> {
+          const int64_t mb = nb[ur][static_cast<size_t>(c)];
+          const int p = pos(r, c);
+          const auto f = fdone.find({mb, p});
+          if (f == fdone.end()) return std::nullopt;
+          if (p == last) return f->second;
+          const auto b = bdone.find({mb, p + 1});
+          return b == bdone.end() ? std::nullopt : std::optional<double>(std::max(f->second, b->second));
+        };
+        double start = now[ur], dur = 0;
+        std::optional<double> ready = 0.0, ready2 = 0.0;
+        if (a.kind == K::forward) ready = fready(a.chunk);
+        if (a.kind == K::backward || a.kind == K::backward_input) ready = bready(a.chunk);
+        if (a.kind == K::forward_backward) ready = fready(a.chunk), ready2 = bready(a.bwd_chunk);
+        if (!ready || !ready2) break;
+        start = std::max({start, *ready, *ready2});
+        auto finish_f = [&](int c, double end) {
+          fdone[{nf[ur][static_cast<size_t>(c)]++, pos(r, c)}] = end;
+          ++in_flight[ur];
+        };
+        auto finish_b = [&](int c, double end) {
+          bdone[{nb[ur][static_cast<size_t>(c)]++, pos(r, c)}] = end;
+          --in_flight[ur];
+        };
+        switch (a.kind) {
+          case K::forward: dur = t.f, finish_f(a.chunk, start + dur); break;
+          case K::backward: dur = t.b, finish_b(a.chunk, start + dur); break;
+          case K::backward_input: dur = t.b - t.w, finish_b(a.chunk, start + dur); break;
+          case K::weight: dur = t.w; break;
+          case K::forward_backward:
+            dur = t.fb;
+            finish_f(a.chunk, start + dur);
+            finish_b(a.bwd_chunk, start + dur);
+            break;
+        }
+        o.peak_chunks[ur] = std::max(o.peak_chunks[ur], in_flight[ur]);
+        now[ur] = start + dur;
+        o.busy[ur] += dur;
+        ++pc[ur];
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_EQ(pc[static_cast<size_t>(r)], prog[static_cast<size_t>(r)].size()) << "stage " << r << " deadlocked";
+    o.makespan = std::max(o.makespan, now[static_cast<size_t>(r)]);
+  }
+  return o;
+}
+
+// Every forward and backward of every chunk once, every deferred weight gradient run once.
+TEST(DualPipe, ProgramRunsEveryChunkOnceAndEveryDeferredWeightGradient) {
+  for (const bool bi : {true, false})
+    for (const auto& [ranks, mbs] : std::vector<std::pair<int, int64_t>>{{2, 4}, {4, 8}, {8, 20}, {16, 64}}) {
+      for (int r = 0; r < ranks; ++r) {
+        std::array<int64_t, 2> f{0, 0}, b{0, 0};
+        int deferred = 0, weights = 0;
+        for (const PipeAction& a : dualpipe_program(ranks, mbs, r, bi)) {
+          if (a.kind == K::forward || a.kind == K::forward_backward) ++f[static_cast<size_t>(a.chunk)];
+          if (a.kind == K::backward || a.kind == K::backward_input) ++b[static_cast<size_t>(a.chunk)];
+          if (a.kind == K::forward_backward) ++b[static_cast<size_t>(a.bwd_chunk)];
+          if (a.kind == K::backward_input) ++deferred;
+          if (a.kind == K::weight) {
+            ++weights;
+            EXPECT_LE(weights, deferred) << "a weight unit before its backward, stage " << r;
+          }
+        }
+        const int64_t per_chunk = bi ? mbs / 2 : mbs;
+        for (int c = 0; c < 2; ++c) {
+          EXPECT_EQ(f[static_cast<size_t>(c)], per_chunk) << (bi ? "dualpipe" : "dualpipev") << " stage " << r;
+          EXPECT_EQ(b[static_cast<size_t>(c)], per_chunk) << (bi ? "dualpipe" : "dualpipev") << " stage " << r;
+        }
+        EXPECT_EQ(weights, deferred);
+        // Steps 3 and 7 defer n - h - 1 each, step 6 h + 1 (n = N/2 half ranks and h = the half
+        // rank under DualPipe, n = N and h = the rank under DualPipeV).
+        const int n = bi ? ranks / 2 : ranks, h = bi ? std::min(r, ranks - 1 - r) : r;
+        EXPECT_EQ(deferred, 2 * n - h - 1) << r;
+      }
+    }
+}
+
+// The DualPipe repository's table: bubble (PP/2 - 1)(F&B + B - 3W) with PP model stages, at most
+// PP + 1 chunks' activations per GPU. Exact where its figure is drawn (W = F, B = 2F, F&B between
+// B and F + B); the stage with the largest bubble is the one the formula describes.
+TEST(DualPipe, BubbleIsThePapersFormula) {
+  struct Case {
+    int ranks;
+    int64_t mbs;
+    bool bi;
+    UnitTimes t;
+  };
+  const std::vector<Case> cases = {
+      {8, 20, true, {1, 2, 1, 3}},     {8, 20, true, {1, 2, 1, 2.5}},  {16, 64, true, {1, 2, 1, 2.2}},
+      {16, 32, true, {1, 2, 1, 3}},    {4, 20, false, {1, 2, 1, 3}},   {4, 20, false, {1, 2, 1, 2.5}},
+      {8, 64, false, {1, 2, 1, 2.2}},  {8, 16, false, {1, 2, 1, 3}},
+  };
+  for (const Case& c : cases) {
+    const Outcome o = run_units(c.ranks, c.mbs, c.bi, c.t);
+    const double pp = c.bi ? c.ranks : 2.0 * c.ranks;  // model stages
+    double bubble = 0;
+    for (double b : o.busy) bubble = std::max(bubble, o.makespan - b);
+    EXPECT_NEAR(bubble, (pp / 2 - 1) * (c.t.fb + c.t.b - 3 * c.t.w), 1e-9)
+        << (c.bi ? "dualpipe " : "dualpipev ") << c.ranks << " ranks, " << c.mbs << " micro-batches, F&B " << c.t.fb;
+    // Work: every micro-batch's forward and backward of each of the GPU's two chunks, paired.
+    const int peak = *std::max_element(o.peak_chunks.begin(), o.peak_chunks.end());
+    EXPECT_LE(peak, pp + 1);
+    EXPECT_GE(peak, pp);
+  }
+  // 1F1B's bubble for comparison: (PP - 1)(F + B) = 21 at 8 stages, F = 1, B = 2; DualPipe's 6.
+  const Outcome o = run_units(8, 20, true, {1, 2, 1, 3});
+  EXPECT_LT(o.makespan - o.busy[0], 7 * 3);
+}
+
+Scenario gb300(std::vector<std::string> sets) {
+  std::vector<io::Override> o;
+  for (auto& x : sets) o.push_back(io::parse_override(x));
+  return io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-optimized.json", o);
+}
+
+// The lowered DualPipe: every stage holds two model stages (1F1B's stages s and pp - 1 - s, the
+// head and embedding on both end stages), each head runs for the half of the micro-batches entering at the
+// other end, every transfer is one send matched with one receive (the copies' gradient exchange
+// included), every weight gradient runs once, and the bubble is below 1F1B's.
+TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
+  const std::vector<std::string> mesh = {"parallelism.pp=4", "parallelism.fsdp=1", "parallelism.dp=4",
+                                         "batch.micro_batch=1", "memory.offload=[]"};
+  auto with = [&](const char* schedule) {
+    std::vector<std::string> v = mesh;
+    v.push_back(std::string("parallelism.schedule=") + schedule);
+    return gb300(v);
+  };
+  const Scenario dual = with("dualpipe"), ofob = with("1f1b");
+  ASSERT_EQ(dual.micro_batches(), 24);
+  for (int st = 0; st < 4; ++st) {
+    std::vector<int> both = stage_layers(ofob, st);
+    for (int l : stage_layers(ofob, 3 - st)) both.push_back(l);
+    std::sort(both.begin(), both.end());
+    EXPECT_EQ(stage_layers(dual, st), both) << st;
+  }
+  const StepReport r = predict(dual, dual.calibration), r1 = predict(ofob, ofob.calibration);
+  std::map<std::string, int> wgrads_dual, wgrads_ofob;
+  auto count = [](const StepGraph& g, std::map<std::string, int>& out) {
+    for (const RankClass& rc : g.classes)
+      if (rc.sync_with < 0)
+        for (const Op& op : rc.ops)
+          if (op.name.size() > 6 && op.name.compare(op.name.size() - 6, 6, ".wgrad") == 0) ++out[op.name];
+  };
+  count(*r.graph, wgrads_dual);
+  count(*r1.graph, wgrads_ofob);
+  ASSERT_FALSE(wgrads_ofob.empty());
+  // Each micro-batch passes each model stage once, on one of its two holders.
+  for (const auto& [name, n] : wgrads_ofob) EXPECT_EQ(wgrads_dual[name], n) << name;
+  int heads = 0, matched = 0, recvs = 0;
+  for (size_t c = 0; c < r.graph->classes.size(); ++c) {
+    const RankClass& rc = r.graph->classes[c];
+    if (rc.sync_with >= 0) continue;
+    int stage_heads = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (op.name == "head.proj" && op.phase == Phase::forward) ++stage_heads;
+      if (op.name.rfind("pp.recv", 0) != 0) continue;
+      ++recvs;
+      const std::string want = "pp.send" + op.name.substr(7);
+      const RankClass& peer = r.graph->classes[static_cast<size_t>(op.peer_stage)];
+      for (size_t j = 0; j < peer.ops.size(); ++j) {
+        const Op& x = peer.ops[j];
+        if (x.name != want || x.micro_batch != op.micro_batch || x.chunk != op.peer_chunk || x.peer_stage != rc.pp_stage)
+          continue;
+        const OpTiming& recv = r.sim->classes[c].ops[i];
+        const OpTiming& send = r.sim->classes[static_cast<size_t>(op.peer_stage)].ops[j];
+        EXPECT_GE(recv.start.value(), send.end.value()) << op.name;
+        EXPECT_DOUBLE_EQ(recv.end.value(), recv.start.value());
+        ++matched;
+      }
+    }
+    EXPECT_EQ(stage_heads, rc.pp_stage == 0 || rc.pp_stage == 3 ? 12 : 0) << rc.name;
+    heads += stage_heads;
+  }
+  EXPECT_EQ(heads, 24);
+  // Per direction 3 hand-offs forward and 3 backward per micro-batch (12 each way), and 4 gradient exchanges.
+  EXPECT_EQ(recvs, 24 * 3 * 2 + 4);
+  EXPECT_EQ(matched, recvs);
+  EXPECT_LT(r.idle.value(), r1.idle.value());
+  // Memory: (pp + 1) / 2 of the stage's (doubled) layers in flight on every stage.
+  for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 2.5);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(with("dualpipev"), 1), 4.5);
+}
+
+// Bad meshes for DualPipe get a message naming the rule (DualPipe asserts at least 2 x pp
+// micro-batches, an even count for the bidirectional one).
+TEST(DualPipe, TooFewMicroBatchesIsAnError) {
+  try {
+    (void)gb300({"parallelism.pp=4", "parallelism.fsdp=4", "parallelism.schedule=dualpipe"});
+    FAIL() << "4 micro-batches accepted for 4 stages";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("2 x pp = 8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/batch/global_batch"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
