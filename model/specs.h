@@ -194,11 +194,26 @@ struct ModelSpec {
 // program of DeepSeek's dualpipe repository (model/workload/schedule.cpp).
 enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe, dualpipev };
 
+// One virtual stage of an explicit pipeline layout (Megatron's --pipeline-model-parallel-layout,
+// "Et|(tt|)*30L"): the embedding, `layers` decoder layers continuing the previous stage's, `mtp`
+// MTP modules, the loss (LM head).
+struct VirtualStageLayout {
+  bool embedding = false;
+  int layers = 0;
+  int mtp = 0;
+  bool loss = false;
+  bool operator==(const VirtualStageLayout&) const = default;
+};
+
 // The device mesh: gpus = tp x cp x pp x ep x fsdp x dp; rank order, innermost first:
 // tp, cp, ep, fsdp, dp, pp.
 struct Parallelism {
   int64_t tp = 1, cp = 1, pp = 1, vpp = 1, ep = 1, fsdp = 1, dp = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  // An explicit layout, one entry per virtual stage (empty: the layers split evenly), and the text
+  // it was given as (for the report).
+  std::vector<VirtualStageLayout> layout;
+  std::string layout_spec;
   bool sequence_parallel = true;
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel group
   int64_t world() const { return tp * cp * pp * ep * fsdp * dp; }

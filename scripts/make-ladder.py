@@ -52,11 +52,12 @@ def scenario(k):
             cur = cur.setdefault(p, {})
         cur[parts[-1]] = v
     desc = (f"Megatron-Core's DeepSeek-V3 optimization ladder on 256 GB200 ({SOURCE}), step {k}/13 '{TITLES[k - 1]}' "
-            f"({PUBLISHED[k - 1]} TFLOPS/GPU published): PP 8 x VPP 4 x EP 32 (DP 32 folded with EP), micro-batch 1, "
+            f"({PUBLISHED[k - 1]} TFLOPS/GPU published): PP 8 x VPP 4 x EP 32 (DP 32 folded with EP), layout "
+            "Et|(tt|)*30L (the embedding and layer 0 on the first virtual stage, the loss alone on the last), micro-batch 1, "
             "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, forced balanced routing. The stack is "
             "megatron-core with the later steps' mechanisms switched off (stacks/megatron-core.json, its ablation); "
-            "written by scripts/make-ladder.py. Approximations: the layout Et|(tt|)*30L is priced as 61 layers over 32 "
-            "even virtual stages; the MLA up-projection recompute of steps 1-4 is mapped to q_proj and kv_proj, the MoE "
+            "written by scripts/make-ladder.py. Approximations: the MLA up-projection recompute of steps 1-4 is mapped "
+            "to q_proj and kv_proj, the MoE "
             "activation recompute of later steps is always modelled (moe.act.recompute). An end-to-end test of moeperf, "
             "never an input of a fit. Run: moeperf predict " + f"examples/deepseek-v3/{name(k)}")
     return {
@@ -66,7 +67,8 @@ def scenario(k):
         "model": "../models/deepseek-v3/config.json",
         "system": "../../topologies/gb200-nvl72.json",
         "gpus": 256,
-        "parallelism": {"tp": 1, "cp": 1, "pp": 8, "vpp": 4, "ep": 32, "fsdp": 1, "dp": 1, "schedule": "interleaved"},
+        "parallelism": {"tp": 1, "cp": 1, "pp": 8, "vpp": 4, "ep": 32, "fsdp": 1, "dp": 1, "schedule": "interleaved",
+                        "layout": "Et|(tt|)*30L"},
         "batch": {"seq_len": 4096, "micro_batch": 1, "global_batch": 2048},
         "precision": {"dense_gemm": "mxfp8", "expert_gemm": "mxfp8", "dispatch": "bf16", "combine": "bf16",
                       "weights": "bf16", "grads": "bf16", "optimizer_state": "bf16"},

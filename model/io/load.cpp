@@ -15,6 +15,7 @@
 #include "model/io/detail/stacks.h"
 #include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
+#include "model/workload/pipeline_layout.h"
 #include "model/workload/step.h"
 
 namespace moeperf::io {
@@ -146,6 +147,50 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
                                                    {"dualpipev", PipelineSchedule::dualpipev}});
   par.sequence_parallel = p.bool_or("sequence_parallel", true);
   par.distributed_optimizer = p.bool_or("distributed_optimizer", false);
+  if (auto lay = p.get("layout")) {
+    // Megatron's layout string, or one entry per virtual stage: its letters ("Et", "tt", "L") or
+    // its number of layers (the embedding then on the first, the loss on the last).
+    try {
+      if (lay->is_string()) {
+        par.layout_spec = lay->as_string();
+        par.layout = parse_pipeline_layout(par.layout_spec);
+      } else if (lay->is_array() && lay->size() > 0) {
+        bool counts = true;
+        for (size_t i = 0; i < lay->size(); ++i) counts = counts && !(*lay)[i].is_string();
+        for (size_t i = 0; i < lay->size(); ++i) {
+          const Node e = (*lay)[i];
+          if (counts) {
+            VirtualStageLayout v;
+            v.layers = static_cast<int>(e.as_nonneg_int());
+            par.layout.push_back(v);
+            par.layout_spec += (i ? "," : "") + std::to_string(v.layers);
+            continue;
+          }
+          const std::string t = e.as_string();
+          if (t.find('|') != std::string::npos) e.fail("expected one virtual stage (no '|'), got \"" + t + "\"");
+          if (t.empty()) {
+            par.layout.emplace_back();  // a virtual stage without layers
+          } else {
+            try {
+              par.layout.push_back(parse_pipeline_layout(t).front());
+            } catch (const std::invalid_argument& x) {
+              e.fail(std::string("expected a virtual stage's letters: ") + x.what());
+            }
+          }
+          par.layout_spec += (i ? "|" : "") + t;
+        }
+        if (counts) {
+          par.layout.front().embedding = true;
+          par.layout.back().loss = true;
+        }
+      } else {
+        lay->fail("expected a Megatron layout string (\"Et|(tt|)*30L\") or a non-empty array with one entry per "
+                  "virtual stage (its letters, or its number of layers)");
+      }
+    } catch (const std::invalid_argument& x) {
+      lay->fail(std::string("expected a Megatron layout string: ") + x.what());
+    }
+  }
 
   const Node b = n.at("batch");
   b.allow_only(scenario_keys("batch"));
@@ -320,10 +365,10 @@ void check_scenario(const Scenario& s, const std::string& file) {
     fail("/parallelism/pp", "the dualpipe schedule needs an even pp >= 2, got " + std::to_string(p.pp));
   if (p.schedule == PipelineSchedule::dualpipev && p.pp < 2)
     fail("/parallelism/pp", "the dualpipev schedule needs pp >= 2, got " + std::to_string(p.pp));
-  if (p.schedule == PipelineSchedule::dualpipev && 2 * p.pp > m.layers)
+  if (p.schedule == PipelineSchedule::dualpipev && 2 * p.pp > m.layers && p.layout.empty())
     fail("/parallelism/pp", "dualpipev splits the model into 2 x pp = " + std::to_string(2 * p.pp) + " stages for " +
                                 std::to_string(m.layers) + " layers: every stage needs at least one layer");
-  if (p.pp * p.vpp > m.layers)
+  if (p.pp * p.vpp > m.layers && p.layout.empty())
     fail("/parallelism/pp", "pp x vpp = " + std::to_string(p.pp * p.vpp) + " stages for " + std::to_string(m.layers) +
                                 " layers: every stage needs at least one layer");
   if (p.cp > 1 && s.batch.seq_len % (2 * p.cp) != 0)
@@ -349,6 +394,7 @@ void check_scenario(const Scenario& s, const std::string& file) {
                                       std::to_string(s.batch.micro_batch) + " x " + std::to_string(dp) +
                                       " data-parallel ranks))");
   }
+  if (const std::string why = pipeline_layout_problem(s); !why.empty()) fail("/parallelism/layout", why);
   if (m.is_moe() && m.router.groups > 1 && m.experts % m.router.groups != 0)
     fail("/model", "the router's " + std::to_string(m.router.groups) + " groups must divide the " +
                        std::to_string(m.experts) + " experts");

@@ -8,6 +8,8 @@
 #include "model/io/stacks.h"
 #include "model/pricing/cost.h"
 #include "model/sim/sim.h"
+#include "model/workload/pipeline_layout.h"
+#include "model/workload/step.h"
 
 namespace moeperf::io {
 namespace {
@@ -57,6 +59,25 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << " NVLink domain" << (r.topology->domains() > 1 ? "s (racks or nodes)" : " (rack or node)") << " used, "
       << r.topology->gpus_per_domain() << " GPUs of each domain's " << scen.system.domain.gpus() << "\n";
   out << "  layout                 " << layout_text(scen) << "\n";
+  if (scen.parallelism.pp > 1) {
+    const Parallelism& p = scen.parallelism;
+    const auto stages = stage_layout_descriptions(scen);
+    out << "  pipeline layout        " << (p.layout.empty() ? "layers split evenly" : p.layout_spec) << " ("
+        << virtual_stages(scen) << " virtual stages" << (pipeline_chunks(scen) > 1 ? ", " + std::to_string(pipeline_chunks(scen)) + " per stage" : "")
+        << "; E embedding, m MTP, L loss)\n";
+    const size_t n = stages.size();
+    for (size_t st = 0; st < n; ++st) {
+      if (n > 16 && st == 2) {
+        out << "    ... " << n - 4 << " more stages (--format json)\n";
+        st = n - 3;
+        continue;
+      }
+      std::string line;
+      for (const std::string& c : stages[st]) line += (line.empty() ? "" : " | ") + c;
+      std::string label = "stage " + std::to_string(st);
+      out << "    " << label << std::string(label.size() < 21 ? 21 - label.size() : 1, ' ') << line << "\n";
+    }
+  }
   out << "  batch per step         " << scen.batch.global_batch << " sequences x " << scen.batch.seq_len << " tokens; "
       << scen.micro_batches() << " micro-batch" << (scen.micro_batches() > 1 ? "es" : "") << " of " << scen.batch.micro_batch
       << " per data-parallel rank\n";
@@ -190,6 +211,10 @@ std::string report_json(const StepReport& r, int indent) {
   j["parallelism"] = {{"tp", p.tp}, {"cp", p.cp}, {"pp", p.pp}, {"vpp", p.vpp}, {"ep", p.ep}, {"fsdp", p.fsdp},
                       {"dp", p.dp}, {"schedule", schedule_name(p.schedule)}};
   j["micro_batches"] = r.scenario->micro_batches();
+  if (p.pp > 1)
+    j["pipeline_layout"] = {{"spec", p.layout.empty() ? std::string("even") : p.layout_spec},
+                            {"virtual_stages", virtual_stages(*r.scenario)},
+                            {"stages", stage_layout_descriptions(*r.scenario)}};
   j["nvlink_domains_used"] = r.topology->domains();
   j["gpus_per_domain_used"] = r.topology->gpus_per_domain();
   j["idle_s"] = r.idle.value();

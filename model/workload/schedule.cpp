@@ -93,6 +93,21 @@ std::vector<PipeAction> dualpipe_program(const Scenario& s, int stage) {
 }
 
 std::vector<int> virtual_stage_layers(const Scenario& s, int v) {
+  const auto& lay = s.parallelism.layout;
+  if (!lay.empty()) {
+    // An explicit layout: its layers follow the previous virtual stages', its MTP modules the
+    // model's last layer (numbered layers, layers + 1, ...). Without 'm', trained MTP modules go
+    // where the loss is, as in the even split.
+    int first = 0, mtp = 0, all_mtp = 0;
+    for (const VirtualStageLayout& x : lay) all_mtp += x.mtp;
+    for (int u = 0; u < v; ++u) first += lay[static_cast<size_t>(u)].layers, mtp += lay[static_cast<size_t>(u)].mtp;
+    std::vector<int> out;
+    const VirtualStageLayout& x = lay[static_cast<size_t>(v)];
+    for (int l = 0; l < x.layers; ++l) out.push_back(first + l);
+    const int n_mtp = all_mtp == 0 && x.loss && s.train_mtp ? s.model.mtp_layers : x.mtp;
+    for (int j = 0; j < n_mtp; ++j) out.push_back(s.model.layers + mtp + j);
+    return out;
+  }
   const int vstages = virtual_stages(s);
   std::vector<int> out;
   for (int l = 0; l < s.model.layers; ++l)

@@ -191,6 +191,24 @@ TEST(Cli, PredictReportsThePipelineBubble) {
   EXPECT_EQ(t.out.find("serial estimate"), std::string::npos) << t.out;
 }
 
+// The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
+TEST(Cli, PredictReportsThePipelineLayout) {
+  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+  const Result t = run("predict " + ladder + " --top 1");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("  pipeline layout        Et|(tt|)*30L (32 virtual stages, 4 per stage;"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("\n    stage 0              E 0 | 15-16 | 31-32 | 47-48\n"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("\n    stage 7              13-14 | 29-30 | 45-46 | L\n"), std::string::npos) << t.out;
+  const auto j = predict_json(ladder);
+  EXPECT_EQ(j["pipeline_layout"]["spec"], "Et|(tt|)*30L");
+  EXPECT_EQ(j["pipeline_layout"]["virtual_stages"], 32);
+  EXPECT_EQ(j["pipeline_layout"]["stages"][7][3], "L");
+  EXPECT_FALSE(predict_json(kOptimized).contains("pipeline_layout"));  // pp 1
+  const Result bad = run("predict " + ladder + " --set parallelism.layout='\"Et|(tt|)*29L\"'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("/parallelism/layout"), std::string::npos) << bad.out;
+}
+
 // Exposed communication is attributed to ops: the shares add up to the exposed time, no op is
 // exposed longer than it runs, the text names the largest; --top limits the op table.
 TEST(Cli, ExposedCommunicationIsAttributedToOps) {

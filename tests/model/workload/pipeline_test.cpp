@@ -12,7 +12,9 @@
 #include "model/pricing/cost.h"
 #include "model/sim/sim.h"
 #include "model/study/predict.h"
+#include "model/workload/flops.h"
 #include "model/workload/memory.h"
+#include "model/workload/pipeline_layout.h"
 #include "model/workload/step.h"
 
 namespace moeperf {
@@ -262,6 +264,137 @@ TEST(DualPipe, TooFewMicroBatchesIsAnError) {
     EXPECT_NE(std::string(e.what()).find("2 x pp = 8"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("/batch/global_batch"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+Scenario ladder(std::vector<std::string> sets = {}) {
+  std::vector<io::Override> o;
+  for (auto& x : sets) o.push_back(io::parse_override(x));
+  return io::load_scenario(
+      std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", o);
+}
+
+// Megatron's layout syntax, hand-counted.
+TEST(PipelineLayout, ParsesMegatronsSyntax) {
+  const auto lay = parse_pipeline_layout("Et|(tt|)*30L");
+  ASSERT_EQ(lay.size(), 32u);
+  EXPECT_EQ(lay[0], (VirtualStageLayout{true, 1, 0, false}));
+  for (size_t v = 1; v <= 30; ++v) EXPECT_EQ(lay[v], (VirtualStageLayout{false, 2, 0, false})) << v;
+  EXPECT_EQ(lay[31], (VirtualStageLayout{false, 0, 0, true}));
+  const auto b = parse_pipeline_layout(" E t*3 | ((t|)*2 t)*2 | t m L ");
+  // "Ettt|" + "t|t|t" + "t|t|t" + "|tmL": Ettt | t | t | tt | t | t | tmL
+  ASSERT_EQ(b.size(), 7u);
+  EXPECT_EQ(b[0], (VirtualStageLayout{true, 3, 0, false}));
+  EXPECT_EQ(b[3].layers, 2);
+  EXPECT_EQ(b[6], (VirtualStageLayout{false, 1, 1, true}));
+  for (const char* bad : {"Etx|L", "(tt|L", "tt)|L", "(tt|)L", "E*|L", "*3t", ""})
+    EXPECT_THROW(parse_pipeline_layout(bad), std::invalid_argument) << bad;
+}
+
+// The ladder's layout on 256 GB200 (PP 8 x VPP 4): stage 0 holds the embedding, layer 0 and
+// layers 15-16, 31-32, 47-48 (its chunks are virtual stages 0, 8, 16, 24); stage 7 holds 13-14,
+// 29-30, 45-46 and, alone on virtual stage 31, the loss. The ops follow: the head runs on stage 7
+// for every micro-batch, the embedding on stage 0, each layer on the stage holding it.
+TEST(PipelineLayout, MegatronsDeepSeekLayoutPlacesLayersAsCounted) {
+  const Scenario s = ladder();
+  ASSERT_EQ(s.parallelism.layout.size(), 32u);
+  EXPECT_EQ(stage_layers(s, 0), (std::vector<int>{0, 15, 16, 31, 32, 47, 48}));
+  EXPECT_EQ(stage_layers(s, 7), (std::vector<int>{13, 14, 29, 30, 45, 46}));
+  EXPECT_EQ(virtual_stage_layers(s, 31), std::vector<int>{});
+  EXPECT_TRUE(holds_head(s, 7));
+  EXPECT_TRUE(holds_embedding(s, 0));
+  EXPECT_FALSE(holds_embedding(s, 7));
+  const Scenario even = ladder({"parallelism.layout=null"});
+  EXPECT_EQ(stage_layers(even, 0), (std::vector<int>{0, 1, 16, 17, 31, 32, 46, 47}));
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const int64_t mbs = s.micro_batches();
+  for (const RankClass& rc : g.classes) {
+    if (rc.sync_with >= 0) continue;
+    std::map<int, int> fwd_layers;
+    int heads = 0, embeds = 0;
+    for (const Op& op : rc.ops) {
+      if (op.phase != Phase::forward) continue;
+      if (op.name == "head.proj") ++heads;
+      if (op.name == "embed.lookup") ++embeds;
+      if (op.name == "attn.out_proj") ++fwd_layers[op.layer];
+    }
+    EXPECT_EQ(heads, rc.pp_stage == 7 ? mbs : 0) << rc.name;
+    EXPECT_EQ(embeds, rc.pp_stage == 0 ? mbs : 0) << rc.name;
+    std::vector<int> ran;
+    for (const auto& [l, n] : fwd_layers) {
+      EXPECT_EQ(n, mbs) << rc.name << " layer " << l;
+      ran.push_back(l);
+    }
+    EXPECT_EQ(ran, stage_layers(s, rc.pp_stage)) << rc.name;
+  }
+  // Memory follows the layout: weights of the heaviest stage (stage 0: embedding + 7 layers, or a
+  // stage of 8 layers) as counted by hand, BF16 weights, experts over EP 32, no TP.
+  const ParamCounts pc = count_params(s.model);
+  double heaviest = 0;
+  for (int st = 0; st < 8; ++st) {
+    double p = 0;
+    for (int l : stage_layers(s, st)) p += layer_params(s.model, l).dense + layer_params(s.model, l).routed_experts / 32;
+    if (holds_embedding(s, st)) p += pc.embedding;
+    if (holds_head(s, st)) p += pc.lm_head + 7168;
+    heaviest = std::max(heaviest, p * 2);
+  }
+  const MemoryReport m = memory_report(s, expert_load(s, s.calibration), s.calibration);
+  EXPECT_LE(m.weights.value(), heaviest * (1 + 1e-9));
+  EXPECT_GT(m.weights.value(), 0.8 * heaviest);
+}
+
+// A lopsided layout lengthens the step: 1F1B over 2 stages with 60 layers on the first and one on
+// the second runs at the pace of the first (its bubble grows), against the even split.
+TEST(PipelineLayout, LopsidedLayoutLengthensTheStep) {
+  const std::vector<std::string> base = {"parallelism.vpp=1", "parallelism.schedule=\"1f1b\"", "parallelism.pp=2",
+                                         "parallelism.ep=64", "gpus=128", "batch.global_batch=512"};
+  std::vector<std::string> lop = base;
+  lop.push_back("parallelism.layout=\"Et*60|tL\"");
+  std::vector<std::string> even = base;
+  even.push_back("parallelism.layout=null");
+  const Scenario a = ladder(lop), b = ladder(even);
+  EXPECT_EQ(stage_layers(a, 1), std::vector<int>{60});
+  const StepReport ra = predict(a, a.calibration), rb = predict(b, b.calibration);
+  EXPECT_GT(ra.step_time.value(), 1.5 * rb.step_time.value());
+}
+
+// Wrong layouts name the rule, at /parallelism/layout.
+TEST(PipelineLayout, WrongLayoutsAreErrorsThatSayWhy) {
+  auto message = [](std::vector<std::string> sets) -> std::string {
+    try {
+      (void)ladder(std::move(sets));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  auto expect = [&](const std::string& layout, const std::string& part) {
+    const std::string m = message({"parallelism.layout=" + layout});
+    EXPECT_NE(m.find("/parallelism/layout"), std::string::npos) << layout << ": " << m;
+    EXPECT_NE(m.find(part), std::string::npos) << layout << ": " << m;
+  };
+  expect("\"Et|(tt|)*29L\"", "31 virtual stages");
+  expect("\"Et|(tt|)*30tL\"", "62 layers");
+  expect("\"t|E(tt|)*30L\"", "the embedding (E) is on virtual stage 1");
+  expect("\"EtL|(tt|)*30\"", "the loss (L) is on virtual stage 0");
+  expect("\"Et|(tt|)*30mL\"", "train_mtp is false");
+  expect("\"Et|(tt|)*30Q\"", "unknown letter 'Q'");
+  expect("[1, 2]", "2 virtual stages");
+  expect("{\"a\": 1}", "expected a Megatron layout string");
+  // The array forms: letters per virtual stage, or layers per virtual stage.
+  std::string letters = "[\"Et\"";
+  for (int i = 0; i < 30; ++i) letters += ", \"tt\"";
+  letters += ", \"L\"]";
+  EXPECT_EQ(ladder({"parallelism.layout=" + letters}).parallelism.layout, ladder().parallelism.layout);
+  std::string counts = "[1";
+  for (int i = 0; i < 30; ++i) counts += ", 2";
+  counts += ", 0]";
+  EXPECT_EQ(ladder({"parallelism.layout=" + counts}).parallelism.layout, ladder().parallelism.layout);
 }
 
 }  // namespace

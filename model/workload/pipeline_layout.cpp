@@ -1,0 +1,140 @@
+#include "model/workload/pipeline_layout.h"
+
+#include <cctype>
+#include <stdexcept>
+
+#include "model/workload/step.h"
+
+namespace moeperf {
+namespace {
+
+// Expands "(...)*n" (innermost first) and "X*n".
+std::string expand(std::string t) {
+  auto count_at = [&](size_t pos, size_t* end) {
+    size_t e = pos;
+    while (e < t.size() && std::isdigit(static_cast<unsigned char>(t[e]))) ++e;
+    if (e == pos) throw std::invalid_argument("expected a count after '*' at character " + std::to_string(pos + 1));
+    const int n = std::stoi(t.substr(pos, e - pos));
+    if (n < 1 || n > 100000) throw std::invalid_argument("repeat count " + std::to_string(n) + " out of range");
+    *end = e;
+    return n;
+  };
+  for (;;) {
+    const size_t close = t.find(')');
+    if (close == std::string::npos) break;
+    const size_t open = t.rfind('(', close);
+    if (open == std::string::npos) throw std::invalid_argument("')' without '(' at character " + std::to_string(close + 1));
+    if (close + 1 >= t.size() || t[close + 1] != '*')
+      throw std::invalid_argument("a group \"(...)\" must be followed by '*n' (character " + std::to_string(close + 2) + ")");
+    size_t end = 0;
+    const int n = count_at(close + 2, &end);
+    std::string rep;
+    for (int i = 0; i < n; ++i) rep += t.substr(open + 1, close - open - 1);
+    t = t.substr(0, open) + rep + t.substr(end);
+  }
+  if (t.find('(') != std::string::npos) throw std::invalid_argument("'(' without ')'");
+  for (size_t star = t.find('*'); star != std::string::npos; star = t.find('*')) {
+    if (star == 0 || t[star - 1] == '|') throw std::invalid_argument("'*' must follow a letter or a group");
+    size_t end = 0;
+    const int n = count_at(star + 1, &end);
+    t = t.substr(0, star - 1) + std::string(static_cast<size_t>(n), t[star - 1]) + t.substr(end);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<VirtualStageLayout> parse_pipeline_layout(std::string_view text) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  if (t.empty()) throw std::invalid_argument("empty layout");
+  t = expand(t);
+  std::vector<VirtualStageLayout> out(1);
+  for (char c : t) {
+    VirtualStageLayout& v = out.back();
+    switch (c) {
+      case '|': out.emplace_back(); break;
+      case 'E': v.embedding = true; break;
+      case 't': ++v.layers; break;
+      case 'm': ++v.mtp; break;
+      case 'L': v.loss = true; break;
+      default:
+        throw std::invalid_argument(std::string("unknown letter '") + c +
+                                    "': a layout is made of E (embedding), t (layer), m (MTP module), L (loss), "
+                                    "'|' between virtual stages, X*n and (...)*n");
+    }
+  }
+  return out;
+}
+
+std::vector<VirtualStageLayout> effective_layout(const Scenario& s) {
+  if (!s.parallelism.layout.empty()) return s.parallelism.layout;
+  const int n = virtual_stages(s);
+  std::vector<VirtualStageLayout> out(static_cast<size_t>(n));
+  for (int l = 0; l < s.model.layers; ++l) ++out[static_cast<size_t>(static_cast<int64_t>(l) * n / s.model.layers)].layers;
+  out.front().embedding = true;
+  out.back().loss = true;
+  if (s.train_mtp) out.back().mtp = s.model.mtp_layers;
+  return out;
+}
+
+std::string pipeline_layout_problem(const Scenario& s) {
+  const auto& lay = s.parallelism.layout;
+  if (lay.empty()) return "";
+  const int want = virtual_stages(s);
+  if (static_cast<int>(lay.size()) != want)
+    return "the layout has " + std::to_string(lay.size()) + " virtual stages; this schedule with pp = " +
+           std::to_string(s.parallelism.pp) +
+           (s.parallelism.schedule == PipelineSchedule::interleaved ? " and vpp = " + std::to_string(s.parallelism.vpp) : "") +
+           " runs " + std::to_string(want);
+  int layers = 0, mtp = 0, emb = 0, loss = 0;
+  for (size_t v = 0; v < lay.size(); ++v) {
+    layers += lay[v].layers;
+    mtp += lay[v].mtp;
+    emb += lay[v].embedding;
+    loss += lay[v].loss;
+    if (lay[v].embedding && v != 0) return "the embedding (E) is on virtual stage " + std::to_string(v) + "; it must be on the first";
+    if (lay[v].loss && v + 1 != lay.size())
+      return "the loss (L) is on virtual stage " + std::to_string(v) + "; it must be on the last (" +
+             std::to_string(lay.size() - 1) + ")";
+    if (lay[v].mtp > 0 && v + 1 != lay.size())
+      return "MTP modules (m) are on virtual stage " + std::to_string(v) + "; moeperf runs them after the main head, on the last";
+  }
+  if (emb != 1) return "the layout needs the embedding (E) once, on the first virtual stage; it has it " + std::to_string(emb) + " times";
+  if (loss != 1) return "the layout needs the loss (L) once, on the last virtual stage; it has it " + std::to_string(loss) + " times";
+  if (layers != s.model.layers)
+    return "the layout places " + std::to_string(layers) + " layers (t); model '" + s.model.name + "' has " +
+           std::to_string(s.model.layers);
+  if (mtp > 0 && !s.train_mtp) return "the layout places " + std::to_string(mtp) + " MTP modules (m) but train_mtp is false";
+  if (mtp > 0 && mtp != s.model.mtp_layers)
+    return "the layout places " + std::to_string(mtp) + " MTP modules (m); model '" + s.model.name + "' has " +
+           std::to_string(s.model.mtp_layers);
+  return "";
+}
+
+std::string describe_virtual_stage(const VirtualStageLayout& v, int first_layer) {
+  std::string out;
+  auto add = [&](const std::string& x) { out += (out.empty() ? "" : " ") + x; };
+  if (v.embedding) add("E");
+  if (v.layers == 1) add(std::to_string(first_layer));
+  if (v.layers > 1) add(std::to_string(first_layer) + "-" + std::to_string(first_layer + v.layers - 1));
+  if (v.mtp > 0) add(v.mtp == 1 ? "m" : std::to_string(v.mtp) + "m");
+  if (v.loss) add("L");
+  return out.empty() ? "-" : out;
+}
+
+std::vector<std::vector<std::string>> stage_layout_descriptions(const Scenario& s) {
+  const std::vector<VirtualStageLayout> lay = effective_layout(s);
+  std::vector<int> first(lay.size(), 0);
+  for (size_t v = 1; v < lay.size(); ++v) first[v] = first[v - 1] + lay[v - 1].layers;
+  std::vector<std::vector<std::string>> out(static_cast<size_t>(s.parallelism.pp));
+  for (int st = 0; st < s.parallelism.pp; ++st)
+    for (int c = 0; c < pipeline_chunks(s); ++c) {
+      const auto v = static_cast<size_t>(virtual_stage(s, st, c));
+      out[static_cast<size_t>(st)].push_back(describe_virtual_stage(lay[v], first[v]));
+    }
+  return out;
+}
+
+}  // namespace moeperf

@@ -1,0 +1,35 @@
+// Pipeline layouts: Megatron's --pipeline-model-parallel-layout strings, and the layout a scenario
+// runs (its own, or the even split), as the report shows it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/specs.h"
+
+namespace moeperf {
+
+// Parses Megatron's layout syntax: virtual stages separated by '|', each a run of 'E' (embedding),
+// 't' (decoder layer), 'm' (MTP module), 'L' (loss); "X*n" repeats one letter and "(...)*n" a
+// group, spaces are ignored: "Et|(tt|)*30L" is 32 virtual stages, the embedding and layer 0 on
+// the first, two layers on each of the next 30, the loss alone on the last. Throws
+// std::invalid_argument saying what is wrong and where.
+std::vector<VirtualStageLayout> parse_pipeline_layout(std::string_view text);
+
+// The layout the scenario runs: its explicit one, or the even split of the layers over
+// virtual_stages() with the embedding first, the MTP modules (when trained) and the loss last.
+std::vector<VirtualStageLayout> effective_layout(const Scenario& s);
+
+// What is wrong with an explicit layout for this scenario ("" when nothing): virtual stage count,
+// layer and MTP counts, the embedding first and the loss last.
+std::string pipeline_layout_problem(const Scenario& s);
+
+// "E 0", "1-2", "59-60 m L", "L", "-" (empty): one virtual stage, its layers numbered from
+// first_layer, "m" (or "2m") for its MTP modules.
+std::string describe_virtual_stage(const VirtualStageLayout& v, int first_layer);
+
+// Per pipeline stage, what each of its chunks holds (describe_virtual_stage), chunk order.
+std::vector<std::vector<std::string>> stage_layout_descriptions(const Scenario& s);
+
+}  // namespace moeperf
