@@ -205,10 +205,15 @@ struct VirtualStageLayout {
   bool operator==(const VirtualStageLayout&) const = default;
 };
 
-// The device mesh: gpus = tp x cp x pp x ep x fsdp x dp; rank order, innermost first:
-// tp, cp, ep, fsdp, dp, pp.
+// The device mesh. Unfolded (the default, MaxText's): gpus = tp x cp x pp x ep x fsdp x dp; rank
+// order, innermost first: tp, cp, ep, fsdp, dp, pp; experts split over ep inside the dense data
+// parallelism. Folded (Megatron's MoE parallel folding, `etp` given): gpus = tp x cp x dp x pp for
+// the dense layers (rank order tp, cp, dp, pp) and, over the same GPUs of each pipeline stage,
+// etp x ep x edp for the experts (rank order etp, ep, edp), so an EP group may span TP ranks.
 struct Parallelism {
   int64_t tp = 1, cp = 1, pp = 1, vpp = 1, ep = 1, fsdp = 1, dp = 1;
+  int64_t etp = 1;      // expert tensor parallelism (folded only): each expert's FFN split over etp GPUs
+  bool folded = false;  // Megatron's folding: ep and etp carved from the stage's GPUs, not from dp
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   // An explicit layout, one entry per virtual stage (empty: the layers split evenly), and the text
   // it was given as (for the report).
@@ -216,11 +221,17 @@ struct Parallelism {
   std::string layout_spec;
   bool sequence_parallel = true;
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel group
-  int64_t world() const { return tp * cp * pp * ep * fsdp * dp; }
+  int64_t world() const { return folded ? tp * cp * pp * dp : tp * cp * pp * ep * fsdp * dp; }
+  // GPUs of one pipeline stage.
+  int64_t stage_gpus() const { return world() / pp; }
   // Dense (non-expert) layers are data-parallel over every GPU not used by TP, CP or PP.
-  int64_t dense_data_parallel() const { return ep * fsdp * dp; }
-  // Expert layers split experts over ep and are data-parallel over fsdp x dp.
-  int64_t expert_data_parallel() const { return fsdp * dp; }
+  int64_t dense_data_parallel() const { return folded ? dp : ep * fsdp * dp; }
+  // Expert layers split experts over ep (and each expert over etp) and are data-parallel over the
+  // rest: fsdp x dp unfolded, edp = stage GPUs / (etp x ep) folded.
+  int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : fsdp * dp; }
+  // Rank distance between neighbours of an EP group, and the span of one group in ranks.
+  int64_t ep_stride() const { return folded ? etp : tp * cp; }
+  int64_t ep_span() const { return ep_stride() * ep; }
 };
 
 struct Batch {

@@ -140,6 +140,10 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   par.ep = p.positive_int_or("ep", 1);
   par.fsdp = p.positive_int_or("fsdp", 1);
   par.dp = p.positive_int_or("dp", 1);
+  if (p.get("etp")) {
+    par.folded = true;
+    par.etp = p.positive_int_or("etp", 1);
+  }
   if (auto sch = p.get("schedule"))
     par.schedule = sch->as_enum<PipelineSchedule>({{"1f1b", PipelineSchedule::one_f_one_b},
                                                    {"interleaved", PipelineSchedule::interleaved},
@@ -344,10 +348,31 @@ void check_scenario(const Scenario& s, const std::string& file) {
   const Parallelism& p = s.parallelism;
   const ModelSpec& m = s.model;
   auto fail = [&](const std::string& path, const std::string& msg) { throw SpecError(file, path, msg); };
-  if (p.world() != s.gpus)
+  if (p.folded) {
+    // Megatron's MoE parallel folding: dense tp x cp x dp, experts etp x ep x edp, per stage.
+    const std::string dims = std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x " + std::to_string(p.pp) +
+                             " x " + std::to_string(p.dp);
+    if (p.world() != s.gpus)
+      fail("/parallelism", "tp x cp x pp x dp = " + dims + " = " + std::to_string(p.world()) + ", but gpus is " +
+                               std::to_string(s.gpus) + "; with etp given (MoE parallel folding) the layout rule is gpus = "
+                               "tp x cp x pp x dp, and ep x etp divides the GPUs of a stage");
+    if (p.fsdp > 1)
+      fail("/parallelism/fsdp", "fsdp = " + std::to_string(p.fsdp) + " with etp given: MoE parallel folding is "
+                                "modelled with data parallelism (and distributed_optimizer), not FSDP");
+    const int64_t stage = p.stage_gpus();
+    if (stage % (p.etp * p.ep) != 0)
+      fail("/parallelism/ep", "etp x ep = " + std::to_string(p.etp) + " x " + std::to_string(p.ep) +
+                                  " must divide the " + std::to_string(stage) + " GPUs of a pipeline stage (tp x cp x dp = " +
+                                  std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x " + std::to_string(p.dp) + ")");
+    if (m.is_moe() && m.expert_ffn % p.etp != 0)
+      fail("/parallelism/etp", "etp = " + std::to_string(p.etp) + " must divide the experts' FFN width " +
+                                   std::to_string(m.expert_ffn));
+  } else if (p.world() != s.gpus) {
     fail("/parallelism", "tp x cp x pp x ep x fsdp x dp = " + join_dims(p) + " = " + std::to_string(p.world()) +
                              ", but gpus is " + std::to_string(s.gpus) +
-                             "; the layout rule is gpus = tp x cp x pp x ep x fsdp x dp");
+                             "; the layout rule is gpus = tp x cp x pp x ep x fsdp x dp (or, with etp given, "
+                             "Megatron's MoE parallel folding: gpus = tp x cp x pp x dp, ep x etp dividing a stage)");
+  }
   if (!m.is_moe() && p.ep > 1)
     fail("/parallelism/ep", "ep = " + std::to_string(p.ep) + " needs an MoE model; " + m.name + " has no experts");
   if (m.is_moe() && m.experts % p.ep != 0)

@@ -46,7 +46,11 @@ std::string layout_text(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   std::string t = "tp " + std::to_string(p.tp) + " x cp " + std::to_string(p.cp) + " x pp " + std::to_string(p.pp);
   if (p.vpp > 1) t += " (vpp " + std::to_string(p.vpp) + ")";
-  t += " x ep " + std::to_string(p.ep) + " x fsdp " + std::to_string(p.fsdp) + " x dp " + std::to_string(p.dp);
+  if (p.folded)
+    t += " x dp " + std::to_string(p.dp) + "; experts folded: etp " + std::to_string(p.etp) + " x ep " +
+         std::to_string(p.ep) + " x edp " + std::to_string(p.expert_data_parallel());
+  else
+    t += " x ep " + std::to_string(p.ep) + " x fsdp " + std::to_string(p.fsdp) + " x dp " + std::to_string(p.dp);
   if (p.pp > 1) t += ", schedule " + std::string(schedule_name(p.schedule));
   return t;
 }
@@ -210,6 +214,11 @@ std::string report_json(const StepReport& r, int indent) {
   const Parallelism& p = r.scenario->parallelism;
   j["parallelism"] = {{"tp", p.tp}, {"cp", p.cp}, {"pp", p.pp}, {"vpp", p.vpp}, {"ep", p.ep}, {"fsdp", p.fsdp},
                       {"dp", p.dp}, {"schedule", schedule_name(p.schedule)}};
+  if (p.folded) {
+    j["parallelism"]["etp"] = p.etp;
+    j["parallelism"]["edp"] = p.expert_data_parallel();
+    j["parallelism"]["folded"] = true;
+  }
   j["micro_batches"] = r.scenario->micro_batches();
   if (p.pp > 1)
     j["pipeline_layout"] = {{"spec", p.layout.empty() ? std::string("even") : p.layout_spec},

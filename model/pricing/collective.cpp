@@ -153,6 +153,16 @@ double bus_factor(Collective c, int64_t n) {
 }
 
 int64_t group_size(Group g, const Parallelism& p) {
+  if (p.folded) {
+    switch (g) {
+      case Group::dense_dp: return p.dp;
+      case Group::expert_dp: return p.expert_data_parallel();
+      case Group::etp: return p.etp;
+      case Group::fsdp: return 1;
+      case Group::dense_shard: return p.ep;
+      default: break;
+    }
+  }
   switch (g) {
     case Group::none: return 1;
     case Group::tp: return p.tp;
@@ -163,6 +173,8 @@ int64_t group_size(Group g, const Parallelism& p) {
     case Group::dp: return p.dp;
     case Group::dense_dp: return p.ep * p.dp;
     case Group::pp: return p.pp;
+    case Group::expert_dp: return p.dp;
+    case Group::etp: return 1;
   }
   return 1;
 }
@@ -172,6 +184,23 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
   const int64_t s_tp = 1, s_cp = p.tp, s_ep = s_cp * p.cp, s_fsdp = s_ep * p.ep, s_dp = s_fsdp * p.fsdp,
                 s_pp = s_dp * p.dp;
   std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, size)
+  if (p.folded) {
+    // Dense mesh tp, cp, dp, pp; expert mesh etp, ep, edp over the same GPUs of a stage.
+    const int64_t stage = p.stage_gpus();
+    switch (g) {
+      case Group::none: return {rank};
+      case Group::tp: axes = {{1, p.tp}}; break;
+      case Group::cp: axes = {{p.tp, p.cp}}; break;
+      case Group::dp:
+      case Group::dense_dp: axes = {{p.tp * p.cp, p.dp}}; break;
+      case Group::pp: axes = {{stage, p.pp}}; break;
+      case Group::etp: axes = {{1, p.etp}}; break;
+      case Group::ep:
+      case Group::dense_shard: axes = {{p.etp, p.ep}}; break;
+      case Group::expert_dp: axes = {{p.etp * p.ep, p.expert_data_parallel()}}; break;
+      case Group::fsdp: return {rank};
+    }
+  } else {
   switch (g) {
     case Group::none: return {rank};
     case Group::tp: axes = {{s_tp, p.tp}}; break;
@@ -182,6 +211,9 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
     case Group::dp: axes = {{s_dp, p.dp}}; break;
     case Group::dense_dp: axes = {{s_ep, p.ep}, {s_dp, p.dp}}; break;
     case Group::pp: axes = {{s_pp, p.pp}}; break;
+    case Group::expert_dp: axes = {{s_dp, p.dp}}; break;
+    case Group::etp: return {rank};
+  }
   }
   // The coordinates of `rank` on the group's axes are zeroed, then every combination is enumerated.
   int64_t base = rank;

@@ -41,7 +41,7 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   load.ep_domains = (p.ep + ranks_per_domain - 1) / ranks_per_domain;
   // Every EP group is priced like rank 0's; say so when some group straddles more domains.
   if (notes && p.ep > 1) {
-    const int64_t stride = p.tp * p.cp;
+    const int64_t stride = p.ep_stride();
     int64_t worst = 0;
     for (int64_t base = 0; base < s.gpus; ++base) {
       if ((base / stride) % p.ep != 0) continue;

@@ -57,6 +57,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("parallelism.ep", pa.ep, pb.ep);
   cmp("parallelism.fsdp", pa.fsdp, pb.fsdp);
   cmp("parallelism.dp", pa.dp, pb.dp);
+  cmp("parallelism.etp", pa.folded ? pa.etp : 0, pb.folded ? pb.etp : 0);
   cmp("parallelism.schedule", pa.schedule, pb.schedule);
   cmp("parallelism.sequence_parallel", pa.sequence_parallel, pb.sequence_parallel);
   cmp("parallelism.distributed_optimizer", pa.distributed_optimizer, pb.distributed_optimizer);
@@ -244,6 +245,8 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
   std::vector<ScalePoint> out;
   const Parallelism& p = s.parallelism;
   const int64_t per_dp_rank = s.batch.global_batch / p.dense_data_parallel();  // sequences per data-parallel rank
+  if (p.folded && axis != GrowAxis::dp)
+    throw InputError("a folded mesh (etp given) grows along dp only: ep and etp are carved from a stage's GPUs");
   for (int64_t n : gpus) {
     Scenario x = s;
     int64_t& grown = axis == GrowAxis::fsdp ? x.parallelism.fsdp : axis == GrowAxis::dp ? x.parallelism.dp : x.parallelism.ep;

@@ -173,7 +173,7 @@ class Lowering {
     const StackOptions& st = s_.stack;
     if (st.ragged_a2a != RaggedA2a::one_shot || p_.ep > st.one_shot_max_ranks) return false;
     if (st.one_shot_scope == PeerScope::nvlink_domain) return load_.ep_domains == 1;
-    return p_.tp * p_.cp * p_.ep <= s_.system.domain.tray.gpus;
+    return p_.ep_span() <= s_.system.domain.tray.gpus;
   }
 
   // Rows of the ragged all-to-all's buffers (MaxText get_ragged_buffer_size): factor x the local
@@ -220,7 +220,7 @@ class Lowering {
   // ---------------------------------------------------------------- parameters of a layer
   // Non-expert weights of layer l on this rank (TP-split), expert weights of this rank's experts.
   double dense_params(int l) const { return layer_params(m_, l).dense / tp_; }
-  double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep); }
+  double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep * p_.etp); }
   bool is_moe_layer(int l) const { return m_.is_moe() && l >= m_.dense_layers; }
   bool fsdp() const { return p_.fsdp > 1; }
 
@@ -301,6 +301,7 @@ class Lowering {
 
   void moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd);
   void local_sort(int l, const std::string& name, double bytes_per_elem, std::vector<int32_t> deps);
+  void etp_collective(int l, const std::string& name, Collective c, double bytes_per_elem);
 
   void shared_expert(int l, const LayerForwardFlops& f, Dtype dd);
   void shared_expert_backward(int l, const LayerForwardFlops& f, Dtype dd);

@@ -70,8 +70,8 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     for (int l : layers) {
       const LayerParams lp = layer_params(m, l);
       dense += lp.dense / tp;
-      expert += lp.routed_experts / d(p.ep);
-      max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep));
+      expert += lp.routed_experts / d(p.ep * p.etp);
+      max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep * p.etp));
     }
     if (holds_embedding(s, st)) dense += pc.embedding / tp;
     if (holds_head(s, st)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm

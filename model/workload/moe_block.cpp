@@ -26,7 +26,7 @@ Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) 
 }
 
 void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
-  const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep);
+  const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep), etp = d(p_.etp);
   const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
   const double r = d(p_.ep);
   const double bd = bytes_per_element(s_.precision.dispatch), bc = bytes_per_element(s_.precision.combine);
@@ -45,11 +45,12 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
   const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;  // FLOPs per row
   const int32_t fc1 = gemm("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de,
-                           rows_gemm / e_local, 2 * ffn, h, static_cast<int64_t>(e_local), launches, after);
+                           rows_gemm / e_local * etp, 2 * ffn / etp, h, static_cast<int64_t>(e_local), launches, after);
   (void)fc1;
   memory("moe.act", l, rows_max * (2 * ffn * 2.0 + ffn * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de)));
-  gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+  gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local * etp, h, ffn / etp,
        static_cast<int64_t>(e_local), launches);
+  etp_collective(l, "moe.combine.etp_reduce_scatter", Collective::reduce_scatter, bc);
   const double fan = dispatch_fanout();
   local_sort(l, "moe.unsort", bc, {last()});
   if (s_.stack.dispatcher == Dispatcher::allgather) {
@@ -89,6 +90,16 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
        send * load_.max_rows / load_.mean_rows, fan);
   local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
+  etp_collective(l, dispatch + ".etp_all_gather", Collective::all_gather, bd);
+}
+
+void Lowering::etp_collective(int l, const std::string& name, Collective c, double bytes_per_elem) {
+  // Expert tensor parallelism (Megatron, etp > 1): the rows an EP rank received are gathered over
+  // the etp GPUs that each hold a slice of its experts, and the slices' outputs reduce-scattered
+  // back before the combine; each moves etp x the busiest rank's rows.
+  if (p_.etp <= 1) return;
+  comm(name, Category::ep_comm, Stream::ep_comm, l, c, Group::etp,
+       load_.max_rows * d(p_.etp) * d(m_.hidden) * bytes_per_elem, {last()});
 }
 
 void Lowering::local_sort(int l, const std::string& name, double bytes_per_elem, std::vector<int32_t> deps) {
@@ -125,6 +136,7 @@ void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype d
 
 void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double h = d(m_.hidden), ffn = d(m_.expert_ffn), e_local = d(m_.experts) / d(p_.ep), r = d(p_.ep);
+  const double etp = d(p_.etp);
   const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
   const double bg = 2.0;  // gradients travel in BF16
   if (!s_.stack.a2a_with_shared_expert) {
@@ -154,6 +166,10 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
       cb = last();
     }
   }
+  if (p_.etp > 1) {
+    etp_collective(l, "moe.combine.bwd.etp_all_gather", Collective::all_gather, bg);
+    cb = last();
+  }
   rows_ready.push_back(cb);
   const ExpertGemms eg = expert_gemms(l, rows_ready);
   std::vector<int32_t> after = eg.after;
@@ -163,24 +179,25 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;
   if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
     phase_ = Phase::recompute;
-    after = {gemm("moe.expert_fc1.recompute", Category::gemm, l, rows_exec * fc1_w, 0, de, rows_gemm / e_local, 2 * ffn,
-                  h, static_cast<int64_t>(e_local), launches, after)};
+    after = {gemm("moe.expert_fc1.recompute", Category::gemm, l, rows_exec * fc1_w, 0, de, rows_gemm / e_local * etp,
+                  2 * ffn / etp, h, static_cast<int64_t>(e_local), launches, after)};
     phase_ = Phase::backward;
   }
   // The FC2 input (activation output) is rebuilt from the saved FC1 outputs by the act kernel.
   memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, after);
   if (has(s_.memory.recompute, TensorClass::moe_mlpwo)) {
     phase_ = Phase::recompute;
-    gemm("moe.expert_fc2.recompute", Category::gemm, l, rows_exec * fc2_w, 0, de, rows_gemm / e_local, h, ffn,
+    gemm("moe.expert_fc2.recompute", Category::gemm, l, rows_exec * fc2_w, 0, de, rows_gemm / e_local * etp, h, ffn / etp,
          static_cast<int64_t>(e_local), launches);
     phase_ = Phase::backward;
   }
-  gemm_bwd("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local, h, ffn,
+  gemm_bwd("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local * etp, h, ffn / etp,
            static_cast<int64_t>(e_local), launches);
   memory("moe.act.bwd", l, rows_max * (2 * ffn * 2.0 * 2 + ffn * 2.0));
-  gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local, 2 * ffn,
-           h, static_cast<int64_t>(e_local), launches);
+  gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local * etp,
+           2 * ffn / etp, h, static_cast<int64_t>(e_local), launches);
   const double bd = bg;
+  etp_collective(l, "moe.dispatch.bwd.etp_reduce_scatter", Collective::reduce_scatter, bd);
   local_sort(l, "moe.unsort.bwd", bd, {last()});
   if (s_.stack.dispatcher == Dispatcher::allgather) {
     comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,

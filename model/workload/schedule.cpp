@@ -335,16 +335,16 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     }
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
     const double expert_shard = static_cast<double>(p.fsdp);
-    if (p.fsdp == 1 && p.ep * p.dp > 1)
+    if (p.fsdp == 1 && p.dense_data_parallel() > 1)
       grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                Group::dense_dp, dense * bgrad, {low.last()}));
-    if (p.dp > 1) {
-      if (p.fsdp > 1)
-        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                                 Group::dp, dense / dense_shard * bgrad, {low.last()}));
+    if (p.dp > 1 && p.fsdp > 1)
+      grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                               Group::dp, dense / dense_shard * bgrad, {low.last()}));
+    // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
+    if ((p.folded ? p.expert_data_parallel() : p.dp) > 1)
       grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
-                               Collective::all_reduce, Group::dp, expert / expert_shard * bgrad, {low.last()}));
-    }
+                               Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
     // optimizer, no FSDP) its slice of every replica group: dense over ep x dp, experts over dp.

@@ -104,6 +104,8 @@ const char* to_string(Group g) {
     case Group::dp: return "dp";
     case Group::dense_dp: return "ep_x_dp";
     case Group::pp: return "pp";
+    case Group::expert_dp: return "expert_dp";
+    case Group::etp: return "etp";
   }
   return "?";
 }

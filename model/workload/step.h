@@ -35,7 +35,9 @@ enum class Collective : uint8_t { none, all_gather, reduce_scatter, all_reduce, 
 const char* to_string(Collective c);
 
 // The rank group a collective runs over (laid on GPUs by the documented rank order).
-enum class Group : uint8_t { none, tp, cp, ep, fsdp, dense_shard, dp, dense_dp, pp };
+// Groups of a collective. dense_dp: the dense layers' gradient reduction (ep x dp unfolded, dp
+// folded); expert_dp: the experts' (dp unfolded, edp folded); etp: an expert's tensor-parallel group.
+enum class Group : uint8_t { none, tp, cp, ep, fsdp, dense_shard, dp, dense_dp, pp, expert_dp, etp };
 const char* to_string(Group g);
 
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };

@@ -197,7 +197,8 @@ TEST(BadInput, LayoutMustMatchTheGpuCount) {
   EXPECT_EQ(e.json_path(), "/parallelism");
   EXPECT_EQ(e.detail(),
             "tp x cp x pp x ep x fsdp x dp = 1 x 1 x 1 x 8 x 16 x 1 = 128, but gpus is 256; the layout rule is gpus = "
-            "tp x cp x pp x ep x fsdp x dp");
+            "tp x cp x pp x ep x fsdp x dp (or, with etp given, Megatron's MoE parallel folding: gpus = tp x cp x pp x "
+            "dp, ep x etp dividing a stage)");
 }
 
 TEST(BadInput, MicroBatchesMustDivideTheGlobalBatch) {

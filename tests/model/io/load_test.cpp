@@ -128,7 +128,7 @@ TEST(LoadScenario, SetOverrideErrorsSayTheyCameFromTheCommandLine) {
     FAIL();
   } catch (const SpecError& e) {
     EXPECT_EQ(e.json_path(), "/parallelism/epp");
-    EXPECT_EQ(e.detail(), "unknown key \"epp\" (did you mean \"pp\", \"vpp\" or \"ep\"?) (set by --set parallelism.epp=2)");
+    EXPECT_EQ(e.detail(), "unknown key \"epp\" (did you mean \"pp\", \"vpp\", \"ep\" or \"etp\"?) (set by --set parallelism.epp=2)");
   }
   EXPECT_THROW(parse_override("parallelism.ep"), SpecError);
 }

@@ -1,0 +1,161 @@
+// Megatron's MoE parallel folding: the expert mesh (etp x ep x edp) over the GPUs of a stage next to
+// the dense one (tp x cp x dp), against closed forms: group placement, collective bytes, memory.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "model/io/load.h"
+#include "model/pricing/collective.h"
+#include "model/study/predict.h"
+#include "model/workload/flops.h"
+#include "model/workload/memory.h"
+#include "model/workload/step.h"
+
+namespace moeperf {
+namespace {
+
+const std::string kFolded = std::string(MOEPERF_SOURCE_DIR) + "/examples/layouts/qwen3-235b-h100-megatron-folded.json";
+
+Scenario folded(std::vector<std::string> sets = {}) {
+  std::vector<io::Override> o;
+  for (auto& x : sets) o.push_back(io::parse_override(x));
+  return io::load_scenario(kFolded, o);
+}
+
+std::vector<int64_t> range(int64_t from, int64_t n, int64_t step) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(from + i * step);
+  return v;
+}
+
+// TP 2 x DP 16 per stage of 32 GPUs, PP 8, EP 32: the EP group is the whole stage (both TP ranks,
+// 4 DGX nodes); TP pairs neighbours; the dense gradient group strides over TP; the pipeline
+// strides over stages. Unfolded, EP 16 with the same TP would be every other rank.
+TEST(Folding, GroupsArePlacedAsMegatronPlacesThem) {
+  const Scenario s = folded();
+  const Parallelism& p = s.parallelism;
+  ASSERT_TRUE(p.folded);
+  EXPECT_EQ(p.world(), 256);
+  EXPECT_EQ(p.expert_data_parallel(), 1);
+  EXPECT_EQ(p.dense_data_parallel(), 16);
+  EXPECT_EQ(group_members(Group::ep, p, 0), range(0, 32, 1));
+  EXPECT_EQ(group_members(Group::ep, p, 37), range(32, 32, 1));
+  EXPECT_EQ(group_members(Group::tp, p, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(group_members(Group::dense_dp, p, 1), range(1, 16, 2));
+  EXPECT_EQ(group_members(Group::expert_dp, p, 3), (std::vector<int64_t>{3}));
+  EXPECT_EQ(group_members(Group::pp, p, 3), range(3, 8, 32));
+  EXPECT_EQ(s.micro_batches(), 64);  // 1,024 / (micro-batch 1 x dense DP 16)
+  // ETP 2 x EP 8 x EDP 2 over the same stage: expert slices on neighbours, EP every other rank.
+  const Scenario e = folded({"parallelism.etp=2", "parallelism.ep=8"});
+  EXPECT_EQ(e.parallelism.expert_data_parallel(), 2);
+  EXPECT_EQ(group_members(Group::etp, e.parallelism, 7), (std::vector<int64_t>{6, 7}));
+  EXPECT_EQ(group_members(Group::ep, e.parallelism, 1), range(1, 8, 2));
+  EXPECT_EQ(group_members(Group::expert_dp, e.parallelism, 1), (std::vector<int64_t>{1, 17}));
+  // Unfolded, the same GPUs: tp 2 x ep 16 x dp 1 (EP inside the dense data parallelism).
+  const Scenario u = folded({"parallelism={\"tp\": 2, \"pp\": 8, \"ep\": 16, \"dp\": 1, \"distributed_optimizer\": true}"});
+  ASSERT_FALSE(u.parallelism.folded);
+  EXPECT_EQ(group_members(Group::ep, u.parallelism, 0), range(0, 16, 2));
+  EXPECT_EQ(u.parallelism.dense_data_parallel(), 16);
+  // The EP group spans 4 NVLink domains of 8 either way; the folded one puts 8 of its ranks in each.
+  const ExpertLoad lf = expert_load(s, s.calibration), lu = expert_load(u, u.calibration);
+  EXPECT_EQ(lf.ep_domains, 4);
+  EXPECT_EQ(lu.ep_domains, 4);
+}
+
+// Bytes of the lowered collectives, closed form (Qwen3-235B: hidden 4096, 94 layers, 128 experts
+// of FFN 1536, top 8; micro-batch 1 x 4096 tokens, sequence parallel over TP 2): each rank
+// dispatches its 2,048 tokens to its EP group of 32 (a fraction 31/32 leaves the rank), the dense
+// gradients all-reduce over the 16 dense replicas in FP32, the experts (EDP 1) need none.
+TEST(Folding, CollectiveBytesAreTheClosedForms) {
+  const Scenario s = folded();
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const RankClass& rc = g.classes[0];
+  ASSERT_EQ(rc.pp_stage, 0);
+  std::map<std::string, int> count;
+  double dense = 0;
+  for (int l : stage_layers(s, 0)) dense += layer_params(s.model, l).dense / 2;
+  dense += count_params(s.model).embedding / 2;
+  for (const Op& op : rc.ops) {
+    ++count[op.name];
+    if (op.name == "moe.dispatch" && op.micro_batch == 0) {
+      EXPECT_EQ(op.group, Group::ep);
+      EXPECT_NEAR(op.bytes.value(), 2048.0 * op.fanout * 4096 * 2 * 31 / 32, 1e-6 * op.bytes.value());
+    }
+    if (op.name == "dp.all_reduce") {
+      EXPECT_EQ(op.group, Group::dense_dp);
+      EXPECT_NEAR(op.bytes.value(), dense * 4, 1e-6 * op.bytes.value());
+    }
+  }
+  EXPECT_EQ(count["dp.all_reduce"], 1);
+  EXPECT_EQ(count["dp.all_reduce_experts"], 0);
+  EXPECT_EQ(count["moe.dispatch.etp_all_gather"], 0);
+  // ETP 2 x EP 8 x EDP 2: the expert slices gather their EP rank's rows and reduce-scatter them
+  // back (2 x the busiest rank's rows each, forward and backward), the expert GEMMs are half as
+  // wide with twice the rows, and the experts' gradients all-reduce over EDP 2.
+  const Scenario e = folded({"parallelism.etp=2", "parallelism.ep=8"});
+  const ExpertLoad le = expert_load(e, e.calibration);
+  const StepGraph ge = lower_step(e, le);
+  double expert = 0;
+  for (int l : stage_layers(e, 0)) expert += layer_params(e.model, l).routed_experts / 16;
+  std::map<std::string, int> n;
+  for (const Op& op : ge.classes[0].ops) {
+    ++n[op.name];
+    if (op.name == "moe.dispatch.etp_all_gather" || op.name == "moe.combine.etp_reduce_scatter") {
+      EXPECT_EQ(op.group, Group::etp);
+      EXPECT_NEAR(op.bytes.value(), le.max_rows * 2 * 4096 * 2, 1e-6 * op.bytes.value());
+    }
+    if (op.name == "moe.expert_fc1" && op.micro_batch == 0) {
+      EXPECT_EQ(op.n, 1536);  // 2 x 1536 / etp 2
+      EXPECT_EQ(op.groups, 16);  // 128 experts / EP 8
+    }
+    if (op.name == "dp.all_reduce_experts") {
+      EXPECT_EQ(op.group, Group::expert_dp);
+      EXPECT_NEAR(op.bytes.value(), expert * 4, 1e-6 * op.bytes.value());
+    }
+  }
+  const int64_t moe_layers = static_cast<int64_t>(stage_layers(e, 0).size()) * e.micro_batches();
+  EXPECT_EQ(n["moe.dispatch.etp_all_gather"], moe_layers);
+  EXPECT_EQ(n["moe.combine.etp_reduce_scatter"], moe_layers);
+  EXPECT_EQ(n["moe.combine.bwd.etp_all_gather"], moe_layers);
+  EXPECT_EQ(n["moe.dispatch.bwd.etp_reduce_scatter"], moe_layers);
+  EXPECT_EQ(n["dp.all_reduce_experts"], 1);
+}
+
+// Folded, each rank holds 128 / 32 = 4 whole experts per layer; unfolded with the same TP (EP 16
+// inside the dense replicas) it holds 8: the expert weights per GPU halve, the dense ones do not.
+TEST(Folding, ExpertWeightsSplitOverTheWholeStage) {
+  const Scenario f = folded({"parallelism.pp=1", "parallelism.dp=128", "batch.global_batch=1024"});
+  const Scenario u = folded({"parallelism={\"tp\": 2, \"pp\": 1, \"ep\": 16, \"dp\": 8, \"distributed_optimizer\": true}"});
+  const MemoryReport mf = memory_report(f, expert_load(f, f.calibration), f.calibration);
+  const MemoryReport mu = memory_report(u, expert_load(u, u.calibration), u.calibration);
+  const ParamCounts pc = count_params(f.model);
+  double expert = 0;
+  for (int l = 0; l < f.model.layers; ++l) expert += layer_params(f.model, l).routed_experts;
+  const double dense = pc.total - expert;
+  EXPECT_NEAR(mf.weights.value(), (dense / 2 + expert / 32) * 2, 1e-6 * mf.weights.value());
+  EXPECT_NEAR(mu.weights.value(), (dense / 2 + expert / 16) * 2, 1e-6 * mu.weights.value());
+}
+
+// Wrong folded meshes: the rule in the message, at the JSON path.
+TEST(Folding, WrongFoldedMeshesSayWhy) {
+  auto message = [](std::vector<std::string> sets) -> std::string {
+    try {
+      (void)folded(std::move(sets));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  std::string m = message({"parallelism.ep=64"});
+  EXPECT_NE(m.find("/parallelism/ep"), std::string::npos) << m;
+  EXPECT_NE(m.find("must divide the 32 GPUs of a pipeline stage"), std::string::npos) << m;
+  m = message({"parallelism.dp=8"});
+  EXPECT_NE(m.find("gpus = tp x cp x pp x dp"), std::string::npos) << m;
+  m = message({"parallelism.fsdp=2"});
+  EXPECT_NE(m.find("/parallelism/fsdp"), std::string::npos) << m;
+  m = message({"parallelism.etp=5", "parallelism.ep=1"});
+  EXPECT_NE(m.find("must divide"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace moeperf
