@@ -386,6 +386,10 @@ struct Scenario {
   bool train_mtp = false;  // include the model's MTP modules in the step (MaxText's deepseek3-671b: off)
   Calibration calibration;  // the cost model's parameters: defaults unless a profile overrides them
   std::vector<Straggler> stragglers;
+  // Fleet speed variation: the relative standard deviation of GPU speed across the job's GPUs (a
+  // persistent property of each GPU). Every synchronized step waits for the slowest of the job's
+  // GPUs: compute x (1 + speed_sigma x E[max of gpus standard normals]). 0: not modelled.
+  double speed_sigma = 0;
   // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
   int64_t micro_batches() const {
     return batch.global_batch / (batch.micro_batch * parallelism.dense_data_parallel());

@@ -257,6 +257,14 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     const Calibration base = s.calibration;
     s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
   }
+  if (auto fl = n.get("fleet")) {
+    fl->allow_only(scenario_keys("fleet"));
+    if (auto sg = fl->get("speed_sigma")) {
+      s.speed_sigma = sg->as_number();
+      if (!(s.speed_sigma >= 0 && s.speed_sigma < 0.5))
+        sg->fail("expected a relative standard deviation in [0, 0.5), e.g. 0.02 for 2 %, got " + std::to_string(s.speed_sigma));
+    }
+  }
   if (auto st = n.get("stragglers")) {
     for (size_t i = 0; i < st->size(); ++i) {
       const Node x = (*st)[i];

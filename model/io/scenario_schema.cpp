@@ -103,6 +103,8 @@ const std::vector<FieldDoc>& scenario_fields() {
       // ---------------------------------------------------------------- calibration, MTP, stragglers
       {"calibration", "path or object", "", "the shipped profile of the system's GPU generation", "", "A calibration profile (`\"kind\": \"calibration\"`, from `moeperf calibrate`): values of the cost model's named parameters (`moeperf params`), each overriding the GPU generation's shipped profile (calibration/profiles/)."},
       {"train_mtp", "boolean", "", "false", "false", "Trains the model's multi-token-prediction module (DeepSeek-V3: one more MoE layer, eh_proj and a second head on the last stage); needs a model with one."},
+      {"fleet", "object", "", "{}", "", "Properties of the fleet that grow with the GPU count."},
+      {"fleet.speed_sigma", "number in [0, 0.5)", "", "0 (not modelled)", "0", "GPU-to-GPU speed variation: the relative standard deviation of a GPU's compute speed across the fleet. Every synchronized step waits for the slowest of the job's N GPUs: compute x (1 + sigma x E[max of N standard normals]), about sigma x sqrt(2 ln N). No sourced default is in moeperf's data; measure it (per-GPU GEMM rates from `moeperf run`) and give it."},
       {"stragglers", "array of objects", "", "[]", "[]", "Slow GPUs or racks: each becomes a rank class of its own that every collective it joins waits for."},
       {"stragglers[].gpu", "integer >= 0", "", "one of gpu or rack", "", "A slow GPU, by rank."},
       {"stragglers[].rack", "integer >= 0", "", "one of gpu or rack", "", "A slow NVLink domain (rack), by index among the job's domains: all its GPUs."},

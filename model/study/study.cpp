@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <tuple>
 
 #include "model/error.h"
@@ -241,7 +242,54 @@ std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Cal
   return out;
 }
 
-std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpus, GrowAxis axis, const Calibration& cal) {
+std::vector<std::pair<std::string, double>> step_terms(const StepReport& r) {
+  static const std::vector<std::string> kinds = {"compute",   "optimizer", "slowest of N", "ep comm",    "dp/fsdp comm",
+                                                 "tp/cp comm", "pp comm",   "host copy",    "other comm", "idle"};
+  std::map<std::string, double> sum;
+  for (const std::string& k : kinds) sum[k] = 0;
+  const double step = r.step_time.value();
+  if (!r.graph || !r.sim) return {};
+  auto kind_of = [](Category c) -> const char* {
+    switch (c) {
+      case Category::ep_comm: return "ep comm";
+      case Category::dp_comm:
+      case Category::fsdp_comm: return "dp/fsdp comm";
+      case Category::tp_comm: return "tp/cp comm";
+      case Category::pp_comm: return "pp comm";
+      case Category::offload: return "host copy";
+      default: return "other comm";
+    }
+  };
+  // Every class's timeline to the end of the step, weighted by its GPUs: what an average GPU
+  // spends the step on (a class that finishes early idles until the step ends).
+  double ranks = 0;
+  const double slow = r.graph->fleet_slowdown;
+  for (size_t c = 0; c < r.graph->classes.size() && c < r.sim->classes.size(); ++c) {
+    const RankClass& rc = r.graph->classes[c];
+    const SimClass& sc = r.sim->classes[c];
+    const double w = static_cast<double>(rc.ranks);
+    ranks += w;
+    const std::vector<double> ex = exposed_by_op(rc, sc);
+    double comm = 0, opt = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      if (ex[i] > 0) sum[kind_of(rc.ops[i].category)] += w * ex[i], comm += ex[i];
+      if (rc.ops[i].category == Category::optimizer) opt += (sc.ops[i].end - sc.ops[i].start).value();
+    }
+    const double idle = idle_time(rc, sc).value() + std::max(0.0, step - sc.finish.value());
+    const double busy = std::max(0.0, step - idle - comm);
+    opt = std::min(opt, busy);
+    sum["optimizer"] += w * opt / slow;
+    sum["compute"] += w * (busy - opt) / slow;
+    sum["slowest of N"] += w * busy * (1 - 1 / slow);
+    sum["idle"] += w * idle;
+  }
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string& k : kinds) out.emplace_back(k, ranks > 0 ? sum[k] / ranks : 0.0);
+  return out;
+}
+
+std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpus, GrowAxis axis, const Calibration& cal,
+                              ScaleBatch batch, const std::function<void(const Scenario&)>& check) {
   std::vector<ScalePoint> out;
   const Parallelism& p = s.parallelism;
   const int64_t per_dp_rank = s.batch.global_batch / p.dense_data_parallel();  // sequences per data-parallel rank
@@ -258,15 +306,39 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
       throw InputError("ep = " + std::to_string(grown) + " for " + std::to_string(n) + " GPUs must divide the model's " +
                        std::to_string(x.model.experts) + " routed experts");
     x.gpus = n;
-    x.batch.global_batch = per_dp_rank * x.parallelism.dense_data_parallel();
+    if (batch == ScaleBatch::per_gpu) {
+      x.batch.global_batch = per_dp_rank * x.parallelism.dense_data_parallel();
+    } else {
+      const int64_t per = x.batch.micro_batch * x.parallelism.dense_data_parallel();
+      if (x.batch.global_batch % per != 0)
+        throw InputError("at " + std::to_string(n) + " GPUs the fixed global batch of " + std::to_string(x.batch.global_batch) +
+                         " sequences is not a whole number of micro-batches of " + std::to_string(x.batch.micro_batch) +
+                         " per data-parallel rank (" + std::to_string(x.parallelism.dense_data_parallel()) + " ranks)");
+    }
     // Stragglers keep their GPU or rack index; each point checks they still fit.
     place_stragglers(x);
     size_t bad = 0;
     if (const std::string why = straggler_problem(x, &bad); !why.empty())
       throw InputError("at " + std::to_string(n) + " GPUs, straggler " + std::to_string(bad) + ": " + why);
     x.name = s.name + " @ " + std::to_string(n) + " GPUs";
-    ScalePoint pt{n, predict(x, cal), 0.0};
-    pt.efficiency = out.empty() ? 1.0 : pt.report.tokens_per_s_per_gpu / out.front().report.tokens_per_s_per_gpu;
+    // Points that break a rule of the scenario (DualPipe's micro-batch count, a layout) say so.
+    if (check) check(x);
+    ScalePoint pt;
+    pt.gpus = n;
+    pt.report = predict(x, cal);
+    pt.terms = step_terms(pt.report);
+    if (out.empty()) {
+      pt.efficiency = 1.0;
+      pt.ideal_step_s = pt.report.step_time.value();
+      for (auto& [k, v] : pt.terms) pt.lost.emplace_back(k, 0.0);
+    } else {
+      const ScalePoint& first = out.front();
+      pt.efficiency = pt.report.tokens_per_s_per_gpu / first.report.tokens_per_s_per_gpu;
+      const double work = pt.report.tokens_per_step_per_gpu / first.report.tokens_per_step_per_gpu;
+      pt.ideal_step_s = first.report.step_time.value() * work;
+      for (size_t i = 0; i < pt.terms.size(); ++i)
+        pt.lost.emplace_back(pt.terms[i].first, pt.terms[i].second - first.terms[i].second * work);
+    }
     out.push_back(std::move(pt));
   }
   return out;

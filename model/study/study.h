@@ -5,7 +5,9 @@
 //   auto points = scale(s, {128, 256, 512, 1024}, GrowAxis::fsdp, cal);
 #pragma once
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/params.h"
@@ -48,14 +50,33 @@ std::vector<std::string> comparison_notes(const Scenario& from, const Scenario& 
 
 enum class GrowAxis { fsdp, dp, ep };
 
+// Where a step's time goes for an average GPU (every rank class's timeline to the end of the step,
+// weighted by its GPUs): "compute" (some compute kernel runs), "optimizer" (its step), "slowest of
+// N" (the part of those stretched by fleet speed variation), exposed communication per kind ("ep
+// comm", "dp/fsdp comm", "tp/cp comm", "pp comm", "host copy", "other comm"), and "idle" (nothing
+// runs: the pipeline bubble, host waits, waiting for a slower stage). They add up to the step.
+std::vector<std::pair<std::string, double>> step_terms(const StepReport& r);
+
 struct ScalePoint {
   int64_t gpus = 0;
   StepReport report;
   double efficiency = 0;  // tokens/s/GPU over the first point's
+  // The waterfall of scale: the step's terms (step_terms), and per term what it lost against the
+  // first point: its seconds minus the first point's scaled to this point's work per GPU
+  // (x first tokens per GPU / these tokens per GPU). The losses add up to step - ideal step.
+  std::vector<std::pair<std::string, double>> terms, lost;
+  double ideal_step_s = 0;  // the first point's step scaled to this point's work per GPU
 };
 
-// Grows one mesh axis to reach each GPU count at a fixed per-GPU batch (global batch scales).
-// Throws InputError when a count is not a multiple of the other axes.
-std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpus, GrowAxis axis, const Calibration& cal);
+// How the batch follows the GPU count: fixed per GPU (weak scaling, the global batch grows) or a
+// fixed global batch (strong scaling, each data-parallel rank's share shrinks).
+enum class ScaleBatch { per_gpu, global };
+
+// Grows one mesh axis to reach each GPU count. Throws InputError when a count is not a multiple of
+// the other axes, or (fixed global batch) leaves a data-parallel rank no whole micro-batch; `check`
+// (the loader's rules, io::check_scenario) runs on every point before it is predicted.
+std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpus, GrowAxis axis, const Calibration& cal,
+                              ScaleBatch batch = ScaleBatch::per_gpu,
+                              const std::function<void(const Scenario&)>& check = {});
 
 }  // namespace moeperf

@@ -2,6 +2,9 @@
 // DualPipeV), DualPipe's program, and lower_step(), which runs Lowering over every micro-batch of
 // every stage in the schedule's order, then adds the gradient reduction, the optimizer step and the
 // rank classes of dropless imbalance and stragglers.
+#include <cmath>
+#include <cstdio>
+
 #include "model/hardware/topology.h"
 #include "model/workload/lowering.h"
 
@@ -124,6 +127,21 @@ std::vector<int> stage_layers(const Scenario& s, int stage) {
     for (int l : virtual_stage_layers(s, virtual_stage(s, stage, c))) out.push_back(l);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+double expected_max_of_normals(int64_t n) {
+  if (n <= 1) return 0.0;
+  // E[max] = int_0^inf (1 - Phi^n) dx - int_-inf^0 Phi^n dx; Phi^n by exp(n log Phi).
+  auto phi_n = [&](double x) { return std::exp(static_cast<double>(n) * std::log(0.5 * std::erfc(-x / std::sqrt(2.0)))); };
+  // Simpson's rule on each side of 0, where the integrand jumps by 1.
+  auto simpson = [](auto f, double lo, double hi) {
+    const int steps = 12000;  // h = 0.001
+    const double h = (hi - lo) / steps;
+    double sum = 0;
+    for (int i = 0; i <= steps; ++i) sum += ((i == 0 || i == steps) ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0)) * f(lo + i * h);
+    return sum * h / 3.0;
+  };
+  return simpson([&](double x) { return 1.0 - phi_n(x); }, 0.0, 12.0) - simpson(phi_n, -12.0, 0.0);
 }
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
@@ -404,6 +422,18 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     rc.network_slowdown = x.network_slowdown;
     rc.sync_with = static_cast<int>(stage);  // its pipeline receives match the stage classes' sends (sim.cpp)
     g.classes.push_back(std::move(rc));
+  }
+  // Fleet speed variation: the job waits at every synchronized step for its slowest GPU.
+  if (s.speed_sigma > 0 && s.gpus > 1) {
+    const double e = expected_max_of_normals(s.gpus);
+    g.fleet_slowdown = 1.0 + s.speed_sigma * e;
+    for (RankClass& rc : g.classes) rc.compute_slowdown *= g.fleet_slowdown;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "fleet speed spread %.1f %%: every synchronized step waits for the slowest of %lld GPUs, "
+                  "%.2f standard deviations above the mean: compute x %.4f",
+                  100 * s.speed_sigma, static_cast<long long>(s.gpus), e, g.fleet_slowdown);
+    g.notes.push_back(buf);
   }
   if (dualpipe_family(s) && s.parallelism.fsdp > 1)
     g.notes.push_back("DualPipe's zero-bubble steps run whole backwards here: under FSDP a layer's gradient "

@@ -114,7 +114,12 @@ struct StepGraph {
   double model_flops_per_token = 0; // MaxText convention, no MTP unless the scenario trains it
   ExpertLoad load;
   std::vector<std::string> notes;   // pricing choices worth saying (e.g. MXFP8 priced as FP8 on Hopper)
+  double fleet_slowdown = 1;        // compute x this on every class: the slowest of the job's GPUs (speed_sigma)
 };
+
+// E[max of n independent standard normals] (0 for n = 1), by Simpson's rule on [-12, 12]:
+// about sqrt(2 ln n) - (ln ln n + ln 4 pi) / (2 sqrt(2 ln n)) for large n.
+double expected_max_of_normals(int64_t n);
 
 // Pipeline placement. The layers are split evenly over virtual_stages() model stages; each
 // pipeline stage (a GPU of the pp axis) runs pipeline_chunks() of them:

@@ -191,6 +191,26 @@ TEST(Cli, PredictReportsThePipelineBubble) {
   EXPECT_EQ(t.out.find("serial estimate"), std::string::npos) << t.out;
 }
 
+// The waterfall of scale: at a fixed global batch each point names what it lost; a folded mesh
+// grows along dp only (exit 2 with the reason).
+TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
+  const std::string f = source("examples/deepseek-v3/gb200-strong-scaling.json");
+  const Result t = run("scale " + f + " --grow dp --batch global --gpus 512,1024");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("lost against the first point"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("(the reference)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("idle +"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("fixed global batch (strong scaling)"), std::string::npos) << t.out;
+  const auto j = nlohmann::json::parse(run("scale " + f + " --grow dp --batch global --gpus 512,1024 --format json").out);
+  EXPECT_EQ(j["points"][1]["global_batch"], 8192);
+  EXPECT_EQ(j["points"][1]["micro_batches"], 64);
+  EXPECT_GT(j["points"][1]["lost_s"]["idle"].get<double>(), 0.0);
+  const Result folded = run("scale " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") +
+                            " --grow ep --gpus 256,512");
+  EXPECT_EQ(folded.code, 2);
+  EXPECT_NE(folded.out.find("grows along dp only"), std::string::npos) << folded.out;
+}
+
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
 TEST(Cli, PredictReportsThePipelineLayout) {
   const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
