@@ -53,7 +53,8 @@ int cmd_topo(const std::string& file, int64_t gpus_opt, const std::string& dot, 
             << " per domain)";
   if (t.fabric_tiers() > 0)
     std::cout << ", leaf " << t.count(VertexKind::leaf) << ", spine " << t.count(VertexKind::spine) << ", core "
-              << t.count(VertexKind::core) << " (" << t.fabric_tiers() << "-tier " << sys.fabric->sw.name << ")";
+              << t.count(VertexKind::core) << " (" << t.fabric_tiers() << "-tier " << sys.fabric->sw.name << ", "
+              << (t.adaptive_routing() ? "adaptive routing" : "static ECMP: flows collide on uplinks") << ")";
   std::cout << "\n";
   std::cout << "other         CPUs " << t.count(VertexKind::cpu) << ", NICs " << t.count(VertexKind::nic) << "\n";
   std::cout << "NVLink/GPU    " << fmt(in_gigabytes_per_second(t.nvlink_bandwidth_per_gpu()), 0)

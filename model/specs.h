@@ -84,6 +84,10 @@ struct SwitchSpec {
   int ports = 0;
   BytesPerSecond port_bandwidth;  // per direction
   Seconds latency;                // port to port
+  // How a fat tree of these switches spreads flows over a leaf's uplinks: adaptive routing (per
+  // packet, by load: the leaf's uplinks as one pool) or static ECMP (each flow hashed to one
+  // uplink, so flows collide: the busiest uplink carries the expected maximum of flows into bins).
+  bool adaptive_routing = true;
 };
 
 struct ComputeTraySpec {

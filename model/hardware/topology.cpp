@@ -32,6 +32,8 @@ struct Topology::Impl {
   int tiers = 0;
   BytesPerSecond nic_port;                       // zero without a fabric
   BytesPerSecond leaf_up;                        // per leaf, per direction
+  int leaf_uplinks = 0;
+  bool adaptive_routing = true;
   int64_t half = 0, rails = 1, trays_per_domain = 0, tray_gpus = 1;
   bool rail_optimized = true;
   BytesPerSecond domain_bisection, fabric_bisection;
@@ -243,7 +245,11 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   impl->classes = std::move(b.classes);
   impl->gpus = gpus;
   impl->domains = domains;
-  if (with_fabric) impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
+  if (with_fabric) {
+    impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
+    impl->leaf_uplinks = static_cast<int>(half);
+    impl->adaptive_routing = sys.fabric->sw.adaptive_routing;
+  }
 
   // ---- bisection (per direction) ----
   const Topology t(impl);
@@ -278,6 +284,8 @@ int Topology::fabric_tiers() const { return impl_->tiers; }
 int64_t Topology::leaf_of(int64_t g) const { return impl_->leaf(g); }
 int64_t Topology::pod_of(int64_t g) const { return impl_->tiers == 3 ? leaf_of(g) / impl_->half : 0; }
 BytesPerSecond Topology::leaf_uplink_bandwidth() const { return impl_->leaf_up; }
+int Topology::leaf_uplinks() const { return impl_->leaf_uplinks; }
+bool Topology::adaptive_routing() const { return impl_->adaptive_routing; }
 int64_t Topology::vertex_count() const { return static_cast<int64_t>(boost::num_vertices(impl_->g)); }
 int64_t Topology::link_count() const { return static_cast<int64_t>(boost::num_edges(impl_->g)); }
 int64_t Topology::count(VertexKind k) const {

@@ -59,6 +59,8 @@ class Topology {
   int64_t leaf_of(int64_t gpu) const;   // leaf switch index of the GPU's NIC (-1 without a fabric)
   int64_t pod_of(int64_t gpu) const;    // pod of that leaf (0 in a 2-tier tree)
   BytesPerSecond leaf_uplink_bandwidth() const;  // per leaf, per direction
+  int leaf_uplinks() const;                      // uplink ports per leaf (0 without a fabric)
+  bool adaptive_routing() const;                 // the fabric's switches route adaptively (else static ECMP)
 
   int64_t vertex_count() const;
   int64_t link_count() const;

@@ -73,12 +73,18 @@ NicSpec parse_nic(const Node& n) {
 }
 
 SwitchSpec parse_switch(const Node& n) {
-  n.allow_only({"kind", "name", "source", "note", "ports", "port_bandwidth", "latency"});
+  n.allow_only({"kind", "name", "source", "note", "ports", "port_bandwidth", "latency", "routing"});
   SwitchSpec s;
   s.name = n.at("name").as_string();
   s.ports = static_cast<int>(n.at("ports").as_positive_int());
   s.port_bandwidth = n.at("port_bandwidth").as_bandwidth();
   s.latency = n.at("latency").as_time();
+  if (auto r = n.get("routing")) {
+    // "adaptive" | "static_ecmp", or {"value": ..., "source" | "assumption": ...}.
+    const Node v = r->is_object() ? r->at("value") : *r;
+    if (r->is_object()) r->allow_only({"value", "source", "assumption"});
+    s.adaptive_routing = v.as_enum<bool>({{"adaptive", true}, {"static_ecmp", false}});
+  }
   return s;
 }
 

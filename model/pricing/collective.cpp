@@ -6,9 +6,13 @@
 #include "model/pricing/collective.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <unordered_map>
+
+#include "model/workload/step.h"
 
 namespace moeperf {
 namespace {
@@ -16,6 +20,7 @@ namespace {
 struct Loads {
   std::unordered_map<int64_t, double> nvl_out, nvl_in, nic_out, nic_in;  // per GPU
   std::unordered_map<int64_t, double> leaf_up, leaf_down;                 // per leaf
+  std::unordered_map<int64_t, int64_t> flows_up, flows_down;              // flows crossing each leaf
   Seconds max_latency;      // of any step added
   Seconds nvl_latency;      // of an NVLink step
   Seconds net_latency;      // of the slowest network step
@@ -36,6 +41,8 @@ struct Loads {
     if (la != lb) {
       leaf_up[la] += bytes;
       leaf_down[lb] += bytes;
+      ++flows_up[la];
+      ++flows_down[lb];
       hops = t.pod_of(a) == t.pod_of(b) ? 6 : 8;
     }
     auto it = hop_latency.find(hops);
@@ -121,10 +128,92 @@ void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, cons
   auto& s = cost.s_per_byte;
   if (nvl > 0) s[static_cast<int>(Resource::nvlink)] = std::max(max_of(loads.nvl_out), max_of(loads.nvl_in)) / nvl;
   if (nic > 0) s[static_cast<int>(Resource::nic)] = std::max(max_of(loads.nic_out), max_of(loads.nic_in)) / nic;
-  if (up > 0) s[static_cast<int>(Resource::fabric)] = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down)) / up;
+  if (up > 0) {
+    double load = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down));
+    if (!t.adaptive_routing() && t.leaf_uplinks() > 1) {
+      // Static ECMP: each flow is hashed to one uplink (and each spine's downlink), so the busiest
+      // link carries E[max] of F flows over U links, not F / U of them: the leaf's load times
+      // E[max] / (F / U), flows taken as equal.
+      const int u = t.leaf_uplinks();
+      auto worst = [&](const std::unordered_map<int64_t, double>& bytes, const std::unordered_map<int64_t, int64_t>& flows) {
+        double v = 0;
+        for (const auto& [leaf, b] : bytes) {
+          const int64_t f = flows.at(leaf);
+          v = std::max(v, b * ecmp_collision_factor(f, u));
+        }
+        return v;
+      };
+      load = std::max(worst(loads.leaf_up, loads.flows_up), worst(loads.leaf_down, loads.flows_down));
+    }
+    s[static_cast<int>(Resource::fabric)] = load / up;
+  }
 }
 
 }  // namespace
+
+double expected_max_balls(int64_t balls, int bins) {
+  if (balls <= 0 || bins <= 0) return 0.0;
+  if (bins == 1) return static_cast<double>(balls);
+  static std::map<std::pair<int64_t, int>, double> cache;
+  static std::mutex mu;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find({balls, bins}); it != cache.end()) return it->second;
+  }
+  double e = 0;
+  const double mean = static_cast<double>(balls) / bins;
+  if (balls <= 200) {
+    // Exact: P(max <= m) = n! [x^n] (sum_{j<=m} x^j / (j! U^j))^U, as a binomial convolution
+    // c_n = sum_i C(n, i) a_i b_(n-i) of probability-like terms (no overflow), raised to the U-th
+    // power by squaring; E[max] = sum_m P(max > m).
+    const int64_t n = balls;
+    std::vector<std::vector<double>> binom(static_cast<size_t>(n + 1));
+    for (int64_t i = 0; i <= n; ++i) {
+      binom[static_cast<size_t>(i)].assign(static_cast<size_t>(i + 1), 1.0);
+      for (int64_t j = 1; j < i; ++j)
+        binom[static_cast<size_t>(i)][static_cast<size_t>(j)] =
+            binom[static_cast<size_t>(i - 1)][static_cast<size_t>(j - 1)] + binom[static_cast<size_t>(i - 1)][static_cast<size_t>(j)];
+    }
+    auto mul = [&](const std::vector<double>& a, const std::vector<double>& b) {
+      std::vector<double> c(static_cast<size_t>(n + 1), 0.0);
+      for (int64_t k = 0; k <= n; ++k) {
+        double s = 0;
+        for (int64_t i = 0; i <= k; ++i)
+          s += binom[static_cast<size_t>(k)][static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * b[static_cast<size_t>(k - i)];
+        c[static_cast<size_t>(k)] = s;
+      }
+      return c;
+    };
+    for (int64_t m = static_cast<int64_t>(std::ceil(mean)) - 1; m < n; ++m) {
+      if (m < 0) continue;
+      std::vector<double> a(static_cast<size_t>(n + 1), 0.0), r(static_cast<size_t>(n + 1), 0.0);
+      for (int64_t j = 0; j <= std::min(m, n); ++j) a[static_cast<size_t>(j)] = std::pow(1.0 / bins, static_cast<double>(j));
+      r[0] = 1.0;
+      for (int p = bins; p > 0; p >>= 1) {
+        if (p & 1) r = mul(r, a);
+        if (p > 1) a = mul(a, a);
+      }
+      const double below = r[static_cast<size_t>(n)];  // P(max <= m)
+      e += 1.0 - below;
+      if (1.0 - below < 1e-12) break;
+    }
+    // The terms for m below ceil(mean) - 1 are 1 each (the maximum is at least the mean).
+    e += std::max(0.0, std::ceil(mean) - 1.0);
+  } else {
+    // Many flows: counts close to independent normals of variance F p (1 - p) (the fixed total
+    // barely matters with many bins): mean + sd x E[max of U standard normals].
+    const double p = 1.0 / bins, sd = std::sqrt(static_cast<double>(balls) * p * (1 - p));
+    e = mean + sd * expected_max_of_normals(bins);
+  }
+  const std::lock_guard<std::mutex> lock(mu);
+  cache[{balls, bins}] = e;
+  return e;
+}
+
+double ecmp_collision_factor(int64_t flows, int uplinks) {
+  if (flows <= 0 || uplinks <= 1) return 1.0;
+  return expected_max_balls(flows, uplinks) / (static_cast<double>(flows) / uplinks);
+}
 
 const char* to_string(Resource r) {
   switch (r) {

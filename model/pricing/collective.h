@@ -54,6 +54,13 @@ double bus_factor(Collective c, int64_t n);
 std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank);
 int64_t group_size(Group g, const Parallelism& p);
 
+// E[the fullest of `bins` bins] when `balls` balls fall uniformly and independently: exact up to
+// 200 balls, a normal approximation above. Cached.
+double expected_max_balls(int64_t balls, int bins);
+// Static ECMP: the busiest of `uplinks` links carries E[max] of `flows` hashed flows, this many
+// times the mean (1 with adaptive routing, one flow per link on average never below 1).
+double ecmp_collision_factor(int64_t flows, int uplinks);
+
 // Cost of a collective whose `size` semantics follow Op::bytes. For all-to-all, `size` is what each
 // member sends to the others (spread evenly over them). This is the first of the algorithms below
 // that applies: NVLS all-reduce in one switch domain, else ring; direct all-to-all.

@@ -98,6 +98,51 @@ TEST(Collective, AllToAllAcrossTwoRacksThroughOneSpine) {
   EXPECT_DOUBLE_EQ(c.bottleneck_s_per_byte(), c.s_per_byte[static_cast<int>(Resource::nic)]);
 }
 
+// Balls into bins, closed forms: 2 flows over 2 links fill one with both half of the time (1.5);
+// 3 over 2: 3 a quarter of the time, else 2 (2.25); 3 over 3: 3 in 3/27, 1 in 6/27, else 2 (51/27);
+// 2 over 32: both on one link 1/32 of the time; one flow is always 1. Large counts: mean plus about
+// sd x E[max of U normals], continuous across the switch from exact to approximate at 200.
+TEST(Ecmp, ExpectedMaxOfFlowsOverLinksIsTheClosedForm) {
+  EXPECT_NEAR(expected_max_balls(2, 2), 1.5, 1e-12);
+  EXPECT_NEAR(expected_max_balls(3, 2), 2.25, 1e-12);
+  EXPECT_NEAR(expected_max_balls(3, 3), 51.0 / 27, 1e-12);
+  EXPECT_NEAR(expected_max_balls(2, 32), 1 + 1.0 / 32, 1e-12);
+  EXPECT_NEAR(expected_max_balls(1, 72), 1.0, 1e-12);
+  EXPECT_NEAR(expected_max_balls(7, 1), 7.0, 1e-12);
+  EXPECT_NEAR(expected_max_balls(200, 16) / expected_max_balls(201, 16), 1.0, 0.03);
+  EXPECT_NEAR(ecmp_collision_factor(1, 72), 72.0, 1e-9);  // one flow: one link of 72 carries it all
+  EXPECT_GT(ecmp_collision_factor(3584, 72), 1.2);
+  EXPECT_LT(ecmp_collision_factor(3584, 72), 1.6);
+}
+
+// Static ECMP on the two-rack fabric: leaf 0's 64 rack-0 GPUs each send to the 56 GPUs on leaf 1,
+// 3,584 flows hashed over 72 uplinks (and as many into leaf 1's downlinks): the busiest link
+// carries E[max] of them, the fabric's time per byte that many times the adaptive one's.
+TEST(Ecmp, StaticHashingCollidesOnTheUplinks) {
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(source("topologies/gb300-nvl72.json")));
+  j["nvlink_domain"] = source("topologies/domains/gb300-nvl72.json");
+  nlohmann::json f = nlohmann::json::parse(std::ifstream(source("topologies/fabrics/quantum-x800-fat-tree.json")));
+  nlohmann::json sw = nlohmann::json::parse(std::ifstream(source("topologies/switches/quantum-x800.json")));
+  f["rail_optimized"] = false;
+  moeperf::testing::TempDir d;
+  f["switch"] = sw;
+  j["fabric"] = f;
+  const Topology adaptive = Topology::build(io::load_system(d.write("adaptive.json", j.dump())), 128);
+  sw["routing"] = "static_ecmp";
+  j["fabric"]["switch"] = sw;
+  const Topology hashed = Topology::build(io::load_system(d.write("static.json", j.dump())), 128);
+  EXPECT_TRUE(adaptive.adaptive_routing());
+  EXPECT_FALSE(hashed.adaptive_routing());
+  EXPECT_EQ(hashed.leaf_uplinks(), 72);
+  const Calibration cal;
+  const int fab = static_cast<int>(Resource::fabric);
+  const double a = collective_cost(Collective::all_to_all, iota(128), adaptive, cal).s_per_byte[fab];
+  const double s = collective_cost(Collective::all_to_all, iota(128), hashed, cal).s_per_byte[fab];
+  EXPECT_NEAR(s / a, ecmp_collision_factor(64 * 56, 72), 1e-9);
+  // Inside one rack nothing crosses a leaf: no collisions either way.
+  EXPECT_DOUBLE_EQ(collective_cost(Collective::all_to_all, iota(64), hashed, cal).s_per_byte[fab], 0.0);
+}
+
 TEST(Collective, AllToAllOf1152Gb200GpusIsBoundByTheBytesLeavingEachRack) {
   const SystemSpec sys = io::load_system(source("topologies/gb200-nvl72.json"));
   const Topology t = Topology::build(sys, 1152);
