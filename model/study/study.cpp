@@ -46,6 +46,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   if (sa.name != sb.name || ga.name != gb.name || ga.dense_bf16 != gb.dense_bf16 || ga.dense_fp8 != gb.dense_fp8 ||
       ga.hbm_bandwidth != gb.hbm_bandwidth || ga.hbm_usable != gb.hbm_usable ||
       ga.nvlink_bandwidth_per_link != gb.nvlink_bandwidth_per_link ||
+      (sa.fabric && sb.fabric && sa.fabric->sw.adaptive_routing != sb.fabric->sw.adaptive_routing) ||
       sa.domain.tray.nic.port_bandwidth != sb.domain.tray.nic.port_bandwidth || sa.domain.trays != sb.domain.trays ||
       sa.gpus_per_domain_when_spanning != sb.gpus_per_domain_when_spanning)
     out.emplace_back("system");
@@ -59,6 +60,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("parallelism.fsdp", pa.fsdp, pb.fsdp);
   cmp("parallelism.dp", pa.dp, pb.dp);
   cmp("parallelism.etp", pa.folded ? pa.etp : 0, pb.folded ? pb.etp : 0);
+  cmp("parallelism.layout", pa.layout, pb.layout);
   cmp("parallelism.schedule", pa.schedule, pb.schedule);
   cmp("parallelism.sequence_parallel", pa.sequence_parallel, pb.sequence_parallel);
   cmp("parallelism.distributed_optimizer", pa.distributed_optimizer, pb.distributed_optimizer);
@@ -117,6 +119,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.pdl_quantize", oa.pdl_quantize, ob.pdl_quantize);
   cmp("stack.norm_quantize_fusion", oa.norm_quantize_fusion, ob.norm_quantize_fusion);
   cmp("train_mtp", a.train_mtp, b.train_mtp);
+  cmp("fleet.speed_sigma", a.speed_sigma, b.speed_sigma);
   if (a.stragglers.size() != b.stragglers.size()) {
     out.emplace_back("stragglers");
   } else {

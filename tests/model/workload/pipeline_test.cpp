@@ -12,6 +12,7 @@
 #include "model/pricing/cost.h"
 #include "model/sim/sim.h"
 #include "model/study/predict.h"
+#include "model/study/study.h"
 #include "model/workload/flops.h"
 #include "model/workload/memory.h"
 #include "model/workload/pipeline_layout.h"
@@ -311,6 +312,7 @@ TEST(PipelineLayout, MegatronsDeepSeekLayoutPlacesLayersAsCounted) {
   EXPECT_FALSE(holds_embedding(s, 7));
   const Scenario even = ladder({"parallelism.layout=null"});
   EXPECT_EQ(stage_layers(even, 0), (std::vector<int>{0, 1, 16, 17, 31, 32, 46, 47}));
+  EXPECT_EQ(differing_fields(s, even), std::vector<std::string>{"parallelism.layout"});  // compare names it
   const StepGraph g = lower_step(s, expert_load(s, s.calibration));
   const int64_t mbs = s.micro_batches();
   for (const RankClass& rc : g.classes) {
