@@ -1,5 +1,9 @@
 #include "gui/models/study_data.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
 #include "model/error.h"
 #include "model/io/stacks.h"
 
@@ -16,9 +20,27 @@ std::vector<WaterfallBar> waterfall_bars(const std::vector<WaterfallStep>& steps
 std::vector<ScalingPoint> scaling_points(const std::vector<ScalePoint>& points) {
   std::vector<ScalingPoint> out;
   out.reserve(points.size());
-  for (const ScalePoint& p : points)
-    out.push_back({p.gpus, p.report.tokens_per_s_per_gpu, p.report.model_tflops_per_gpu, p.efficiency,
-                   p.report.memory.fits});
+  for (const ScalePoint& p : points) {
+    ScalingPoint sp{p.gpus, p.report.tokens_per_s_per_gpu, p.report.model_tflops_per_gpu, p.efficiency,
+                    p.report.memory.fits, {}};
+    const double step = p.report.step_time.value();
+    for (const auto& [k, v] : p.lost)
+      if (step > 0 && std::abs(v) >= 0.001 * step) sp.lost_share.emplace_back(k, v / step);
+    std::sort(sp.lost_share.begin(), sp.lost_share.end(),
+              [](const auto& a, const auto& b) { return std::abs(a.second) > std::abs(b.second); });
+    out.push_back(std::move(sp));
+  }
+  return out;
+}
+
+std::string lost_text(const ScalingPoint& p, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < p.lost_share.size() && i < n; ++i) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%s%s %+.1f %%", out.empty() ? "" : ", ", p.lost_share[i].first.c_str(),
+                  100 * p.lost_share[i].second);
+    out += buf;
+  }
   return out;
 }
 

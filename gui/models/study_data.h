@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/study/predict.h"
@@ -31,7 +32,13 @@ struct ScalingPoint {
   double tflops_per_gpu = 0;
   double efficiency = 0;  // tokens/s/GPU over the first point's (ScalePoint::efficiency)
   bool fits = true;
+  // What the step lost against the first point, per mechanism, as a share of this point's step
+  // (ScalePoint::lost / step), largest first, those of at least 0.1 %.
+  std::vector<std::pair<std::string, double>> lost_share;
 };
+
+// "idle +10.8 %, dp/fsdp comm +10.5 %" (at most `n` terms), or "" when none moved.
+std::string lost_text(const ScalingPoint& p, size_t n = 3);
 
 inline const std::vector<int64_t> kDefaultScaleGpus = {128, 256, 512, 1024};
 

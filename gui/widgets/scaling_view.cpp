@@ -103,11 +103,16 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     if (fit_->count() == 0) chart->legend()->markers(fit_).front()->setVisible(false);
     if (nofit_->count() == 0) chart->legend()->markers(nofit_).front()->setVisible(false);
     chart->legend()->setAlignment(Qt::AlignBottom);
-    chart->setTitle(QStringLiteral("%1<br>scaling at a fixed per-GPU batch: %2 → %3 GPUs, efficiency %4%")
+    const std::string lost = lost_text(pts.back());
+    chart->setTitle(QStringLiteral("%1<br>scaling at a fixed per-GPU batch: %2 → %3 GPUs, efficiency %4%%5")
                         .arg(QString::fromStdString(studies_->name).toHtmlEscaped())
                         .arg(pts.front().gpus)
                         .arg(pts.back().gpus)
-                        .arg(100 * pts.back().efficiency, 0, 'f', 1));
+                        .arg(100 * pts.back().efficiency, 0, 'f', 1)
+                        .arg(lost.empty() ? QString()
+                                          : tr("<br>at %1 GPUs the step lost: %2")
+                                                .arg(pts.back().gpus)
+                                                .arg(QString::fromStdString(lost).toHtmlEscaped())));
     QFont f = chart->titleFont();
     f.setPointSizeF(f.pointSizeF() * 1.4);
     f.setBold(true);

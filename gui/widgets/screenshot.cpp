@@ -112,7 +112,8 @@ QByteArray shot_figures(const StepReport& report, const ShotOptions& opt, const 
       pts.append(QJsonObject{{QStringLiteral("gpus"), static_cast<double>(p.gpus)},
                              {QStringLiteral("tokens_per_s_per_gpu"), r6(p.tokens_per_s_per_gpu)},
                              {QStringLiteral("efficiency"), r6(p.efficiency)},
-                             {QStringLiteral("fits"), p.fits}});
+                             {QStringLiteral("fits"), p.fits},
+                             {QStringLiteral("lost"), QString::fromStdString(lost_text(p, 10))}});
     j[QStringLiteral("points")] = pts;
   }
   if (opt.view == View::topology) {

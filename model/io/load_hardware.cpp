@@ -80,9 +80,9 @@ SwitchSpec parse_switch(const Node& n) {
   s.port_bandwidth = n.at("port_bandwidth").as_bandwidth();
   s.latency = n.at("latency").as_time();
   if (auto r = n.get("routing")) {
-    // "adaptive" | "static_ecmp", or {"value": ..., "source" | "assumption": ...}.
+    // "adaptive" | "static_ecmp", or {"value": ..., "source": ...}.
     const Node v = r->is_object() ? r->at("value") : *r;
-    if (r->is_object()) r->allow_only({"value", "source", "assumption"});
+    if (r->is_object()) r->allow_only({"value", "source"});
     s.adaptive_routing = v.as_enum<bool>({{"adaptive", true}, {"static_ecmp", false}});
   }
   return s;

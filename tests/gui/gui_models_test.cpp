@@ -1,6 +1,7 @@
 // gui_models without a window: time<->pixel geometry and LOD merging in closed form, the op table
 // through QAbstractItemModelTester, the exposed-communication sweep against the model's figure,
 // the scenario form's field <-> override mapping and save, the measured-medians column.
+#include <algorithm>
 #include <QAbstractItemModelTester>
 #include <QGuiApplication>
 #include <QTest>
@@ -210,8 +211,19 @@ class StudyDataTest : public QObject {
       QCOMPARE(st.scaling[i].tokens_per_s_per_gpu, pts[i].report.tokens_per_s_per_gpu);
       QCOMPARE(st.scaling[i].efficiency, pts[i].efficiency);
       QCOMPARE(st.scaling[i].fits, pts[i].report.memory.fits);
+      // The losses shown: the model's, as shares of the point's step, those of 0.1 % or more.
+      for (const auto& [name, share] : st.scaling[i].lost_share) {
+        const auto it = std::find_if(pts[i].lost.begin(), pts[i].lost.end(), [&](const auto& x) { return x.first == name; });
+        QVERIFY(it != pts[i].lost.end());
+        QCOMPARE(share, it->second / pts[i].report.step_time.value());
+        QVERIFY(std::abs(share) >= 0.001);
+      }
     }
     QCOMPARE(st.scaling.front().efficiency, 1.0);  // the first point over itself
+    QVERIFY(st.scaling.front().lost_share.empty());
+    // Strong scaling loses to the bubble and the gradient all-reduce, and the text says so.
+    ScalingPoint p{8192, 0, 0, 0.78, true, {{"idle", 0.108}, {"dp/fsdp comm", 0.105}, {"optimizer", 0.009}}};
+    QCOMPARE(QString::fromStdString(lost_text(p, 2)), QStringLiteral("idle +10.8 %, dp/fsdp comm +10.5 %"));
   }
   void rejectedSweepKeepsTheMessage() {
     // 100 GPUs is not a multiple of the other axes (ep 8): scale() throws, the waterfall stays.
