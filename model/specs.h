@@ -339,6 +339,11 @@ struct StackOptions {
   // overlap (one's all-to-all behind the other's compute): DualPipe's overlap, Megatron's combined
   // 1F1B with EP communication overlap. On by itself under the dualpipe schedule.
   bool fwd_bwd_overlap = false;
+  // Without FSDP: each layer's data-parallel gradient reduction is issued as soon as the last
+  // micro-batch's backward has produced that layer's gradients, overlapping the rest of the
+  // backward (Megatron's --overlap-grad-reduce, bucketed per layer here); else one reduction of all
+  // of the stage's gradients after the backward.
+  bool grad_reduce_overlap = false;
   // The backward rebuilds the expert input rows (permute and dispatch again) as JAX's remat does,
   // the rows carrying no checkpoint name; false: autograd keeps them (PyTorch), in HBM.
   bool remat_dispatch = true;

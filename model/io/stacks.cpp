@@ -101,6 +101,7 @@ void apply_fields(const Node& n, StackOptions& o) {
     if (auto x = ov->get("fsdp_prefetch_depth")) o.fsdp_prefetch_depth = static_cast<int>(unwrap(*x).as_positive_int());
     if (auto x = ov->get("a2a_with_shared_expert")) o.a2a_with_shared_expert = unwrap(*x).as_bool();
     if (auto x = ov->get("fwd_bwd")) o.fwd_bwd_overlap = unwrap(*x).as_bool();
+    if (auto x = ov->get("grad_reduce")) o.grad_reduce_overlap = unwrap(*x).as_bool();
   }
   if (auto x = field("a2a_buffer_factor")) o.a2a_buffer_factor = x->as_number();
   if (auto x = field("remat_dispatch")) o.remat_dispatch = x->as_bool();

@@ -105,6 +105,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.overlap.fsdp_prefetch_depth", oa.fsdp_prefetch_depth, ob.fsdp_prefetch_depth);
   cmp("stack.overlap.a2a_with_shared_expert", oa.a2a_with_shared_expert, ob.a2a_with_shared_expert);
   cmp("stack.overlap.fwd_bwd", oa.fwd_bwd_overlap, ob.fwd_bwd_overlap);
+  cmp("stack.overlap.grad_reduce", oa.grad_reduce_overlap, ob.grad_reduce_overlap);
   cmp("stack.a2a_buffer_factor", oa.a2a_buffer_factor, ob.a2a_buffer_factor);
   cmp("stack.remat_dispatch", oa.remat_dispatch, ob.remat_dispatch);
   cmp("stack.host_op_s", oa.host_op_s, ob.host_op_s);

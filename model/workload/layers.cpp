@@ -129,6 +129,11 @@ void Lowering::backward_layer(int l) {
   tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   memory("attn.norm.bwd", l, 4.0 * t_sp_ * h * 2.0);
   const int32_t wgrads_done = last();
+  // The layer's data-parallel gradient reduction waits for its weight gradients and nothing waits
+  // for it but the optimizer: it is emitted at the end of the unit (flush_grad_reduces), after the
+  // hand-off to the previous stage, so that the hand-off does not take it for its input. It starts
+  // when its weight gradients are done all the same (its queue carries nothing else).
+  if (reduce_grads()) held_reduces_.emplace_back(l, wgrads_done);
   if (fsdp()) {
     comm("fsdp.reduce_scatter", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
          Group::dense_shard, dense_params(l) * bg_, {wgrads_done});
@@ -137,6 +142,10 @@ void Lowering::backward_layer(int l) {
            Group::fsdp, local_expert_params(l) * bg_, {wgrads_done});
   }
   last_compute_[lane_] = last_on(Stream::compute);
+}
+
+void Lowering::flush_grad_reduces() {
+  for (const auto& [l, after] : std::exchange(held_reduces_, {})) grad_reduce(l, after);
 }
 
 // ---------------------------------------------------------------- embedding, head, optimizer

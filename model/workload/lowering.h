@@ -370,22 +370,49 @@ class Lowering {
   // start_deferred_unit() opens the group of one backward unit, emit_deferred_unit() emits the
   // oldest group (on the current lane, with its micro-batch and phase).
   void set_defer_wgrad(bool on) { defer_wgrad_ = on; }
-  void start_deferred_unit() { deferred_.emplace_back(); }
+  void start_deferred_unit() {
+    deferred_.emplace_back();
+    deferred_reduce_.push_back(reduce_grads_);
+  }
   bool has_deferred_unit() const { return !deferred_.empty(); }
   void emit_deferred_unit() {
     if (deferred_.empty()) return;
     const std::vector<DeferredGemm> group = std::move(deferred_.front());
     deferred_.erase(deferred_.begin());
+    const bool reduce = deferred_reduce_.front();
+    deferred_reduce_.erase(deferred_reduce_.begin());
     const int mb = mb_;
     const Phase ph = phase_;
-    for (const DeferredGemm& g : group) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      const DeferredGemm& g = group[i];
       mb_ = g.micro_batch;
       phase_ = Phase::backward;
       gemm(g.name, g.cat, g.layer, g.flops_exec, g.flops_model, g.dt, g.m, g.n, g.k, g.groups, g.launches);
+      // The last weight gradient of a layer in the step's last backward: its reduction may start.
+      if (reduce && (i + 1 == group.size() || group[i + 1].layer != g.layer)) grad_reduce(g.layer, last());
     }
     mb_ = mb;
     phase_ = ph;
   }
+  // The step's last backward of this chunk is being lowered: with stack.overlap.grad_reduce (and
+  // no FSDP), each layer's data-parallel gradient reduction follows its weight gradients.
+  void set_reduce_grads(bool on) { reduce_grads_ = on && s_.stack.grad_reduce_overlap && !fsdp(); }
+  bool reduces_grads_per_layer() const { return s_.stack.grad_reduce_overlap && !fsdp(); }
+  // One layer's gradient reduction over its data-parallel replicas (dense over dense_dp, experts
+  // over the expert replicas), after op `after`; the ids are kept for the optimizer step.
+  void grad_reduce(int l, int32_t after) {
+    if (p_.dense_data_parallel() > 1)
+      grad_reduces_.push_back(comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, l, Collective::all_reduce,
+                                   Group::dense_dp, dense_params(l) * bg_, {after}));
+    const int64_t expert_replicas = p_.folded ? p_.expert_data_parallel() : p_.dp;
+    if (is_moe_layer(l) && expert_replicas > 1)
+      grad_reduces_.push_back(comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, l,
+                                   Collective::all_reduce, Group::expert_dp, local_expert_params(l) * bg_, {after}));
+  }
+  const std::vector<int32_t>& grad_reduces() const { return grad_reduces_; }
+  // Emits the gradient reductions held back by backward_layer (see there).
+  void flush_grad_reduces();
+  bool reduce_grads() const { return reduce_grads_ && !defer_wgrad_; }
   void set_phase(Phase ph) { phase_ = ph; }
 
  private:
@@ -435,6 +462,10 @@ class Lowering {
   };
   bool defer_wgrad_ = false;
   std::vector<std::vector<DeferredGemm>> deferred_;  // per deferred backward unit, oldest first
+  std::vector<bool> deferred_reduce_;                // per deferred unit: reduce its layers' gradients after it
+  bool reduce_grads_ = false;
+  std::vector<int32_t> grad_reduces_;
+  std::vector<std::pair<int, int32_t>> held_reduces_;  // (layer, its last weight-gradient op)
   unsigned gated_streams_ = 0;
   std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
   std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive, a TP gather)

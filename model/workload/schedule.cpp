@@ -229,6 +229,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         if (v == 0) low.embedding(true);
         end = low.last();
         if (v > 0) p2p("pp.send.bwd", v - 1, {low.last()});
+        low.flush_grad_reduces();
       }
       return end;
     };
@@ -252,12 +253,16 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       auto backward = [&](int c, bool input_only, std::vector<int32_t> gates) {
         const std::pair<int64_t, int> key{next_bwd[static_cast<size_t>(c)]++, c};
         const bool defer = input_only && split_w;
+        // The chunk's last micro-batch: its layers' gradients are complete after this backward.
+        const int64_t last_mb = (c == 0 ? 0 : base1) + (s.parallelism.schedule == PipelineSchedule::dualpipe ? mbs / 2 : mbs) - 1;
+        low.set_reduce_grads(key.first == last_mb);
         if (defer) low.start_deferred_unit();
         low.set_defer_wgrad(defer);
         const auto it = fwd_end.find(key);
         if (it != fwd_end.end()) gates.push_back(it->second);
         const int32_t end = unit(false, key.first, c, std::move(gates));
         low.set_defer_wgrad(false);
+        low.set_reduce_grads(false);
         bwd_end_of[key] = end;
         return end;
       };
@@ -311,7 +316,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     };
     auto run_backward = [&] {
       const auto it = fwd_end.find(bwd_units[next_b]);
+      low.set_reduce_grads(bwd_units[next_b].first == mbs - 1);  // the chunk's last backward
       unit(false, bwd_units[next_b].first, bwd_units[next_b].second, gate(it != fwd_end.end() ? it->second : -1));
+      low.set_reduce_grads(false);
       bwd_end = low.last();
       bwd_end_of[bwd_units[next_b]] = bwd_end;
       ++next_b;
@@ -353,16 +360,29 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     }
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
     const double expert_shard = static_cast<double>(p.fsdp);
-    if (p.fsdp == 1 && p.dense_data_parallel() > 1)
-      grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                               Group::dense_dp, dense * bgrad, {low.last()}));
-    if (p.dp > 1 && p.fsdp > 1)
-      grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                               Group::dp, dense / dense_shard * bgrad, {low.last()}));
-    // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
-    if ((p.folded ? p.expert_data_parallel() : p.dp) > 1)
-      grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
-                               Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
+    if (low.reduces_grads_per_layer()) {
+      // The layers' reductions ran during the last backward; the embedding and head remain.
+      const double rest = dense - [&] {
+        double x = 0;
+        for (int l : layers) x += low.dense_params(l);
+        return x;
+      }();
+      for (int32_t id : low.grad_reduces()) grads.push_back(id);
+      if (p.dense_data_parallel() > 1 && rest > 0)
+        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                                 Group::dense_dp, rest * bgrad, {low.last()}));
+    } else {
+      if (p.fsdp == 1 && p.dense_data_parallel() > 1)
+        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                                 Group::dense_dp, dense * bgrad, {low.last()}));
+      if (p.dp > 1 && p.fsdp > 1)
+        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
+                                 Group::dp, dense / dense_shard * bgrad, {low.last()}));
+      // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
+      if ((p.folded ? p.expert_data_parallel() : p.dp) > 1)
+        grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
+                                 Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
+    }
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
     // optimizer, no FSDP) its slice of every replica group: dense over ep x dp, experts over dp.

@@ -164,7 +164,8 @@ TEST(ScenarioSchema, StatedDefaultsAreTheLoadersDefaults) {
 // The loader accepts exactly the documented keys: an undocumented one is refused with the list.
 TEST(ScenarioSchema, LoaderAcceptsTheDocumentedKeys) {
   EXPECT_EQ(scenario_keys("stack.overlap"),
-            (std::vector<std::string>{"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert", "fwd_bwd"}));
+            (std::vector<std::string>{"fsdp_prefetch", "fsdp_prefetch_depth", "a2a_with_shared_expert", "fwd_bwd",
+                                      "grad_reduce"}));
   EXPECT_EQ(scenario_keys("stragglers[]"),
             (std::vector<std::string>{"gpu", "rack", "compute_slowdown", "nvlink_slowdown", "network_slowdown", "note"}));
   try {

@@ -2,12 +2,14 @@
 // and the waterfall of scale (the terms of a step add up to it, the losses to step - ideal).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/error.h"
 #include "model/io/errors.h"
 #include "model/io/load.h"
 #include "model/study/study.h"
+#include "model/workload/flops.h"
 #include "model/workload/step.h"
 
 namespace moeperf {
@@ -90,6 +92,57 @@ TEST(ScaleWaterfall, StrongScalingLossesAddUpAndNameTheirMechanisms) {
     ADD_FAILURE() << "accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("not a whole number of micro-batches"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// Megatron's --overlap-grad-reduce (stack.overlap.grad_reduce, on in megatron-core): each layer's
+// data-parallel gradient all-reduce follows its weight gradients in the step's last backward of its
+// chunk, no pipeline hand-off waits for it, and the bytes add up to the one all-reduce after the
+// backward that the flag off gives (BF16 gradients, the stage's dense weights over 1,024 replicas).
+TEST(DataParallel, GradientReductionOverlapsTheLastBackward) {
+  const std::string f = source("examples/deepseek-v3/gb200-strong-scaling.json");
+  const Scenario on = io::load_scenario(f, {io::parse_override("gpus=8192"), io::parse_override("parallelism.dp=32")});
+  const Scenario off = io::load_scenario(
+      f, {io::parse_override("gpus=8192"), io::parse_override("parallelism.dp=32"),
+          io::parse_override("stack.overlap.grad_reduce=false")});
+  ASSERT_TRUE(on.stack.grad_reduce_overlap);
+  const int64_t mbs = on.micro_batches();
+  const StepGraph g = lower_step(on, expert_load(on, on.calibration)), g0 = lower_step(off, expert_load(off, off.calibration));
+  for (size_t c = 0; c < g.classes.size(); ++c) {
+    const RankClass& rc = g.classes[c];
+    double per_layer = 0, rest = 0, expected = 0, before = 0;
+    std::vector<int> reduced;
+    for (int l : stage_layers(on, rc.pp_stage)) expected += layer_params(on.model, l).dense * 2;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (op.name == "dp.all_reduce" && op.layer >= 0) {
+        per_layer += op.bytes.value();
+        reduced.push_back(op.layer);
+        EXPECT_EQ(op.micro_batch, mbs - 1) << rc.name;
+        ASSERT_EQ(op.deps.size(), 1u);
+        const Op& w = rc.ops[static_cast<size_t>(op.deps[0])];
+        EXPECT_EQ(w.layer, op.layer) << rc.name << " " << w.name;
+        EXPECT_EQ(w.phase, Phase::backward);
+      }
+      if (op.name == "dp.all_reduce" && op.layer < 0) rest += op.bytes.value();
+      if (op.name == "pp.send.bwd") {
+        for (int32_t d : op.deps) {
+          EXPECT_NE(rc.ops[static_cast<size_t>(d)].name, "dp.all_reduce") << rc.name;
+        }
+      }
+    }
+    std::sort(reduced.begin(), reduced.end());
+    EXPECT_EQ(reduced, stage_layers(on, rc.pp_stage)) << rc.name;
+    EXPECT_NEAR(per_layer, expected, 1e-6 * expected) << rc.name;
+    for (const Op& op : g0.classes[c].ops)
+      if (op.name == "dp.all_reduce") before += op.bytes.value();
+    EXPECT_NEAR(per_layer + rest, before, 1e-6 * before) << rc.name;
   }
 }
 

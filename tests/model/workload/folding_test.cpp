@@ -72,7 +72,7 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
   const RankClass& rc = g.classes[0];
   ASSERT_EQ(rc.pp_stage, 0);
   std::map<std::string, int> count;
-  double dense = 0;
+  double dense = 0, reduced = 0;
   for (int l : stage_layers(s, 0)) dense += layer_params(s.model, l).dense / 2;
   dense += count_params(s.model).embedding / 2;
   for (const Op& op : rc.ops) {
@@ -83,10 +83,13 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
     }
     if (op.name == "dp.all_reduce") {
       EXPECT_EQ(op.group, Group::dense_dp);
-      EXPECT_NEAR(op.bytes.value(), dense * 4, 1e-6 * op.bytes.value());
+      reduced += op.bytes.value();
     }
   }
-  EXPECT_EQ(count["dp.all_reduce"], 1);
+  // megatron-core overlaps the reduction with the last backward: one all-reduce per layer of the
+  // stage, then the embedding's; together the stage's dense gradients.
+  EXPECT_NEAR(reduced, dense * 4, 1e-6 * reduced);
+  EXPECT_EQ(count["dp.all_reduce"], static_cast<int>(stage_layers(s, 0).size()) + 1);
   EXPECT_EQ(count["dp.all_reduce_experts"], 0);
   EXPECT_EQ(count["moe.dispatch.etp_all_gather"], 0);
   // ETP 2 x EP 8 x EDP 2: the expert slices gather their EP rank's rows and reduce-scatter them
@@ -98,6 +101,7 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
   double expert = 0;
   for (int l : stage_layers(e, 0)) expert += layer_params(e.model, l).routed_experts / 16;
   std::map<std::string, int> n;
+  double expert_reduced = 0;
   for (const Op& op : ge.classes[0].ops) {
     ++n[op.name];
     if (op.name == "moe.dispatch.etp_all_gather" || op.name == "moe.combine.etp_reduce_scatter") {
@@ -110,15 +114,16 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
     }
     if (op.name == "dp.all_reduce_experts") {
       EXPECT_EQ(op.group, Group::expert_dp);
-      EXPECT_NEAR(op.bytes.value(), expert * 4, 1e-6 * op.bytes.value());
+      expert_reduced += op.bytes.value();
     }
   }
+  EXPECT_NEAR(expert_reduced, expert * 4, 1e-6 * expert_reduced);  // per layer (megatron-core overlaps them)
   const int64_t moe_layers = static_cast<int64_t>(stage_layers(e, 0).size()) * e.micro_batches();
   EXPECT_EQ(n["moe.dispatch.etp_all_gather"], moe_layers);
   EXPECT_EQ(n["moe.combine.etp_reduce_scatter"], moe_layers);
   EXPECT_EQ(n["moe.combine.bwd.etp_all_gather"], moe_layers);
   EXPECT_EQ(n["moe.dispatch.bwd.etp_reduce_scatter"], moe_layers);
-  EXPECT_EQ(n["dp.all_reduce_experts"], 1);
+  EXPECT_EQ(n["dp.all_reduce_experts"], static_cast<int64_t>(stage_layers(e, 0).size()));
 }
 
 // Folded, each rank holds 128 / 32 = 4 whole experts per layer; unfolded with the same TP (EP 16
