@@ -227,8 +227,14 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           if (*it == L) low.head(true);
         }
         if (v == 0) low.embedding(true);
-        end = low.last();
-        if (v > 0) p2p("pp.send.bwd", v - 1, {low.last()});
+        // The hand-off waits for the input gradient, not for the gradient reduce-scatters FSDP
+        // issues after the chunk's first layer (nothing but the optimizer waits for those).
+        int32_t grad_out = low.last();
+        while (grad_out > 0 && low.op(grad_out).category == Category::fsdp_comm &&
+               low.op(grad_out).collective == Collective::reduce_scatter)
+          --grad_out;
+        end = grad_out;
+        if (v > 0) p2p("pp.send.bwd", v - 1, {grad_out});
         low.flush_grad_reduces();
       }
       return end;

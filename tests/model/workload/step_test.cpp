@@ -422,6 +422,18 @@ TEST(Defects, PipelineSendAndReceiveAreOneTransfer) {
     }
   }
   EXPECT_EQ(matched, 2 * 2);  // 2 micro-batches, a forward and a backward hand-off each
+  // A backward hand-off waits for the input gradient, not for the gradient reduce-scatters FSDP
+  // issues after the chunk's first layer.
+  int sends = 0;
+  for (const RankClass& rc : r.graph->classes)
+    for (const Op& op : rc.ops)
+      if (op.name == "pp.send.bwd") {
+        ++sends;
+        for (int32_t dep : op.deps) {
+          EXPECT_FALSE(starts_with(rc.ops[static_cast<size_t>(dep)].name, "fsdp.reduce_scatter")) << rc.name;
+        }
+      }
+  EXPECT_GT(sends, 0);
 }
 
 // DualPipeV's V turns on stage pp - 1 (virtual stages pp - 1 and pp on one GPU): no network op
