@@ -233,6 +233,8 @@ struct Parallelism {
   // Expert layers split experts over ep (and each expert over etp) and are data-parallel over the
   // rest: fsdp x dp unfolded, edp = stage GPUs / (etp x ep) folded.
   int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : fsdp * dp; }
+  // The expert replicas a gradient all-reduce spans (those FSDP has not reduce-scattered already).
+  int64_t expert_reduce_replicas() const { return folded ? expert_data_parallel() : dp; }
   // Rank distance between neighbours of an EP group, and the span of one group in ranks.
   int64_t ep_stride() const { return folded ? etp : tp * cp; }
   int64_t ep_span() const { return ep_stride() * ep; }

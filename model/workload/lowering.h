@@ -326,7 +326,7 @@ class Lowering {
                 double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     gemm(name + ".dgrad", cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
     if (defer_wgrad_ && !deferred_.empty()) {
-      deferred_.back().push_back({name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
+      deferred_.back().gemms.push_back({name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
       return;
     }
     gemm(name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
@@ -370,17 +370,14 @@ class Lowering {
   // start_deferred_unit() opens the group of one backward unit, emit_deferred_unit() emits the
   // oldest group (on the current lane, with its micro-batch and phase).
   void set_defer_wgrad(bool on) { defer_wgrad_ = on; }
-  void start_deferred_unit() {
-    deferred_.emplace_back();
-    deferred_reduce_.push_back(reduce_grads_);
-  }
+  void start_deferred_unit() { deferred_.push_back({{}, reduce_grads_}); }
   bool has_deferred_unit() const { return !deferred_.empty(); }
   void emit_deferred_unit() {
     if (deferred_.empty()) return;
-    const std::vector<DeferredGemm> group = std::move(deferred_.front());
+    const DeferredUnit unit = std::move(deferred_.front());
     deferred_.erase(deferred_.begin());
-    const bool reduce = deferred_reduce_.front();
-    deferred_reduce_.erase(deferred_reduce_.begin());
+    const std::vector<DeferredGemm>& group = unit.gemms;
+    const bool reduce = unit.reduce;
     const int mb = mb_;
     const Phase ph = phase_;
     for (size_t i = 0; i < group.size(); ++i) {
@@ -396,7 +393,7 @@ class Lowering {
   }
   // The step's last backward of this chunk is being lowered: with stack.overlap.grad_reduce (and
   // no FSDP), each layer's data-parallel gradient reduction follows its weight gradients.
-  void set_reduce_grads(bool on) { reduce_grads_ = on && s_.stack.grad_reduce_overlap && !fsdp(); }
+  void set_reduce_grads(bool on) { reduce_grads_ = on && reduces_grads_per_layer(); }
   bool reduces_grads_per_layer() const { return s_.stack.grad_reduce_overlap && !fsdp(); }
   // One layer's gradient reduction over its data-parallel replicas (dense over dense_dp, experts
   // over the expert replicas), after op `after`; the ids are kept for the optimizer step.
@@ -404,8 +401,7 @@ class Lowering {
     if (p_.dense_data_parallel() > 1)
       grad_reduces_.push_back(comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, l, Collective::all_reduce,
                                    Group::dense_dp, dense_params(l) * bg_, {after}));
-    const int64_t expert_replicas = p_.folded ? p_.expert_data_parallel() : p_.dp;
-    if (is_moe_layer(l) && expert_replicas > 1)
+    if (is_moe_layer(l) && p_.expert_reduce_replicas() > 1)
       grad_reduces_.push_back(comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, l,
                                    Collective::all_reduce, Group::expert_dp, local_expert_params(l) * bg_, {after}));
   }
@@ -461,8 +457,11 @@ class Lowering {
     int micro_batch;
   };
   bool defer_wgrad_ = false;
-  std::vector<std::vector<DeferredGemm>> deferred_;  // per deferred backward unit, oldest first
-  std::vector<bool> deferred_reduce_;                // per deferred unit: reduce its layers' gradients after it
+  struct DeferredUnit {
+    std::vector<DeferredGemm> gemms;
+    bool reduce = false;  // the step's last backward of its chunk: reduce its layers' gradients after it
+  };
+  std::vector<DeferredUnit> deferred_;  // per deferred backward unit, oldest first
   bool reduce_grads_ = false;
   std::vector<int32_t> grad_reduces_;
   std::vector<std::pair<int, int32_t>> held_reduces_;  // (layer, its last weight-gradient op)

@@ -347,6 +347,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       dense += low.dense_params(l);
       expert += low.local_expert_params(l);
     }
+    const double layers_dense = dense;  // the rest (embedding, head) is added below
     if (holds_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
     if (holds_head(s, st)) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
     const double bgrad = bytes_per_element(s.precision.grads);
@@ -368,11 +369,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const double expert_shard = static_cast<double>(p.fsdp);
     if (low.reduces_grads_per_layer()) {
       // The layers' reductions ran during the last backward; the embedding and head remain.
-      const double rest = dense - [&] {
-        double x = 0;
-        for (int l : layers) x += low.dense_params(l);
-        return x;
-      }();
+      const double rest = dense - layers_dense;
       for (int32_t id : low.grad_reduces()) grads.push_back(id);
       if (p.dense_data_parallel() > 1 && rest > 0)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
@@ -385,7 +382,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dp, dense / dense_shard * bgrad, {low.last()}));
       // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
-      if ((p.folded ? p.expert_data_parallel() : p.dp) > 1)
+      if (p.expert_reduce_replicas() > 1)
         grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
                                  Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
     }
