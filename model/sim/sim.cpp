@@ -120,7 +120,7 @@ class Engine {
           if (!issued(c, i)) continue;
           const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
           if (!sync_[c].empty() && is_group_collective(op)) {
-            if (!arrived_[c][static_cast<size_t>(i)]) {
+            if (arrived_[c][static_cast<size_t>(i)] == 0.0) {
               arrived_[c][static_cast<size_t>(i)] = now_ + 1.0;  // store arrival + 1
               ++spinning_[c];  // its kernel is launched and spins for the peers, holding its SMs
             }
