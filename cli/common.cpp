@@ -1,6 +1,8 @@
 #include "cli/common.h"
 
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -40,6 +42,11 @@ void write_atomically(const std::string& path, const std::string& content) {
     {
       std::ofstream out(tmp, std::ios::binary);
       if (!out) throw std::runtime_error("cannot write " + path);
+      // Fault injection for tests: killed halfway through the write, before the rename.
+      if (const char* f = std::getenv("MOEPERF_FAULT_WRITE"); f && std::string(f) == "kill") {
+        out << content.substr(0, content.size() / 2) << std::flush;
+        std::raise(SIGKILL);
+      }
       out << content;
       if (!out) throw std::runtime_error("cannot write " + path);
     }

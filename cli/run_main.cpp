@@ -18,12 +18,16 @@ namespace moeperf::cli {
 namespace {
 
 int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec::RunOptions o, int* argc, char*** argv) {
-  // Fault injection for tests: MOEPERF_FAULT=RANK:STEP[:hang].
+  // Fault injection for tests: MOEPERF_FAULT=RANK:STEP[:hang|:kill|:counts] (default: exit).
   if (const char* f = std::getenv("MOEPERF_FAULT")) {
     std::string v = f;
     o.fault_rank = std::atoi(v.c_str());
     o.fault_step = std::atoi(v.substr(v.find(':') + 1).c_str());
-    o.fault_hang = v.find(":hang") != std::string::npos;
+    using F = exec::RunOptions::Fault;
+    o.fault = v.find(":hang") != std::string::npos     ? F::hang
+              : v.find(":kill") != std::string::npos   ? F::kill
+              : v.find(":counts") != std::string::npos ? F::counts
+                                                       : F::exit;
   }
   auto comm = exec::make_communicator(argc, argv);
   Scenario s;

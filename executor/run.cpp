@@ -5,6 +5,8 @@
 // JSON in measurements_json.cpp.
 #include "executor/run.h"
 
+#include <csignal>
+
 #include "executor/run_parts.h"
 
 namespace moeperf::exec {
@@ -133,15 +135,36 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       // Count exchange: each peer learns how many rows of each of its experts we send (the counts
       // come to the host first).
       std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
+      const bool fault_here = step == o.fault_step && rank == o.fault_rank;
       rec.time("moe.count_exchange", 8.0 * fE, 0, [&] {
         d_counts.down();
         d_offsets.down();
+        std::vector<int64_t> announced = counts;
+        if (fault_here && o.fault == RunOptions::Fault::counts) announced[static_cast<size_t>(((rank + 1) % ranks) * EL)] += 1;
         if (dev_x)
-          counts_from = dev_x->exchange_counts(counts, EL);
+          counts_from = dev_x->exchange_counts(announced, EL);
         else
-          comm.alltoallv(counts.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
+          comm.alltoallv(announced.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
                          std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
       });
+      // Gate (every step): each peer's announced rows equal the rows its dispatch carries (from its
+      // permutation offsets, exchanged apart from the counts); a mismatch would corrupt the
+      // all-to-all, so it ends the job naming the peer.
+      {
+        std::vector<int64_t> sends(static_cast<size_t>(ranks)), carried(static_cast<size_t>(ranks));
+        for (int p = 0; p < ranks; ++p)
+          sends[static_cast<size_t>(p)] = offsets[static_cast<size_t>((p + 1) * EL)] - offsets[static_cast<size_t>(p * EL)];
+        comm.alltoallv(sends.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8), carried.data(),
+                       std::vector<int64_t>(static_cast<size_t>(ranks), 8));
+        for (int p = 0; p < ranks; ++p) {
+          int64_t announced = 0;
+          for (int64_t xe = 0; xe < EL; ++xe) announced += counts_from[static_cast<size_t>(p * EL + xe)];
+          if (announced != carried[static_cast<size_t>(p)])
+            gate_failed(comm, "count exchange in step " + std::to_string(step) + ": rank " + std::to_string(p) + " announced " +
+                                  std::to_string(announced) + " rows for this rank's experts, but its dispatch carries " +
+                                  std::to_string(carried[static_cast<size_t>(p)]));
+        }
+      }
       std::vector<int64_t> send_b(static_cast<size_t>(ranks)), recv_b(static_cast<size_t>(ranks));
       int64_t recv_rows = 0;
       double frecv_rows = 0;
@@ -160,11 +183,13 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         gate_failed(comm, "dropless: " + fmt("%.0f rows received, %.0f routed", totals[0], totals[1]));
       if (rec.record)
         for (int64_t e = 0; e < E; ++e) res.expert_rows[static_cast<size_t>(e)] += static_cast<double>(counts[static_cast<size_t>(e)]);
-      if (step == o.fault_step && rank == o.fault_rank) {
+      if (fault_here && o.fault != RunOptions::Fault::counts) {
+        const bool hang = o.fault == RunOptions::Fault::hang, kill = o.fault == RunOptions::Fault::kill;
         std::fprintf(stderr, "moeperf run: rank %d: fault injected in step %d: %s\n", rank, step,
-                     o.fault_hang ? "hanging in the dispatch" : "exiting in the dispatch");
+                     hang ? "hanging in the dispatch" : kill ? "killed (SIGKILL) in the dispatch" : "exiting in the dispatch");
         std::fflush(stderr);
-        if (o.fault_hang)
+        if (kill) std::raise(SIGKILL);
+        if (hang)
           for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         std::_Exit(3);
       }

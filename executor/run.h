@@ -28,9 +28,12 @@ struct RunOptions {
   double timeout_s = 300;   // a step that does not finish in time ends the job with a message
   std::string scenario_file;
   std::string out;          // measurements JSON (rank 0 writes it)
-  // Fault injection for tests: the rank exits (or hangs) in this step's dispatch.
+  // Fault injection for tests (MOEPERF_FAULT=RANK:STEP[:KIND]): in that step's dispatch the rank
+  // exits, hangs, is killed (SIGKILL), or announces one row too many to the next rank in the
+  // count exchange while sending the true rows.
+  enum class Fault { none, exit, hang, kill, counts };
   int fault_rank = -1, fault_step = -1;
-  bool fault_hang = false;
+  Fault fault = Fault::none;
 };
 
 // A correctness gate failed: the caller ends the job on every rank (Communicator::abort).

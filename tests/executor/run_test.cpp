@@ -1,6 +1,7 @@
 // The executor as a user runs it: under mpirun with 4 ranks (EP 4, skewed routing with idle
-// experts) it passes its gates and writes measurements; a rank that exits or hangs mid-step ends
-// the job with a clear message in bounded time; 64-bit offsets past 2^31.
+// experts) it passes its gates and writes measurements; a rank that exits, hangs, is killed or
+// announces wrong counts mid-step ends the job with a message naming it in bounded time; a writer
+// killed mid-write leaves the previous file whole; 64-bit offsets past 2^31.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "../model/io/temp_dir.h"
@@ -124,6 +126,60 @@ TEST(Executor, ARankThatHangsEndsTheJobAtTheTimeout) {
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_LT(r.seconds, 60.0) << r.out;
   EXPECT_NE(r.out.find("did not finish within 5 s (--timeout): a peer failed or hangs"), std::string::npos) << r.out;
+}
+
+TEST(Executor, ARankKilledMidDispatchEndsTheJobNamingIt) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  const Result r = sh("MOEPERF_FAULT=1:1:kill " + mpirun(4) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") +
+                      " --steps 3 --warmup 0 --timeout 20");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out instead of ending: " << r.out;
+  EXPECT_LT(r.seconds, 60.0);
+  EXPECT_NE(r.out.find("rank 1: fault injected in step 1: killed (SIGKILL) in the dispatch"), std::string::npos) << r.out;
+  // Open MPI's launcher names the rank and the signal: "process rank 1 with PID ... exited on signal 9 (Killed)".
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
+}
+
+TEST(Executor, ARankThatAnnouncesWrongCountsIsNamed) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  // Rank 1 announces one row too many to rank 2 and sends the true rows: rank 2 ends the job
+  // before the all-to-all, naming rank 1.
+  const Result r = sh("MOEPERF_FAULT=1:1:counts " + mpirun(4) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") +
+                      " --steps 3 --warmup 0 --timeout 20");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "timed out instead of ending: " << r.out;
+  EXPECT_LT(r.seconds, 60.0);
+  EXPECT_NE(r.out.find("rank 2: correctness gate failed: count exchange in step 1: rank 1 announced"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("but its dispatch carries"), std::string::npos) << r.out;
+}
+
+TEST(Executor, WrongCountsOnLoopbackFailTheGate) {
+  const Result r = sh("MOEPERF_FAULT=0:0:counts " + std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") +
+                      " --steps 1 --warmup 0");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("count exchange in step 0: rank 0 announced"), std::string::npos) << r.out;
+}
+
+TEST(Executor, AMeasurementFileIsNeverSeenHalfWritten) {
+  TempDir d;
+  const std::string out = d.path("m.json");
+  const std::string cmd = std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --out " + out;
+  ASSERT_EQ(sh(cmd).code, 0);
+  std::ifstream f1(out);
+  const std::string first((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(first.empty());
+  // The writer is killed halfway through: the file in place is still the whole first one (the
+  // writer writes a temporary and renames it into place); the half-written temporary is left.
+  const Result killed = sh("MOEPERF_FAULT_WRITE=kill " + cmd);
+  EXPECT_NE(killed.code, 0) << killed.out;
+  std::ifstream f2(out);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f2)), std::istreambuf_iterator<char>()), first);
+  ASSERT_TRUE(std::filesystem::exists(out + ".tmp"));
+  // A truncated file handed to calibrate: an input error naming it, exit 2.
+  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out + ".tmp");
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.out.find(out + ".tmp: malformed JSON"), std::string::npos) << c.out;
 }
 
 TEST(Executor, SixtyFourBitOffsetsPastTwoToThe31) {
