@@ -19,6 +19,11 @@ PACKAGES=(
   libqt6opengl6-dev    # Qt6Charts' CMake package needs Qt6OpenGL; only a Recommends of qt6-base-dev
   fonts-dejavu-core    # text in headless renders (offscreen platform): no font, no labels
 )
+# Only for the tests (scripts/test.sh passes --test): the Clang sanitizer build and its libFuzzer
+# targets (fuzz/).
+if [ "${1:-}" = "--test" ]; then
+  PACKAGES+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${MOEPERF_BUILD_DIR:-$root/build}"
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --test
 # The desktop app and MPI are part of the product: required here, so a missing package fails loudly.
 # CUDA stays AUTO (not a Debian package); the configure summary says why it was left out.
 "$root/scripts/build.sh" -DMOEPERF_WERROR=ON -DMOEPERF_WITH_GUI=ON -DMOEPERF_WITH_MPI=ON
@@ -12,19 +12,29 @@ cd "$build"
 ctest --output-on-failure --timeout 600 -j "$(nproc)"
 
 # The same model, loaders, CLI and executor (CPU backend, loopback) under AddressSanitizer and
-# UndefinedBehaviorSanitizer, in a second build folder: any memory error or undefined behaviour a
-# test reaches fails the run. CUDA, MPI and the GUI stay out of it (their runtimes are not built
-# for the sanitizers). MOEPERF_SANITIZE=0 skips it.
+# UndefinedBehaviorSanitizer, built with Clang in a second build folder: any memory error or
+# undefined behaviour a test reaches fails the run. The same build instruments the loaders for
+# libFuzzer (fuzzer-no-link) and links one fuzzer per loader entry point (fuzz/); after the tests
+# each fuzzer runs MOEPERF_FUZZ_SECONDS (default 60) seeded with every data file, and a finding
+# fails the run (scripts/fuzz.sh). CUDA, MPI and the GUI stay out (their runtimes are not built
+# for the sanitizers). MOEPERF_SANITIZE=0 skips all of it; MOEPERF_FUZZ_SECONDS=0 only the fuzzing.
 if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   echo
-  echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (no CUDA, MPI or GUI) =="
+  echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (Clang; no CUDA, MPI or GUI) =="
   san="${MOEPERF_SANITIZE_BUILD_DIR:-$root/build-asan}"
-  flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-  MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOEPERF_WERROR=ON \
-    -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
-    "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
+  # A folder configured with another compiler (GCC, before the fuzzers) is configured afresh.
+  if [ -f "$san/CMakeCache.txt" ] && ! grep -q "^CMAKE_CXX_COMPILER:.*clang" "$san/CMakeCache.txt"; then rm -rf "$san"; fi
+  flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  CC=clang CXX=clang++ MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMOEPERF_WERROR=ON -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
+    -DMOEPERF_FUZZ=ON "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
   (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900 -j "$(nproc)")
+  if [ "${MOEPERF_FUZZ_SECONDS:-60}" != 0 ]; then
+    echo
+    echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-60} s each =="
+    "$root/scripts/fuzz.sh" "$san"
+  fi
 fi
 
 echo

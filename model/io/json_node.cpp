@@ -77,6 +77,10 @@ class PathTrackingBuilder : public nlohmann::json_sax<json> {
   }
   bool open(json v) {
     const std::string path = next_path();
+    // Deeper documents are no moeperf file, and code that walks a value recursively (printing it,
+    // comparing it) must not run out of stack on one.
+    if (stack_.size() >= kMaxJsonDepth)
+      throw SpecError(file_, path, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (the limit for moeperf's files)");
     stack_.push_back({insert(std::move(v)), path, {}});
     return true;
   }
@@ -100,6 +104,9 @@ json read_json_file(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
   const std::string text = ss.str();
+  if (text.size() > kMaxJsonBytes)
+    throw SpecError(path, "", "is " + std::to_string(text.size() >> 20) + " MiB; moeperf reads files of at most " +
+                                  std::to_string(kMaxJsonBytes >> 20) + " MiB");
   PathTrackingBuilder b(path);
   json::sax_parse(text, &b);
   return std::move(b.result);
@@ -151,7 +158,7 @@ std::string Node::type_name() const {
 
 std::string Node::shown() const {
   if (j_->is_object() || j_->is_array()) return type_name();
-  std::string s = j_->dump();
+  std::string s = j_->dump(-1, ' ', true, json::error_handler_t::replace);  // ASCII: cut anywhere
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -233,18 +240,24 @@ int64_t Node::as_int() const {
   fail("expected an integer, got " + shown());
 }
 
-int64_t Node::as_positive_int() const {
+int64_t Node::as_positive_int(int64_t max) const {
   if (!j_->is_number()) fail("expected a positive integer, got " + shown());
   const int64_t v = as_int();
   if (v < 1) fail("expected a positive integer, got " + shown());
+  if (v > max) fail("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
   return v;
 }
 
-int64_t Node::as_nonneg_int() const {
+int64_t Node::as_nonneg_int(int64_t max) const {
   if (!j_->is_number()) fail("expected a non-negative integer, got " + shown());
   const int64_t v = as_int();
   if (v < 0) fail("expected a non-negative integer, got " + shown());
+  if (v > max) fail("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
   return v;
+}
+
+std::string Node::limit_reason(int64_t max) {
+  return max == kMaxCount ? "moeperf's counts are 32-bit" : "moeperf's limit for this field";
 }
 
 template <class F>
@@ -268,6 +281,8 @@ Bytes Node::as_bytes() const { return quantity(parse_bytes, QuantityKind::bytes)
 BytesPerSecond Node::as_bandwidth() const {
   const BytesPerSecond b = quantity(parse_bandwidth, QuantityKind::bandwidth);
   if (!(b.value() > 0)) fail("expected a positive bandwidth, got " + shown());
+  // Below 1 B/s a step takes longer than the universe is old: a typo, and moeperf's limit.
+  if (b.value() < 1.0) fail("expected a bandwidth of at least 1 B/s (moeperf's limit), got " + shown());
   return b;
 }
 Watts Node::as_power() const {
@@ -278,12 +293,13 @@ Watts Node::as_power() const {
 FlopsPerSecond Node::as_flop_rate() const {
   const FlopsPerSecond f = quantity(parse_flop_rate, QuantityKind::flop_rate);
   if (!(f.value() > 0)) fail("expected a positive FLOP rate, got " + shown());
+  if (f.value() < 1.0) fail("expected a FLOP rate of at least 1 FLOP/s (moeperf's limit), got " + shown());
   return f;
 }
 
-int64_t Node::positive_int_or(const char* key, int64_t dflt) const {
+int64_t Node::positive_int_or(const char* key, int64_t dflt, int64_t max) const {
   auto n = get(key);
-  return n ? n->as_positive_int() : dflt;
+  return n ? n->as_positive_int(max) : dflt;
 }
 bool Node::bool_or(const char* key, bool dflt) const {
   auto n = get(key);

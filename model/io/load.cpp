@@ -6,6 +6,7 @@
 #include "model/io/load.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "model/io/detail/stacks.h"
 #include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
+#include "model/limits.h"
 #include "model/workload/pipeline_layout.h"
 #include "model/workload/step.h"
 
@@ -27,10 +29,49 @@ using namespace detail;
 // ------------------------------------------------------------------ scenario
 json parse_value(const std::string& v) {
   try {
-    return json::parse(v);
+    return json::parse(v, [&](int depth, json::parse_event_t, json&) {
+      if (static_cast<size_t>(depth) > kMaxJsonDepth)
+        throw SpecError("--set", "", "the value is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      return true;
+    });
   } catch (const json::parse_error&) {
     return json(v);
+  } catch (const json::out_of_range&) {  // a JSON number outside double range (1e999)
+    throw SpecError("--set", "", "a number in \"" + v + "\" is out of range (expected a finite number)");
   }
+}
+
+// Index of the first byte that does not belong to a well-formed UTF-8 sequence, or npos.
+size_t first_invalid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte (no overlongs, surrogates, > U+10FFFF)
+    if (c < 0x80) n = 0;
+    else if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c == 0xE0) n = 2, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC) n = 2;
+    else if (c == 0xED) n = 2, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF) n = 2;
+    else if (c == 0xF0) n = 3, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) n = 3;
+    else if (c == 0xF4) n = 3, hi = 0x8F;
+    else return i;
+    if (i + n >= s.size()) return i;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
+std::string fmt_count(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v < 1e15 ? "%.0f" : "%.3g", v);
+  return b;
 }
 
 std::string pointer_of(const std::string& dotted) {
@@ -86,6 +127,13 @@ void apply_override(json& root, const Override& o, const std::string& file) {
                                         ", not an object with fields");
     walked += "/" + parts[i];
     if (i + 1 == parts.size()) {
+      // A Hugging Face config keeps keys moeperf does not read, so a misspelt one would be ignored
+      // silently: an override may only set a key the file has or one the loader reads.
+      const auto& hf = hf_keys();
+      if (cur->contains("model_type") && !cur->contains("kind") && !cur->contains(parts[i]) &&
+          std::find(hf.begin(), hf.end(), parts[i]) == hf.end())
+        throw SpecError(file, walked, "--set " + o.path + ": the Hugging Face config has no key \"" + parts[i] +
+                                          "\" and moeperf does not read one" + did_you_mean(parts[i], hf));
       (*cur)[parts[i]] = parse_value(o.value);
       break;
     }
@@ -125,7 +173,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   s.description = n.string_or("description", "");
   s.model = refs.follow(n.at("model"), "model", parse_model_any);
   s.system = refs.follow(n.at("system"), "system", [&](const Node& x) { return parse_system(refs, x); });
-  s.gpus = n.positive_int_or("gpus", s.system.default_gpus);
+  s.gpus = n.positive_int_or("gpus", s.system.default_gpus, limits::kGpus);
   s.train_mtp = n.bool_or("train_mtp", false);
   if (s.train_mtp && s.model.mtp_layers == 0)
     n.at("train_mtp").fail("expected false: model '" + s.model.name + "' has no MTP module (num_nextn_predict_layers 0)");
@@ -133,16 +181,16 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   const Node p = n.at("parallelism");
   p.allow_only(scenario_keys("parallelism"));
   Parallelism& par = s.parallelism;
-  par.tp = p.positive_int_or("tp", 1);
-  par.cp = p.positive_int_or("cp", 1);
-  par.pp = p.positive_int_or("pp", 1);
-  par.vpp = p.positive_int_or("vpp", 1);
-  par.ep = p.positive_int_or("ep", 1);
-  par.fsdp = p.positive_int_or("fsdp", 1);
-  par.dp = p.positive_int_or("dp", 1);
+  par.tp = p.positive_int_or("tp", 1, limits::kGpus);
+  par.cp = p.positive_int_or("cp", 1, limits::kGpus);
+  par.pp = p.positive_int_or("pp", 1, limits::kGpus);
+  par.vpp = p.positive_int_or("vpp", 1, limits::kGpus);
+  par.ep = p.positive_int_or("ep", 1, limits::kGpus);
+  par.fsdp = p.positive_int_or("fsdp", 1, limits::kGpus);
+  par.dp = p.positive_int_or("dp", 1, limits::kGpus);
   if (p.get("etp")) {
     par.folded = true;
-    par.etp = p.positive_int_or("etp", 1);
+    par.etp = p.positive_int_or("etp", 1, limits::kGpus);
   }
   if (auto sch = p.get("schedule"))
     par.schedule = sch->as_enum<PipelineSchedule>({{"1f1b", PipelineSchedule::one_f_one_b},
@@ -165,7 +213,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
           const Node e = (*lay)[i];
           if (counts) {
             VirtualStageLayout v;
-            v.layers = static_cast<int>(e.as_nonneg_int());
+            v.layers = static_cast<int>(e.as_nonneg_int(limits::kLayers));
             par.layout.push_back(v);
             par.layout_spec += (i ? "," : "") + std::to_string(v.layers);
             continue;
@@ -198,9 +246,9 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
 
   const Node b = n.at("batch");
   b.allow_only(scenario_keys("batch"));
-  s.batch.seq_len = b.at("seq_len").as_positive_int();
-  s.batch.micro_batch = b.at("micro_batch").as_positive_int();
-  s.batch.global_batch = b.at("global_batch").as_positive_int();
+  s.batch.seq_len = b.at("seq_len").as_positive_int(limits::kSeqLen);
+  s.batch.micro_batch = b.at("micro_batch").as_positive_int(limits::kGlobalBatch);
+  s.batch.global_batch = b.at("global_batch").as_positive_int(limits::kGlobalBatch);
 
   if (auto pr = n.get("precision")) {
     pr->allow_only(scenario_keys("precision"));
@@ -246,7 +294,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
         h.fail("expected one count per routed expert (" + std::to_string(s.model.experts) + "), got " +
                std::to_string(ro.histogram.size()));
     }
-    if (auto sd = r->get("seed")) ro.seed = static_cast<uint64_t>(sd->as_nonneg_int());
+    if (auto sd = r->get("seed")) ro.seed = static_cast<uint64_t>(sd->as_nonneg_int(INT64_MAX));
     ro.group_limited = r->bool_or("group_limited", true);
   }
   if (auto st = n.get("stack")) s.stack = parse_stack_ref(refs, *st);
@@ -346,6 +394,11 @@ std::vector<AccuracyCase> load_accuracy_cases(const std::string& path) {
 }
 
 Override parse_override(const std::string& arg) {
+  // The value may become a JSON string: it must be text JSON can hold (a Latin-1 byte typed on a
+  // command line is not).
+  if (const size_t bad = first_invalid_utf8(arg); bad != std::string::npos)
+    throw SpecError("--set", "", "the argument is not valid UTF-8 text (byte " + std::to_string(bad + 1) + " of \"" +
+                                     json(arg).dump(-1, ' ', true, json::error_handler_t::replace) + "\")");
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
     throw SpecError("--set " + arg, "", "expected PATH=VALUE, e.g. --set parallelism.ep=32");
@@ -356,6 +409,16 @@ void check_scenario(const Scenario& s, const std::string& file) {
   const Parallelism& p = s.parallelism;
   const ModelSpec& m = s.model;
   auto fail = [&](const std::string& path, const std::string& msg) { throw SpecError(file, path, msg); };
+  // The mesh's product in doubles first (exact here), so the integer products below cannot overflow.
+  const double mesh = static_cast<double>(p.tp) * static_cast<double>(p.cp) * static_cast<double>(p.pp) *
+                      static_cast<double>(p.dp) * (p.folded ? 1.0 : static_cast<double>(p.ep) * static_cast<double>(p.fsdp));
+  if (mesh > static_cast<double>(limits::kGpus))
+    fail("/parallelism", (p.folded ? "tp x cp x pp x dp = " : "tp x cp x pp x ep x fsdp x dp = ") + fmt_count(mesh) +
+                             " GPUs, above moeperf's limit of " + std::to_string(limits::kGpus) + " GPUs in a job (gpus is " +
+                             std::to_string(s.gpus) + ")");
+  if (p.folded && p.etp * p.ep > limits::kGpus)
+    fail("/parallelism/ep", "etp x ep = " + std::to_string(p.etp * p.ep) + " is above moeperf's limit of " +
+                                std::to_string(limits::kGpus) + " GPUs in a job");
   if (p.folded) {
     // Megatron's MoE parallel folding: dense tp x cp x dp, experts etp x ep x edp, per stage.
     const std::string dims = std::to_string(p.tp) + " x " + std::to_string(p.cp) + " x " + std::to_string(p.pp) +
@@ -428,6 +491,26 @@ void check_scenario(const Scenario& s, const std::string& file) {
                                       " data-parallel ranks))");
   }
   if (const std::string why = pipeline_layout_problem(s); !why.empty()) fail("/parallelism/layout", why);
+  // The simulated step has a few dozen ops per micro-batch and layer on each pipeline rank: bound
+  // their product so a prediction stays seconds, not hours (model/limits.h).
+  // Every stage is simulated: the bound is on micro-batches times all the model's layers.
+  {
+    const int64_t mbs = s.batch.global_batch / (s.batch.micro_batch * dp);
+    const int64_t layers = m.layers + (s.train_mtp ? m.mtp_layers : 0);
+    if (mbs * layers > limits::kLayerPasses)
+      fail("/batch/global_batch", std::to_string(mbs) + " micro-batches per pipeline x " + std::to_string(layers) +
+                                      " layers = " + std::to_string(mbs * layers) +
+                                      " layer passes per step, above moeperf's limit of " +
+                                      std::to_string(limits::kLayerPasses) + " (raise micro_batch or the data-parallel ranks)");
+    // The interleaved program runs micro-batches in groups of pp, chunk by chunk, as Megatron-LM's
+    // interleaved schedule does; a partial last group has no order the stages agree on.
+    if (p.schedule == PipelineSchedule::interleaved && mbs % p.pp != 0)
+      fail("/batch/global_batch", "the interleaved schedule needs the micro-batches per pipeline to be a multiple of pp = " +
+                                      std::to_string(p.pp) + "; global_batch = " + std::to_string(s.batch.global_batch) +
+                                      " gives " + std::to_string(mbs) + " (" + std::to_string(s.batch.global_batch) +
+                                      " / (micro_batch " + std::to_string(s.batch.micro_batch) + " x " + std::to_string(dp) +
+                                      " data-parallel ranks))");
+  }
   if (m.is_moe() && m.router.groups > 1 && m.experts % m.router.groups != 0)
     fail("/model", "the router's " + std::to_string(m.router.groups) + " groups must divide the " +
                        std::to_string(m.experts) + " experts");

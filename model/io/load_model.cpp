@@ -2,6 +2,7 @@
 // as published (deepseek_v3, kimi_k2, qwen3_moe, qwen2_moe, mixtral, gpt_oss, and dense ones).
 #include "model/io/detail/parsers.h"
 #include "model/io/load.h"
+#include "model/limits.h"
 
 namespace moeperf::io {
 namespace detail {
@@ -12,29 +13,29 @@ ModelSpec parse_own_model(const Node& n) {
                 "vocab", "tie_embeddings", "attention", "moe", "mtp_layers"});
   ModelSpec m;
   m.name = n.at("name").as_string();
-  m.hidden = n.at("hidden").as_positive_int();
-  m.layers = static_cast<int>(n.at("layers").as_positive_int());
-  m.vocab = n.at("vocab").as_positive_int();
+  m.hidden = n.at("hidden").as_positive_int(limits::kHidden);
+  m.layers = static_cast<int>(n.at("layers").as_positive_int(limits::kLayers));
+  m.vocab = n.at("vocab").as_positive_int(limits::kVocab);
   m.tie_embeddings = n.bool_or("tie_embeddings", false);
-  m.mtp_layers = n.get("mtp_layers") ? static_cast<int>(n.at("mtp_layers").as_nonneg_int()) : 0;
+  m.mtp_layers = n.get("mtp_layers") ? static_cast<int>(n.at("mtp_layers").as_nonneg_int(limits::kLayers)) : 0;
   const Node a = n.at("attention");
   a.expect_object();
   m.attention.kind = a.at("type").as_enum<AttentionKind>({{"mla", AttentionKind::mla}, {"gqa", AttentionKind::gqa}});
-  m.attention.heads = static_cast<int>(a.at("heads").as_positive_int());
+  m.attention.heads = static_cast<int>(a.at("heads").as_positive_int(limits::kHeads));
   if (m.attention.kind == AttentionKind::mla) {
     a.allow_only({"type", "heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
-    m.attention.q_lora_rank = a.get("q_lora_rank") ? static_cast<int>(a.at("q_lora_rank").as_nonneg_int()) : 0;
-    m.attention.kv_lora_rank = static_cast<int>(a.at("kv_lora_rank").as_positive_int());
-    m.attention.qk_nope_head_dim = static_cast<int>(a.at("qk_nope_head_dim").as_positive_int());
-    m.attention.qk_rope_head_dim = static_cast<int>(a.at("qk_rope_head_dim").as_positive_int());
-    m.attention.v_head_dim = static_cast<int>(a.at("v_head_dim").as_positive_int());
+    m.attention.q_lora_rank = a.get("q_lora_rank") ? static_cast<int>(a.at("q_lora_rank").as_nonneg_int(limits::kHidden)) : 0;
+    m.attention.kv_lora_rank = static_cast<int>(a.at("kv_lora_rank").as_positive_int(limits::kHidden));
+    m.attention.qk_nope_head_dim = static_cast<int>(a.at("qk_nope_head_dim").as_positive_int(limits::kHidden));
+    m.attention.qk_rope_head_dim = static_cast<int>(a.at("qk_rope_head_dim").as_positive_int(limits::kHidden));
+    m.attention.v_head_dim = static_cast<int>(a.at("v_head_dim").as_positive_int(limits::kHidden));
   } else {
     a.allow_only({"type", "heads", "kv_heads", "head_dim", "qk_norm", "sliding_window", "sliding_layers", "sinks"});
-    m.attention.kv_heads = static_cast<int>(a.at("kv_heads").as_positive_int());
-    m.attention.head_dim = static_cast<int>(a.positive_int_or("head_dim", m.hidden / m.attention.heads));
+    m.attention.kv_heads = static_cast<int>(a.at("kv_heads").as_positive_int(limits::kHeads));
+    m.attention.head_dim = static_cast<int>(a.positive_int_or("head_dim", m.hidden / m.attention.heads, limits::kHidden));
     m.attention.qk_norm = a.bool_or("qk_norm", false);
     m.attention.sinks = a.bool_or("sinks", false);
-    if (auto w = a.get("sliding_window")) m.attention.sliding_window = static_cast<int>(w->as_nonneg_int());
+    if (auto w = a.get("sliding_window")) m.attention.sliding_window = static_cast<int>(w->as_nonneg_int(limits::kSeqLen));
     if (auto l = a.get("sliding_layers")) {
       if (l->size() != static_cast<size_t>(m.layers))
         l->fail("expected one entry per layer (" + std::to_string(m.layers) + "), got " + std::to_string(l->size()));
@@ -43,23 +44,23 @@ ModelSpec parse_own_model(const Node& n) {
   }
   if (auto moe = n.get("moe")) {
     moe->allow_only({"experts", "top_k", "shared_experts", "expert_ffn", "router"});
-    m.experts = static_cast<int>(moe->at("experts").as_positive_int());
-    m.top_k = static_cast<int>(moe->at("top_k").as_positive_int());
-    m.shared_experts = moe->get("shared_experts") ? static_cast<int>(moe->at("shared_experts").as_nonneg_int()) : 0;
-    m.expert_ffn = moe->at("expert_ffn").as_positive_int();
+    m.experts = static_cast<int>(moe->at("experts").as_positive_int(limits::kExperts));
+    m.top_k = static_cast<int>(moe->at("top_k").as_positive_int(limits::kExperts));
+    m.shared_experts = moe->get("shared_experts") ? static_cast<int>(moe->at("shared_experts").as_nonneg_int(limits::kExperts)) : 0;
+    m.expert_ffn = moe->at("expert_ffn").as_positive_int(limits::kFfn);
     if (auto r = moe->get("router")) {
       r->allow_only({"score", "bias", "groups", "topk_groups"});
       if (auto sc = r->get("score"))
         m.router.score = sc->as_enum<RouterScore>({{"softmax", RouterScore::softmax}, {"sigmoid", RouterScore::sigmoid}});
       m.router.bias = r->bool_or("bias", false);
-      m.router.groups = static_cast<int>(r->positive_int_or("groups", 1));
-      m.router.topk_groups = static_cast<int>(r->positive_int_or("topk_groups", 1));
+      m.router.groups = static_cast<int>(r->positive_int_or("groups", 1, limits::kExperts));
+      m.router.topk_groups = static_cast<int>(r->positive_int_or("topk_groups", 1, limits::kExperts));
     }
-    m.dense_layers = n.get("dense_layers") ? static_cast<int>(n.at("dense_layers").as_nonneg_int()) : 0;
-    if (m.dense_layers > 0) m.dense_ffn = n.at("dense_ffn").as_positive_int();
+    m.dense_layers = n.get("dense_layers") ? static_cast<int>(n.at("dense_layers").as_nonneg_int(limits::kLayers)) : 0;
+    if (m.dense_layers > 0) m.dense_ffn = n.at("dense_ffn").as_positive_int(limits::kFfn);
   } else {
     m.dense_layers = m.layers;
-    m.dense_ffn = n.at("dense_ffn").as_positive_int();
+    m.dense_ffn = n.at("dense_ffn").as_positive_int(limits::kFfn);
   }
   return m;
 }
@@ -70,48 +71,48 @@ ModelSpec parse_hf_model(const Node& n) {
   ModelSpec m;
   const std::string type = n.at("model_type").as_string();
   m.name = n.has("_name_or_path") ? n.at("_name_or_path").as_string() : type;
-  m.hidden = n.at("hidden_size").as_positive_int();
-  m.layers = static_cast<int>(n.at("num_hidden_layers").as_positive_int());
-  m.vocab = n.at("vocab_size").as_positive_int();
+  m.hidden = n.at("hidden_size").as_positive_int(limits::kHidden);
+  m.layers = static_cast<int>(n.at("num_hidden_layers").as_positive_int(limits::kLayers));
+  m.vocab = n.at("vocab_size").as_positive_int(limits::kVocab);
   m.tie_embeddings = n.bool_or("tie_word_embeddings", false);
   AttentionSpec& a = m.attention;
-  a.heads = static_cast<int>(n.at("num_attention_heads").as_positive_int());
+  a.heads = static_cast<int>(n.at("num_attention_heads").as_positive_int(limits::kHeads));
   auto gqa = [&] {
     a.kind = AttentionKind::gqa;
-    a.kv_heads = static_cast<int>(n.positive_int_or("num_key_value_heads", a.heads));
-    a.head_dim = static_cast<int>(n.positive_int_or("head_dim", m.hidden / a.heads));
+    a.kv_heads = static_cast<int>(n.positive_int_or("num_key_value_heads", a.heads, limits::kHeads));
+    a.head_dim = static_cast<int>(n.positive_int_or("head_dim", m.hidden / a.heads, limits::kHidden));
   };
   auto moe_checks = [&] {
     if (m.top_k > m.experts) n.at("num_experts_per_tok").fail("expected at most the expert count");
   };
   if (type == "deepseek_v3" || type == "kimi_k2") {
     a.kind = AttentionKind::mla;
-    a.q_lora_rank = n.get("q_lora_rank") ? static_cast<int>(n.at("q_lora_rank").as_nonneg_int()) : 0;
-    a.kv_lora_rank = static_cast<int>(n.at("kv_lora_rank").as_positive_int());
-    a.qk_nope_head_dim = static_cast<int>(n.at("qk_nope_head_dim").as_positive_int());
-    a.qk_rope_head_dim = static_cast<int>(n.at("qk_rope_head_dim").as_positive_int());
-    a.v_head_dim = static_cast<int>(n.at("v_head_dim").as_positive_int());
-    m.experts = static_cast<int>(n.at("n_routed_experts").as_positive_int());
-    m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int());
-    m.shared_experts = n.get("n_shared_experts") ? static_cast<int>(n.at("n_shared_experts").as_nonneg_int()) : 0;
-    m.expert_ffn = n.at("moe_intermediate_size").as_positive_int();
-    m.dense_layers = static_cast<int>(n.at("first_k_dense_replace").as_nonneg_int());
-    m.dense_ffn = n.at("intermediate_size").as_positive_int();
+    a.q_lora_rank = n.get("q_lora_rank") ? static_cast<int>(n.at("q_lora_rank").as_nonneg_int(limits::kHidden)) : 0;
+    a.kv_lora_rank = static_cast<int>(n.at("kv_lora_rank").as_positive_int(limits::kHidden));
+    a.qk_nope_head_dim = static_cast<int>(n.at("qk_nope_head_dim").as_positive_int(limits::kHidden));
+    a.qk_rope_head_dim = static_cast<int>(n.at("qk_rope_head_dim").as_positive_int(limits::kHidden));
+    a.v_head_dim = static_cast<int>(n.at("v_head_dim").as_positive_int(limits::kHidden));
+    m.experts = static_cast<int>(n.at("n_routed_experts").as_positive_int(limits::kExperts));
+    m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
+    m.shared_experts = n.get("n_shared_experts") ? static_cast<int>(n.at("n_shared_experts").as_nonneg_int(limits::kExperts)) : 0;
+    m.expert_ffn = n.at("moe_intermediate_size").as_positive_int(limits::kFfn);
+    m.dense_layers = static_cast<int>(n.at("first_k_dense_replace").as_nonneg_int(limits::kLayers));
+    m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
     if (n.positive_int_or("moe_layer_freq", 1) != 1)
       n.at("moe_layer_freq").fail("only moe_layer_freq 1 (every layer after the dense ones is MoE) is supported");
     m.router.score = n.at("scoring_func").as_enum<RouterScore>({{"softmax", RouterScore::softmax},
                                                                 {"sigmoid", RouterScore::sigmoid}});
     m.router.bias = n.string_or("topk_method", "") == "noaux_tc";
-    m.router.groups = static_cast<int>(n.positive_int_or("n_group", 1));
-    m.router.topk_groups = static_cast<int>(n.positive_int_or("topk_group", 1));
-    m.mtp_layers = n.get("num_nextn_predict_layers") ? static_cast<int>(n.at("num_nextn_predict_layers").as_nonneg_int()) : 0;
+    m.router.groups = static_cast<int>(n.positive_int_or("n_group", 1, limits::kExperts));
+    m.router.topk_groups = static_cast<int>(n.positive_int_or("topk_group", 1, limits::kExperts));
+    m.mtp_layers = n.get("num_nextn_predict_layers") ? static_cast<int>(n.at("num_nextn_predict_layers").as_nonneg_int(limits::kLayers)) : 0;
     moe_checks();
   } else if (type == "qwen3_moe" || type == "qwen2_moe") {
     gqa();
     a.qk_norm = type == "qwen3_moe";
-    m.experts = static_cast<int>(n.at("num_experts").as_positive_int());
-    m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int());
-    m.expert_ffn = n.at("moe_intermediate_size").as_positive_int();
+    m.experts = static_cast<int>(n.at("num_experts").as_positive_int(limits::kExperts));
+    m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
+    m.expert_ffn = n.at("moe_intermediate_size").as_positive_int(limits::kFfn);
     if (n.positive_int_or("decoder_sparse_step", 1) != 1)
       n.at("decoder_sparse_step").fail("only decoder_sparse_step 1 (every layer MoE) is supported");
     if (auto mlp = n.get("mlp_only_layers"); mlp && mlp->size() != 0)
@@ -120,21 +121,21 @@ ModelSpec parse_hf_model(const Node& n) {
     moe_checks();
   } else if (type == "mixtral" || type == "gpt_oss") {
     gqa();
-    m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int());
+    m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int(limits::kExperts));
     const char* k = n.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
-    m.top_k = static_cast<int>(n.at(k).as_positive_int());
-    m.expert_ffn = n.at("intermediate_size").as_positive_int();
+    m.top_k = static_cast<int>(n.at(k).as_positive_int(limits::kExperts));
+    m.expert_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
     m.router.score = RouterScore::softmax;
     if (type == "gpt_oss") {
       a.sinks = true;
-      a.sliding_window = static_cast<int>(n.at("sliding_window").as_positive_int());
+      a.sliding_window = static_cast<int>(n.at("sliding_window").as_positive_int(limits::kSeqLen));
       const Node lt = n.at("layer_types");
       if (lt.size() != static_cast<size_t>(m.layers))
         lt.fail("expected one entry per layer (" + std::to_string(m.layers) + "), got " + std::to_string(lt.size()));
       for (size_t i = 0; i < lt.size(); ++i)
         a.sliding_layers.push_back(lt[i].as_enum<bool>({{"sliding_attention", true}, {"full_attention", false}}));
     } else if (auto w = n.get("sliding_window")) {
-      a.sliding_window = static_cast<int>(w->as_nonneg_int());
+      a.sliding_window = static_cast<int>(w->as_nonneg_int(limits::kSeqLen));
       a.sliding_layers.assign(static_cast<size_t>(m.layers), a.sliding_window > 0);
     }
     moe_checks();
@@ -142,13 +143,24 @@ ModelSpec parse_hf_model(const Node& n) {
     gqa();
     a.qk_norm = type == "qwen3";
     m.dense_layers = m.layers;
-    m.dense_ffn = n.at("intermediate_size").as_positive_int();
+    m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
   } else {
     n.at("model_type").fail("unsupported model_type \"" + type +
                             "\"; expected one of deepseek_v3, kimi_k2, qwen3_moe, qwen2_moe, mixtral, gpt_oss, "
                             "llama, mistral, qwen2, qwen3 (or write a moeperf model file with \"kind\": \"model\")");
   }
   return m;
+}
+
+const std::vector<std::string>& hf_keys() {
+  static const std::vector<std::string> k = {
+      "_name_or_path", "decoder_sparse_step", "experts_per_token", "first_k_dense_replace", "head_dim", "hidden_size",
+      "intermediate_size", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
+      "moe_layer_freq", "n_group", "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
+      "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_local_experts", "num_nextn_predict_layers",
+      "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "scoring_func", "sliding_window", "tie_word_embeddings",
+      "topk_group", "topk_method", "v_head_dim", "vocab_size"};
+  return k;
 }
 
 bool is_hf(const Node& n) { return n.is_object() && n.has("model_type") && !n.has("kind"); }

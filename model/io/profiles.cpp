@@ -117,7 +117,7 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
     fit["classes"].push_back(cj);
   }
   j["fit"] = fit;
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 const std::vector<std::pair<std::string, std::string>>& builtin_profiles() { return kBuiltin; }

@@ -281,7 +281,7 @@ std::string report_json(const StepReport& r, int indent) {
     j["rank_classes"].push_back({{"name", r.graph->classes[c].name}, {"ranks", r.graph->classes[c].ranks},
                                  {"finish_s", r.sim->classes[c].finish.value()},
                                  {"collective_wait_s", r.sim->classes[c].wait.value()}});
-  return j.dump(indent);
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void write_report_csv(const StepReport& r, std::ostream& out) {

@@ -5,6 +5,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -78,6 +79,9 @@ double parse(std::string_view s, QuantityKind want) {
     throw UnitError("expected " + describe(want) + ", got \"" + text + "\" (" + d.substr(0, d.find(" like")) + ")");
   }
   if (v < 0.0) throw UnitError("expected " + describe(want) + " that is not negative, got \"" + text + "\"");
+  // from_chars reads "inf" and "nan", and a huge number times its unit overflows.
+  if (!std::isfinite(v * unit->factor))
+    throw UnitError("expected " + describe(want) + " that is a finite number, got \"" + text + "\"");
   return v * unit->factor;
 }
 

@@ -3,10 +3,14 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "model/limits.h"
 #include "model/workload/step.h"
 
 namespace moeperf {
 namespace {
+
+// Letters and separators: at most one of each per layer and stage (model/limits.h) and a margin.
+constexpr int64_t kMaxExpanded = 4 * limits::kLayers;
 
 // Expands "(...)*n" (innermost first) and "X*n".
 std::string expand(std::string t) {
@@ -14,6 +18,7 @@ std::string expand(std::string t) {
     size_t e = pos;
     while (e < t.size() && std::isdigit(static_cast<unsigned char>(t[e]))) ++e;
     if (e == pos) throw std::invalid_argument("expected a count after '*' at character " + std::to_string(pos + 1));
+    if (e - pos > 6) throw std::invalid_argument("repeat count " + t.substr(pos, e - pos) + " out of range");
     const int n = std::stoi(t.substr(pos, e - pos));
     if (n < 1 || n > 100000) throw std::invalid_argument("repeat count " + std::to_string(n) + " out of range");
     *end = e;
@@ -28,6 +33,9 @@ std::string expand(std::string t) {
       throw std::invalid_argument("a group \"(...)\" must be followed by '*n' (character " + std::to_string(close + 2) + ")");
     size_t end = 0;
     const int n = count_at(close + 2, &end);
+    // Every letter is a layer or marks a stage: a layout past the layer limit is no real model's.
+    if (static_cast<int64_t>(close - open - 1) * n + static_cast<int64_t>(t.size()) > kMaxExpanded)
+      throw std::invalid_argument("the layout expands past " + std::to_string(kMaxExpanded) + " characters");
     std::string rep;
     for (int i = 0; i < n; ++i) rep += t.substr(open + 1, close - open - 1);
     t = t.substr(0, open) + rep + t.substr(end);
@@ -37,6 +45,8 @@ std::string expand(std::string t) {
     if (star == 0 || t[star - 1] == '|') throw std::invalid_argument("'*' must follow a letter or a group");
     size_t end = 0;
     const int n = count_at(star + 1, &end);
+    if (static_cast<int64_t>(n) + static_cast<int64_t>(t.size()) > kMaxExpanded)
+      throw std::invalid_argument("the layout expands past " + std::to_string(kMaxExpanded) + " characters");
     t = t.substr(0, star - 1) + std::string(static_cast<size_t>(n), t[star - 1]) + t.substr(end);
   }
   return t;

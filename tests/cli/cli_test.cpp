@@ -514,5 +514,119 @@ TEST(Cli, StacksListsAndPrintsTheirSources) {
   EXPECT_NE(bad.out.find("unknown stack \"maxtext-xla-2025\""), std::string::npos) << bad.out;
 }
 
+// Numbers a user can type: extreme but valid-looking values either predict in bounded time and
+// memory or fail with an input error (exit 2) naming the limit (model/limits.h). One test per class.
+const std::string kSeed = "examples/deepseek-v3/gb300-optimized.json";
+const std::string kGpu = "system.nvlink_domain.tray.gpu";
+
+Result predict_with(const std::string& set, const std::string& extra = "") {
+  return run("predict " + source(kSeed) + " --set '" + set + "' " + extra);
+}
+
+TEST(CliLimits, GpuCounts) {
+  Result r = predict_with("gpus=1e30");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/gpus: expected an integer, got 1e+30"), std::string::npos) << r.out;
+  r = predict_with("gpus=1099511627776");  // 2^40
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/gpus: expected an integer up to 16777216"), std::string::npos) << r.out;
+  // Each dimension within the limit, their product (2^27) not: refused before any integer product.
+  r = predict_with("parallelism.fsdp=16777216");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("= 134217728 GPUs, above moeperf's limit of 16777216 GPUs in a job"), std::string::npos) << r.out;
+}
+
+TEST(CliLimits, Bandwidths) {
+  Result r = predict_with(kGpu + ".hbm_bandwidth=\"1e-30 TB/s\"");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/hbm_bandwidth: expected a bandwidth of at least 1 B/s (moeperf's limit)"), std::string::npos) << r.out;
+  r = predict_with(kGpu + ".hbm_bandwidth=\"1e300 PB/s\"");  // 1e315 B/s: past double range
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("that is a finite number"), std::string::npos) << r.out;
+  // Absurdly fast HBM predicts: memory-bound ops cost nothing, the step stays finite and positive.
+  r = predict_with(kGpu + ".hbm_bandwidth=\"1e30 TB/s\"", "--format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double t = nlohmann::json::parse(r.out)["step_time_s"].get<double>();
+  EXPECT_TRUE(std::isfinite(t) && t > 0) << t;
+}
+
+TEST(CliLimits, ByteSizes) {
+  // 2^63 bytes of HBM, all of it usable: predicts, and everything fits.
+  Result r = predict_with(kGpu + ".hbm_capacity=\"9223372036854775808 B\"",
+                          "--set '" + kGpu + ".hbm_usable=\"9223372036854775808 B\"' --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["fits_in_memory"].get<bool>());
+  EXPECT_GT(j["hbm_capacity_bytes"].get<double>(), 1e18);  // the usable share of it
+  r = predict_with(kGpu + ".hbm_capacity=\"inf B\"");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/hbm_capacity: expected a byte size like"), std::string::npos) << r.out;
+}
+
+TEST(CliLimits, Experts) {
+  // 2^20 experts (a million fits) predicts, in seconds (bench: about 6 s, 190 MB on the dev machine).
+  Result r = predict_with("model.n_routed_experts=1048576", "--format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(nlohmann::json::parse(r.out)["step_time_s"].get<double>(), 0);
+  r = predict_with("model.n_routed_experts=2000000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/model/n_routed_experts: expected an integer up to 1048576"), std::string::npos) << r.out;
+  // A model key a Hugging Face config does not have is not silently ignored.
+  r = predict_with("model.experts=1000000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the Hugging Face config has no key \"experts\""), std::string::npos) << r.out;
+}
+
+TEST(CliLimits, SequencesLayersAndSteps) {
+  Result r = predict_with("batch.seq_len=1000000000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/batch/seq_len: expected an integer up to 16777216"), std::string::npos) << r.out;
+  r = predict_with("model.num_hidden_layers=1000000000");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/model/num_hidden_layers: expected an integer up to 4096"), std::string::npos) << r.out;
+  r = predict_with("model.hidden_size=9223372036854775807");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/model/hidden_size: expected an integer up to 1048576"), std::string::npos) << r.out;
+  // 768 x 4300 sequences: 4,300 micro-batches x 61 layers, past the simulated step's bound.
+  r = predict_with("batch.global_batch=3302400");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("layer passes per step, above moeperf's limit of 32768"), std::string::npos) << r.out;
+  // A sequence at the limit (16.8 M tokens) predicts.
+  r = predict_with("batch.seq_len=16777216", "--format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::isfinite(nlohmann::json::parse(r.out)["step_time_s"].get<double>()));
+  // Layout strings that would expand without bound, and repeat counts past int.
+  r = predict_with("parallelism.layout=(((t*100000)*100000)*100000)");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the layout expands past 16384 characters"), std::string::npos) << r.out;
+  r = predict_with("parallelism.layout=t*99999999999999");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("repeat count 99999999999999 out of range"), std::string::npos) << r.out;
+}
+
+TEST(CliLimits, SetTextAndNesting) {
+  // A Latin-1 byte from a terminal, a number past double range, nesting past 64 levels.
+  Result r = predict_with("name=caf\xe9");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--set: the argument is not valid UTF-8 text (byte 9"), std::string::npos) << r.out;
+  r = predict_with("batch.seq_len=8e9140");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("is out of range (expected a finite number)"), std::string::npos) << r.out;
+  r = predict_with("description=" + std::string(100, '[') + std::string(100, ']'));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("nested deeper than 64 levels"), std::string::npos) << r.out;
+}
+
+TEST(CliLimits, InterleavedNeedsWholeGroupsOfMicroBatches) {
+  // Found by the limits: 9 micro-batches on pp 8 deadlocked the interleaved program.
+  const Result r = run("predict " + source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json") +
+                       " --set batch.global_batch=288");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the interleaved schedule needs the micro-batches per pipeline to be a multiple of pp = 8; "
+                       "global_batch = 288 gives 9"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace moeperf

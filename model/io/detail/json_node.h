@@ -19,7 +19,10 @@ namespace moeperf::io::detail {
 
 using json = nlohmann::json;
 
-// Reads and parses a JSON file; errors name the file (and line/column for malformed JSON).
+// Reads and parses a JSON file; errors name the file (and line/column for malformed JSON). Bounded:
+// at most kMaxJsonBytes of text and kMaxJsonDepth levels of nesting.
+inline constexpr size_t kMaxJsonDepth = 64;
+inline constexpr size_t kMaxJsonBytes = size_t{256} << 20;
 json read_json_file(const std::string& path);
 
 // Levenshtein distance, for "did you mean" hints.
@@ -56,9 +59,13 @@ class Node {
   double as_number() const;
   double as_positive_number() const;
   double as_fraction() const;       // in (0, 1]
+  // Counts (layers, GPUs, experts...) end up in int arithmetic: at most kMaxCount unless a field
+  // gives its own limit (model/limits.h), so a huge value is an error naming the limit, never a
+  // silently truncated or overflowing number.
+  static constexpr int64_t kMaxCount = 2147483647;
   int64_t as_int() const;
-  int64_t as_positive_int() const;  // >= 1
-  int64_t as_nonneg_int() const;    // >= 0
+  int64_t as_positive_int(int64_t max = kMaxCount) const;  // in [1, max]
+  int64_t as_nonneg_int(int64_t max = kMaxCount) const;    // in [0, max]
   template <class E>
   E as_enum(std::initializer_list<std::pair<const char*, E>> names) const;
 
@@ -70,12 +77,13 @@ class Node {
   Watts as_power() const;  // positive
 
   // Convenience for optional fields with a default.
-  int64_t positive_int_or(const char* key, int64_t dflt) const;
+  int64_t positive_int_or(const char* key, int64_t dflt, int64_t max = kMaxCount) const;
   bool bool_or(const char* key, bool dflt) const;
   std::string string_or(const char* key, std::string dflt) const;
 
  private:
   std::string type_name() const;
+  static std::string limit_reason(int64_t max);
   std::string shown() const;  // the value as JSON text, shortened
   template <class F>
   auto quantity(F parse, QuantityKind kind) const -> decltype(parse(std::string_view{}));

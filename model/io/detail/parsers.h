@@ -33,6 +33,8 @@ ModelSpec parse_own_model(const Node& n);
 // A Hugging Face config.json as published (keys we do not use are allowed).
 ModelSpec parse_hf_model(const Node& n);
 bool is_hf(const Node& n);  // a HF config.json: "model_type" and no "kind"
+// The keys of a config.json that parse_hf_model reads (the others are the publisher's, ignored).
+const std::vector<std::string>& hf_keys();
 ModelSpec parse_model_any(const Node& n);
 
 }  // namespace moeperf::io::detail
