@@ -21,6 +21,8 @@ struct Command {
 Command add_predict(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_scale(CLI::App& app);
+Command add_sweep(CLI::App& app);
+Command add_sensitivity(CLI::App& app);
 Command add_collective(CLI::App& app);
 Command add_topo(CLI::App& app);
 Command add_validate(CLI::App& app);

@@ -11,7 +11,8 @@ namespace moeperf::cli {
 namespace {
 
 int cmd_predict(const std::string& file, const std::vector<std::string>& sets, const std::string& format, bool serial,
-                const std::string& trace, int top) {
+                const std::string& trace, int top, const std::string& tokens_arg) {
+  const double tokens = tokens_arg.empty() ? 0 : parse_token_count("--tokens", tokens_arg);
   check_output_path("--trace", trace);
   const Scenario s = load_named(file, sets);
   PredictOptions opt;
@@ -23,11 +24,11 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
     write_atomically(trace, t.str());
   }
   if (format == "json") {
-    std::cout << io::report_json(r) << "\n";
+    std::cout << io::report_json(r, 2, tokens) << "\n";
   } else if (format == "csv") {
     io::write_report_csv(r, std::cout);
   } else {
-    io::write_report_text(r, std::cout, true, top);
+    io::write_report_text(r, std::cout, true, top, tokens);
   }
   return kExitOk;
 }
@@ -36,7 +37,7 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
 
 Command add_predict(CLI::App& app) {
   struct Opts {
-    std::string file, format = "text", trace;
+    std::string file, format = "text", trace, tokens;
     std::vector<std::string> sets;
     bool serial = false;
     int top = 0;
@@ -50,7 +51,8 @@ Command add_predict(CLI::App& app) {
   sub->add_option("--trace", o->trace, "write the simulated step as Chrome-trace JSON (Perfetto, HTA)");
   sub->add_option("--top", o->top, "text: show only the N ops with the most kernel seconds (default: all)")
       ->check(whole_at_least_one("an op count"));
-  return {sub, [o] { return cmd_predict(o->file, o->sets, o->format, o->serial, o->trace, o->top); }};
+  sub->add_option("--tokens", o->tokens, "a token budget (15T, 300B, 2.5e12): adds the time, energy and cost to train it");
+  return {sub, [o] { return cmd_predict(o->file, o->sets, o->format, o->serial, o->trace, o->top, o->tokens); }};
 }
 
 }  // namespace moeperf::cli

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "model/error.h"
 #include "model/io/load.h"
 #include "model/io/parts.h"
+#include "model/io/sweep.h"
 #include "model/study/predict.h"
 
 namespace moeperf::fuzz {
@@ -92,6 +94,18 @@ void load(const std::string& target, const std::string& file, const uint8_t* dat
     (void)io::load_parts(file);
   } else if (target == "accuracy") {
     (void)io::load_accuracy_cases(file);
+  } else if (target == "grid") {
+    (void)io::load_sweep_grid(file);
+  } else if (target == "sweep") {
+    // `moeperf sweep` arguments, one per line: "vary PATH=..." or "derive PATH=EXPR".
+    io::SweepSpec sp;
+    std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("vary ", 0) == 0) sp.axes.push_back(io::parse_vary(line.substr(5)));
+      else if (line.rfind("derive ", 0) == 0) sp.derive.push_back(io::parse_derive(line.substr(7)));
+    }
+    const size_t n = io::sweep_size(sp);
+    for (size_t i = 0; i < std::min<size_t>(n, 4); ++i) (void)io::sweep_point(sp, i);
   } else if (target == "set") {
     std::vector<io::Override> sets;
     std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
@@ -106,22 +120,23 @@ void load(const std::string& target, const std::string& file, const uint8_t* dat
 }  // namespace
 
 const std::vector<std::string>& targets() {
-  static const std::vector<std::string> t = {"scenario", "predict",     "model",        "system", "stack",
-                                             "calibration", "measurements", "accuracy", "set"};
+  static const std::vector<std::string> t = {"scenario",     "predict",  "model", "system", "stack", "calibration",
+                                             "measurements", "accuracy", "grid",  "set",    "sweep"};
   return t;
 }
 
 Outcome run_one(const std::string& target, const uint8_t* data, size_t size) {
-  const std::string file = target == "set" ? set_base() : stage().put(place_of(target), data, size);
+  const std::string file = target == "set" || target == "sweep" ? set_base() : stage().put(place_of(target), data, size);
   Outcome o;
   try {
     load(target, file, data, size);
     o.loaded = true;
   } catch (const InputError& e) {
     o.error = e.what();
-    // The message must say where: a file (the input or one it references) or the --set option.
-    if (o.error.find(".json") == std::string::npos && o.error.find("--set") == std::string::npos)
-      throw InvariantBroken("input error that names no file: " + o.error);
+    // The message must say where: a file (the input or one it references), or the option.
+    const bool named = target == "sweep" ? o.error.find("--vary") != std::string::npos || o.error.find("--derive") != std::string::npos
+                                         : o.error.find(".json") != std::string::npos || o.error.find("--set") != std::string::npos;
+    if (!named) throw InvariantBroken("input error that names no file or option: " + o.error);
   } catch (const std::exception& e) {
     throw InvariantBroken(std::string("escaped as ") + typeid(e).name() + ": " + e.what());
   }

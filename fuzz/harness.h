@@ -20,8 +20,9 @@ namespace moeperf::fuzz {
 
 // The loader entry points: scenario, predict (a scenario loaded, then predicted when small),
 // model (moeperf JSON or a Hugging Face config.json), system,
-// stack, calibration (profile), measurements (parts for calibrate), accuracy (published cases) and
-// set (one `--set PATH=VALUE` per line of the input, applied to a shipped scenario).
+// stack, calibration (profile), measurements (parts for calibrate), accuracy (published cases),
+// grid (a sweep's --grid file), set (one `--set PATH=VALUE` per line of the input, applied to a
+// shipped scenario) and sweep (`vary PATH=...` and `derive PATH=EXPR` lines, sweep's arguments).
 const std::vector<std::string>& targets();
 
 struct Outcome {

@@ -12,7 +12,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:?usage: scripts/fuzz.sh BUILD_DIR [TARGET ...]}" && pwd)"
 shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(scenario predict model system stack calibration measurements accuracy set)
+[ ${#targets[@]} -eq 0 ] && targets=(scenario predict model system stack calibration measurements accuracy grid set sweep)
 seconds="${MOEPERF_FUZZ_SECONDS:-60}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/moeperf-fuzz-run-XXXXXX")"
 trap 'rm -rf "$work"' EXIT

@@ -16,6 +16,7 @@
 #include "model/io/detail/stacks.h"
 #include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
+#include "model/io/sweep.h"
 #include "model/limits.h"
 #include "model/workload/pipeline_layout.h"
 #include "model/workload/step.h"
@@ -583,7 +584,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases, sweep_grid) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -637,6 +638,7 @@ Validated validate_file(const std::string& path) {
     root.allow_only({"kind", "name", "source", "note", "counts"});
     return {kind, std::to_string(parse_histogram(root.at("counts")).size()) + " experts"};
   }
+  if (kind == "sweep_grid") return {kind, std::to_string(load_sweep_grid(path).size()) + " points for moeperf sweep --grid"};
   root.at("kind").fail("unknown kind \"" + kind + "\"");
 }
 

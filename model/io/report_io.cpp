@@ -55,7 +55,7 @@ std::string layout_text(const Scenario& s) {
   return t;
 }
 
-void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int top) {
+void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int top, double train_tokens) {
   const double step = r.step_time.value();
   const Scenario& scen = *r.scenario;
   out << r.name << "\n";
@@ -124,6 +124,17 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   if (r.usd_per_million_tokens)
     out << "  cost                   $" << f(*r.usd_per_million_tokens, 2) << " per million tokens   (" << pp.price_basis
         << ")\n";
+  out << "  capacity               " << f(r.cluster_tokens_per_s / 1e6, 3) << " M tokens/s on the job's " << r.gpus
+      << " GPUs; " << r.gpus_bought << " GPUs held (" << r.domains_used << " NVLink domain" << (r.domains_used > 1 ? "s" : "")
+      << " of " << scen.system.domain.gpus() << ")\n";
+  if (train_tokens > 0) {
+    const TrainingBudget b = training_budget(r, train_tokens);
+    out << "  time to train          " << f(b.seconds / 86400, 1) << " days for " << f(train_tokens / 1e12, 3) << " T tokens ("
+        << f(b.seconds / 3600 * static_cast<double>(r.gpus_bought) / 1e6, 3) << " M GPU-hours held)";
+    if (b.mwh) out << ", " << f(*b.mwh, 0) << " MWh";
+    if (b.usd) out << ", $" << f(*b.usd / 1e6, 2) << " M";
+    out << "\n";
+  }
   out << "  MFU                    " << f(100 * r.mfu, 1) << " % of dense BF16 peak\n";
   out << "  communication          " << f(100 * r.comm_fraction_of_kernel_time, 1)
       << " % of accumulated kernel time; exposed " << f(100 * r.exposed_comm_fraction, 1) << " % of the step ("
@@ -198,7 +209,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   }
 }
 
-std::string report_json(const StepReport& r, int indent) {
+std::string report_json(const StepReport& r, int indent, double train_tokens) {
   nlohmann::json j;
   j["name"] = r.name;
   j["gpus"] = r.gpus;
@@ -240,6 +251,16 @@ std::string report_json(const StepReport& r, int indent) {
     j["price_basis"] = r.scenario->system.power_price.price_basis;
   }
   j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+  j["cluster_tokens_per_s"] = r.cluster_tokens_per_s;
+  j["gpus_bought"] = r.gpus_bought;
+  if (train_tokens > 0) {
+    const TrainingBudget b = training_budget(r, train_tokens);
+    j["train_tokens"] = train_tokens;
+    j["time_to_train_s"] = b.seconds;
+    j["time_to_train_days"] = b.seconds / 86400;
+    if (b.mwh) j["energy_to_train_mwh"] = *b.mwh;
+    if (b.usd) j["cost_to_train_usd"] = *b.usd;
+  }
   j["model_flops_per_token"] = r.model_flops_per_token;
   j["flop_convention"] = "maxtext";
   j["model_tflops_per_gpu"] = r.model_tflops_per_gpu;

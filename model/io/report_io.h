@@ -8,11 +8,12 @@
 
 namespace moeperf::io {
 
-// `top` > 0 limits the op table to the ops with the most kernel seconds.
-void write_report_text(const StepReport& r, std::ostream& out, bool per_op = true, int top = 0);
+// `top` > 0 limits the op table to the ops with the most kernel seconds; `train_tokens` > 0 adds the
+// time (energy, cost) to train that many tokens.
+void write_report_text(const StepReport& r, std::ostream& out, bool per_op = true, int top = 0, double train_tokens = 0);
 // "tp 1 x cp 1 x pp 16 x ep 64 x fsdp 1 x dp 2, schedule dualpipe"
 std::string layout_text(const Scenario& s);
-std::string report_json(const StepReport& r, int indent = 2);
+std::string report_json(const StepReport& r, int indent = 2, double train_tokens = 0);
 void write_report_csv(const StepReport& r, std::ostream& out);
 
 }  // namespace moeperf::io

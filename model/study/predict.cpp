@@ -112,6 +112,9 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   r.tokens_per_step_per_gpu = static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
   r.tokens_per_s_per_gpu = r.tokens_per_step_per_gpu / r.step_time.value();
   r.model_tflops_per_gpu = r.tokens_per_s_per_gpu * r.model_flops_per_token / 1e12;
+  r.cluster_tokens_per_s = r.tokens_per_s_per_gpu * static_cast<double>(s.gpus);
+  r.domains_used = r.topology->domains();
+  r.gpus_bought = r.domains_used * s.system.domain.gpus();
   r.mfu = r.tokens_per_s_per_gpu * r.model_flops_per_token / s.system.gpu().dense_bf16.value();
 
   // Kernel time as a profiler sums it: a collective counts from its launch, its wait for a slower
@@ -196,6 +199,15 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     r.usd_per_million_tokens = *usd * gpus * r.step_time.value() / 3600.0 / tokens_per_step * 1e6;
   r.sim = std::make_shared<const SimResult>(std::move(sim));
   return r;
+}
+
+TrainingBudget training_budget(const StepReport& r, double tokens) {
+  TrainingBudget b;
+  b.tokens = tokens;
+  b.seconds = r.cluster_tokens_per_s > 0 ? tokens / r.cluster_tokens_per_s : 0;
+  if (r.kwh_per_million_tokens) b.mwh = *r.kwh_per_million_tokens * tokens / 1e6 / 1e3;
+  if (r.usd_per_million_tokens) b.usd = *r.usd_per_million_tokens * tokens / 1e6;
+  return b;
 }
 
 }  // namespace moeperf

@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct StepReport {
   std::optional<double> usd_per_million_tokens;
   double tokens_per_step_per_gpu = 0;
   double tokens_per_s_per_gpu = 0;
+  // Capacity: the whole job's throughput, and the GPUs it holds: every GPU of each NVLink domain
+  // (rack or node) it uses, e.g. 64 used of 72 bought per GB300 NVL72 rack.
+  double cluster_tokens_per_s = 0;
+  int64_t domains_used = 0, gpus_bought = 0;
   double model_flops_per_token = 0;  // MaxText convention
   double model_tflops_per_gpu = 0;
   double mfu = 0;                    // model FLOP rate / dense BF16 peak
@@ -82,5 +87,14 @@ struct PredictOptions {
 ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);
 
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
+
+// Training a token budget at the report's throughput: wall time, and energy and cost where the
+// system file gives power and price.
+struct TrainingBudget {
+  double tokens = 0;
+  double seconds = 0;
+  std::optional<double> mwh, usd;
+};
+TrainingBudget training_budget(const StepReport& r, double tokens);
 
 }  // namespace moeperf

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <sstream>
+#include <iterator>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -626,6 +628,161 @@ TEST(CliLimits, InterleavedNeedsWholeGroupsOfMicroBatches) {
                        "global_batch = 288 gives 9"),
             std::string::npos)
       << r.out;
+}
+
+// moeperf sweep: the product of --vary axes, --derive keeping the layout, infeasible points as rows
+// with their reason, the same bytes on any --jobs, and --resume continuing an interrupted file.
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::string kSweep = " --vary parallelism.ep=8,16,3 --vary batch.micro_batch=6,3 --derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)'";
+
+TEST(CliSweep, DerivesTheLayoutAndKeepsInfeasiblePointsAsRows) {
+  TempDir d;
+  const std::string out = d.path("s.csv");
+  const Result r = run("sweep " + source(kSeed) + kSweep + " --jobs 2 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("sweep: 6 points in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 ok, 2 infeasible, 0 failed"), std::string::npos) << r.out;
+  std::istringstream lines(slurp(out));
+  std::vector<std::string> l;
+  for (std::string x; std::getline(lines, x);) l.push_back(x);
+  ASSERT_EQ(l.size(), 7u) << slurp(out);
+  EXPECT_EQ(l[0].rfind("index,parallelism.ep,batch.micro_batch,parallelism.fsdp,status,step_time_s,", 0), 0u) << l[0];
+  // The last axis varies fastest; fsdp = 128 / ep.
+  EXPECT_EQ(l[1].rfind("0,8,6,16,ok,", 0), 0u) << l[1];
+  EXPECT_EQ(l[2].rfind("1,8,3,16,ok,", 0), 0u) << l[2];
+  EXPECT_EQ(l[3].rfind("2,16,6,8,ok,", 0), 0u) << l[3];
+  // ep 3: fsdp = 128 / 3 is no integer; the row says why, in the loader's words.
+  EXPECT_EQ(l[5].rfind("4,3,6,42.666666666666664,infeasible,,,", 0), 0u) << l[5];
+  EXPECT_NE(l[5].find("/parallelism/fsdp: expected an integer"), std::string::npos) << l[5];
+  // The point at ep 8 is the scenario itself: the same step time as predict.
+  const Result p = run("predict " + source(kSeed) + " --format json");
+  const double step = nlohmann::json::parse(p.out)["step_time_s"].get<double>();
+  EXPECT_NEAR(std::stod(l[1].substr(std::string("0,8,6,16,ok,").size())), step, 1e-6);
+}
+
+TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
+  TempDir d;
+  const std::string one = d.path("one.csv"), two = d.path("two.jsonl"), cut = d.path("cut.csv"), jl = d.path("one.jsonl");
+  ASSERT_EQ(run("sweep " + source(kSeed) + kSweep + " --jobs 1 --out " + one).code, 0);
+  ASSERT_EQ(run("sweep " + source(kSeed) + kSweep + " --jobs 2 --out " + cut).code, 0);
+  const std::string whole = slurp(one);
+  EXPECT_EQ(slurp(cut), whole);
+  ASSERT_EQ(run("sweep " + source(kSeed) + kSweep + " --jobs 1 --out " + jl).code, 0);
+  ASSERT_EQ(run("sweep " + source(kSeed) + kSweep + " --jobs 2 --out " + two).code, 0);
+  EXPECT_EQ(slurp(two), slurp(jl));
+  // Interrupted after three rows and half of the fourth (as a kill mid-write leaves it).
+  size_t pos = 0;
+  for (int i = 0; i < 4; ++i) pos = whole.find('\n', pos) + 1;
+  const size_t half = pos + (whole.find('\n', pos) - pos) / 2;
+  std::ofstream(cut, std::ios::binary | std::ios::trunc) << whole.substr(0, half);
+  const Result r = run("sweep " + source(kSeed) + kSweep + " --jobs 2 --resume --out " + cut);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("sweep: 3 of 6 points already in"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(cut), whole);
+  // A file of another sweep is not continued.
+  const Result other = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' --resume --out " + cut);
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find("is not this sweep's header"), std::string::npos) << other.out;
+  EXPECT_EQ(slurp(cut), whole);
+}
+
+TEST(CliSweep, RangesGridsAndBadArguments) {
+  TempDir d;
+  const std::string grid = d.write("grid.json", R"({"kind": "sweep_grid", "points": [
+    {"parallelism.ep": 8, "parallelism.fsdp": 16}, {"parallelism.ep": 32, "parallelism.fsdp": 4}]})");
+  Result r = run("sweep " + source(kSeed) + " --grid " + grid + " --vary 'gpus=64..256*2' --derive 'parallelism.fsdp=gpus/ep' --format jsonl");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> rows;
+  for (std::string x; std::getline(lines, x);)
+    if (!x.empty() && x[0] == '{') rows.push_back(nlohmann::json::parse(x));
+  ASSERT_EQ(rows.size(), 6u) << r.out;  // 2 grid points x gpus 64, 128, 256
+  EXPECT_EQ(rows[1]["point"]["gpus"], "128");
+  EXPECT_EQ(rows[4]["point"]["parallelism.ep"], "32");
+  EXPECT_EQ(rows[4]["derived"]["parallelism.fsdp"], "4");
+  EXPECT_EQ(rows[1]["status"], "ok") << rows[1];
+  // Bad arguments: exit 2 with the argument named, nothing written.
+  const std::string out = d.path("never.csv");
+  const std::vector<std::string> bads = {"--vary parallelism.ep", "--vary 'gpus=256..64*2'", "--vary gpus=64 --derive 'parallelism.fsdp=gpus/(ep'",
+                                         "--grid " + d.write("g.json", R"({"kind": "sweep_grid", "points": []})")};
+  for (const std::string& bad : bads) {
+    r = run("sweep " + source(kSeed) + " " + bad + " --out " + out);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << bad;
+  }
+  r = run("sweep " + source(kSeed) + " --vary parallelism.ep");
+  EXPECT_NE(r.out.find("--vary parallelism.ep: expected PATH=V1,V2,..."), std::string::npos) << r.out;
+  r = run("sweep " + source(kSeed) + " --vary gpus=64 --derive 'parallelism.fsdp=gpus/(ep'");
+  EXPECT_NE(r.out.find("--derive parallelism.fsdp=gpus/(ep: missing ')'"), std::string::npos) << r.out;
+}
+
+// moeperf sensitivity: each term is predict with that one thing changed, minus the scenario's step.
+TEST(CliSensitivity, TermsArePredictionsWithOneThingChanged) {
+  const Result r = run("sensitivity " + source(kSeed) + " --format json --jobs 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const double step = j["step_time_s"].get<double>();
+  std::map<std::string, nlohmann::json> by;
+  double last = 1e300;
+  for (const auto& t : j["terms"]) {
+    by[t["name"].get<std::string>()] = t;
+    // Largest change first.
+    double big = 0;
+    for (const char* k : {"minus_s", "plus_s"})
+      if (!t[k].is_null()) big = std::max(big, std::abs(t[k].get<double>()));
+    EXPECT_LE(big, last + 1e-12) << t;
+    last = big;
+  }
+  auto step_with = [&](const std::string& set) {
+    const Result p = run("predict " + source(kSeed) + " --set '" + set + "' --format json");
+    EXPECT_EQ(p.code, 0) << p.out;
+    return nlohmann::json::parse(p.out)["step_time_s"].get<double>();
+  };
+  // HBM at 8 TB/s x 1.1 and x 0.9, and the FSDP prefetch switched off, through --set.
+  ASSERT_TRUE(by.count("HBM bandwidth"));
+  EXPECT_NEAR(by["HBM bandwidth"]["plus_s"].get<double>(), step_with(kGpu + ".hbm_bandwidth=\"8.8 TB/s\"") - step, 1e-9);
+  EXPECT_NEAR(by["HBM bandwidth"]["minus_s"].get<double>(), step_with(kGpu + ".hbm_bandwidth=\"7.2 TB/s\"") - step, 1e-9);
+  EXPECT_LT(by["HBM bandwidth"]["plus_s"].get<double>(), 0);  // faster memory, shorter step
+  ASSERT_TRUE(by.count("stack.overlap.fsdp_prefetch"));
+  EXPECT_TRUE(by["stack.overlap.fsdp_prefetch"]["flip"].get<bool>());
+  EXPECT_NEAR(by["stack.overlap.fsdp_prefetch"]["plus_s"].get<double>(), step_with("stack.overlap.fsdp_prefetch=false") - step, 1e-9);
+  // Every efficiency parameter but the tile shapes and the memory reserve is a term.
+  EXPECT_TRUE(by.count("param ib_fraction"));
+  EXPECT_FALSE(by.count("param gemm_tile_m"));
+  // The text names the largest term first.
+  const Result t = run("sensitivity " + source(kSeed) + " --top 3");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("  1    " + j["terms"][0]["name"].get<std::string>()), std::string::npos) << t.out;
+}
+
+// Capacity figures: the job's tokens/s, the GPUs it holds (whole racks or nodes), and a token
+// budget's time, energy and cost.
+TEST(CliCapacity, ClusterThroughputGpusHeldAndTimeToTrain) {
+  Result r = run("predict " + source(kSeed) + " --tokens 15T --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["cluster_tokens_per_s"].get<double>(), 128 * j["tokens_per_s_per_gpu"].get<double>(), 1e-6);
+  EXPECT_EQ(j["gpus_bought"], 144);  // 2 GB300 NVL72 racks, 64 of each rack's 72 used
+  EXPECT_NEAR(j["time_to_train_s"].get<double>(), 15e12 / j["cluster_tokens_per_s"].get<double>(), 1e-6);
+  EXPECT_FALSE(j.contains("energy_to_train_mwh"));  // the GB300 system file gives no power
+  r = run("predict " + source(kSeed) + " --tokens 15T --top 1");
+  EXPECT_NE(r.out.find("GPUs; 144 GPUs held (2 NVLink domains of 72)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  time to train          "), std::string::npos) << r.out;
+  // Energy and cost where the system gives power and a price: per million tokens x the budget.
+  const std::string dgx = source("examples/compare/deepseek-v3-dgx-b200.json");
+  r = run("predict " + dgx + " --tokens 300B --set system.price.usd_per_gpu_hour=4 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j["energy_to_train_mwh"].get<double>(), j["energy_kwh_per_million_tokens"].get<double>() * 3e5 / 1e3, 1e-6);
+  EXPECT_NEAR(j["cost_to_train_usd"].get<double>(), j["cost_usd_per_million_tokens"].get<double>() * 3e5, 1e-3);
+  EXPECT_EQ(j["gpus_bought"], 256);  // 32 DGX nodes of 8
+  r = run("predict " + source(kSeed) + " --tokens 15X");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--tokens 15X: expected a token count like 15T"), std::string::npos) << r.out;
 }
 
 }  // namespace

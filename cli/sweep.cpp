@@ -1,0 +1,223 @@
+// moeperf sweep: one scenario over the product of --vary axes (and --grid points), with --derive
+// rules keeping each layout consistent; every point predicted on --jobs threads and streamed, in
+// point order, to CSV or JSON Lines; --resume continues an interrupted file. Progress on stderr.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.h"
+#include "model/error.h"
+#include "model/io/sweep.h"
+
+namespace moeperf::cli {
+namespace {
+
+struct Opts {
+  std::string file, out, format, grid, tokens;
+  std::vector<std::string> vary, derive, sets;
+  int jobs = 0;
+  bool resume = false;
+};
+
+std::string duration(double s) {
+  char b[48];
+  if (s < 90) std::snprintf(b, sizeof b, "%.0f s", s);
+  else if (s < 5400) std::snprintf(b, sizeof b, "%.0f min %02.0f s", std::floor(s / 60), std::fmod(s, 60));
+  else std::snprintf(b, sizeof b, "%.1f h", s / 3600);
+  return b;
+}
+
+// A bar redrawn in place on a terminal; plain lines at every tenth (or each half minute) otherwise.
+class Progress {
+ public:
+  Progress(size_t total, size_t done) : total_(total), first_(done), tty_(isatty(STDERR_FILENO) != 0) {}
+  void update(size_t done, bool last = false) {
+    const auto now = std::chrono::steady_clock::now();
+    const double el = std::chrono::duration<double>(now - t0_).count();
+    const double rate = el > 0 ? static_cast<double>(done - first_) / el : 0;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+    char line[160];
+    if (tty_) {
+      if (!last && std::chrono::duration<double>(now - shown_).count() < 0.1) return;
+      const int w = 30, fill = total_ ? static_cast<int>(w * done / total_) : w;
+      std::snprintf(line, sizeof line, "\rsweep [%s%s] %zu/%zu points, %.1f/s, ETA %s   ",
+                    std::string(static_cast<size_t>(fill), '#').c_str(), std::string(static_cast<size_t>(w - fill), '.').c_str(),
+                    done, total_, rate, duration(eta).c_str());
+      std::cerr << line << (last ? "\n" : "") << std::flush;
+    } else {
+      const size_t tenth = total_ ? 10 * done / total_ : 10;
+      if (!last && tenth == tenth_ && std::chrono::duration<double>(now - shown_).count() < 30) return;
+      tenth_ = tenth;
+      std::snprintf(line, sizeof line, "sweep: %zu/%zu points, %.1f/s, ETA %s\n", done, total_, rate, duration(eta).c_str());
+      std::cerr << line << std::flush;
+    }
+    shown_ = now;
+  }
+
+ private:
+  size_t total_, first_;
+  bool tty_;
+  size_t tenth_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), shown_{};
+};
+
+// --resume: the complete lines of `path` that are this sweep's first points, in order. Returns how
+// many there are and their bytes (a partial last line, from a kill mid-write, is dropped).
+std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& path, bool csv, const std::string& header) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {0, 0};
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = 0, done = 0, lineno = 0;
+  const size_t n = io::sweep_size(sp);
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) break;  // partial
+    const std::string line = text.substr(pos, nl - pos + 1);
+    ++lineno;
+    if (csv && lineno == 1) {
+      if (line != header)
+        throw InputError("--resume " + path + ": line 1 is not this sweep's header (another sweep wrote the file?); expected " + header);
+    } else {
+      bool ok = done < n;
+      if (ok && csv) {
+        ok = line.rfind(io::sweep_csv_key(sp, done), 0) == 0;
+      } else if (ok) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        nlohmann::json want = nlohmann::json::object();
+        for (const auto& o : io::sweep_point(sp, done)) want[o.path] = o.value;
+        ok = j.is_object() && j.contains("index") && j["index"] == done && j.contains("point") && j["point"] == want;
+      }
+      if (!ok)
+        throw InputError("--resume " + path + ": line " + std::to_string(lineno) + " is not point " + std::to_string(done) +
+                         " of this sweep (another sweep, or other --vary values, wrote the file?)");
+      ++done;
+    }
+    pos = nl + 1;
+  }
+  return {done, pos};
+}
+
+int cmd_sweep(const Opts& o) {
+  io::SweepSpec sp;
+  sp.scenario = o.file;
+  sp.sets = overrides(o.sets);
+  for (const auto& v : o.vary) sp.axes.push_back(io::parse_vary(v));
+  for (const auto& d : o.derive) sp.derive.push_back(io::parse_derive(d));
+  if (!o.grid.empty()) sp.grid = io::load_sweep_grid(o.grid);
+  if (!o.tokens.empty()) sp.train_tokens = parse_token_count("--tokens", o.tokens);
+  if (sp.axes.empty() && sp.grid.empty()) throw InputError("sweep: nothing to vary: give --vary PATH=V1,V2,... or --grid FILE.json");
+  check_output_path("--out", o.out);
+  if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE (the file an interrupted sweep wrote)");
+  {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
+  }
+  const std::string fmt_name = !o.format.empty() ? o.format
+                               : (o.out.size() > 6 && o.out.substr(o.out.size() - 6) == ".jsonl") ? "jsonl"
+                                                                                                   : "csv";
+  const bool csv = fmt_name == "csv";
+  const size_t n = io::sweep_size(sp);
+  const std::string header = io::sweep_csv_header(sp);
+
+  size_t start = 0, keep = 0;
+  if (o.resume) std::tie(start, keep) = resumable(sp, o.out, csv, header);
+  std::ofstream file;
+  std::ostream* out = &std::cout;
+  if (!o.out.empty()) {
+    if (o.resume && keep > 0) {
+      std::filesystem::resize_file(o.out, keep);  // drop a partial last line
+      file.open(o.out, std::ios::binary | std::ios::app);
+    } else {
+      file.open(o.out, std::ios::binary | std::ios::trunc);
+    }
+    if (!file) throw std::runtime_error("cannot write " + o.out);
+    out = &file;
+  }
+  if (csv && keep == 0) *out << header << std::flush;
+  if (o.resume) std::cerr << "sweep: " << start << " of " << n << " points already in " << o.out << "\n";
+
+  const int jobs = std::max(1, o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<std::optional<std::string>> lines(n - start);
+  std::vector<std::string> status(n - start);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<size_t> next{start};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      const io::SweepRow r = io::run_point(sp, i);
+      std::string text = csv ? io::sweep_csv_row(sp, r) : io::sweep_jsonl_row(r);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        lines[i - start] = std::move(text);
+        status[i - start] = r.status;
+      }
+      cv.notify_one();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(std::max<size_t>(n - start, 1))); ++t) pool.emplace_back(worker);
+  Progress bar(n, start);
+  std::map<std::string, size_t> counts;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Rows go out in point order as soon as every earlier one is done, so an interrupted file holds a
+  // prefix of the sweep (what --resume continues from).
+  for (size_t i = start; i < n; ++i) {
+    std::string text;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return lines[i - start].has_value(); });
+      text = std::move(*lines[i - start]);
+      lines[i - start].reset();
+      ++counts[status[i - start]];
+    }
+    *out << text << std::flush;
+    bar.update(i + 1, i + 1 == n);
+  }
+  for (auto& t : pool) t.join();
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char tail[200];
+  std::snprintf(tail, sizeof tail, "sweep: %zu points in %.1f s on %d thread%s (%.1f/s): %zu ok, %zu infeasible, %zu failed%s%s\n",
+                n - start, el, jobs, jobs > 1 ? "s" : "", el > 0 ? static_cast<double>(n - start) / el : 0.0, counts["ok"],
+                counts["infeasible"], counts["failed"], o.out.empty() ? "" : "; written to ", o.out.c_str());
+  std::cerr << tail;
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_sweep(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("sweep", "Predict a scenario over the product of --vary axes (and --grid points), one row per point");
+  sub->add_option("SCENARIO", o->file, "scenario file")->required();
+  sub->add_option("--vary", o->vary,
+                  "PATH=V1,V2,... or a range PATH=A..B*F (geometric) or PATH=A..B+S; same dotted paths as --set; repeat for a product");
+
+  sub->add_option("--grid", o->grid, "JSON file {\"kind\": \"sweep_grid\", \"points\": [{\"parallelism.ep\": 8, ...}, ...]} crossed with --vary");
+  sub->add_option("--derive", o->derive,
+                  "PATH=EXPRESSION set at every point after its values, e.g. parallelism.fsdp=gpus/(ep*tp*pp*dp) "
+                  "(names: gpus tp cp pp vpp ep etp fsdp dp micro_batch global_batch seq_len, or dotted paths)");
+
+  sub->add_option("--set", o->sets, "fixed override PATH=VALUE at every point");
+  sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
+  sub->add_option("--out", o->out, "write rows here as they finish (CSV, or JSON Lines for .jsonl) instead of stdout");
+  sub->add_option("--format", o->format, "csv or jsonl (default: from --out's extension, else csv)")->check(CLI::IsMember({"csv", "jsonl"}));
+  sub->add_option("--tokens", o->tokens, "a token budget (15T, 300B): adds each point's days to train it");
+  sub->add_flag("--resume", o->resume, "continue the sweep --out holds: keep its finished points, run the rest");
+  return {sub, [o] { return cmd_sweep(*o); }};
+}
+
+}  // namespace moeperf::cli

@@ -1,0 +1,419 @@
+#include "model/io/sweep.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "model/error.h"
+#include "model/io/detail/json_node.h"
+#include "model/io/errors.h"
+#include "model/io/scenario_schema.h"
+#include "model/study/predict.h"
+
+namespace moeperf::io {
+namespace {
+
+using detail::json;
+
+// Points a sweep may have: beyond this a study is a plan (search), not an enumeration.
+constexpr size_t kMaxPoints = 10'000'000;
+
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& arg, const char* flag, const char* example) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    throw SpecError(std::string(flag) + " " + arg, "", std::string("expected PATH=") + example);
+  return {trim(arg.substr(0, eq)), trim(arg.substr(eq + 1))};
+}
+
+std::optional<double> number(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string number_text(double v) {
+  char b[40];
+  if (std::floor(v) == v && std::fabs(v) < 9e15)
+    std::snprintf(b, sizeof b, "%.0f", v);
+  else
+    std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// ---- derive expressions: + - * / ( ), numbers, names (recursive descent)
+class Expr {
+ public:
+  Expr(const std::string& text, std::function<double(const std::string&)> lookup) : t_(text), look_(std::move(lookup)) {}
+  double eval() {
+    const double v = sum();
+    skip();
+    if (i_ != t_.size()) throw std::invalid_argument("unexpected '" + t_.substr(i_, 1) + "' at character " + std::to_string(i_ + 1));
+    return v;
+  }
+
+ private:
+  void skip() {
+    while (i_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[i_]))) ++i_;
+  }
+  double sum() {
+    double v = product();
+    for (;;) {
+      skip();
+      if (i_ < t_.size() && (t_[i_] == '+' || t_[i_] == '-')) {
+        const char op = t_[i_++];
+        const double r = product();
+        v = op == '+' ? v + r : v - r;
+      } else {
+        return v;
+      }
+    }
+  }
+  double product() {
+    double v = factor();
+    for (;;) {
+      skip();
+      if (i_ < t_.size() && (t_[i_] == '*' || t_[i_] == '/')) {
+        const char op = t_[i_++];
+        const double r = factor();
+        if (op == '/' && r == 0) throw std::invalid_argument("division by zero");
+        v = op == '*' ? v * r : v / r;
+      } else {
+        return v;
+      }
+    }
+  }
+  double factor() {
+    skip();
+    if (i_ >= t_.size()) throw std::invalid_argument("the expression ends where a value was expected");
+    if (++depth_ > 64) throw std::invalid_argument("nested deeper than 64 levels");
+    double v = 0;
+    const char c = t_[i_];
+    if (c == '(') {
+      ++i_;
+      v = sum();
+      skip();
+      if (i_ >= t_.size() || t_[i_] != ')') throw std::invalid_argument("missing ')'");
+      ++i_;
+    } else if (c == '-') {
+      ++i_;
+      v = -factor();
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      size_t used = 0;
+      v = std::stod(t_.substr(i_), &used);
+      i_ += used;
+    } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const size_t a = i_;
+      while (i_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[i_])) || t_[i_] == '_' || t_[i_] == '.')) ++i_;
+      v = look_(t_.substr(a, i_ - a));
+    } else {
+      throw std::invalid_argument("unexpected '" + std::string(1, c) + "' at character " + std::to_string(i_ + 1));
+    }
+    --depth_;
+    return v;
+  }
+  const std::string& t_;
+  std::function<double(const std::string&)> look_;
+  size_t i_ = 0;
+  int depth_ = 0;
+};
+
+// The short names of derive expressions.
+std::string field_of(const std::string& name) {
+  static const std::map<std::string, std::string> alias = {
+      {"tp", "parallelism.tp"},   {"cp", "parallelism.cp"},     {"pp", "parallelism.pp"},
+      {"vpp", "parallelism.vpp"}, {"ep", "parallelism.ep"},     {"etp", "parallelism.etp"},
+      {"fsdp", "parallelism.fsdp"}, {"dp", "parallelism.dp"},   {"micro_batch", "batch.micro_batch"},
+      {"global_batch", "batch.global_batch"}, {"seq_len", "batch.seq_len"}};
+  const auto it = alias.find(name);
+  return it == alias.end() ? name : it->second;
+}
+
+// A field's number: the point's overrides (the last one wins), else the scenario file, else the
+// schema's default.
+double field_value(const std::string& file, const json& doc, const std::vector<Override>& sets, const std::string& name) {
+  const std::string path = field_of(name);
+  for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+    if (it->path == path) {
+      if (const auto v = number(it->value)) return *v;
+      throw std::invalid_argument(path + " is \"" + it->value + "\", not a number");
+    }
+  const json* cur = &doc;
+  size_t a = 0;
+  while (cur && a <= path.size()) {
+    const size_t b = std::min(path.find('.', a), path.size());
+    const std::string key = path.substr(a, b - a);
+    cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
+    a = b + 1;
+  }
+  if (cur && cur->is_number()) return cur->get<double>();
+  if (cur && !cur->is_null()) throw std::invalid_argument(path + " in " + file + " is not a number");
+  for (const FieldDoc& f : scenario_fields())
+    if (f.path == path && !f.default_json.empty()) {
+      const json d = json::parse(f.default_json);
+      if (d.is_number()) return d.get<double>();
+    }
+  throw std::invalid_argument("no value for \"" + name + "\": neither the point nor " + file +
+                              " gives " + path + ", and it has no numeric default");
+}
+
+std::string fixed(double v, int prec) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+// Appends ",value" (two appends: GCC 12 warns falsely on "," + std::string under -Werror=restrict).
+void cell(std::string& line, const std::string& v) {
+  line += ',';
+  line += v;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// The columns naming a point: every path a grid point or an axis sets, in order of appearance.
+std::vector<std::string> point_columns(const SweepSpec& sp) {
+  std::vector<std::string> cols;
+  auto add = [&](const std::string& p) {
+    if (std::find(cols.begin(), cols.end(), p) == cols.end()) cols.push_back(p);
+  };
+  for (const auto& g : sp.grid)
+    for (const auto& o : g) add(o.path);
+  for (const auto& a : sp.axes) add(a.path);
+  return cols;
+}
+
+std::string value_at(const std::vector<Override>& os, const std::string& path) {
+  std::string v;
+  for (const auto& o : os)
+    if (o.path == path) v = o.value;
+  return v;
+}
+
+}  // namespace
+
+SweepAxis parse_vary(const std::string& arg) {
+  const auto [path, rhs] = split_assignment(arg, "--vary", "V1,V2,... or PATH=A..B*F or PATH=A..B+S");
+  SweepAxis a{path, {}};
+  const auto dots = rhs.find("..");
+  const auto op = rhs.find_first_of("*+", dots == std::string::npos ? 0 : dots);
+  if (dots != std::string::npos && op != std::string::npos) {
+    const auto lo = number(rhs.substr(0, dots)), hi = number(rhs.substr(dots + 2, op - dots - 2)),
+               by = number(rhs.substr(op + 1));
+    const bool geo = rhs[op] == '*';
+    if (!lo || !hi || !by || (geo && (*by <= 1 || *lo <= 0)) || (!geo && *by <= 0) || *hi < *lo)
+      throw SpecError("--vary " + arg, "", std::string("expected a range A..B") + (geo ? "*F with 0 < A <= B and F > 1" : "+S with A <= B and S > 0") +
+                                               ", e.g. gpus=128..4096*2 or parallelism.ep=8..64+8");
+    for (double v = *lo; v <= *hi * (1 + 1e-12); v = geo ? v * *by : v + *by) {
+      a.values.push_back(number_text(v));
+      if (a.values.size() > kMaxPoints) throw SpecError("--vary " + arg, "", "more than " + std::to_string(kMaxPoints) + " values");
+    }
+    return a;
+  }
+  size_t s = 0;
+  for (;;) {
+    const size_t e = rhs.find(',', s);
+    const std::string v = trim(rhs.substr(s, e == std::string::npos ? std::string::npos : e - s));
+    if (v.empty()) throw SpecError("--vary " + arg, "", "an empty value in the list");
+    a.values.push_back(v);
+    if (e == std::string::npos) break;
+    s = e + 1;
+  }
+  return a;
+}
+
+DeriveRule parse_derive(const std::string& arg) {
+  const auto [path, expr] = split_assignment(arg, "--derive", "EXPRESSION, e.g. parallelism.fsdp=gpus/(ep*tp*pp*dp)");
+  try {
+    (void)Expr(expr, [](const std::string&) { return 1.0; }).eval();  // the syntax, with every name 1
+  } catch (const std::invalid_argument& e) {
+    throw SpecError("--derive " + arg, "", e.what());
+  }
+  return {path, expr};
+}
+
+std::vector<std::vector<Override>> load_sweep_grid(const std::string& path) {
+  const json doc = detail::read_json_file(path);
+  const detail::Node root(doc, path, "");
+  root.expect_object();
+  root.allow_only({"kind", "description", "points"});
+  if (root.at("kind").as_string() != "sweep_grid") root.at("kind").fail("expected \"sweep_grid\"");
+  const detail::Node pts = root.at("points");
+  if (!pts.is_array() || pts.size() == 0) pts.fail("expected a non-empty array of points ({\"parallelism.ep\": 8, ...})");
+  std::vector<std::vector<Override>> out;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const detail::Node p = pts[i];
+    p.expect_object();
+    std::vector<Override> os;
+    for (const auto& [k, v] : p.raw().items()) {
+      if (v.is_object() || v.is_array()) p.at(k.c_str()).fail("expected a value (a number, string or boolean) for --set " + k);
+      os.push_back({k, v.is_string() ? v.get<std::string>() : v.dump()});
+    }
+    out.push_back(std::move(os));
+  }
+  return out;
+}
+
+size_t sweep_size(const SweepSpec& sp) {
+  size_t n = std::max<size_t>(sp.grid.size(), 1);
+  for (const auto& a : sp.axes) {
+    if (a.values.empty()) return 0;
+    if (n > kMaxPoints / a.values.size())
+      throw SpecError("--vary", "", "the sweep has more than " + std::to_string(kMaxPoints) + " points");
+    n *= a.values.size();
+  }
+  return n;
+}
+
+std::vector<Override> sweep_point(const SweepSpec& sp, size_t i) {
+  size_t per_grid = 1;
+  for (const auto& a : sp.axes) per_grid *= a.values.size();
+  std::vector<Override> out;
+  if (!sp.grid.empty()) out = sp.grid[i / per_grid];
+  size_t rem = i % per_grid;
+  std::vector<Override> axes(sp.axes.size());
+  for (size_t k = sp.axes.size(); k-- > 0;) {
+    const auto& a = sp.axes[k];
+    axes[k] = {a.path, a.values[rem % a.values.size()]};
+    rem /= a.values.size();
+  }
+  out.insert(out.end(), axes.begin(), axes.end());
+  return out;
+}
+
+SweepRow run_point(const SweepSpec& sp, size_t i) {
+  SweepRow r;
+  r.index = i;
+  r.point = sweep_point(sp, i);
+  std::vector<Override> sets = sp.sets;
+  sets.insert(sets.end(), r.point.begin(), r.point.end());
+  try {
+    if (!sp.derive.empty()) {
+      const json doc = detail::read_json_file(sp.scenario);
+      for (const DeriveRule& d : sp.derive) {
+        double v = 0;
+        try {
+          v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, doc, sets, n); }).eval();
+        } catch (const std::invalid_argument& e) {
+          r.status = "infeasible";
+          r.reason = "--derive " + d.path + "=" + d.expr + ": " + e.what();
+          return r;
+        }
+        r.derived.push_back({d.path, number_text(v)});
+        sets.push_back(r.derived.back());
+      }
+    }
+    const Scenario s = load_scenario(sp.scenario, sets);
+    const StepReport rep = predict(s, s.calibration);
+    r.predicted = true;
+    r.step_time_s = rep.step_time.value();
+    r.step_time_low_s = r.step_time_s * (1 - rep.band);
+    r.step_time_high_s = r.step_time_s * (1 + rep.band);
+    r.tokens_per_s_per_gpu = rep.tokens_per_s_per_gpu;
+    r.model_tflops_per_gpu = rep.model_tflops_per_gpu;
+    r.mfu = rep.mfu;
+    r.exposed_comm_fraction = rep.exposed_comm_fraction;
+    r.peak_memory_gb = rep.memory.hbm_total.value() / 1e9;
+    r.hbm_capacity_gb = rep.memory.hbm_capacity.value() / 1e9;
+    r.cluster_tokens_per_s = rep.cluster_tokens_per_s;
+    r.gpus_bought = rep.gpus_bought;
+    if (sp.train_tokens > 0) r.time_to_train_days = training_budget(rep, sp.train_tokens).seconds / 86400;
+    if (rep.memory.fits) {
+      r.status = "ok";
+    } else {
+      r.status = "infeasible";
+      r.reason = !rep.memory.fits_hbm ? "memory: needs " + fixed(r.peak_memory_gb, 1) + " GB of HBM per GPU, " +
+                                            fixed(r.hbm_capacity_gb, 1) + " GB usable (short by " +
+                                            fixed(rep.memory.hbm_shortfall.value() / 1e9, 1) + " GB)"
+                                      : "memory: host offload short by " + fixed(rep.memory.host_shortfall.value() / 1e9, 1) + " GB";
+    }
+  } catch (const InputError& e) {
+    r.status = "infeasible";
+    r.reason = e.what();
+  } catch (const std::exception& e) {
+    r.status = "failed";
+    r.reason = e.what();
+  }
+  return r;
+}
+
+std::string sweep_csv_header(const SweepSpec& sp) {
+  std::string h = "index";
+  for (const auto& c : point_columns(sp)) cell(h, csv_field(c));
+  for (const auto& d : sp.derive) cell(h, csv_field(d.path));
+  h += ",status,step_time_s,step_time_low_s,step_time_high_s,tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,"
+       "exposed_comm_fraction,peak_memory_gb,hbm_capacity_gb,cluster_tokens_per_s,gpus_bought";
+  if (sp.train_tokens > 0) h += ",time_to_train_days";
+  h += ",reason\n";
+  return h;
+}
+
+std::string sweep_csv_key(const SweepSpec& sp, size_t i) {
+  const std::vector<Override> point = sweep_point(sp, i);
+  std::string l = std::to_string(i);
+  for (const auto& c : point_columns(sp)) cell(l, csv_field(value_at(point, c)));
+  return l + ",";
+}
+
+std::string sweep_csv_row(const SweepSpec& sp, const SweepRow& r) {
+  std::string l = std::to_string(r.index);
+  for (const auto& c : point_columns(sp)) cell(l, csv_field(value_at(r.point, c)));
+  for (const auto& d : sp.derive) cell(l, csv_field(value_at(r.derived, d.path)));
+  cell(l, r.status);
+  if (r.predicted) {
+    for (double v : {r.step_time_s, r.step_time_low_s, r.step_time_high_s}) cell(l, fixed(v, 6));
+    cell(l, fixed(r.tokens_per_s_per_gpu, 1) + "," + fixed(r.model_tflops_per_gpu, 1) + "," + fixed(r.mfu, 4) + "," +
+         fixed(r.exposed_comm_fraction, 4) + "," + fixed(r.peak_memory_gb, 2) + "," + fixed(r.hbm_capacity_gb, 2) + "," +
+         fixed(r.cluster_tokens_per_s, 0) + "," + std::to_string(r.gpus_bought));
+    if (sp.train_tokens > 0) cell(l, fixed(r.time_to_train_days, 2));
+  } else {
+    l += std::string(sp.train_tokens > 0 ? 12 : 11, ',');
+  }
+  return l + "," + csv_field(r.reason) + "\n";
+}
+
+std::string sweep_jsonl_row(const SweepRow& r) {
+  json j = json::object();
+  j["index"] = r.index;
+  json p = json::object(), d = json::object();
+  for (const auto& o : r.point) p[o.path] = o.value;
+  for (const auto& o : r.derived) d[o.path] = o.value;
+  j["point"] = p;
+  j["derived"] = d;
+  j["status"] = r.status;
+  if (r.predicted) {
+    auto num = [](double v, int prec) { return std::isfinite(v) ? json::parse(fixed(v, prec)) : json(nullptr); };
+    j["step_time_s"] = num(r.step_time_s, 6);
+    j["step_time_low_s"] = num(r.step_time_low_s, 6);
+    j["step_time_high_s"] = num(r.step_time_high_s, 6);
+    j["tokens_per_s_per_gpu"] = num(r.tokens_per_s_per_gpu, 1);
+    j["model_tflops_per_gpu"] = num(r.model_tflops_per_gpu, 1);
+    j["mfu"] = num(r.mfu, 4);
+    j["exposed_comm_fraction"] = num(r.exposed_comm_fraction, 4);
+    j["peak_memory_gb"] = num(r.peak_memory_gb, 2);
+    j["hbm_capacity_gb"] = num(r.hbm_capacity_gb, 2);
+    j["cluster_tokens_per_s"] = num(r.cluster_tokens_per_s, 0);
+    j["gpus_bought"] = r.gpus_bought;
+    if (r.time_to_train_days > 0) j["time_to_train_days"] = num(r.time_to_train_days, 2);
+  }
+  if (!r.reason.empty()) j["reason"] = r.reason;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace moeperf::io
