@@ -23,6 +23,7 @@ Command add_compare(CLI::App& app);
 Command add_scale(CLI::App& app);
 Command add_sweep(CLI::App& app);
 Command add_sensitivity(CLI::App& app);
+Command add_plan(CLI::App& app);
 Command add_collective(CLI::App& app);
 Command add_topo(CLI::App& app);
 Command add_validate(CLI::App& app);

@@ -1,6 +1,9 @@
 #include "cli/common.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -67,6 +70,18 @@ Scenario load_named(const std::string& file, const std::vector<std::string>& set
   Scenario s = io::load_scenario(file, overrides(sets));
   name_overrides(s, sets);
   return s;
+}
+
+int run_on_threads(int jobs, std::vector<std::function<void()>>& work) {
+  const int n = std::max(1, jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t)
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < work.size(); i = next++) work[i]();
+    });
+  for (auto& t : pool) t.join();
+  return n;
 }
 
 double parse_token_count(const char* flag, const std::string& text) {

@@ -34,6 +34,10 @@ CLI::Validator whole_at_least_one(const std::string& what);
 CLI::Validator positive_number(const std::string& what);
 CLI::Validator gpu_count();
 
+// Threads for independent jobs: `jobs` (<= 0: every core) threads take the next job until none is
+// left. Returns the thread count used.
+int run_on_threads(int jobs, std::vector<std::function<void()>>& work);
+
 // Parses the command line, then runs `work`: a usage error exits 2 (help and --version 0), an
 // InputError is bad input (exit 2), any other exception a failure (exit 1); each with one message.
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& work);

@@ -1,12 +1,10 @@
 // moeperf sensitivity: the step time's change per -/+ 10 % of each hardware figure, efficiency
 // parameter and numeric stack setting, and per on/off stack mechanism flipped, largest first.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "cli/commands.h"
 #include "model/study/sensitivity.h"
@@ -30,16 +28,7 @@ std::string change(double d, double step) {
 
 int cmd_sensitivity(const Opts& o) {
   const Scenario s = load_named(o.file, o.sets);
-  const int jobs = std::max(1, o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()));
-  auto run = [jobs](std::vector<std::function<void()>>& work) {
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> pool;
-    for (int t = 0; t < jobs; ++t)
-      pool.emplace_back([&] {
-        for (size_t i = next++; i < work.size(); i = next++) work[i]();
-      });
-    for (auto& t : pool) t.join();
-  };
+  auto run = [&](std::vector<std::function<void()>>& work) { run_on_threads(o.jobs, work); };
   const SensitivityResult r = sensitivity(s, o.step_pct / 100, run);
   if (o.format == "json") {
     nlohmann::json j;

@@ -785,5 +785,43 @@ TEST(CliCapacity, ClusterThroughputGpusHeldAndTimeToTrain) {
   EXPECT_NE(r.out.find("--tokens 15X: expected a token count like 15T"), std::string::npos) << r.out;
 }
 
+// moeperf plan: the best layout's figures are predict's for its --set list; the counts add up;
+// best first. Qwen3-30B-A3B on 8 GB300 keeps the search small enough for the sanitizer pass.
+TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
+  const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
+  const Result r = run("plan " + source(kSeed) + " --gpus 8 --top 3 --format json" + small);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& n = j["searched"];
+  EXPECT_EQ(n["candidates"].get<size_t>(), n["invalid"].get<size_t>() + n["too_many_passes"].get<size_t>() +
+                                               n["do_not_fit"].get<size_t>() + n["pruned_by_bound"].get<size_t>() +
+                                               n["predicted"].get<size_t>() + n["failed"].get<size_t>());
+  EXPECT_GT(n["predicted"].get<size_t>(), 10u);
+  ASSERT_EQ(j["best"].size(), 3u);
+  double last = 0;
+  for (const auto& b : j["best"]) {
+    EXPECT_GT(b["cluster_tokens_per_s"].get<double>(), 0.0);
+    if (last > 0) {
+      EXPECT_LE(b["cluster_tokens_per_s"].get<double>(), last);
+    }
+    last = b["cluster_tokens_per_s"].get<double>();
+  }
+  std::string sets = small;
+  for (const auto& x : j["best"][0]["set"]) sets += " --set '" + x.get<std::string>() + "'";
+  const Result p = run("predict " + source(kSeed) + sets + " --format json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  const auto pj = nlohmann::json::parse(p.out);
+  EXPECT_NEAR(pj["step_time_s"].get<double>(), j["best"][0]["step_time_s"].get<double>(), 1e-9);
+  EXPECT_TRUE(pj["fits_in_memory"].get<bool>());
+  // The text names the runner-up's loss and how to predict the best.
+  const Result t = run("plan " + source(kSeed) + " --gpus 8 --top 2" + small);
+  EXPECT_NE(t.out.find("the runner-up loses"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("predict the best: moeperf predict"), std::string::npos) << t.out;
+  // An objective the system cannot price is bad input.
+  const Result c = run("plan " + source(kSeed) + " --gpus 8 --objective cost" + small);
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.out.find("gives no price per GPU-hour"), std::string::npos) << c.out;
+}
+
 }  // namespace
 }  // namespace moeperf

@@ -1,0 +1,107 @@
+// moeperf plan: the best layouts of a scenario's model, system and batch on N GPUs, with their
+// predicted figures and bands, and what the runner-up loses to the best.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "model/io/plan.h"
+
+namespace moeperf::cli {
+namespace {
+
+struct Opts {
+  std::string file, objective = "tokens_per_s", tokens, format = "text";
+  std::vector<std::string> sets;
+  int64_t gpus = 0, global_batch = 0;
+  int top = 5, jobs = 0;
+};
+
+int cmd_plan(const Opts& o) {
+  const Scenario s = load_named(o.file, o.sets);
+  io::PlanOptions po;
+  po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
+  if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
+  int jobs = 1;
+  auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
+  const auto t0 = std::chrono::steady_clock::now();
+  const io::PlanResult r = io::plan(s, o.file, po, run);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.format == "json") {
+    nlohmann::json j;
+    j["gpus"] = o.gpus;
+    j["global_batch"] = r.global_batch;
+    j["objective"] = o.objective;
+    j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded},
+                     {"predicted", r.predicted}, {"failed", r.failed}, {"seconds", secs}, {"threads", jobs}};
+    j["best"] = nlohmann::json::array();
+    for (const auto& e : r.best) {
+      const StepReport& x = e.report;
+      j["best"].push_back({{"layout", e.layout}, {"set", e.sets}, {"objective", e.objective},
+                           {"step_time_s", x.step_time.value()}, {"step_time_s_low", x.step_time.value() * (1 - x.band)},
+                           {"step_time_s_high", x.step_time.value() * (1 + x.band)},
+                           {"tokens_per_s_per_gpu", x.tokens_per_s_per_gpu}, {"cluster_tokens_per_s", x.cluster_tokens_per_s},
+                           {"model_tflops_per_gpu", x.model_tflops_per_gpu}, {"mfu", x.mfu},
+                           {"exposed_comm_fraction", x.exposed_comm_fraction},
+                           {"peak_memory_bytes_per_gpu", x.memory.hbm_total.value()}, {"gpus_bought", x.gpus_bought}});
+    }
+    nlohmann::json loss = nlohmann::json::object();
+    for (const auto& [k, v] : r.runner_up_loss) loss[k] = v;
+    j["runner_up_loss_s"] = loss;
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::printf("plan: %s on %lld GPUs (global batch %lld sequences), by %s\n", s.model.name.c_str(), static_cast<long long>(o.gpus),
+              static_cast<long long>(r.global_batch), o.objective.c_str());
+  std::printf("  searched %zu layouts in %.1f s on %d thread%s: %zu invalid (the loader's layout rules), %zu with over 2,048 "
+              "micro-batch x layer passes left out, %zu do not fit in memory (checked before pricing), %zu pruned by their FLOP "
+              "bound, %zu predicted%s\n",
+              r.candidates, secs, jobs, jobs > 1 ? "s" : "", r.invalid, r.too_fine, r.no_fit, r.bounded, r.predicted,
+              r.failed ? (", " + std::to_string(r.failed) + " failed").c_str() : "");
+  int rank = 0;
+  for (const auto& e : r.best) {
+    const StepReport& x = e.report;
+    std::printf("  %d. %s\n", ++rank, e.layout.c_str());
+    std::printf("     step %.3f s (%.3f - %.3f), %.0f tokens/s/GPU, %.1f TFLOPS/GPU, MFU %.1f %%, exposed comm %.1f %%, %.1f GB/GPU",
+                x.step_time.value(), x.step_time.value() * (1 - x.band), x.step_time.value() * (1 + x.band), x.tokens_per_s_per_gpu,
+                x.model_tflops_per_gpu, 100 * x.mfu, 100 * x.exposed_comm_fraction, x.memory.hbm_total.value() / 1e9);
+    if (o.objective == "time_to_train") std::printf(", %.1f days", e.objective);
+    if (o.objective == "cost") std::printf(", $%.2f per million tokens", e.objective);
+    std::printf("\n");
+  }
+  if (r.best.size() > 1 && !r.runner_up_loss.empty()) {
+    std::printf("  the runner-up loses %.3f s per step to the best:", r.best[1].report.step_time.value() - r.best[0].report.step_time.value());
+    int n = 0;
+    for (const auto& [k, v] : r.runner_up_loss)
+      if (std::abs(v) >= 0.0005 && n++ < 4) std::printf("%s %s %+.3f s", n > 1 ? "," : "", k.c_str(), v);
+    std::printf("\n");
+  }
+  std::printf("  predict the best: moeperf predict %s", o.file.c_str());
+  for (const auto& x : o.sets) std::printf(" --set '%s'", x.c_str());
+  for (const auto& x : r.best.front().sets) std::printf(" --set '%s'", x.c_str());
+  std::printf("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App& app) {
+  auto o = std::make_shared<Opts>();
+  auto* sub = app.add_subcommand("plan", "The best layouts (TP, CP, PP, VPP, EP, FSDP/DP, micro-batch, recompute) of a scenario on N GPUs");
+  sub->add_option("SCENARIO", o->file, "scenario file (its model, system, batch per GPU, precision and stack)")->required();
+  sub->add_option("--gpus", o->gpus, "GPUs to plan for")->required()->check(gpu_count());
+  sub->add_option("--top", o->top, "layouts shown")->check(whole_at_least_one("a count"));
+  sub->add_option("--objective", o->objective, "tokens_per_s, time_to_train (with --tokens) or cost (a price in the system file)")
+      ->check(CLI::IsMember({"tokens_per_s", "time_to_train", "cost"}));
+  sub->add_option("--tokens", o->tokens, "token budget for time_to_train, e.g. 15T");
+  sub->add_option("--global-batch", o->global_batch, "sequences per step (default: the scenario's per GPU x --gpus)")
+      ->check(whole_at_least_one("a sequence count"));
+  sub->add_option("--set", o->sets, "override a scenario field first: PATH=VALUE");
+  sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
+  sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  return {sub, [o] { return cmd_plan(*o); }};
+}
+
+}  // namespace moeperf::cli

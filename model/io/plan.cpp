@@ -1,0 +1,241 @@
+#include "model/io/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "model/error.h"
+#include "model/io/errors.h"
+#include "model/io/load.h"
+#include "model/io/report_io.h"
+#include "model/pricing/cost.h"
+#include "model/pricing/efficiency.h"
+#include "model/study/study.h"
+#include "model/workload/flops.h"
+#include "model/workload/memory.h"
+
+namespace moeperf::io {
+namespace {
+
+constexpr int64_t kPlanLayerPasses = 2048;
+
+struct Candidate {
+  Scenario s;
+  std::string layout;
+  std::vector<std::string> sets;
+};
+
+std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
+  std::vector<int64_t> v;
+  for (int64_t p = 1; p <= max && n % p == 0; p *= 2) v.push_back(p);
+  return v;
+}
+
+// A lower bound on the step the model predicts, from FLOPs alone: the step's model FLOPs per GPU at
+// the fastest GEMM rate the model prices any of its formats at (its calibrated fraction of the
+// peak), stretched by the pipeline's fill and drain ((M + (pp - 1) / vpp) / M with M micro-batches).
+// Attention, memory-bound ops, recompute and communication only add to it.
+double step_bound_s(const Scenario& s) {
+  const double flops = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp).total *
+                       static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
+  double rate = 0;
+  for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm})
+    rate = std::max(rate, gemm_peak(d, s.system.gpu()).value() * gemm_fraction(d, s.calibration));
+  const Parallelism& p = s.parallelism;
+  const double m = static_cast<double>(s.micro_batches());
+  const double fill = p.pp > 1 ? (m + static_cast<double>(p.pp - 1) / static_cast<double>(p.vpp)) / m : 1.0;
+  return rate > 0 ? flops / rate * fill : 0.0;
+}
+
+}  // namespace
+
+PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions& o,
+                const std::function<void(std::vector<std::function<void()>>&)>& run) {
+  if (o.gpus < 1) throw InputError("plan: --gpus must be at least 1");
+  if (o.objective == "cost" && !base.system.power_price.usd_per_gpu_hour)
+    throw InputError("plan --objective cost: " + base.system.name + " gives no price per GPU-hour (system price.usd_per_gpu_hour)");
+  if (o.objective == "time_to_train" && !(o.train_tokens > 0))
+    throw InputError("plan --objective time_to_train needs --tokens (a budget like 15T)");
+  PlanResult res;
+  const ModelSpec& m = base.model;
+  // The batch: the scenario's sequences per GPU on the new count, unless given.
+  res.global_batch = o.global_batch > 0 ? o.global_batch
+                                        : std::max<int64_t>(1, static_cast<int64_t>(std::llround(
+                                                                   static_cast<double>(base.batch.global_batch) *
+                                                                   static_cast<double>(o.gpus) / static_cast<double>(base.gpus))));
+  const int64_t domain = base.system.domain.gpus();
+  std::vector<int64_t> tps;
+  for (int64_t t : {1, 2, 4, 8})
+    if (t <= domain && m.attention.heads % t == 0 && o.gpus % t == 0) tps.push_back(t);
+  std::vector<int64_t> cps = {1};
+  if (base.batch.seq_len >= 16384) cps = {1, 2, 4};
+  std::vector<int64_t> pps;
+  for (int64_t p : {1, 2, 4, 8, 16})
+    if (2 * p <= m.layers) pps.push_back(p);
+  const std::vector<int64_t> eps = m.is_moe() ? powers_of_two_dividing(m.experts, m.experts) : std::vector<int64_t>{1};
+  // Memory policies: the scenario's, and every saved tensor recomputed (none offloaded).
+  std::vector<std::pair<std::string, MemoryPolicy>> mems = {{"the scenario's", base.memory}};
+  {
+    MemoryPolicy full = base.memory;
+    full.recompute.clear();
+    full.offload.clear();
+    for (int c = 0; c < kTensorClassCount; ++c) full.recompute.push_back(static_cast<TensorClass>(c));
+    mems.emplace_back("all recomputed", full);
+  }
+  std::vector<Candidate> cands;
+  for (int64_t tp : tps)
+    for (int64_t cp : cps)
+      for (int64_t pp : pps)
+        for (int sched = 0; sched < (pp > 1 ? 2 : 1); ++sched)
+          for (int64_t ep : eps) {
+            const int64_t inner = tp * cp * pp * ep;
+            if (inner > o.gpus || o.gpus % inner != 0) continue;
+            const int64_t rest = o.gpus / inner;
+            std::vector<std::pair<int64_t, int64_t>> splits = {{rest, 1}};
+            if (rest > 1) splits.emplace_back(1, rest);
+            for (auto [fsdp, dp] : splits) {
+              const int64_t dense_dp = ep * fsdp * dp;
+              if (res.global_batch % dense_dp != 0) continue;
+              const int64_t per_rank = res.global_batch / dense_dp;
+              std::vector<int64_t> mbs;
+              for (int64_t mb : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, base.batch.micro_batch, per_rank})
+                if (mb >= 1 && per_rank % mb == 0 && std::find(mbs.begin(), mbs.end(), mb) == mbs.end()) mbs.push_back(mb);
+              for (int64_t mb : mbs)
+                for (const auto& [mem_name, mem] : mems) {
+                  Candidate c{base, "", {}};
+                  Parallelism& p = c.s.parallelism;
+                  // The scenario's own options stay (distributed optimizer, sequence parallelism);
+                  // its layout string and MoE folding do not carry over to another mesh.
+                  p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
+                  p.vpp = sched == 1 ? 2 : 1;
+                  p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+                  p.layout.clear(), p.layout_spec.clear();
+                  p.folded = false, p.etp = 1;
+                  c.s.gpus = o.gpus;
+                  c.s.batch.global_batch = res.global_batch;
+                  c.s.batch.micro_batch = mb;
+                  c.s.memory = mem;
+                  c.layout = layout_text(c.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
+                  c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
+                            "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
+                            "parallelism.vpp=" + std::to_string(p.vpp),
+                            std::string("parallelism.schedule=") + (sched == 1 ? "interleaved" : "1f1b"),
+                            "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
+                            "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
+                            "batch.micro_batch=" + std::to_string(mb)};
+                  if (!base.parallelism.layout.empty()) c.sets.push_back("parallelism.layout=null");
+                  if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
+                  if (&mem != &mems.front().second) {
+                    std::string rc;
+                    for (TensorClass t : mem.recompute) rc += (rc.empty() ? "\"" : ",\"") + std::string(to_string(t)) + "\"";
+                    c.sets.push_back("memory.recompute=[" + rc + "]");
+                    c.sets.push_back("memory.offload=[]");
+                  }
+                  cands.push_back(std::move(c));
+                }
+            }
+          }
+  res.candidates = cands.size();
+  // Cheapest bound first, so good layouts are found early and the bound prunes the rest.
+  std::vector<double> bound(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) bound[i] = step_bound_s(cands[i].s);
+  std::vector<size_t> order(cands.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return bound[a] < bound[b]; });
+  // The K-th best step found so far (the ranking by any objective is the ranking by step time: the
+  // GPUs and the tokens per step are the same for every candidate).
+  std::vector<double> kept;
+  const size_t keep = static_cast<size_t>(std::max(2, o.top));
+  auto kth = [&] { return kept.size() < keep ? 1e300 : kept[keep - 1]; };
+  // Checked as a file would be, then memory (cheap: no pricing, no simulation), then predicted.
+  std::vector<std::optional<PlanEntry>> out(cands.size());
+  std::mutex mu;
+  std::vector<std::function<void()>> jobs;
+  for (size_t i : order)
+    jobs.push_back([&, i] {
+      const Candidate& c = cands[i];
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (bound[i] > kth()) {
+          ++res.bounded;
+          return;
+        }
+      }
+      try {
+        check_scenario(c.s, file);
+      } catch (const InputError&) {
+        std::lock_guard<std::mutex> lk(mu);
+        ++res.invalid;
+        return;
+      }
+      // Thousands of micro-batch passes per step make a slow simulation and a poor layout (tiny
+      // micro-batches on a deep pipeline): left out of a plan (kPlanLayerPasses), and counted.
+      if (c.s.micro_batches() * (c.s.model.layers + (c.s.train_mtp ? c.s.model.mtp_layers : 0)) > kPlanLayerPasses) {
+        std::lock_guard<std::mutex> lk(mu);
+        ++res.too_fine;
+        return;
+      }
+      try {
+        const ExpertLoad load = expert_load(c.s, c.s.calibration);
+        if (!memory_report(c.s, load, c.s.calibration).fits) {
+          std::lock_guard<std::mutex> lk(mu);
+          ++res.no_fit;
+          return;
+        }
+        PlanEntry e{c.layout, c.sets, predict(c.s, c.s.calibration), 0};
+        // Keep the figures, not the step's graph and timelines (thousands of candidates).
+        e.report.graph.reset(), e.report.sim.reset(), e.report.ops.clear();
+        if (!e.report.memory.fits) {
+          std::lock_guard<std::mutex> lk(mu);
+          ++res.no_fit;
+          return;
+        }
+        e.objective = o.objective == "cost"            ? *e.report.usd_per_million_tokens
+                      : o.objective == "time_to_train" ? training_budget(e.report, o.train_tokens).seconds / 86400
+                                                       : e.report.cluster_tokens_per_s;
+        std::lock_guard<std::mutex> lk(mu);
+        ++res.predicted;
+        kept.insert(std::upper_bound(kept.begin(), kept.end(), e.report.step_time.value()), e.report.step_time.value());
+        if (kept.size() > keep) kept.pop_back();
+        out[i] = std::move(e);
+      } catch (const std::exception&) {
+        std::lock_guard<std::mutex> lk(mu);
+        ++res.failed;
+      }
+    });
+  if (run) run(jobs);
+  else
+    for (auto& j : jobs) j();
+  std::vector<PlanEntry> ok;
+  for (auto& e : out)
+    if (e) ok.push_back(std::move(*e));
+  if (ok.empty())
+    throw InputError("plan: no layout of " + m.name + " on " + std::to_string(o.gpus) + " GPUs of " + base.system.name +
+                     " is valid and fits in memory (" + std::to_string(res.candidates) + " tried: " + std::to_string(res.invalid) +
+                     " invalid, " + std::to_string(res.no_fit) + " do not fit)");
+  const bool higher = o.objective == "tokens_per_s";
+  // Best first; ties broken by the layout text, so the order does not depend on the threads.
+  std::sort(ok.begin(), ok.end(), [&](const PlanEntry& a, const PlanEntry& b) {
+    if (a.objective != b.objective) return higher ? a.objective > b.objective : a.objective < b.objective;
+    return a.layout < b.layout;
+  });
+  ok.resize(std::min<size_t>(ok.size(), static_cast<size_t>(std::max(2, o.top))));
+  // The kept layouts predicted again, whole (their graphs and timelines were dropped above).
+  for (auto& e : ok) {
+    const auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) { return c.layout == e.layout; });
+    e.report = predict(it->s, it->s.calibration);
+  }
+  if (ok.size() > 1) {
+    std::map<std::string, double> best;
+    for (const auto& [k, v] : step_terms(ok[0].report)) best[k] = v;
+    for (const auto& [k, v] : step_terms(ok[1].report)) res.runner_up_loss.emplace_back(k, v - best[k]);
+    std::sort(res.runner_up_loss.begin(), res.runner_up_loss.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+  }
+  ok.resize(std::min<size_t>(ok.size(), static_cast<size_t>(std::max(1, o.top))));
+  res.best = std::move(ok);
+  return res;
+}
+
+}  // namespace moeperf::io

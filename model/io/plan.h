@@ -1,0 +1,52 @@
+// moeperf plan: the feasible layouts of a scenario's model, system and batch on N GPUs, ranked.
+// Candidates: TP (inside an NVLink domain, dividing the heads), CP (long sequences), PP with 1F1B
+// or interleaved (VPP 2), EP (powers of two dividing the experts), the rest FSDP or DP, the
+// micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed).
+// Each candidate is checked as a scenario file would be (check_scenario) and for memory before it
+// is priced and simulated, and skipped when a lower bound of its step (its FLOPs at the fastest
+// calibrated GEMM rate, stretched by the pipeline fill) already exceeds the K-th best step found;
+// candidates go cheapest bound first. The best K by the objective are kept, with what the
+// runner-up loses.
+//
+//   PlanResult r = plan(io::load_scenario(path), path, {.gpus = 2048, .top = 5});
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/study/predict.h"
+
+namespace moeperf::io {
+
+struct PlanOptions {
+  int64_t gpus = 0;
+  int top = 5;
+  std::string objective = "tokens_per_s";  // or "time_to_train" (needs train_tokens), "cost" (needs a price)
+  double train_tokens = 0;
+  int64_t global_batch = 0;  // 0: the scenario's sequences per GPU times gpus
+};
+
+struct PlanEntry {
+  std::string layout;  // "tp 1 x cp 1 x pp 1 x ep 8 x fsdp 16 x dp 1, micro-batch 6, memory: scenario's"
+  std::vector<std::string> sets;  // the --set arguments that give this layout from the scenario file
+  StepReport report;
+  double objective = 0;  // tokens/s for the cluster, days, or $ per million tokens
+};
+
+struct PlanResult {
+  std::vector<PlanEntry> best;  // the best first
+  size_t candidates = 0, invalid = 0, no_fit = 0, predicted = 0, failed = 0;
+  size_t too_fine = 0;  // more than 2,048 micro-batch x layer passes per step: not simulated
+  size_t bounded = 0;   // pruned: their FLOP bound already exceeds the K-th best step found
+  int64_t global_batch = 0;
+  // For the runner-up: its step terms minus the best's (step_terms), largest first.
+  std::vector<std::pair<std::string, double>> runner_up_loss;
+};
+
+// `run` maps independent jobs onto threads (serial when not given). Throws InputError for an
+// objective the scenario cannot give (cost without a price) or a GPU count no layout fits.
+PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions& o,
+                const std::function<void(std::vector<std::function<void()>>&)>& run = {});
+
+}  // namespace moeperf::io
