@@ -42,6 +42,8 @@ echo "== benchmarks =="
 "$build/bin/bench_topology"
 echo
 "$build/bin/bench_step"
+echo
+"$build/bin/bench_sweep"
 if [[ -x "$build/bin/bench_gui" ]]; then   # built only when Qt 6 was found
   echo
   QT_QPA_PLATFORM=offscreen "$build/bin/bench_gui"

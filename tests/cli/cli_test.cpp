@@ -786,10 +786,10 @@ TEST(CliCapacity, ClusterThroughputGpusHeldAndTimeToTrain) {
 }
 
 // moeperf plan: the best layout's figures are predict's for its --set list; the counts add up;
-// best first. Qwen3-30B-A3B on 8 GB300 keeps the search small enough for the sanitizer pass.
+// best first. Qwen3-30B-A3B on 4 GB300 keeps the search small enough for the sanitizer pass.
 TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
-  const Result r = run("plan " + source(kSeed) + " --gpus 8 --top 3 --format json" + small);
+  const Result r = run("plan " + source(kSeed) + " --gpus 4 --top 3 --format json" + small);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const auto& n = j["searched"];
@@ -814,11 +814,11 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_NEAR(pj["step_time_s"].get<double>(), j["best"][0]["step_time_s"].get<double>(), 1e-9);
   EXPECT_TRUE(pj["fits_in_memory"].get<bool>());
   // The text names the runner-up's loss and how to predict the best.
-  const Result t = run("plan " + source(kSeed) + " --gpus 8 --top 2" + small);
+  const Result t = run("plan " + source(kSeed) + " --gpus 4 --top 2" + small);
   EXPECT_NE(t.out.find("the runner-up loses"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("predict the best: moeperf predict"), std::string::npos) << t.out;
   // An objective the system cannot price is bad input.
-  const Result c = run("plan " + source(kSeed) + " --gpus 8 --objective cost" + small);
+  const Result c = run("plan " + source(kSeed) + " --gpus 4 --objective cost" + small);
   EXPECT_EQ(c.code, 2) << c.out;
   EXPECT_NE(c.out.find("gives no price per GPU-hour"), std::string::npos) << c.out;
 }
