@@ -1,6 +1,8 @@
 #include "model/io/sweep.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -110,9 +112,17 @@ class Expr {
       ++i_;
       v = -factor();
     } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
-      size_t used = 0;
-      v = std::stod(t_.substr(i_), &used);
-      i_ += used;
+      // strtod, not stod: a number past double range ("1e999") is an input error, not out_of_range.
+      const char* b = t_.c_str() + i_;
+      char* e = nullptr;
+      errno = 0;
+      v = std::strtod(b, &e);
+      if (e == b) throw std::invalid_argument("a malformed number at character " + std::to_string(i_ + 1));
+      if (!std::isfinite(v) || errno == ERANGE) {
+        errno = 0;
+        throw std::invalid_argument("a number out of range at character " + std::to_string(i_ + 1));
+      }
+      i_ += static_cast<size_t>(e - b);
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       const size_t a = i_;
       while (i_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[i_])) || t_[i_] == '_' || t_[i_] == '.')) ++i_;
