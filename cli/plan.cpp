@@ -17,12 +17,14 @@ struct Opts {
   std::vector<std::string> sets;
   int64_t gpus = 0, global_batch = 0;
   int top = 5, jobs = 0;
+  bool no_prune = false;
 };
 
 int cmd_plan(const Opts& o) {
   const Scenario s = load_named(o.file, o.sets);
   io::PlanOptions po;
   po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
+  po.prune = !o.no_prune;
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
@@ -34,7 +36,7 @@ int cmd_plan(const Opts& o) {
     j["gpus"] = o.gpus;
     j["global_batch"] = r.global_batch;
     j["objective"] = o.objective;
-    j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded},
+    j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded}, {"pruned_by_compute_bound", r.compute_bounded}, {"pruned_by_comm_bound", r.comm_bounded},
                      {"predicted", r.predicted}, {"failed", r.failed}, {"seconds", secs}, {"threads", jobs}};
     j["best"] = nlohmann::json::array();
     for (const auto& e : r.best) {
@@ -57,8 +59,8 @@ int cmd_plan(const Opts& o) {
               static_cast<long long>(r.global_batch), o.objective.c_str());
   std::printf("  searched %zu layouts in %.1f s on %d thread%s: %zu invalid (the loader's layout rules), %zu with over 2,048 "
               "micro-batch x layer passes left out, %zu do not fit in memory (checked before pricing), %zu pruned by their FLOP "
-              "bound, %zu predicted%s\n",
-              r.candidates, secs, jobs, jobs > 1 ? "s" : "", r.invalid, r.too_fine, r.no_fit, r.bounded, r.predicted,
+              "bound, %zu by their priced compute ops, %zu by a collective queue, %zu predicted%s\n",
+              r.candidates, secs, jobs, jobs > 1 ? "s" : "", r.invalid, r.too_fine, r.no_fit, r.bounded, r.compute_bounded, r.comm_bounded, r.predicted,
               r.failed ? (", " + std::to_string(r.failed) + " failed").c_str() : "");
   int rank = 0;
   for (const auto& e : r.best) {
@@ -101,6 +103,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--set", o->sets, "override a scenario field first: PATH=VALUE");
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_flag("--no-prune", o->no_prune, "simulate every valid layout that fits (slow; checks that the bounds lose nothing)");
   return {sub, [o] { return cmd_plan(*o); }};
 }
 

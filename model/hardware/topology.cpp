@@ -37,6 +37,7 @@ struct Topology::Impl {
   int64_t half = 0, rails = 1, trays_per_domain = 0, tray_gpus = 1;
   bool rail_optimized = true;
   BytesPerSecond domain_bisection, fabric_bisection;
+  BytesPerSecond nvlink_per_gpu;                 // GPU 0's NVLink links summed (set once built)
 
   // Leaf switch of GPU g's NIC: rail-optimized, NIC i of every tray on the leaves of rail i, one
   // leaf per rail for every R/2 trays; otherwise R/2 consecutive NICs per leaf.
@@ -252,6 +253,10 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   }
 
   // ---- bisection (per direction) ----
+  for (auto e : boost::make_iterator_range(boost::out_edges(0u, impl->g))) {
+    const LinkInfo& c = impl->classes[impl->g[e].link_class];
+    if (c.kind == LinkKind::nvlink) impl->nvlink_per_gpu += c.bandwidth;
+  }
   const Topology t(impl);
   const int64_t dom0_gpus = std::min(per, gpus);
   impl->domain_bisection = t.nvlink_bandwidth_per_gpu() * (static_cast<double>(dom0_gpus) / 2.0);
@@ -316,15 +321,8 @@ std::vector<int64_t> Topology::out_links(int64_t vertex) const {
   return out;
 }
 
-BytesPerSecond Topology::nvlink_bandwidth_per_gpu() const {
-  BytesPerSecond sum;
-  const auto& g = impl_->g;
-  for (auto e : boost::make_iterator_range(boost::out_edges(0u, g))) {
-    const LinkInfo& c = impl_->classes[g[e].link_class];
-    if (c.kind == LinkKind::nvlink) sum += c.bandwidth;
-  }
-  return sum;
-}
+// Summed once when built: the collective pricing asks for it per ring edge.
+BytesPerSecond Topology::nvlink_bandwidth_per_gpu() const { return impl_->nvlink_per_gpu; }
 BytesPerSecond Topology::scaleout_bandwidth_per_gpu() const { return impl_->nic_port; }
 BytesPerSecond Topology::nvlink_domain_bisection() const { return impl_->domain_bisection; }
 BytesPerSecond Topology::scaleout_bisection() const { return impl_->fabric_bisection; }

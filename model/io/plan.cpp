@@ -147,9 +147,13 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   // GPUs and the tokens per step are the same for every candidate).
   std::vector<double> kept;
   const size_t keep = static_cast<size_t>(std::max(2, o.top));
-  auto kth = [&] { return kept.size() < keep ? 1e300 : kept[keep - 1]; };
+  auto kth = [&] { return !o.prune || kept.size() < keep ? 1e300 : kept[keep - 1]; };
   // Checked as a file would be, then memory (cheap: no pricing, no simulation), then predicted.
-  std::vector<std::optional<PlanEntry>> out(cands.size());
+  std::vector<std::optional<double>> out(cands.size());  // simulated step, s
+  // One topology for every candidate: the same system on the same GPU count.
+  PredictOptions popt;
+  popt.topology = std::make_shared<const Topology>(Topology::build(base.system, o.gpus));
+  CollectiveMemo memo;  // collectives priced once per group of GPUs, across candidates
   std::mutex mu;
   std::vector<std::function<void()>> jobs;
   for (size_t i : order)
@@ -177,28 +181,41 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         return;
       }
       try {
-        const ExpertLoad load = expert_load(c.s, c.s.calibration);
-        if (!memory_report(c.s, load, c.s.calibration).fits) {
+        const Lowered low = lower(c.s, c.s.calibration);
+        if (!memory_report(c.s, low.load, c.s.calibration).fits) {
           std::lock_guard<std::mutex> lk(mu);
           ++res.no_fit;
           return;
         }
-        PlanEntry e{c.layout, c.sets, predict(c.s, c.s.calibration), 0};
-        // Keep the figures, not the step's graph and timelines (thousands of candidates).
-        e.report.graph.reset(), e.report.sim.reset(), e.report.ops.clear();
-        if (!e.report.memory.fits) {
+        // The second bound: the step lowered and its ops priced, not simulated: its compute work
+        // (a few times cheaper than a prediction and far tighter than the FLOPs: attention,
+        // memory-bound kernels, recompute, small-GEMM efficiency), then each collective queue's.
+        const Pricer pr(c.s, *popt.topology, c.s.calibration, &memo);
+        {
+          const double cb = compute_bound(*low.graph, pr).value();
           std::lock_guard<std::mutex> lk(mu);
-          ++res.no_fit;
-          return;
+          if (cb > kth()) {
+            ++res.compute_bounded;
+            return;
+          }
         }
-        e.objective = o.objective == "cost"            ? *e.report.usd_per_million_tokens
-                      : o.objective == "time_to_train" ? training_budget(e.report, o.train_tokens).seconds / 86400
-                                                       : e.report.cluster_tokens_per_s;
+        {
+          const double qb = comm_bound(*low.graph, pr, c.s.stack).value();
+          std::lock_guard<std::mutex> lk(mu);
+          if (qb > kth()) {
+            ++res.comm_bounded;
+            return;
+          }
+        }
+        // Ranked by the simulated step alone (every objective orders as the step does: the GPUs
+        // and the tokens per step are the same for every candidate); the best are predicted
+        // whole below.
+        const double step = simulate(*low.graph, pr, c.s.stack).step_time.value();
         std::lock_guard<std::mutex> lk(mu);
         ++res.predicted;
-        kept.insert(std::upper_bound(kept.begin(), kept.end(), e.report.step_time.value()), e.report.step_time.value());
+        kept.insert(std::upper_bound(kept.begin(), kept.end(), step), step);
         if (kept.size() > keep) kept.pop_back();
-        out[i] = std::move(e);
+        out[i] = step;
       } catch (const std::exception&) {
         std::lock_guard<std::mutex> lk(mu);
         ++res.failed;
@@ -207,24 +224,27 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   if (run) run(jobs);
   else
     for (auto& j : jobs) j();
-  std::vector<PlanEntry> ok;
-  for (auto& e : out)
-    if (e) ok.push_back(std::move(*e));
-  if (ok.empty())
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i]) ranked.push_back(i);
+  if (ranked.empty())
     throw InputError("plan: no layout of " + m.name + " on " + std::to_string(o.gpus) + " GPUs of " + base.system.name +
                      " is valid and fits in memory (" + std::to_string(res.candidates) + " tried: " + std::to_string(res.invalid) +
                      " invalid, " + std::to_string(res.no_fit) + " do not fit)");
-  const bool higher = o.objective == "tokens_per_s";
-  // Best first; ties broken by the layout text, so the order does not depend on the threads.
-  std::sort(ok.begin(), ok.end(), [&](const PlanEntry& a, const PlanEntry& b) {
-    if (a.objective != b.objective) return higher ? a.objective > b.objective : a.objective < b.objective;
-    return a.layout < b.layout;
+  // Shortest step first; ties broken by the layout text, so the order does not depend on the threads.
+  std::sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+    if (*out[a] != *out[b]) return *out[a] < *out[b];
+    return cands[a].layout < cands[b].layout;
   });
-  ok.resize(std::min<size_t>(ok.size(), static_cast<size_t>(std::max(2, o.top))));
-  // The kept layouts predicted again, whole (their graphs and timelines were dropped above).
-  for (auto& e : ok) {
-    const auto it = std::find_if(cands.begin(), cands.end(), [&](const Candidate& c) { return c.layout == e.layout; });
-    e.report = predict(it->s, it->s.calibration);
+  ranked.resize(std::min<size_t>(ranked.size(), keep));
+  // The kept layouts predicted whole: figures, band, memory, capacity, the objective.
+  std::vector<PlanEntry> ok;
+  for (size_t i : ranked) {
+    PlanEntry e{cands[i].layout, cands[i].sets, predict(cands[i].s, cands[i].s.calibration, popt), 0};
+    e.objective = o.objective == "cost"            ? *e.report.usd_per_million_tokens
+                  : o.objective == "time_to_train" ? training_budget(e.report, o.train_tokens).seconds / 86400
+                                                   : e.report.cluster_tokens_per_s;
+    ok.push_back(std::move(e));
   }
   if (ok.size() > 1) {
     std::map<std::string, double> best;

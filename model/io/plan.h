@@ -3,10 +3,12 @@
 // or interleaved (VPP 2), EP (powers of two dividing the experts), the rest FSDP or DP, the
 // micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed).
 // Each candidate is checked as a scenario file would be (check_scenario) and for memory before it
-// is priced and simulated, and skipped when a lower bound of its step (its FLOPs at the fastest
-// calibrated GEMM rate, stretched by the pipeline fill) already exceeds the K-th best step found;
-// candidates go cheapest bound first. The best K by the objective are kept, with what the
-// runner-up loses.
+// is priced and simulated, and skipped when a lower bound of its step already exceeds the K-th
+// best step found: first its FLOPs at the fastest calibrated GEMM rate, stretched by the pipeline
+// fill; then, lowered, its compute ops priced (compute_bound) and each collective queue's
+// uncontended time (comm_bound). Candidates go cheapest FLOP bound first; the rest are simulated
+// (step time only, collectives priced once per group of GPUs across candidates), and the best K
+// predicted whole, with what the runner-up loses.
 //
 //   PlanResult r = plan(io::load_scenario(path), path, {.gpus = 2048, .top = 5});
 #pragma once
@@ -25,6 +27,7 @@ struct PlanOptions {
   std::string objective = "tokens_per_s";  // or "time_to_train" (needs train_tokens), "cost" (needs a price)
   double train_tokens = 0;
   int64_t global_batch = 0;  // 0: the scenario's sequences per GPU times gpus
+  bool prune = true;         // false: every valid candidate that fits is simulated (to check the bounds)
 };
 
 struct PlanEntry {
@@ -39,6 +42,8 @@ struct PlanResult {
   size_t candidates = 0, invalid = 0, no_fit = 0, predicted = 0, failed = 0;
   size_t too_fine = 0;  // more than 2,048 micro-batch x layer passes per step: not simulated
   size_t bounded = 0;   // pruned: their FLOP bound already exceeds the K-th best step found
+  size_t compute_bounded = 0;  // pruned: their compute ops, priced, already exceed it (compute_bound)
+  size_t comm_bounded = 0;     // pruned: one of their collective queues already exceeds it (comm_bound)
   int64_t global_batch = 0;
   // For the runner-up: its step terms minus the best's (step_terms), largest first.
   std::vector<std::pair<std::string, double>> runner_up_loss;

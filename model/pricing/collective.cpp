@@ -10,39 +10,89 @@
 #include <map>
 #include <mutex>
 #include <numeric>
-#include <unordered_map>
+#include <stdexcept>
 
 #include "model/workload/step.h"
 
 namespace moeperf {
 namespace {
 
+// Dense slots for a set of ids (a group's GPUs, their leaves): a direct table over the ids' range
+// when it is not much wider than the set, else a binary search.
+class Slots {
+ public:
+  explicit Slots(std::vector<int64_t> ids) : keys_(std::move(ids)) {
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    if (keys_.empty()) return;
+    const int64_t range = keys_.back() - keys_.front() + 1;
+    if (range <= 16 * static_cast<int64_t>(keys_.size()) + 4096) {
+      table_.assign(static_cast<size_t>(range), -1);
+      for (size_t i = 0; i < keys_.size(); ++i) table_[static_cast<size_t>(keys_[i] - keys_.front())] = static_cast<int32_t>(i);
+    }
+  }
+  size_t size() const { return keys_.size(); }
+  size_t operator()(int64_t id) const {
+    if (!table_.empty()) {
+      const int64_t off = id - keys_.front();
+      if (off >= 0 && off < static_cast<int64_t>(table_.size()) && table_[static_cast<size_t>(off)] >= 0)
+        return static_cast<size_t>(table_[static_cast<size_t>(off)]);
+    } else if (const auto it = std::lower_bound(keys_.begin(), keys_.end(), id); it != keys_.end() && *it == id) {
+      return static_cast<size_t>(it - keys_.begin());
+    }
+    throw std::logic_error("collective pricing: an endpoint outside the group");
+  }
+
+ private:
+  std::vector<int64_t> keys_;
+  std::vector<int32_t> table_;
+};
+
+std::vector<int64_t> leaves_of(const Topology& t, const std::vector<int64_t>& members) {
+  std::vector<int64_t> out;
+  out.reserve(members.size());
+  for (int64_t m : members) out.push_back(t.leaf_of(m));
+  return out;
+}
+
+// A collective's bytes per GPU and per leaf switch, summed over its steps. Every endpoint is a
+// member of the group, so the sums are dense arrays over the members (and their leaves): a ring
+// over thousands of GPUs adds a hundred thousand edges, and a hash map cost more than the pricing.
 struct Loads {
-  std::unordered_map<int64_t, double> nvl_out, nvl_in, nic_out, nic_in;  // per GPU
-  std::unordered_map<int64_t, double> leaf_up, leaf_down;                 // per leaf
-  std::unordered_map<int64_t, int64_t> flows_up, flows_down;              // flows crossing each leaf
+  Slots gpu, leaf;
+  std::vector<double> nvl_out, nvl_in, nic_out, nic_in;  // per member GPU
+  std::vector<double> leaf_up, leaf_down;                 // per leaf
+  std::vector<int64_t> flows_up, flows_down;              // flows crossing each leaf
   Seconds max_latency;      // of any step added
   Seconds nvl_latency;      // of an NVLink step
   Seconds net_latency;      // of the slowest network step
 
+  Loads(const Topology& t, const std::vector<int64_t>& members) : gpu(members), leaf(leaves_of(t, members)) {
+    for (auto* v : {&nvl_out, &nvl_in, &nic_out, &nic_in}) v->assign(gpu.size(), 0.0);
+    leaf_up.assign(leaf.size(), 0.0), leaf_down.assign(leaf.size(), 0.0);
+    flows_up.assign(leaf.size(), 0), flows_down.assign(leaf.size(), 0);
+  }
+
   void add(const Topology& t, int64_t a, int64_t b, double bytes, const std::map<int, Seconds>& hop_latency) {
     if (a == b || bytes == 0) return;
+    const size_t ia = gpu(a), ib = gpu(b);
     if (t.domain_of(a) == t.domain_of(b) && t.nvlink_bandwidth_per_gpu().value() > 0) {
-      nvl_out[a] += bytes;
-      nvl_in[b] += bytes;
+      nvl_out[ia] += bytes;
+      nvl_in[ib] += bytes;
       max_latency = std::max(max_latency, hop_latency.at(2));
       nvl_latency = std::max(nvl_latency, hop_latency.at(2));
       return;
     }
-    nic_out[a] += bytes;
-    nic_in[b] += bytes;
+    nic_out[ia] += bytes;
+    nic_in[ib] += bytes;
     const int64_t la = t.leaf_of(a), lb = t.leaf_of(b);
     int hops = 4;
     if (la != lb) {
-      leaf_up[la] += bytes;
-      leaf_down[lb] += bytes;
-      ++flows_up[la];
-      ++flows_down[lb];
+      const size_t ua = leaf(la), ub = leaf(lb);
+      leaf_up[ua] += bytes;
+      leaf_down[ub] += bytes;
+      ++flows_up[ua];
+      ++flows_down[ub];
       hops = t.pod_of(a) == t.pod_of(b) ? 6 : 8;
     }
     auto it = hop_latency.find(hops);
@@ -53,10 +103,10 @@ struct Loads {
   }
 };
 
-double max_of(const std::unordered_map<int64_t, double>& m) {
-  double v = 0;
-  for (auto& [k, x] : m) v = std::max(v, x);
-  return v;
+double max_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, x);
+  return m;
 }
 
 // Latency of one algorithm step per pair class (2: NVLink; 4, 6, 8: network through 1, 3, 5
@@ -135,12 +185,10 @@ void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, cons
       // link carries E[max] of F flows over U links, not F / U of them: the leaf's load times
       // E[max] / (F / U), flows taken as equal.
       const int u = t.leaf_uplinks();
-      auto worst = [&](const std::unordered_map<int64_t, double>& bytes, const std::unordered_map<int64_t, int64_t>& flows) {
+      auto worst = [&](const std::vector<double>& bytes, const std::vector<int64_t>& flows) {
         double v = 0;
-        for (const auto& [leaf, b] : bytes) {
-          const int64_t f = flows.at(leaf);
-          v = std::max(v, b * ecmp_collision_factor(f, u));
-        }
+        for (size_t i = 0; i < bytes.size(); ++i)
+          if (flows[i] > 0) v = std::max(v, bytes[i] * ecmp_collision_factor(flows[i], u));
         return v;
       };
       load = std::max(worst(loads.leaf_up, loads.flows_up), worst(loads.leaf_down, loads.flows_down));
@@ -328,7 +376,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
     return cost;
   }
   const auto lat = hop_latencies(t, members, cal);
-  Loads loads;
+  Loads loads(t, members);
   const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
   bool one_domain = true;
   for (int64_t m : members) one_domain = one_domain && t.domain_of(m) == t.domain_of(members.front());
@@ -371,8 +419,8 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
         // (multimem.st: S/n out, every shard in, S). S(1 + 1/n) each way: algbw <= B n / (n + 1).
         const double each = 1.0 + 1.0 / static_cast<double>(n);
         for (int64_t m : members) {
-          loads.nvl_out[m] += each;
-          loads.nvl_in[m] += each;
+          loads.nvl_out[loads.gpu(m)] += each;
+          loads.nvl_in[loads.gpu(m)] += each;
         }
         cost.steps = 2;
         step_latency = lat.at(2) * 2.0;
@@ -418,7 +466,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   const int64_t D = static_cast<int64_t>(doms.size());
   if (members.size() <= 1) return cost;
   const auto lat = hop_latencies(t, members, cal);
-  Loads loads;
+  Loads loads(t, members);
   // Inside each domain a chain: an interior GPU receives the whole buffer and passes it on in the
   // reduce, and again in the broadcast: 2 buffers each way (the chain's two ends 1; the busiest
   // GPU sets the time). With NVLink SHARP the switches reduce and multicast: S(1 + 1/g) each way,
@@ -427,8 +475,8 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
     const double g = static_cast<double>(d.size());
     const double each = nvls ? 1.0 + 1.0 / g : g >= 3 ? 2.0 : g - 1;
     for (int64_t m : d) {
-      loads.nvl_out[m] += each;
-      loads.nvl_in[m] += each;
+      loads.nvl_out[loads.gpu(m)] += each;
+      loads.nvl_in[loads.gpu(m)] += each;
     }
   }
   if (!nvls) cost.hbm_bytes_per_byte = 5.0;
@@ -475,7 +523,7 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
   const auto doms = by_domain(t, members);
   const double D = static_cast<double>(doms.size());
   const auto lat = hop_latencies(t, members, cal);
-  Loads loads;
+  Loads loads(t, members);
   // Per token a source sends `fanout` rows, one to each of `fanout` distinct ranks placed uniformly
   // over the n members; the collective's size is what leaves the GPU, fanout x (n-1)/n rows. So a
   // row to one given member weighs 1/(n-1) of the size.

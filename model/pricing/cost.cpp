@@ -46,9 +46,19 @@ double ep_kernel_sms(const StackOptions& stack, const GpuSpec& gpu, const Calibr
   return stack.ep_sms > 0 ? std::min<double>(stack.ep_sms, sms) : cal[Param::comm_sm_fraction] * sms;
 }
 
-Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal)
+const std::vector<CollectiveCost>& CollectiveMemo::get(const Key& k, const std::function<std::vector<CollectiveCost>()>& make) {
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = map_.find(k); it != map_.end()) return it->second;
+  }
+  auto v = make();  // outside the lock: two threads may price the same group once each; the first is kept
+  const std::lock_guard<std::mutex> lock(mu_);
+  return map_.emplace(k, std::move(v)).first->second;
+}
+
+Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal, CollectiveMemo* memo)
     : s_(s), t_(t), cal_(cal), host_(host_copy_cost(t, s.system, cal)),
-      host_d2h_(host_copy_cost(t, s.system, cal, true)) {
+      host_d2h_(host_copy_cost(t, s.system, cal, true)), memo_(memo) {
   for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm}) {
     Dtype p = d;
     gemm_peak(d, s.system.gpu(), &p);
@@ -118,7 +128,13 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
       cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f);
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
     }
-    it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;
+    if (memo_) {
+      const auto& v = memo_->get({op.collective, members, shape.fanout, shape.node_fanout, cal[Param::nvlink_fraction], cal[Param::ib_fraction]},
+                                 [&] { return collective_algorithms(op.collective, members, t_, cal, shape); });
+      it = cache_.emplace(key, v).first;
+    } else {
+      it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;
+    }
   }
   // The fastest algorithm at this op's size (NCCL's tuner chooses per size the same way).
   const Bytes size = std::max(op.bytes, op.recv_bytes);

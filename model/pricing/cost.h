@@ -12,7 +12,9 @@
 // Hopper: FP8 with block scales; NVFP4 without FP4: MXFP8/FP8), and the Pricer says so in notes().
 #pragma once
 
+#include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -32,9 +34,25 @@ const char* to_string(Dtype d);
 // SMs a fused EP kernel holds: the stack's ep_sms, else comm_sm_fraction of the GPU's.
 double ep_kernel_sms(const StackOptions& stack, const GpuSpec& gpu, const Calibration& cal);
 
+// Collective costs shared by the Pricers of many scenarios on one topology and one calibration (a
+// plan's candidates): keyed by the group's GPUs rather than its kind, so layouts whose groups land
+// on the same GPUs price them once. Thread-safe; the map only grows.
+class CollectiveMemo {
+ public:
+  // The collective, the group's GPUs, the all-to-all fanouts, and the NVLink and network fractions
+  // it is priced at (a fused EP kernel's own, which depend on the stack's SMs for it).
+  using Key = std::tuple<Collective, std::vector<int64_t>, double, double, double, double>;
+  const std::vector<CollectiveCost>& get(const Key& k, const std::function<std::vector<CollectiveCost>()>& make);
+
+ private:
+  std::mutex mu_;
+  std::map<Key, std::vector<CollectiveCost>> map_;
+};
+
 class Pricer {
  public:
-  Pricer(const Scenario& s, const Topology& t, const Calibration& cal);
+  // `memo`, when given, must outlive the Pricer and serve only this topology and calibration.
+  Pricer(const Scenario& s, const Topology& t, const Calibration& cal, CollectiveMemo* memo = nullptr);
   Seconds compute_time(const Op& op) const;
   CollectiveCost comm_cost(const Op& op) const;
   Seconds time(const Op& op) const;  // either kind, uncontended
@@ -51,6 +69,7 @@ class Pricer {
   // at the op's size.
   mutable std::map<std::tuple<Collective, Group, double, double>, std::vector<CollectiveCost>> cache_;
   CollectiveCost host_, host_d2h_;
+  CollectiveMemo* memo_ = nullptr;
 };
 
 }  // namespace moeperf

@@ -531,4 +531,34 @@ Seconds serial_time(const RankClass& rc, const Pricer& pricer) {
   return t;
 }
 
+Seconds compute_bound(const StepGraph& g, const Pricer& pricer) {
+  Seconds best;
+  for (const RankClass& rc : g.classes) {
+    double work = 0;
+    for (const Op& op : rc.ops)
+      if (op.collective == Collective::none && op.one_shot_peers <= 0) work += pricer.compute_time(op).value();
+    best = std::max(best, Seconds(work * rc.compute_slowdown));
+  }
+  return best;
+}
+
+Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack) {
+  Seconds best;
+  for (const RankClass& rc : g.classes) {
+    std::map<int, double> per_queue;
+    for (const Op& op : rc.ops) {
+      if (op.collective == Collective::none || op.collective == Collective::send_recv) continue;
+      CollectiveCost cc = pricer.comm_cost(op);
+      cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
+      cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
+      cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
+      const double bytes = std::max(op.bytes, op.recv_bytes).value();
+      const double t = cc.bottleneck_s_per_byte() == 0 ? cc.latency.value() : cc.latency.value() + bytes * cc.bottleneck_s_per_byte();
+      per_queue[queue_of(op.stream, stack.multistream_collectives) + op.lane * 16] += t;
+    }
+    for (const auto& [q, t] : per_queue) best = std::max(best, Seconds(t));
+  }
+  return best;
+}
+
 }  // namespace moeperf

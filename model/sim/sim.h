@@ -70,4 +70,18 @@ Seconds idle_time(const RankClass& rc, const SimClass& sc);
 // no waiting for other pipeline stages.
 Seconds serial_time(const RankClass& rc, const Pricer& pricer);
 
+// A lower bound on simulate()'s step without simulating: the busiest class's compute work, each
+// compute op at its priced time (times the class's compute slowdown). The simulator never runs a
+// compute kernel faster than that (its rate is the SM share left, at most 1, and two lanes split
+// it), so a class is busy at least that long. XLA's latency-bound one-shot copies keep their rate
+// beside other kernels and are left out. Communication, launches and waits only add.
+Seconds compute_bound(const StepGraph& g, const Pricer& pricer);
+
+// The same for communication: per class and per queue the simulator gives its collectives (one
+// for all without multistream collectives, one per kind with them), their uncontended times
+// summed. A queue runs one collective at a time, and a collective never beats its latency plus its
+// bytes at its bottleneck resource's rate (max-min sharing only lowers the rate). Pipeline sends
+// and receives are left out (a matched receive ends with its send).
+Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
+
 }  // namespace moeperf

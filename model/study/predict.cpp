@@ -63,18 +63,31 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   return load;
 }
 
+Lowered lower(const Scenario& s, const Calibration& cal) {
+  Lowered l;
+  l.load = expert_load(s, cal, &l.notes);
+  l.graph = std::make_shared<const StepGraph>(lower_step(s, l.load));
+  return l;
+}
+
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
+  return predict_lowered(s, cal, lower(s, cal), opt);
+}
+
+StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowered& lowered, const PredictOptions& opt) {
   StepReport r;
   auto scen = std::make_shared<const Scenario>(s);
-  auto topo = std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
+  auto topo = opt.topology ? opt.topology : std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
   r.scenario = scen;
   r.topology = topo;
   r.name = s.name;
   r.gpus = s.gpus;
-  r.load = expert_load(s, cal, &r.notes);
-  auto graph = std::make_shared<const StepGraph>(lower_step(*scen, r.load));
+  r.load = lowered.load;
+  r.notes = lowered.notes;
+  auto graph = lowered.graph;
   r.graph = graph;
-  const Pricer pricer(*scen, *topo, cal);
+  std::optional<Pricer> own;
+  const Pricer& pricer = opt.pricer ? *opt.pricer : own.emplace(*scen, *topo, cal);
   for (const auto& n : pricer.notes()) r.notes.push_back(n);
   for (const auto& n : graph->notes) r.notes.push_back(n);
 

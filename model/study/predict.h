@@ -82,11 +82,27 @@ struct StepReport {
 
 struct PredictOptions {
   bool simulate = true;  // false: the sum of op times only (every op back to back, no overlap)
+  // The scenario's topology when the caller already built it (Topology::build(s.system, s.gpus)):
+  // a plan predicts thousands of layouts of one system on one GPU count. Null: built here.
+  std::shared_ptr<const Topology> topology;
+  // A pricer of this scenario, topology and calibration already used (its collective costs are
+  // cached): a plan prices a candidate's collectives to bound it, then predicts it. Null: made here.
+  const Pricer* pricer = nullptr;
 };
 
 ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);
 
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
+
+// The step lowered, before pricing: what predict() does first. A plan lowers a candidate once to
+// check its memory and bound its compute, then predicts from the same lowering.
+struct Lowered {
+  ExpertLoad load;
+  std::vector<std::string> notes;  // expert_load's
+  std::shared_ptr<const StepGraph> graph;
+};
+Lowered lower(const Scenario& s, const Calibration& cal);
+StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowered& lowered, const PredictOptions& opt = {});
 
 // Training a token budget at the report's throughput: wall time, and energy and cost where the
 // system file gives power and price.

@@ -795,6 +795,7 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const auto& n = j["searched"];
   EXPECT_EQ(n["candidates"].get<size_t>(), n["invalid"].get<size_t>() + n["too_many_passes"].get<size_t>() +
                                                n["do_not_fit"].get<size_t>() + n["pruned_by_bound"].get<size_t>() +
+                                               n["pruned_by_compute_bound"].get<size_t>() + n["pruned_by_comm_bound"].get<size_t>() +
                                                n["predicted"].get<size_t>() + n["failed"].get<size_t>());
   EXPECT_GT(n["predicted"].get<size_t>(), 10u);
   ASSERT_EQ(j["best"].size(), 3u);
@@ -813,6 +814,20 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const auto pj = nlohmann::json::parse(p.out);
   EXPECT_NEAR(pj["step_time_s"].get<double>(), j["best"][0]["step_time_s"].get<double>(), 1e-9);
   EXPECT_TRUE(pj["fits_in_memory"].get<bool>());
+  // The bounds lose nothing: without pruning the same layouts come out, with the same figures, and
+  // more of them were simulated.
+  const Result all = run("plan " + source(kSeed) + " --gpus 4 --top 3 --format json --no-prune" + small);
+  ASSERT_EQ(all.code, 0) << all.out;
+  const auto aj = nlohmann::json::parse(all.out);
+  ASSERT_EQ(aj["best"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(aj["best"][i]["layout"], j["best"][i]["layout"]);
+    EXPECT_DOUBLE_EQ(aj["best"][i]["step_time_s"].get<double>(), j["best"][i]["step_time_s"].get<double>());
+  }
+  EXPECT_EQ(aj["searched"]["pruned_by_bound"].get<size_t>() + aj["searched"]["pruned_by_compute_bound"].get<size_t>() +
+                aj["searched"]["pruned_by_comm_bound"].get<size_t>(),
+            0u);
+  EXPECT_GT(aj["searched"]["predicted"].get<size_t>(), n["predicted"].get<size_t>());
   // The text names the runner-up's loss and how to predict the best.
   const Result t = run("plan " + source(kSeed) + " --gpus 4 --top 2" + small);
   EXPECT_NE(t.out.find("the runner-up loses"), std::string::npos) << t.out;

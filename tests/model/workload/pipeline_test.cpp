@@ -399,5 +399,50 @@ TEST(PipelineLayout, WrongLayoutsAreErrorsThatSayWhy) {
   EXPECT_EQ(ladder({"parallelism.layout=" + counts}).parallelism.layout, ladder().parallelism.layout);
 }
 
+// The plan's bounds (model/sim/sim.h): neither the priced compute work nor any collective queue's
+// uncontended time may exceed the simulated step, on the shipped scenarios and on layouts that
+// exercise lanes (DualPipe, forward/backward overlap), interleaving, one collective queue and
+// stragglers; and on the tuned GB300 scenario the compute bound is most of the step. A Pricer sharing
+// a CollectiveMemo across scenarios prices as one without, and predict_lowered with it predicts
+// the same step as predict.
+TEST(PlanBounds, NeverExceedTheSimulatedStepAndAMemoChangesNothing) {
+  std::vector<Scenario> cases;
+  for (const char* f : {"deepseek-v3/gb300-optimized.json", "deepseek-v3/gb300-baseline.json", "deepseek-v3/gb200-mcore-ladder-01-baseline.json",
+                        "deepseek-v3/gb200-mcore-ladder-11-hybridep.json", "deepseek-v3/h800-dualpipe.json", "compare/qwen3-235b-dgx-b200.json"})
+    cases.push_back(io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/" + f));
+  cases.push_back(gb300({"parallelism.pp=4", "parallelism.fsdp=4", "parallelism.vpp=2", "parallelism.schedule=interleaved",
+                         "batch.micro_batch=2"}));
+  cases.push_back(gb300({"stack.multistream_collectives=false"}));
+  cases.push_back(gb300({"stack.overlap.fwd_bwd=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=2"}));
+  cases.push_back(gb300({"stragglers=[{\"gpu\": 3, \"compute_slowdown\": 1.3, \"network_slowdown\": 1.5}]"}));
+  const auto topo = std::make_shared<const Topology>(Topology::build(cases.front().system, cases.front().gpus));
+  CollectiveMemo memo;
+  for (const Scenario& s : cases) {
+    SCOPED_TRACE(s.name);
+    const Lowered low = lower(s, s.calibration);
+    const Topology t = Topology::build(s.system, s.gpus);
+    const Pricer pr(s, t, s.calibration);
+    const double step = simulate(*low.graph, pr, s.stack).step_time.value();
+    const double cb = compute_bound(*low.graph, pr).value(), qb = comm_bound(*low.graph, pr, s.stack).value();
+    EXPECT_LE(cb, step * (1 + 1e-12));
+    EXPECT_LE(qb, step * (1 + 1e-12));
+    EXPECT_GT(cb, 0.0);
+    EXPECT_GT(qb, 0.0);
+    // Where plans look (a tuned stack, compute-bound), the compute bound is most of the step; on
+    // the BF16 baseline host overheads and waits make most of it, and neither bound sees them.
+    if (&s == &cases.front()) {
+      EXPECT_GT(cb, 0.6 * step);
+    }
+    if (s.system.name == cases.front().system.name && s.gpus == cases.front().gpus) {
+      const Pricer shared(s, *topo, s.calibration, &memo);
+      PredictOptions o;
+      o.topology = topo;
+      o.pricer = &shared;
+      EXPECT_DOUBLE_EQ(predict_lowered(s, s.calibration, low, o).step_time.value(), step);
+      EXPECT_DOUBLE_EQ(predict(s, s.calibration).step_time.value(), step);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moeperf

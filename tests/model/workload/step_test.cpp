@@ -335,7 +335,7 @@ TEST(Serial, ExposedTimeIsSplitOverTheOpsRunningAndIdleIsNoOpAtAll) {
 TEST(Serial, EstimateIsTheSumOfOpTimesAndTheSimulationOverlaps) {
   const Scenario s = scenario();
   const Calibration cal;
-  const StepReport serial = predict(s, cal, {.simulate = false});
+  const StepReport serial = predict(s, cal, {.simulate = false, .topology = nullptr});
   const StepReport sim = predict(s, cal, {});
   EXPECT_NEAR(serial.step_time.value(), serial.serial_step_time.value(), 1e-9);
   EXPECT_LT(sim.step_time.value(), serial.step_time.value());
