@@ -33,4 +33,7 @@ Command add_stacks(CLI::App& app);
 Command add_calibrate(CLI::App& app);
 Command add_accuracy(CLI::App& app);
 
+// Every subcommand registered (app.cpp), the one in argv run; the exit code.
+int run_cli(int argc, char** argv);
+
 }  // namespace moeperf::cli

@@ -2,7 +2,6 @@
 // Each subcommand is a file of its own (cli/<name>.cpp, commands.h); `moeperf run` is handed over
 // to the moeperf-run executable beside this one, so the modelling commands load no CUDA, NCCL or
 // MPI library.
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,30 +11,30 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/ranks.h"
 
 namespace {
 
-// `moeperf run ARGS...` becomes `moeperf-run ARGS...` in the same process (exec keeps the PID and
-// the environment, so mpirun's and srun's rank variables reach it).
-int hand_over_to_moeperf_run(int argc, char** argv) {
+// Replaces this process with the executable `name` beside it, given argv[first..] (exec keeps the
+// PID and the environment, so mpirun's and srun's rank variables reach it). Returns only on failure.
+int hand_over(const char* name, int first, int argc, char** argv, const std::string& missing) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (ec) self = fs::absolute(argv[0], ec);
-  const fs::path run = self.parent_path() / "moeperf-run";
-  if (!fs::exists(run, ec)) {
-    std::cerr << "moeperf run: " << run.string()
-              << " not found: build it (cmake --build BUILD --target moeperf-run, or scripts/run.sh run ...); it is "
-                 "configured when Eigen 3 is found (see the configure summary)\n";
+  const fs::path target = self.parent_path() / name;
+  const std::string what = std::string("moeperf ") + argv[1];
+  if (!fs::exists(target, ec)) {
+    std::cerr << what << ": " << target.string() << " not found: " << missing << "\n";
     return moeperf::cli::kExitFailed;
   }
   std::vector<char*> args;
-  const std::string path = run.string();
+  const std::string path = target.string();
   args.push_back(const_cast<char*>(path.c_str()));
-  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  for (int i = first; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
   execv(path.c_str(), args.data());
-  std::cerr << "moeperf run: cannot start " << path << ": " << std::strerror(errno) << "\n";
+  std::cerr << what << ": cannot start " << path << ": " << std::strerror(errno) << "\n";
   return moeperf::cli::kExitFailed;
 }
 
@@ -43,27 +42,16 @@ int hand_over_to_moeperf_run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace moeperf::cli;
-  if (argc > 1 && std::string(argv[1]) == "run") return hand_over_to_moeperf_run(argc, argv);
-  // Studies predict thousands of steps on worker threads, each allocating and freeing a few MB:
-  // with glibc's defaults the threads' heaps are trimmed back to the kernel after each and faulted
-  // in again (plan on 2,048 GPUs: 24 s of its 88 s in the kernel). Freed memory is kept instead,
-  // up to 1 GiB; large blocks still come from mmap above 256 MiB.
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-
-  CLI::App app{"moeperf: predict, explain and measure dropless-MoE training speed on GPU clusters"};
-  app.set_version_flag("--version", "moeperf 0.1.0");
-  app.require_subcommand(1);
-  const std::vector<Command> commands = {add_topo(app),   add_predict(app),    add_compare(app),
-                                         add_scale(app),  add_sweep(app), add_sensitivity(app), add_plan(app), add_collective(app), add_schema(app),
-                                         add_params(app), add_stacks(app), add_calibrate(app),  add_accuracy(app), add_validate(app)};
-  // Listed in --help; never parsed here (handed over above).
-  app.add_subcommand("run", "Execute the scenario's MoE layer forward and backward, check it, measure every op "
-                            "(moeperf-run; under mpirun for many ranks; moeperf run --help)")
-      ->allow_extras();
-  return parse_and_run(app, argc, argv, [&] {
-    for (const Command& c : commands)
-      if (*c.sub) return c.run();
-    return kExitFailed;
-  });
+  // `moeperf run ARGS...` becomes `moeperf-run ARGS...`.
+  if (argc > 1 && std::string(argv[1]) == "run")
+    return hand_over("moeperf-run", 2, argc, argv,
+                     "build it (cmake --build BUILD --target moeperf-run, or scripts/run.sh run ...); it is configured "
+                     "when Eigen 3 is found (see the configure summary)");
+  // sweep and plan under mpirun/srun with several ranks: the same command in moeperf-mpi, which
+  // splits the work over the ranks (rank 0 writes); here every rank would do all of it.
+  if (argc > 1 && (std::string(argv[1]) == "sweep" || std::string(argv[1]) == "plan") && launcher_ranks() > 1)
+    return hand_over("moeperf-mpi", 1, argc, argv,
+                     "it is built when MPI is found (libopenmpi-dev; see the configure summary); without it run one "
+                     "process with --jobs");
+  return run_cli(argc, argv);
 }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/ranks.h"
 #include "model/error.h"
 #include "model/io/sweep.h"
 
@@ -112,52 +113,69 @@ std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& 
 }
 
 int cmd_sweep(const Opts& o) {
+  // Under moeperf-mpi the points are dealt out over the ranks (point i to rank i mod size, counted
+  // from the first point not yet done); rank 0 writes every row in point order, its own and those
+  // the others send, so the file is the single process's byte for byte.
+  Ranks& rk = ranks();
+  const bool root = rk.rank() == 0;
   io::SweepSpec sp;
-  sp.scenario = o.file;
-  sp.sets = overrides(o.sets);
-  for (const auto& v : o.vary) sp.axes.push_back(io::parse_vary(v));
-  for (const auto& d : o.derive) sp.derive.push_back(io::parse_derive(d));
-  if (!o.grid.empty()) sp.grid = io::load_sweep_grid(o.grid);
-  if (!o.tokens.empty()) sp.train_tokens = parse_token_count("--tokens", o.tokens);
-  if (sp.axes.empty() && sp.grid.empty()) throw InputError("sweep: nothing to vary: give --vary PATH=V1,V2,... or --grid FILE.json");
-  check_output_path("--out", o.out);
-  if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE (the file an interrupted sweep wrote)");
-  {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
-  }
-  const std::string fmt_name = !o.format.empty() ? o.format
-                               : (o.out.size() > 6 && o.out.substr(o.out.size() - 6) == ".jsonl") ? "jsonl"
-                                                                                                   : "csv";
-  const bool csv = fmt_name == "csv";
-  const size_t n = io::sweep_size(sp);
-  const std::string header = io::sweep_csv_header(sp);
-
-  size_t start = 0, keep = 0;
-  if (o.resume) std::tie(start, keep) = resumable(sp, o.out, csv, header);
+  bool csv = true;
+  size_t n = 0, start = 0, keep = 0;
+  std::string header;
   std::ofstream file;
   std::ostream* out = &std::cout;
-  if (!o.out.empty()) {
-    if (o.resume && keep > 0) {
-      std::filesystem::resize_file(o.out, keep);  // drop a partial last line
-      file.open(o.out, std::ios::binary | std::ios::app);
-    } else {
-      file.open(o.out, std::ios::binary | std::ios::trunc);
+  const bool failed_elsewhere = agree([&] {
+    sp.scenario = o.file;
+    sp.sets = overrides(o.sets);
+    for (const auto& v : o.vary) sp.axes.push_back(io::parse_vary(v));
+    for (const auto& d : o.derive) sp.derive.push_back(io::parse_derive(d));
+    if (!o.grid.empty()) sp.grid = io::load_sweep_grid(o.grid);
+    if (!o.tokens.empty()) sp.train_tokens = parse_token_count("--tokens", o.tokens);
+    if (sp.axes.empty() && sp.grid.empty()) throw InputError("sweep: nothing to vary: give --vary PATH=V1,V2,... or --grid FILE.json");
+    check_output_path("--out", o.out);
+    if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE (the file an interrupted sweep wrote)");
+    {
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
     }
-    if (!file) throw std::runtime_error("cannot write " + o.out);
-    out = &file;
+    const std::string fmt_name = !o.format.empty() ? o.format
+                                 : (o.out.size() > 6 && o.out.substr(o.out.size() - 6) == ".jsonl") ? "jsonl"
+                                                                                                     : "csv";
+    csv = fmt_name == "csv";
+    n = io::sweep_size(sp);
+    header = io::sweep_csv_header(sp);
+    if (!root) return;  // rank 0 alone reads and writes the output
+    if (o.resume) std::tie(start, keep) = resumable(sp, o.out, csv, header);
+    if (!o.out.empty()) {
+      if (o.resume && keep > 0) {
+        std::filesystem::resize_file(o.out, keep);  // drop a partial last line
+        file.open(o.out, std::ios::binary | std::ios::app);
+      } else {
+        file.open(o.out, std::ios::binary | std::ios::trunc);
+      }
+      if (!file) throw std::runtime_error("cannot write " + o.out);
+      out = &file;
+    }
+  });
+  if (failed_elsewhere) return kExitBadInput;
+  if (rk.size() > 1) {
+    std::string s = std::to_string(start);
+    rk.broadcast(s);
+    start = std::stoul(s);
   }
-  if (csv && keep == 0) *out << header << std::flush;
-  if (o.resume) std::cerr << "sweep: " << start << " of " << n << " points already in " << o.out << "\n";
+  if (root && csv && keep == 0) *out << header << std::flush;
+  if (root && o.resume) std::cerr << "sweep: " << start << " of " << n << " points already in " << o.out << "\n";
 
+  const size_t procs = static_cast<size_t>(rk.size()), me = static_cast<size_t>(rk.rank());
+  auto owner = [&](size_t i) { return (i - start) % procs; };
   const int jobs = std::max(1, o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::optional<std::string>> lines(n - start);
   std::vector<std::string> status(n - start);
   std::mutex mu;
   std::condition_variable cv;
-  std::atomic<size_t> next{start};
+  std::atomic<size_t> next{0};  // this rank's k-th point is start + me + k * procs
   auto worker = [&] {
-    for (size_t i = next++; i < n; i = next++) {
+    for (size_t i = start + me + next++ * procs; i < n; i = start + me + next++ * procs) {
       const io::SweepRow r = io::run_point(sp, i);
       std::string text = csv ? io::sweep_csv_row(sp, r) : io::sweep_jsonl_row(r);
       {
@@ -168,30 +186,50 @@ int cmd_sweep(const Opts& o) {
       cv.notify_one();
     }
   };
+  const size_t mine = n > start + me ? (n - start - me + procs - 1) / procs : 0;
   std::vector<std::thread> pool;
-  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(std::max<size_t>(n - start, 1))); ++t) pool.emplace_back(worker);
+  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(std::max<size_t>(mine, 1))); ++t) pool.emplace_back(worker);
+  auto take = [&](size_t i) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return lines[i - start].has_value(); });
+    std::pair<std::string, std::string> r{status[i - start], std::move(*lines[i - start])};
+    lines[i - start].reset();
+    return r;
+  };
+  if (!root) {
+    // This rank's rows to rank 0, in point order: status, a NUL, the row's text.
+    for (size_t i = start + me; i < n; i += procs) {
+      auto [st, text] = take(i);
+      rk.send_to_root(st + std::string(1, '\0') + text);
+    }
+    for (auto& t : pool) t.join();
+    return kExitOk;
+  }
   Progress bar(n, start);
   std::map<std::string, size_t> counts;
   const auto t0 = std::chrono::steady_clock::now();
   // Rows go out in point order as soon as every earlier one is done, so an interrupted file holds a
   // prefix of the sweep (what --resume continues from).
   for (size_t i = start; i < n; ++i) {
-    std::string text;
-    {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return lines[i - start].has_value(); });
-      text = std::move(*lines[i - start]);
-      lines[i - start].reset();
-      ++counts[status[i - start]];
+    std::string st, text;
+    if (owner(i) == 0) {
+      std::tie(st, text) = take(i);
+    } else {
+      const std::string msg = rk.receive_from(static_cast<int>(owner(i)));
+      const size_t nul = msg.find('\0');
+      st = msg.substr(0, nul), text = msg.substr(nul + 1);
     }
+    ++counts[st];
     *out << text << std::flush;
     bar.update(i + 1, i + 1 == n);
   }
   for (auto& t : pool) t.join();
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char tail[200];
-  std::snprintf(tail, sizeof tail, "sweep: %zu points in %.1f s on %d thread%s (%.1f/s): %zu ok, %zu infeasible, %zu failed%s%s\n",
-                n - start, el, jobs, jobs > 1 ? "s" : "", el > 0 ? static_cast<double>(n - start) / el : 0.0, counts["ok"],
+  char tail[240];
+  const std::string where = procs > 1 ? std::to_string(procs) + " processes x " + std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "")
+                                      : std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "");
+  std::snprintf(tail, sizeof tail, "sweep: %zu points in %.1f s on %s (%.1f/s): %zu ok, %zu infeasible, %zu failed%s%s\n",
+                n - start, el, where.c_str(), el > 0 ? static_cast<double>(n - start) / el : 0.0, counts["ok"],
                 counts["infeasible"], counts["failed"], o.out.empty() ? "" : "; written to ", o.out.c_str());
   std::cerr << tail;
   return kExitOk;

@@ -156,7 +156,9 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   CollectiveMemo memo;  // collectives priced once per group of GPUs, across candidates
   std::mutex mu;
   std::vector<std::function<void()>> jobs;
-  for (size_t i : order)
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    if (static_cast<int>(pos % static_cast<size_t>(std::max(1, o.shards))) != o.shard) continue;
+    const size_t i = order[pos];
     jobs.push_back([&, i] {
       const Candidate& c = cands[i];
       {
@@ -221,12 +223,19 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         ++res.failed;
       }
     });
+  }
   if (run) run(jobs);
   else
     for (auto& j : jobs) j();
-  std::vector<size_t> ranked;
+  std::vector<std::pair<size_t, double>> found;
   for (size_t i = 0; i < out.size(); ++i)
-    if (out[i]) ranked.push_back(i);
+    if (out[i]) found.emplace_back(i, *out[i]);
+  if (o.shards > 1 && o.merge && !o.merge(res, found)) return res;
+  std::vector<size_t> ranked;
+  for (const auto& [i, step] : found) {
+    out[i] = step;
+    ranked.push_back(i);
+  }
   if (ranked.empty())
     throw InputError("plan: no layout of " + m.name + " on " + std::to_string(o.gpus) + " GPUs of " + base.system.name +
                      " is valid and fits in memory (" + std::to_string(res.candidates) + " tried: " + std::to_string(res.invalid) +

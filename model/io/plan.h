@@ -21,6 +21,8 @@
 
 namespace moeperf::io {
 
+struct PlanResult;
+
 struct PlanOptions {
   int64_t gpus = 0;
   int top = 5;
@@ -28,6 +30,12 @@ struct PlanOptions {
   double train_tokens = 0;
   int64_t global_batch = 0;  // 0: the scenario's sequences per GPU times gpus
   bool prune = true;         // false: every valid candidate that fits is simulated (to check the bounds)
+  // Across processes: this one searches the candidates at positions shard, shard + shards, ... of
+  // the search order; `merge` (given when shards > 1) then brings every shard's counts and best
+  // (candidate, simulated step) pairs to one process, and returns false on the others, whose
+  // plan() returns the counts of their shard and no layouts.
+  int shard = 0, shards = 1;
+  std::function<bool(PlanResult&, std::vector<std::pair<size_t, double>>&)> merge;
 };
 
 struct PlanEntry {

@@ -690,6 +690,95 @@ TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
   EXPECT_EQ(slurp(cut), whole);
 }
 
+// A sweep killed (SIGKILL) while it writes, then resumed, ends with the uninterrupted file's bytes.
+TEST(CliSweep, KilledMidwayAndResumedEqualsAnUninterruptedRun) {
+  TempDir d;
+  const std::string whole = d.path("whole.csv"), killed = d.path("killed.csv");
+  const std::string args = " --vary gpus=512,1024,2048,4096,8192 --vary parallelism.ep=8,16,32,64,128 --vary batch.micro_batch=6,3,2,1 "
+                           "--derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' --derive 'batch.global_batch=6*gpus' --jobs 1";
+  ASSERT_EQ(run("sweep " + source(kSeed) + args + " --out " + whole).code, 0);
+  // The same command through a script file (the derive rules hold quotes of their own).
+  const std::string script = d.path("kill.sh");
+  std::ofstream(script) << MOEPERF_CLI << " sweep " << source(kSeed) << args << " --out " << killed << " 2>/dev/null &\n"
+                        << "pid=$!\n"
+                        << "while [ $(cat " << killed << " 2>/dev/null | wc -l) -lt 4 ]; do sleep 0.01; done\n"
+                        << "kill -9 $pid\nwait $pid\nexit 0\n";
+  ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
+  const std::string cut = slurp(killed), full = slurp(whole);
+  ASSERT_LT(cut.size(), full.size()) << "the sweep finished before it was killed";
+  EXPECT_EQ(full.compare(0, cut.size(), cut), 0);  // a prefix, perhaps ending mid-line
+  const Result r = run("sweep " + source(kSeed) + args + " --resume --out " + killed);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(slurp(killed), full);
+}
+
+// Across processes (mpirun, Open MPI from Debian, on loopback): moeperf execs moeperf-mpi, ranks
+// take every size-th point and rank 0 writes; the files equal one process's byte for byte, a
+// resumed file too, and plan returns the same best layouts.
+std::string mpirun(int np) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 mpirun -np " +
+         std::to_string(np) + " --oversubscribe --mca btl self,vader ";
+}
+
+bool have_mpi_cli() {
+  return std::system("command -v mpirun >/dev/null 2>&1") == 0 &&
+         std::filesystem::exists(std::filesystem::path(MOEPERF_CLI).parent_path() / "moeperf-mpi");
+}
+
+Result sh(const std::string& cmd) {
+  Result r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(CliMpi, SweepOnRanksEqualsOneProcessByteForByteAndResumes) {
+  if (!have_mpi_cli()) GTEST_SKIP() << "mpirun or moeperf-mpi (built when MPI is found) is not available";
+  TempDir d;
+  const std::string args = " --vary parallelism.ep=1,2,4,8,16,32,64,3 --vary batch.micro_batch=6,3 "
+                           "--derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' --jobs 1";
+  for (const char* ext : {".csv", ".jsonl"}) {
+    const std::string one = d.path(std::string("one") + ext), many = d.path(std::string("many") + ext);
+    ASSERT_EQ(run("sweep " + source(kSeed) + args + " --out " + one).code, 0);
+    for (int np : {2, 3}) {
+      const Result r = sh(mpirun(np) + MOEPERF_CLI + " sweep " + source(kSeed) + args + " --out " + many);
+      ASSERT_EQ(r.code, 0) << r.out;
+      EXPECT_NE(r.out.find("on " + std::to_string(np) + " processes x 1 thread"), std::string::npos) << r.out;
+      EXPECT_EQ(slurp(many), slurp(one)) << ext << " on " << np << " ranks";
+    }
+    // Cut after five rows and part of the sixth, then resumed on 3 ranks.
+    const std::string whole = slurp(one);
+    size_t pos = 0;
+    for (int i = 0; i < 6; ++i) pos = whole.find('\n', pos) + 1;
+    std::ofstream(many, std::ios::binary | std::ios::trunc) << whole.substr(0, pos + 7);
+    const Result r = sh(mpirun(3) + MOEPERF_CLI + " sweep " + source(kSeed) + args + " --resume --out " + many);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(slurp(many), whole) << ext << " resumed";
+  }
+  // Bad input on every rank: exit 2 with the message, no hang.
+  const Result bad = sh(mpirun(2) + MOEPERF_CLI + " sweep " + source(kSeed) + " --vary parallelism.ep=8 --out /nonexistent-dir/x.csv");
+  EXPECT_NE(bad.code, 0) << bad.out;
+  EXPECT_NE(bad.out.find("the folder /nonexistent-dir does not exist"), std::string::npos) << bad.out;
+}
+
+TEST(CliMpi, PlanOnRanksFindsTheSameBestLayouts) {
+  if (!have_mpi_cli()) GTEST_SKIP() << "mpirun or moeperf-mpi (built when MPI is found) is not available";
+  const std::string args = " plan " + source(kSeed) + " --gpus 4 --top 3 --format json --jobs 1 --set model=../models/qwen3-30b-a3b/config.json";
+  const Result one = run(args);
+  ASSERT_EQ(one.code, 0) << one.out;
+  const Result many = sh(mpirun(3) + MOEPERF_CLI + args);
+  ASSERT_EQ(many.code, 0) << many.out;
+  auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(many.out.substr(many.out.find('{')));
+  EXPECT_EQ(b["searched"]["processes"], 3);
+  EXPECT_EQ(a["searched"]["candidates"], b["searched"]["candidates"]);
+  a.erase("searched"), b.erase("searched");
+  EXPECT_EQ(a.dump(), b.dump());
+}
+
 TEST(CliSweep, RangesGridsAndBadArguments) {
   TempDir d;
   const std::string grid = d.write("grid.json", R"({"kind": "sweep_grid", "points": [
