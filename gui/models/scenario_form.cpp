@@ -163,6 +163,46 @@ int ScenarioForm::fieldForError(const QString& json_pointer) const {
   return -1;
 }
 
+QString ScenarioForm::derive(const QString& changed) {
+  static const QStringList layout = {"gpus", "parallelism.tp", "parallelism.cp", "parallelism.pp", "parallelism.ep",
+                                     "parallelism.fsdp", "parallelism.dp"};
+  if (free_axis_.isEmpty() || changed == free_axis_ || !layout.contains(changed)) return {};
+  // MoE parallel folding (etp given): experts fold into the dense mesh; gpus = tp x cp x pp x dp.
+  const bool folded = !value(QStringLiteral("parallelism.etp")).isEmpty();
+  if (folded && free_axis_ != QLatin1String("parallelism.dp"))
+    return QStringLiteral("FSDP not derived: with etp (MoE parallel folding) the free axis is DP");
+  if (folded && (changed == QLatin1String("parallelism.ep") || changed == QLatin1String("parallelism.fsdp"))) return {};
+  auto number = [&](const QString& path, bool* ok) -> qlonglong {
+    const QString v = value(path);
+    if (v.isEmpty()) return path == QLatin1String("gpus") ? (*ok = false, 0) : 1;  // absent: the default, 1
+    bool good = false;
+    const qlonglong n = v.toLongLong(&good);
+    if (!good || n < 1) *ok = false;
+    return n;
+  };
+  bool ok = true;
+  const qlonglong gpus = number(QStringLiteral("gpus"), &ok);
+  qlonglong rest = 1;
+  QStringList names;
+  for (const QString& p : layout) {
+    if (p == QLatin1String("gpus") || p == free_axis_) continue;
+    if (folded && (p == QLatin1String("parallelism.ep") || p == QLatin1String("parallelism.fsdp"))) continue;
+    rest *= number(p, &ok);
+    names << p.mid(p.indexOf(QLatin1Char('.')) + 1);
+    if (!ok || rest > (qlonglong{1} << 40)) return {};  // not a layout yet (typing); the loader will say
+  }
+  const QString axis = free_axis_.mid(free_axis_.indexOf(QLatin1Char('.')) + 1).toUpper();
+  if (gpus % rest != 0)
+    return QStringLiteral("%1 not derived: %2 = %3 does not divide %4 GPUs").arg(axis, names.join(QStringLiteral(" x ")))
+        .arg(rest)
+        .arg(gpus);
+  const QString before = value(free_axis_).isEmpty() ? QStringLiteral("1") : value(free_axis_);
+  const QString after = QString::number(gpus / rest);
+  if (before == after) return {};
+  setValue(free_axis_, after);
+  return QStringLiteral("%1 %2 → %3 keeps %4 GPUs").arg(axis, before, after).arg(gpus);
+}
+
 bool ScenarioForm::save(const QString& out, QString* error) {
   try {  // never write a scenario moeperf rejects
     std::vector<io::Override> ov;

@@ -46,6 +46,16 @@ class ScenarioForm {
   // pointer names (a layout error at "/parallelism" after editing EP goes beside EP); -1 if none.
   int fieldForError(const QString& json_pointer) const;
 
+  // Keeping the GPU count while the layout changes, as `sweep --derive` does: the free axis
+  // ("parallelism.fsdp" or "parallelism.dp"; empty: none) takes gpus over the product of the other
+  // layout fields (tp x cp x pp x ep x fsdp x dp; tp x cp x pp x dp with MoE parallel folding).
+  void setFreeAxis(const QString& dotted) { free_axis_ = dotted; }
+  QString freeAxis() const { return free_axis_; }
+  // After an edit of `changed` (gpus or a layout field other than the free axis): sets the free
+  // axis and says what changed ("FSDP 16 → 8 keeps 128 GPUs"), or why it could not ("tp x cp x pp
+  // x ep x dp = 48 does not divide 128 GPUs"); empty when there was nothing to do.
+  QString derive(const QString& changed);
+
   // Writes the scenario with the edits applied to OUT (a temporary, then a rename); refused, with
   // moeperf's message, when load_scenario rejects the edits. Relative "model", "system" and
   // "calibration" references are rewritten for OUT's folder. Reloads from OUT on success.
@@ -55,6 +65,7 @@ class ScenarioForm {
   QString path_;
   QJsonObject doc_;
   std::vector<std::pair<QString, QString>> edits_;
+  QString free_axis_ = QStringLiteral("parallelism.fsdp");
 };
 
 }  // namespace moeperf::gui

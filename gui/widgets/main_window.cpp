@@ -1,6 +1,11 @@
 #include "gui/widgets/main_window.h"
 
+#include <QComboBox>
 #include <QDockWidget>
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QThreadPool>
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QLabel>
@@ -21,6 +26,8 @@
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
+#include "gui/widgets/study_view.h"
+#include "gui/widgets/summary_panel.h"
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/timeline_view.h"
 #include "gui/widgets/topology_view.h"
@@ -57,11 +64,38 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   waterfall_ = new WaterfallView();
   tabs_->addTab(waterfall_, tr("Waterfall"));
   scaling_ = new ScalingView();
-  tabs_->addTab(scaling_, tr("Scaling"));
+  {
+    // The scaling sweep's GPU counts and grown axis, as `moeperf scale --gpus ... --grow ...`.
+    auto* page = new QWidget();
+    auto* v = new QVBoxLayout(page);
+    auto* row = new QHBoxLayout();
+    scale_gpus_ = new QLineEdit(QStringLiteral("128,256,512,1024"));
+    scale_gpus_->setObjectName(QStringLiteral("scaleGpus"));
+    scale_axis_ = new QComboBox();
+    scale_axis_->setObjectName(QStringLiteral("scaleAxis"));
+    scale_axis_->addItems({QStringLiteral("fsdp"), QStringLiteral("dp"), QStringLiteral("ep")});
+    auto* apply_scale = new QPushButton(tr("Predict"));
+    scale_note_ = new QLabel();
+    scale_note_->setWordWrap(true);
+    row->addWidget(new QLabel(tr("GPU counts")));
+    row->addWidget(scale_gpus_, 2);
+    row->addWidget(new QLabel(tr("grow")));
+    row->addWidget(scale_axis_);
+    row->addWidget(apply_scale);
+    row->addWidget(scale_note_, 3);
+    v->addLayout(row);
+    v->addWidget(scaling_, 1);
+    tabs_->addTab(page, tr("Scaling"));
+    auto go = [this] { rescale(scale_gpus_->text(), scale_axis_->currentText()); };
+    connect(apply_scale, &QPushButton::clicked, this, go);
+    connect(scale_gpus_, &QLineEdit::returnPressed, this, go);
+  }
   topology_ = new TopologyView();
   tabs_->addTab(topology_, tr("Topology"));
   compare_ = new CompareView();
   tabs_->addTab(compare_, tr("Compare"));
+  study_ = new StudyView();
+  tabs_->addTab(study_, tr("Sweep"));
 
   error_ = new QLabel();
   error_->setWordWrap(true);
@@ -72,7 +106,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* central = new QWidget();
   auto* layout = new QVBoxLayout(central);
   layout->setContentsMargins(0, 0, 0, 0);
+  summary_ = new SummaryPanel();
   layout->addWidget(error_);
+  layout->addWidget(summary_);
   layout->addWidget(tabs_);
   setCentralWidget(central);
 
@@ -104,6 +140,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dock_->setWidget(panel_);
   addDockWidget(Qt::LeftDockWidgetArea, dock_);
   connect(panel_, &ScenarioPanel::edited, this, &MainWindow::onPanelEdited);
+  // The Sweep tab sweeps the scenario shown, the panel's edits included; a row opens its point.
+  study_->setSource([this] { return std::make_pair(panel_->form().path(), panel_->form().overrides()); });
+  connect(study_, &StudyView::openPoint, this, [this](const QString& path, const QStringList& sets) {
+    requestScenario(path, sets);
+    tabs_->setCurrentIndex(0);
+  });
 
   run_ = new HardwareRun(this);
   run_log_ = new QPlainTextEdit();
@@ -246,6 +288,12 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   scaling_->setStudies(r.studies);
   topology_->setReport(report_);
   compare_->setUpper(report_);
+  summary_->setReport(report_.get());
+  // The Scaling tab keeps the window's GPU counts and axis for the new scenario.
+  ++scale_gen_;
+  scale_note_->clear();
+  if (scale_gpus_->text() != QLatin1String("128,256,512,1024") || scale_axis_->currentText() != QLatin1String("fsdp"))
+    rescale(scale_gpus_->text(), scale_axis_->currentText());
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
   statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5% · profile %6 · stack %7")
                                .arg(path)
@@ -273,7 +321,7 @@ bool MainWindow::exportPng(const QString& out, QString* error) {
   if (shown && shown->width() > 100 && shown->height() > 100) opt.size = shown->size();
   if (opt.view == View::timeline) opt.t0 = timeline_->timeGeometry().t0, opt.t1 = timeline_->timeGeometry().t1;
   if (opt.view == View::compare) opt.t0 = compare_->upper()->timeGeometry().t0, opt.t1 = compare_->upper()->timeGeometry().t1;
-  const QImage img = render_view(report_, opt, studies_);
+  const QImage img = tabs_->currentWidget() == study_ ? study_->grab().toImage() : render_view(report_, opt, studies_);
   QSaveFile f(out);
   if (img.isNull() || !f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
     if (error) *error = tr("cannot write %1").arg(out);
@@ -321,6 +369,51 @@ void MainWindow::runOnHardware(const QStringList& extra, const QString& binary) 
 }
 
 QString MainWindow::hardwareLog() const { return run_log_->toPlainText(); }
+
+QString MainWindow::scalingMessage() const { return scale_note_->text(); }
+
+bool MainWindow::rescale(const QString& gpus, const QString& axis) {
+  scale_gpus_->setText(gpus);
+  scale_axis_->setCurrentText(axis);
+  std::vector<int64_t> counts;
+  for (const QString& g : gpus.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    bool ok = false;
+    const qlonglong n = g.trimmed().toLongLong(&ok);
+    if (!ok || n < 1 || n > (qlonglong{1} << 24)) {
+      scale_note_->setText(tr("GPU counts: expected whole numbers from 1 like 128,256,512, got \"%1\"").arg(g.trimmed()));
+      return false;
+    }
+    counts.push_back(n);
+  }
+  if (counts.empty() || !report_ || !studies_) {
+    scale_note_->setText(counts.empty() ? tr("GPU counts: give at least one") : tr("No scenario: File > Open first"));
+    return false;
+  }
+  const GrowAxis grow = axis == QLatin1String("dp") ? GrowAxis::dp : axis == QLatin1String("ep") ? GrowAxis::ep : GrowAxis::fsdp;
+  const quint64 gen = ++scale_gen_;
+  scale_note_->setText(tr("Predicting %1 GPU counts …").arg(counts.size()));
+  auto report = report_;
+  auto base = studies_;
+  QThreadPool::globalInstance()->start([this, gen, report, base, counts, grow] {
+    auto st = std::make_shared<Studies>(*base);
+    st->axis = grow;
+    st->scaling.clear();
+    st->scaling_error.clear();
+    try {
+      st->scaling = scaling_points(scale(*report->scenario, counts, grow, report->scenario->calibration));
+    } catch (const std::exception& e) {
+      st->scaling_error = e.what();
+    }
+    QMetaObject::invokeMethod(this, [this, gen, st] {
+      if (gen != scale_gen_) return;  // a newer request replaced it
+      studies_ = st;
+      scaling_->setStudies(st);
+      scale_note_->setText(st->scaling_error.empty() ? tr("%1 points, %2 grown").arg(st->scaling.size()).arg(to_string(st->axis))
+                                                     : QString::fromStdString(st->scaling_error));
+    }, Qt::QueuedConnection);
+  });
+  return true;
+}
 
 QString MainWindow::errorText() const { return error_->isHidden() ? QString() : error_->text(); }
 

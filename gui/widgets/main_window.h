@@ -13,7 +13,9 @@
 #include "gui/models/scenario_job.h"
 #include "gui/models/timeline_model.h"
 
+class QComboBox;
 class QDockWidget;
+class QLineEdit;
 class QLabel;
 class QPlainTextEdit;
 class QSortFilterProxyModel;
@@ -26,6 +28,8 @@ class BreakdownView;
 class CompareView;
 class ScalingView;
 class ScenarioPanel;
+class StudyView;
+class SummaryPanel;
 class TimelineView;
 class TopologyView;
 class WaterfallView;
@@ -72,7 +76,13 @@ class MainWindow : public QMainWindow {
   WaterfallView* waterfallView() const { return waterfall_; }
   ScalingView* scalingView() const { return scaling_; }
   TopologyView* topologyView() const { return topology_; }
+  SummaryPanel* summaryPanel() const { return summary_; }
+  StudyView* studyView() const { return study_; }
   QTableView* opTable() const { return table_; }
+  // The Scaling tab's own GPU counts ("128,256,512,1024") and grown axis (fsdp, dp, ep): the sweep
+  // is predicted again off the GUI thread; a bad list is said in the tab. False when refused.
+  bool rescale(const QString& gpus, const QString& axis);
+  QString scalingMessage() const;
   QTabWidget* tabs() const { return tabs_; }
 
  private:
@@ -94,8 +104,14 @@ class MainWindow : public QMainWindow {
   BreakdownView* breakdown_;
   WaterfallView* waterfall_;
   ScalingView* scaling_;
+  QLineEdit* scale_gpus_;
+  QComboBox* scale_axis_;
+  QLabel* scale_note_;
+  quint64 scale_gen_ = 0;
   TopologyView* topology_;
   CompareView* compare_;
+  SummaryPanel* summary_;
+  StudyView* study_;
   ScenarioJob* compare_job_;
   std::shared_ptr<const StepReport> compare_report_;
   QTableView* table_;

@@ -12,6 +12,20 @@ namespace moeperf::gui {
 ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
   auto* inner = new QWidget();
   auto* form = new QFormLayout(inner);
+  free_ = new QComboBox();
+  free_->setObjectName(QStringLiteral("freeAxis"));
+  free_->addItem(tr("FSDP"), QStringLiteral("parallelism.fsdp"));
+  free_->addItem(tr("DP"), QStringLiteral("parallelism.dp"));
+  free_->addItem(tr("nothing (edit by hand)"), QString());
+  free_->setToolTip(tr("When GPUs, TP, EP, PP, FSDP or DP change, this axis takes the GPU count over the others "
+                       "(as moeperf sweep --derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)')"));
+  connect(free_, &QComboBox::currentIndexChanged, this, [this] { form_.setFreeAxis(free_->currentData().toString()); });
+  form->addRow(tr("Keep the GPU count by setting"), free_);
+  note_ = new QLabel();
+  note_->setObjectName(QStringLiteral("derivedNote"));
+  note_->setWordWrap(true);
+  note_->setStyleSheet(QStringLiteral("QLabel { color: #1d4f91; }"));
+  form->addRow(note_);
   const auto& fields = ScenarioForm::fields();
   for (size_t i = 0; i < fields.size(); ++i) {
     const FormField& f = fields[i];
@@ -60,6 +74,7 @@ bool ScenarioPanel::setScenario(const QString& path, const QStringList& sets) {
   }
   refresh();
   clearErrors();
+  note_->clear();
   setEnabled(true);
   return true;
 }
@@ -82,9 +97,23 @@ void ScenarioPanel::refresh() {
 void ScenarioPanel::onEdit(size_t field, const QString& text) {
   if (refreshing_) return;
   const QStringList before = form_.overrides();
-  form_.setValue(ScenarioForm::fields()[field].path, text);
-  if (form_.overrides() != before) emit edited();
+  const QString path = ScenarioForm::fields()[field].path;
+  form_.setValue(path, text);
+  if (form_.overrides() == before) return;
+  const QString note = form_.derive(path);
+  if (!note.isEmpty()) {
+    note_->setText(note);
+    refresh();  // the derived axis's editor shows its new value
+  }
+  emit edited();
 }
+
+void ScenarioPanel::setFreeAxis(const QString& dotted) {
+  const int i = free_->findData(dotted);
+  if (i >= 0) free_->setCurrentIndex(i);
+}
+
+QString ScenarioPanel::derivedNote() const { return note_->text(); }
 
 void ScenarioPanel::setFieldText(const QString& dotted, const QString& text) {
   const int i = ScenarioForm::fieldForPointer(ScenarioForm::pointer(dotted));

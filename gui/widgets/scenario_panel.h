@@ -1,5 +1,7 @@
 // The scenario panel (a dock in MainWindow): one editor per ScenarioForm field, an error line
-// under each. It only routes input: every edit goes into the form and `edited` asks the window to
+// under each. Above them, "Keep the GPU count by setting" FSDP, DP or nothing: an edit of the GPU
+// count or of a layout field then derives that axis (ScenarioForm::derive), and a line says what
+// it changed. It only routes input: every edit goes into the form and `edited` asks the window to
 // re-validate and predict with the form's overrides; the window hands rejections back with showError.
 #pragma once
 
@@ -8,6 +10,7 @@
 
 #include "gui/models/scenario_form.h"
 
+class QComboBox;
 class QLabel;
 
 namespace moeperf::gui {
@@ -29,6 +32,9 @@ class ScenarioPanel : public QWidget {
   QString errorFor(const QString& dotted) const;
   void showError(int field, const QString& message);
   void clearErrors();
+  // The free axis ("parallelism.fsdp", "parallelism.dp" or empty) and the last derivation's note.
+  void setFreeAxis(const QString& dotted);
+  QString derivedNote() const;
 
  signals:
   void edited();  // form().overrides() changed
@@ -38,6 +44,8 @@ class ScenarioPanel : public QWidget {
   void onEdit(size_t field, const QString& text);
 
   ScenarioForm form_;
+  QComboBox* free_ = nullptr;
+  QLabel* note_ = nullptr;
   std::vector<QWidget*> editors_;
   std::vector<QLabel*> errors_;
   bool refreshing_ = false;

@@ -30,6 +30,11 @@
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
+#include "gui/widgets/study_view.h"
+#include "gui/widgets/summary_panel.h"
+#include "gui/models/summary.h"
+#include "model/io/sweep.h"
+#include <QStandardItemModel>
 #include "model/io/stacks.h"
 #include "model/io/errors.h"
 #include "model/io/load.h"
@@ -554,6 +559,141 @@ class MainWindowTest : public QObject {
     QCOMPARE(spy.count(), 1);
     QCOMPARE(w.scenarioPath(), second);
     QVERIFY(w.report() && w.report()->step_time.value() > 0);
+  }
+  // Issue 16: EP 8 -> 16 on the 128-GPU GB300 scenario keeps the GPU count: FSDP 16 -> 8 derived,
+  // said in the dock, the prediction the CLI's for ep 16 x fsdp 8; with DP as the free axis, DP
+  // takes the change; with nothing, the loader's layout message comes back beside EP. The summary
+  // panel above the views shows the new figures.
+  // The Scaling tab's GPU counts and axis in the window: predicted off the GUI thread, the points
+  // scale()'s; a bad list is refused with a message and the chart kept.
+  void scalingTabTakesItsGpuCountsAndAxis() {
+    MainWindow w;
+    QVERIFY(w.openScenario(kDir + QStringLiteral("gb300-optimized.json")));
+    QVERIFY(w.rescale(QStringLiteral("128, 512"), QStringLiteral("dp")));
+    QTRY_VERIFY_WITH_TIMEOUT(w.scalingView()->studies()->scaling.size() == 2, 60000);
+    const Studies* st = w.scalingView()->studies();
+    QCOMPARE(st->axis, GrowAxis::dp);
+    const auto want = scale(*w.report()->scenario, {128, 512}, GrowAxis::dp, w.report()->scenario->calibration);
+    for (size_t i = 0; i < 2; ++i) {
+      QCOMPARE(st->scaling[i].gpus, want[i].gpus);
+      QCOMPARE(st->scaling[i].tokens_per_s_per_gpu, want[i].report.tokens_per_s_per_gpu);
+    }
+    QCOMPARE(w.scalingView()->throughputSeries()->count(), 2);
+    QVERIFY(!w.rescale(QStringLiteral("128,abc"), QStringLiteral("fsdp")));
+    QVERIFY(w.scalingMessage().contains(QStringLiteral("got \"abc\"")));
+    QCOMPARE(w.scalingView()->studies()->scaling.size(), size_t{2});
+  }
+  void panelKeepsTheGpuCountAndTheSummaryFollows() {
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    MainWindow w;
+    QVERIFY(w.openScenario(good));
+    ScenarioPanel* p = w.scenarioPanel();
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.ep")), QStringLiteral("8"));
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.fsdp")), QStringLiteral("16"));
+    // The summary shows the report's figures, as summary_items formats them.
+    for (const SummaryItem& i : summary_items(*w.report())) QCOMPARE(w.summaryPanel()->value(i.key), i.value);
+    QVERIFY(w.summaryPanel()->value(QStringLiteral("memory")).startsWith(QStringLiteral("fits: ")));
+    QVERIFY(w.summaryPanel()->value(QStringLiteral("gpus")).startsWith(QStringLiteral("128 of 144 bought")));
+    const auto before = w.report();
+    p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("16"));
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.fsdp")), QStringLiteral("8"));
+    QCOMPARE(p->derivedNote(), QStringLiteral("FSDP 16 → 8 keeps 128 GPUs"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.report() != before && !w.job()->busy(), 60000);
+    QVERIFY(p->errorFor(QStringLiteral("parallelism.ep")).isEmpty());
+    const LoadResult cli = load_and_predict(good.toStdString(), {"parallelism.ep=16", "parallelism.fsdp=8"});
+    QVERIFY(cli.report);
+    QCOMPARE(w.report()->step_time.value(), cli.report->step_time.value());
+    QCOMPARE(w.summaryPanel()->value(QStringLiteral("step")), summary_items(*cli.report).front().value);
+    QCOMPARE(w.summaryPanel()->value(QStringLiteral("tokens_per_s_per_gpu")), QString::number(cli.report->tokens_per_s_per_gpu, 'f', 0));
+    // DP as the free axis: EP 16 -> 32 sets DP (FSDP 8 x EP 32 = 256 > 128 GPUs: not divisible) ...
+    p->setFreeAxis(QStringLiteral("parallelism.dp"));
+    p->setFieldText(QStringLiteral("parallelism.fsdp"), QStringLiteral("4"));
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.dp")), QStringLiteral("2"));
+    QCOMPARE(p->derivedNote(), QStringLiteral("DP 1 → 2 keeps 128 GPUs"));
+    p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("64"));
+    QCOMPARE(p->derivedNote(), QStringLiteral("DP not derived: tp x cp x pp x ep x fsdp = 256 does not divide 128 GPUs"));
+    QTRY_VERIFY_WITH_TIMEOUT(!w.job()->busy(), 60000);
+    QVERIFY(!p->errorFor(QStringLiteral("parallelism.ep")).isEmpty() || !w.errorText().isEmpty());
+    // Nothing derived: the layout rule's message, as before this issue.
+    p->setFreeAxis(QString());
+    p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("16"));
+    QCOMPARE(p->fieldText(QStringLiteral("parallelism.dp")), QStringLiteral("2"));  // untouched
+  }
+  // The Sweep tab: a small sweep in the background (EP 4, 8, 16, 3 with FSDP derived): one row per
+  // point, the CLI's figures; EP 3 infeasible with the loader's reason; the chart's points are the
+  // feasible rows' tokens/s/GPU against EP; sorting by tokens/s works; a double-click opens the
+  // point in the timeline.
+  void sweepTabRunsAStudyAndOpensARow() {
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    MainWindow w;
+    QVERIFY(w.openScenario(good));
+    StudyView* v = w.studyView();
+    v->setVary(QStringLiteral("parallelism.ep=4,8,16,3"));
+    v->setDerive(QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)"));
+    QSignalSpy done(v->job(), &SweepJob::finished);
+    v->run(2);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.front().front().toBool(), false);  // not cancelled
+    QStandardItemModel* m = v->rowsModel();
+    QCOMPARE(m->rowCount(), 4);
+    const io::SweepSpec sp = SweepJob::spec(good, {}, {QStringLiteral("parallelism.ep=4,8,16,3")},
+                                            {QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)")});
+    auto col = [&](const QString& name) {
+      for (int c = 0; c < m->columnCount(); ++c)
+        if (m->horizontalHeaderItem(c)->text() == name) return c;
+      return -1;
+    };
+    const int status = col(QStringLiteral("status")), tps = col(QStringLiteral("tokens/s/GPU")), reason = col(QStringLiteral("reason"));
+    QVERIFY(status > 0 && tps > 0 && reason > 0);
+    for (int r = 0; r < 4; ++r) {
+      const io::SweepRow want = io::run_point(sp, static_cast<size_t>(r));
+      QCOMPARE(m->item(r, status)->text(), QString::fromStdString(want.status));
+      if (want.predicted) {
+        QCOMPARE(m->item(r, tps)->data(Qt::UserRole).toDouble(), want.tokens_per_s_per_gpu);
+      } else {
+        QCOMPARE(m->item(r, reason)->text(), QString::fromStdString(want.reason));
+        QVERIFY(!want.reason.empty());
+      }
+    }
+    QCOMPARE(m->item(3, status)->text(), QStringLiteral("infeasible"));
+    QCOMPARE(m->item(3, 1)->text(), QStringLiteral("3"));
+    QCOMPARE(m->item(1, col(QStringLiteral("parallelism.fsdp (derived)")))->text(), QStringLiteral("16"));
+    // The chart: EP on x, the three feasible points in EP order.
+    QCOMPARE(v->chartXTitle(), QStringLiteral("parallelism.ep"));
+    const QList<QPointF> pts = v->throughputSeries()->points();
+    QCOMPARE(pts.size(), 3);
+    const double xs[] = {4, 8, 16};
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(pts[i].x(), xs[i]);
+      QCOMPARE(pts[i].y(), io::run_point(sp, static_cast<size_t>(i)).tokens_per_s_per_gpu);
+    }
+    // Sorting by tokens/s/GPU, highest first: the first row is the best feasible point.
+    v->table()->sortByColumn(tps, Qt::DescendingOrder);
+    const double top = v->table()->model()->index(0, tps).data(Qt::UserRole).toDouble();
+    QCOMPARE(top, std::max({pts[0].y(), pts[1].y(), pts[2].y()}));
+    // MOEPERF_TEST_SHOTS=DIR: the window on the Sweep tab as a PNG, to look at.
+    if (const QString shots = qEnvironmentVariable("MOEPERF_TEST_SHOTS"); !shots.isEmpty()) {
+      w.resize(1400, 900);
+      w.tabs()->setCurrentWidget(v);
+      QVERIFY(w.grab().save(shots + QStringLiteral("/sweep-tab.png")));
+    }
+    // The row for EP 16 opens in the timeline with its layout.
+    QCOMPARE(v->pointSets(2), (QStringList{QStringLiteral("parallelism.ep=16"), QStringLiteral("parallelism.fsdp=8")}));
+    QSignalSpy loaded(w.job(), &ScenarioJob::finished);
+    emit v->openPoint(good, v->pointSets(2));
+    QVERIFY(loaded.wait(60000));
+    QCOMPARE(w.report()->scenario->parallelism.ep, 16);
+    QCOMPARE(w.report()->scenario->parallelism.fsdp, 8);
+    QCOMPARE(w.tabs()->currentIndex(), 0);
+    // Cancel: a longer sweep stops early and says so.
+    v->setVary(QStringLiteral("gpus=128..4096*2; parallelism.ep=1,2,4,8,16,32,64"));
+    QSignalSpy done2(v->job(), &SweepJob::finished);
+    v->run(1);
+    v->cancel();
+    QVERIFY(done2.wait(120000));
+    QCOMPARE(done2.front().front().toBool(), true);
+    QVERIFY(v->rowsModel()->rowCount() < 42);
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("Cancelled after")), qPrintable(v->statusText()));
   }
   void panelEditRevalidates() {
     const QString small = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json");

@@ -1,0 +1,252 @@
+#include "gui/widgets/study_view.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QStandardItemModel>
+#include <QTableView>
+#include <QValueAxis>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "model/error.h"
+
+namespace moeperf::gui {
+
+namespace {
+
+QStringList split_list(const QString& text) {
+  QStringList out;
+  for (const QString& s : text.split(QLatin1Char(';')))
+    if (!s.trimmed().isEmpty()) out << s.trimmed();
+  return out;
+}
+
+QStandardItem* number_item(double v, int decimals) {
+  auto* it = new QStandardItem(QString::number(v, 'f', decimals));
+  it->setData(v, Qt::UserRole);
+  it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  return it;
+}
+
+QStandardItem* text_item(const QString& t, double sort_key) {
+  auto* it = new QStandardItem(t);
+  it->setData(sort_key, Qt::UserRole);
+  return it;
+}
+
+}  // namespace
+
+StudyView::StudyView(QWidget* parent) : QWidget(parent) {
+  job_ = new SweepJob(this);
+  vary_ = new QLineEdit(QStringLiteral("parallelism.ep=1,2,4,8,16,32,64"));
+  vary_->setObjectName(QStringLiteral("vary"));
+  vary_->setToolTip(tr("--vary PATH=V1,V2,... or PATH=A..B*F or PATH=A..B+S; several separated by ';' make a product"));
+  derive_ = new QLineEdit(QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)"));
+  derive_->setObjectName(QStringLiteral("derive"));
+  derive_->setToolTip(tr("--derive PATH=EXPRESSION at every point, several separated by ';'"));
+  run_ = new QPushButton(tr("Run"));
+  run_->setObjectName(QStringLiteral("runStudy"));
+  cancel_ = new QPushButton(tr("Cancel"));
+  cancel_->setObjectName(QStringLiteral("cancelStudy"));
+  cancel_->setEnabled(false);
+  bar_ = new QProgressBar();
+  bar_->setRange(0, 1);
+  bar_->setValue(0);
+  status_ = new QLabel(tr("Sweep the scenario shown: each point a prediction, as moeperf sweep"));
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto* form = new QHBoxLayout();
+  form->addWidget(new QLabel(tr("Vary")));
+  form->addWidget(vary_, 3);
+  form->addWidget(new QLabel(tr("Derive")));
+  form->addWidget(derive_, 2);
+  form->addWidget(run_);
+  form->addWidget(cancel_);
+
+  model_ = new QStandardItemModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(Qt::UserRole);
+  table_ = new QTableView();
+  table_->setModel(proxy_);
+  table_->setSortingEnabled(true);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->setDefaultSectionSize(20);
+  table_->setToolTip(tr("Double-click a row to open that point in the timeline"));
+  chart_ = new QChartView();
+  chart_->setRenderHint(QPainter::Antialiasing);
+  chart_->chart()->setTitle(tr("Tokens/s per GPU of the feasible points"));
+  chart_->chart()->legend()->hide();
+
+  chart_->setMinimumHeight(220);
+  auto* split = new QSplitter(Qt::Vertical);
+  split->addWidget(table_);
+  split->addWidget(chart_);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  auto* l = new QVBoxLayout(this);
+  l->addLayout(form);
+  l->addWidget(bar_);
+  l->addWidget(status_);
+  l->addWidget(split, 1);
+
+  connect(run_, &QPushButton::clicked, this, [this] { run(); });
+  connect(cancel_, &QPushButton::clicked, this, &StudyView::cancel);
+  connect(job_, &SweepJob::progress, this, &StudyView::onProgress);
+  connect(job_, &SweepJob::finished, this, &StudyView::onFinished);
+  connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
+    const int row = proxy_->mapToSource(idx).row();
+    if (row >= 0) emit openPoint(path_, pointSets(row));
+  });
+}
+
+void StudyView::setVary(const QString& text) { vary_->setText(text); }
+void StudyView::setDerive(const QString& text) { derive_->setText(text); }
+
+void StudyView::run(int threads) {
+  if (!source_) return;
+  std::tie(path_, sets_) = source_();
+  if (path_.isEmpty()) {
+    status_->setText(tr("No scenario: File > Open first"));
+    return;
+  }
+  io::SweepSpec sp;
+  try {
+    sp = SweepJob::spec(path_, sets_, split_list(vary_->text()), split_list(derive_->text()));
+    if (sp.axes.empty()) throw InputError("sweep: nothing to vary: give PATH=V1,V2,...");
+  } catch (const InputError& e) {
+    status_->setText(QString::fromStdString(e.what()));
+    return;
+  }
+  model_->clear();
+  rows_.clear();
+  const int n = static_cast<int>(io::sweep_size(sp));
+  bar_->setRange(0, std::max(1, n));
+  bar_->setValue(0);
+  status_->setText(tr("Running %1 points …").arg(n));
+  run_->setEnabled(false);
+  cancel_->setEnabled(true);
+  job_->start(std::move(sp), threads);
+}
+
+void StudyView::cancel() {
+  job_->cancel();
+  status_->setText(tr("Cancelling (the points running finish) …"));
+}
+
+void StudyView::onProgress(int done, int total) {
+  bar_->setRange(0, std::max(1, total));
+  bar_->setValue(done);
+}
+
+QString StudyView::chartXTitle() const {
+  return chart_->chart()->axes(Qt::Horizontal).isEmpty() ? QString() : chart_->chart()->axes(Qt::Horizontal).front()->titleText();
+}
+
+QString StudyView::statusText() const { return status_->text(); }
+
+QStringList StudyView::pointSets(int source_row) const {
+  QStringList out = sets_;
+  const int i = model_->item(source_row, 0) ? model_->item(source_row, 0)->data(Qt::UserRole).toInt() : -1;
+  const auto it = std::find_if(rows_.begin(), rows_.end(), [&](const io::SweepRow& r) { return static_cast<int>(r.index) == i; });
+  if (it == rows_.end()) return out;
+  for (const auto& o : it->point) out << QString::fromStdString(o.path + "=" + o.value);
+  for (const auto& o : it->derived) out << QString::fromStdString(o.path + "=" + o.value);
+  return out;
+}
+
+void StudyView::onFinished(bool cancelled) {
+  run_->setEnabled(true);
+  cancel_->setEnabled(false);
+  rows_ = job_->rows();
+  const io::SweepSpec& sp = job_->sweep();
+  QStringList head{tr("point")};
+  for (const auto& a : sp.axes) head << QString::fromStdString(a.path);
+  for (const auto& d : sp.derive) head << QString::fromStdString(d.path) + tr(" (derived)");
+  head << tr("status") << tr("step s") << tr("tokens/s/GPU") << tr("TFLOPS/GPU") << tr("MFU %") << tr("exposed comm %")
+       << tr("memory GB") << tr("reason");
+  model_->clear();
+  model_->setHorizontalHeaderLabels(head);
+  // The chart's x: the GPU count when it varies, else the first varied field.
+  size_t xa = 0;
+  for (size_t a = 0; a < sp.axes.size(); ++a)
+    if (sp.axes[a].path == "gpus") xa = a;
+  series_ = new QLineSeries();
+  series_->setPointsVisible(true);
+  std::vector<QPointF> pts;
+  size_t ok = 0, infeasible = 0, failed = 0;
+  for (const io::SweepRow& r : rows_) {
+    QList<QStandardItem*> cells{text_item(QString::number(r.index), static_cast<double>(r.index))};
+    // A point's values as --set takes them; sorted as numbers when they are.
+    auto value_cell = [](const std::string& v) { return text_item(QString::fromStdString(v), QString::fromStdString(v).toDouble()); };
+    const size_t skip = r.point.size() >= sp.axes.size() ? r.point.size() - sp.axes.size() : 0;  // grid values come first
+    for (size_t a = 0; a < sp.axes.size(); ++a) cells << value_cell(skip + a < r.point.size() ? r.point[skip + a].value : std::string());
+    for (size_t d = 0; d < sp.derive.size(); ++d) cells << value_cell(d < r.derived.size() ? r.derived[d].value : std::string());
+    cells << text_item(QString::fromStdString(r.status), r.status == "ok" ? 0 : r.status == "infeasible" ? 1 : 2);
+    if (!r.reason.empty()) cells.back()->setToolTip(QString::fromStdString(r.reason));  // also in the last column
+    if (r.predicted) {
+      cells << number_item(r.step_time_s, 3) << number_item(r.tokens_per_s_per_gpu, 0) << number_item(r.model_tflops_per_gpu, 1)
+            << number_item(100 * r.mfu, 1) << number_item(100 * r.exposed_comm_fraction, 1) << number_item(r.peak_memory_gb, 1);
+    } else {
+      // No figures: sorted after every feasible row in each column's natural order (step, exposed
+      // communication and memory ascending; tokens/s, TFLOPS and MFU descending).
+      for (double key : {1e300, -1e300, -1e300, -1e300, 1e300, 1e300}) cells << text_item(QString(), key);
+    }
+    cells << text_item(QString::fromStdString(r.reason), 0);
+    model_->appendRow(cells);
+    (r.status == "ok" ? ok : r.status == "infeasible" ? infeasible : failed)++;
+    bool numeric = false;
+    const size_t at = skip + xa;
+    const double xv = at < r.point.size() ? QString::fromStdString(r.point[at].value).toDouble(&numeric) : 0.0;
+    if (r.status == "ok" && numeric) pts.emplace_back(xv, r.tokens_per_s_per_gpu);
+  }
+  std::sort(pts.begin(), pts.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
+  for (const QPointF& p : pts) series_->append(p);
+  QChart* c = chart_->chart();
+  c->removeAllSeries();
+  for (QAbstractAxis* ax : c->axes()) c->removeAxis(ax);
+  c->addSeries(series_);
+  auto* x = new QValueAxis();
+  x->setTitleText(sp.axes.empty() ? QString() : QString::fromStdString(sp.axes[xa].path));
+  auto* y = new QValueAxis();
+  y->setTitleText(tr("tokens/s/GPU"));
+  // The points' own span (with a margin), so a few percent between layouts shows.
+  double lo = 0, hi = 1, ylo = 0, yhi = 1;
+  if (!pts.empty()) {
+    lo = pts.front().x(), hi = pts.back().x();
+    ylo = yhi = pts.front().y();
+    for (const QPointF& p : pts) ylo = std::min(ylo, p.y()), yhi = std::max(yhi, p.y());
+    const double m = std::max(0.05 * (yhi - ylo), 0.01 * yhi);
+    ylo = std::max(0.0, ylo - m), yhi += m;
+    const double mx = std::max(0.03 * (hi - lo), 0.5);
+    lo -= mx, hi += mx;
+  }
+  x->setRange(lo, hi);
+  y->setRange(ylo, yhi);
+  y->setLabelFormat(QStringLiteral("%.0f"));
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  series_->attachAxis(x);
+  series_->attachAxis(y);
+  table_->resizeColumnsToContents();
+  status_->setText(tr("%1%2 points: %3 ok, %4 infeasible, %5 failed · double-click a row to open it in the timeline")
+                       .arg(cancelled ? tr("Cancelled after ") : QString())
+                       .arg(rows_.size())
+                       .arg(ok)
+                       .arg(infeasible)
+                       .arg(failed));
+}
+
+}  // namespace moeperf::gui

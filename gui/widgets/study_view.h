@@ -1,0 +1,70 @@
+// The Sweep tab: `moeperf sweep` of the scenario shown (with the panel's edits) in the window. The
+// --vary and --derive texts (several separated by ';'), Run and Cancel, a progress bar; the rows
+// in a sortable table (infeasible ones with the loader's reason or the memory shortfall) and a
+// chart of tokens/s/GPU against the GPU count when it varies, else against the first varied field.
+// Double-clicking a row asks the window to open that point (openPoint) in the timeline.
+#pragma once
+
+#include <QWidget>
+#include <functional>
+#include <utility>
+
+#include "gui/models/sweep_job.h"
+
+class QChartView;
+class QLabel;
+class QLineEdit;
+class QLineSeries;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QStandardItemModel;
+class QTableView;
+
+namespace moeperf::gui {
+
+class StudyView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit StudyView(QWidget* parent = nullptr);
+  // Where the scenario comes from at each Run: its file and --set overrides.
+  void setSource(std::function<std::pair<QString, QStringList>()> source) { source_ = std::move(source); }
+  void setVary(const QString& text);    // "parallelism.ep=4,8,16; gpus=128..1024*2"
+  void setDerive(const QString& text);  // "parallelism.fsdp=gpus/(ep*tp*pp*dp)"
+  void run(int threads = 0);            // as the Run button (threads 0: every core)
+  void cancel();
+  SweepJob* job() const { return job_; }
+  QStandardItemModel* rowsModel() const { return model_; }
+  QTableView* table() const { return table_; }
+  QLineSeries* throughputSeries() const { return series_; }
+  QString chartXTitle() const;
+  QString statusText() const;
+  // The --set list that gives a row's point (the source's, the point's values, the derived ones).
+  QStringList pointSets(int source_row) const;
+
+ signals:
+  void openPoint(const QString& path, const QStringList& sets);
+
+ private:
+  void onProgress(int done, int total);
+  void onFinished(bool cancelled);
+
+  std::function<std::pair<QString, QStringList>()> source_;
+  QString path_;
+  QStringList sets_;
+  SweepJob* job_;
+  QLineEdit* vary_;
+  QLineEdit* derive_;
+  QPushButton* run_;
+  QPushButton* cancel_;
+  QProgressBar* bar_;
+  QLabel* status_;
+  QStandardItemModel* model_;
+  QSortFilterProxyModel* proxy_;
+  QTableView* table_;
+  QChartView* chart_;
+  QLineSeries* series_ = nullptr;
+  std::vector<io::SweepRow> rows_;
+};
+
+}  // namespace moeperf::gui

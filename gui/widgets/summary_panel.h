@@ -1,0 +1,26 @@
+// The headline figures of the scenario shown (gui/models/summary.h), in a strip above the views.
+#pragma once
+
+#include <QWidget>
+#include <map>
+
+#include "model/study/predict.h"
+
+class QLabel;
+
+namespace moeperf::gui {
+
+class SummaryPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit SummaryPanel(QWidget* parent = nullptr);
+  void setReport(const StepReport* r);  // null: empty
+  // The value shown for a key of summary_items ("step", "memory", ...), empty when none.
+  QString value(const QString& key) const;
+
+ private:
+  QLabel* text_;
+  std::map<QString, QString> values_;
+};
+
+}  // namespace moeperf::gui
