@@ -84,58 +84,75 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
     mems.emplace_back("all recomputed", full);
   }
   std::vector<Candidate> cands;
+  // One candidate per micro-batch and memory policy of a mesh. `folded`: Megatron's MoE parallel
+  // folding (ep x etp carved from each stage's tp x cp x dp GPUs, dense data parallelism dp).
+  auto add = [&](int64_t tp, int64_t cp, int64_t pp, int sched, int64_t ep, int64_t fsdp, int64_t dp, bool folded, int64_t etp) {
+    const int64_t dense_dp = folded ? dp : ep * fsdp * dp;
+    if (res.global_batch % dense_dp != 0) return;
+    const int64_t per_rank = res.global_batch / dense_dp;
+    std::vector<int64_t> mbs;
+    for (int64_t mb : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, base.batch.micro_batch, per_rank})
+      if (mb >= 1 && per_rank % mb == 0 && std::find(mbs.begin(), mbs.end(), mb) == mbs.end()) mbs.push_back(mb);
+    // Folded meshes only with the scenario's micro-batch (else all of a rank's sequences) and
+    // memory policy: with every choice they took a 128-GPU plan from 9 s to 55 s.
+    if (folded) mbs = {per_rank % base.batch.micro_batch == 0 ? base.batch.micro_batch : per_rank};
+    for (int64_t mb : mbs)
+      for (size_t mi = 0; mi < (folded ? 1 : mems.size()); ++mi) {
+        const auto& [mem_name, mem] = mems[mi];
+        Candidate c{base, "", {}};
+        Parallelism& p = c.s.parallelism;
+        // The scenario's own options stay (distributed optimizer, sequence parallelism); its layout
+        // string does not carry over to another mesh.
+        p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
+        p.vpp = sched == 1 ? 2 : 1;
+        p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+        p.layout.clear(), p.layout_spec.clear();
+        p.folded = folded, p.etp = folded ? etp : 1;
+        c.s.gpus = o.gpus;
+        c.s.batch.global_batch = res.global_batch;
+        c.s.batch.micro_batch = mb;
+        c.s.memory = mem;
+        c.layout = layout_text(c.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
+        c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
+                  "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
+                  "parallelism.vpp=" + std::to_string(p.vpp),
+                  std::string("parallelism.schedule=") + (sched == 1 ? "interleaved" : "1f1b"),
+                  "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
+                  "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
+                  "batch.micro_batch=" + std::to_string(mb)};
+        if (!base.parallelism.layout.empty()) c.sets.push_back("parallelism.layout=null");
+        if (folded) c.sets.push_back("parallelism.etp=" + std::to_string(etp));
+        else if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
+        if (mi == 1) {
+          std::string rc;
+          for (TensorClass t : mem.recompute) rc += (rc.empty() ? "\"" : ",\"") + std::string(to_string(t)) + "\"";
+          c.sets.push_back("memory.recompute=[" + rc + "]");
+        }
+        if (mi >= 1) c.sets.push_back("memory.offload=[]");
+        cands.push_back(std::move(c));
+      }
+  };
   for (int64_t tp : tps)
     for (int64_t cp : cps)
       for (int64_t pp : pps)
-        for (int sched = 0; sched < (pp > 1 ? 2 : 1); ++sched)
+        for (int sched = 0; sched < (pp > 1 ? 2 : 1); ++sched) {
           for (int64_t ep : eps) {
             const int64_t inner = tp * cp * pp * ep;
             if (inner > o.gpus || o.gpus % inner != 0) continue;
             const int64_t rest = o.gpus / inner;
-            std::vector<std::pair<int64_t, int64_t>> splits = {{rest, 1}};
-            if (rest > 1) splits.emplace_back(1, rest);
-            for (auto [fsdp, dp] : splits) {
-              const int64_t dense_dp = ep * fsdp * dp;
-              if (res.global_batch % dense_dp != 0) continue;
-              const int64_t per_rank = res.global_batch / dense_dp;
-              std::vector<int64_t> mbs;
-              for (int64_t mb : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, base.batch.micro_batch, per_rank})
-                if (mb >= 1 && per_rank % mb == 0 && std::find(mbs.begin(), mbs.end(), mb) == mbs.end()) mbs.push_back(mb);
-              for (int64_t mb : mbs)
-                for (const auto& [mem_name, mem] : mems) {
-                  Candidate c{base, "", {}};
-                  Parallelism& p = c.s.parallelism;
-                  // The scenario's own options stay (distributed optimizer, sequence parallelism);
-                  // its layout string and MoE folding do not carry over to another mesh.
-                  p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
-                  p.vpp = sched == 1 ? 2 : 1;
-                  p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-                  p.layout.clear(), p.layout_spec.clear();
-                  p.folded = false, p.etp = 1;
-                  c.s.gpus = o.gpus;
-                  c.s.batch.global_batch = res.global_batch;
-                  c.s.batch.micro_batch = mb;
-                  c.s.memory = mem;
-                  c.layout = layout_text(c.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
-                  c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
-                            "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
-                            "parallelism.vpp=" + std::to_string(p.vpp),
-                            std::string("parallelism.schedule=") + (sched == 1 ? "interleaved" : "1f1b"),
-                            "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
-                            "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
-                            "batch.micro_batch=" + std::to_string(mb)};
-                  if (!base.parallelism.layout.empty()) c.sets.push_back("parallelism.layout=null");
-                  if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
-                  if (&mem != &mems.front().second) {
-                    std::string rc;
-                    for (TensorClass t : mem.recompute) rc += (rc.empty() ? "\"" : ",\"") + std::string(to_string(t)) + "\"";
-                    c.sets.push_back("memory.recompute=[" + rc + "]");
-                    c.sets.push_back("memory.offload=[]");
-                  }
-                  cands.push_back(std::move(c));
-                }
-            }
+            add(tp, cp, pp, sched, ep, rest, 1, false, 1);
+            if (rest > 1) add(tp, cp, pp, sched, ep, 1, rest, false, 1);
           }
+          // Folded: ETP 1 (an EP group across TP/CP ranks; with tp = cp = 1 it is the unfolded
+          // EP x DP above), 2, 4 or 8 inside an NVLink domain, dividing the experts' FFN width.
+          if (!m.is_moe() || o.gpus % (tp * cp * pp) != 0) continue;
+          const int64_t dp = o.gpus / (tp * cp * pp), stage = tp * cp * dp;
+          for (int64_t etp : {1, 2, 4, 8}) {
+            if (etp > domain || m.expert_ffn % etp != 0 || (etp == 1 && tp * cp == 1)) continue;
+            for (int64_t ep : eps)
+              if (stage % (ep * etp) == 0) add(tp, cp, pp, sched, ep, 1, dp, true, etp);
+          }
+        }
   res.candidates = cands.size();
   // Cheapest bound first, so good layouts are found early and the bound prunes the rest.
   std::vector<double> bound(cands.size());

@@ -1,7 +1,9 @@
 // moeperf plan: the feasible layouts of a scenario's model, system and batch on N GPUs, ranked.
 // Candidates: TP (inside an NVLink domain, dividing the heads), CP (long sequences), PP with 1F1B
 // or interleaved (VPP 2), EP (powers of two dividing the experts), the rest FSDP or DP, the
-// micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed).
+// micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed);
+// and MoE parallel folding (ETP 1 across TP/CP ranks, 2, 4, 8; the rest DP) at the scenario's
+// micro-batch and memory policy.
 // Each candidate is checked as a scenario file would be (check_scenario) and for memory before it
 // is priced and simulated, and skipped when a lower bound of its step already exceeds the K-th
 // best step found: first its FLOPs at the fastest calibrated GEMM rate, stretched by the pipeline

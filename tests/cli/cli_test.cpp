@@ -917,6 +917,21 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
                 aj["searched"]["pruned_by_comm_bound"].get<size_t>(),
             0u);
   EXPECT_GT(aj["searched"]["predicted"].get<size_t>(), n["predicted"].get<size_t>());
+  // MoE parallel folding is searched (ETP 1 across TP ranks, 2, 4): among the best 20 unpruned
+  // layouts (the 15th on 2026-12-01) is a folded one with ETP 2, and its --set list predicts its step.
+  const Result every = run("plan " + source(kSeed) + " --gpus 4 --top 20 --format json --no-prune" + small);
+  ASSERT_EQ(every.code, 0) << every.out;
+  const auto ej = nlohmann::json::parse(every.out);
+  EXPECT_EQ(ej["best"].size(), 20u);
+  const nlohmann::json* folded = nullptr;
+  for (const auto& b : ej["best"])
+    if (b["layout"].get<std::string>().find("etp 2 x") != std::string::npos) folded = &b;
+  ASSERT_NE(folded, nullptr) << every.out.substr(0, 2000);
+  std::string fsets = small;
+  for (const auto& x : (*folded)["set"]) fsets += " --set '" + x.get<std::string>() + "'";
+  const Result fp = run("predict " + source(kSeed) + fsets + " --format json");
+  ASSERT_EQ(fp.code, 0) << fp.out;
+  EXPECT_NEAR(nlohmann::json::parse(fp.out)["step_time_s"].get<double>(), (*folded)["step_time_s"].get<double>(), 1e-9);
   // The text names the runner-up's loss and how to predict the best.
   const Result t = run("plan " + source(kSeed) + " --gpus 4 --top 2" + small);
   EXPECT_NE(t.out.find("the runner-up loses"), std::string::npos) << t.out;
