@@ -119,7 +119,7 @@ int cmd_plan(const Opts& o) {
 
 Command add_plan(CLI::App& app) {
   auto o = std::make_shared<Opts>();
-  auto* sub = app.add_subcommand("plan", "The best layouts (TP, CP, PP, VPP, EP, FSDP/DP, micro-batch, recompute) of a scenario on N GPUs");
+  auto* sub = app.add_subcommand("plan", "The best layouts (TP, CP, PP, VPP, EP, ETP, FSDP/DP, micro-batch, recompute) of a scenario on N GPUs");
   sub->add_option("SCENARIO", o->file, "scenario file (its model, system, batch per GPU, precision and stack)")->required();
   sub->add_option("--gpus", o->gpus, "GPUs to plan for")->required()->check(gpu_count());
   sub->add_option("--top", o->top, "layouts shown")->check(whole_at_least_one("a count"));
