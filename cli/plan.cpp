@@ -57,8 +57,7 @@ int cmd_plan(const Opts& o) {
   if (agree([&] { r = io::plan(s, o.file, po, run); })) return kExitBadInput;
   if (rk.rank() != 0) return kExitOk;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string threads = rk.size() > 1 ? std::to_string(rk.size()) + " processes x " + std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "")
-                                            : std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "");
+  const std::string threads = workers_text(jobs);
   if (o.format == "json") {
     nlohmann::json j;
     j["gpus"] = o.gpus;

@@ -1,7 +1,7 @@
 #include "cli/ranks.h"
 
 #include <cstdlib>
-#include <exception>
+#include <stdexcept>
 
 namespace moeperf::cli {
 namespace {
@@ -9,7 +9,16 @@ Ranks single;
 Ranks* current = &single;
 }  // namespace
 
+std::string Ranks::receive_from(int rank) {
+  throw std::logic_error("receive_from(" + std::to_string(rank) + "): a single process has no other rank");
+}
+
 Ranks& ranks() { return *current; }
+
+std::string workers_text(int threads) {
+  const std::string t = std::to_string(threads) + " thread" + (threads > 1 ? "s" : "");
+  return ranks().size() > 1 ? std::to_string(ranks().size()) + " processes x " + t : t;
+}
 void set_ranks(Ranks* r) { current = r ? r : &single; }
 
 int launcher_ranks() {

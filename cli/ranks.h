@@ -19,7 +19,7 @@ class Ranks {
   virtual void broadcast(std::string& s) { (void)s; }
   // Point-to-point, to and from rank 0 only, in order per pair of ranks.
   virtual void send_to_root(const std::string& s) { (void)s; }
-  virtual std::string receive_from(int rank) { return std::to_string(rank); }
+  virtual std::string receive_from(int rank);  // a single process has no other rank: logic_error
   // Every rank's `s`, in rank order, on rank 0 (empty elsewhere).
   virtual std::vector<std::string> gather(const std::string& s) { return {s}; }
   // Whether `ok` holds on every rank (every rank must call it: the setup's verdict, so a failure
@@ -30,6 +30,9 @@ class Ranks {
 // The process's ranks: a single process unless moeperf-mpi installed others.
 Ranks& ranks();
 void set_ranks(Ranks* r);
+
+// "2 threads", or "3 processes x 2 threads" under several ranks: where a study ran.
+std::string workers_text(int threads);
 
 // Ranks under mpirun/srun/mpiexec, from the launcher's environment (0 or 1: not launched so).
 int launcher_ranks();

@@ -226,8 +226,7 @@ int cmd_sweep(const Opts& o) {
   for (auto& t : pool) t.join();
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char tail[240];
-  const std::string where = procs > 1 ? std::to_string(procs) + " processes x " + std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "")
-                                      : std::to_string(jobs) + " thread" + (jobs > 1 ? "s" : "");
+  const std::string where = workers_text(jobs);
   std::snprintf(tail, sizeof tail, "sweep: %zu points in %.1f s on %s (%.1f/s): %zu ok, %zu infeasible, %zu failed%s%s\n",
                 n - start, el, where.c_str(), el > 0 ? static_cast<double>(n - start) / el : 0.0, counts["ok"],
                 counts["infeasible"], counts["failed"], o.out.empty() ? "" : "; written to ", o.out.c_str());

@@ -554,7 +554,8 @@ Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions&
       cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
       const double bytes = std::max(op.bytes, op.recv_bytes).value();
       const double t = cc.bottleneck_s_per_byte() == 0 ? cc.latency.value() : cc.latency.value() + bytes * cc.bottleneck_s_per_byte();
-      per_queue[queue_of(op.stream, stack.multistream_collectives) + op.lane * 16] += t;
+      // The queue the Engine gives it: its stream's, on the op's lane (a lane's queues apart).
+      per_queue[queue_of(op.stream, stack.multistream_collectives) + op.lane * kStreamCount] += t;
     }
     for (const auto& [q, t] : per_queue) best = std::max(best, Seconds(t));
   }

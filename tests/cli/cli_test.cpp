@@ -26,10 +26,10 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(MOEPERF_CLI) + " " + args + " 2>&1";
+// A shell command's exit code and its stdout and stderr together.
+Result sh(const std::string& cmd) {
   Result r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf{};
   while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
@@ -37,6 +37,8 @@ Result run(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
+
+Result run(const std::string& args) { return sh(std::string(MOEPERF_CLI) + " " + args); }
 
 TEST(Cli, TopoGb200Nvl72) {
   const Result r = run("topo " + source("topologies/gb200-nvl72.json") + " --format json");
@@ -697,11 +699,12 @@ TEST(CliSweep, KilledMidwayAndResumedEqualsAnUninterruptedRun) {
   const std::string args = " --vary gpus=512,1024,2048 --vary parallelism.ep=8,16,32,64,128 --vary batch.micro_batch=6,3 "
                            "--derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' --derive 'batch.global_batch=6*gpus' --jobs 1";
   ASSERT_EQ(run("sweep " + source(kSeed) + args + " --out " + whole).code, 0);
-  // The same command through a script file (the derive rules hold quotes of their own).
+  // Started in the background from a script (the derive rules hold quotes of their own), killed
+  // once four lines are written; the wait ends too if the sweep exits first.
   const std::string script = d.path("kill.sh");
   std::ofstream(script) << MOEPERF_CLI << " sweep " << source(kSeed) << args << " --out " << killed << " 2>/dev/null &\n"
                         << "pid=$!\n"
-                        << "while [ $(cat " << killed << " 2>/dev/null | wc -l) -lt 4 ]; do sleep 0.01; done\n"
+                        << "while kill -0 $pid 2>/dev/null && [ $(cat " << killed << " 2>/dev/null | wc -l) -lt 4 ]; do sleep 0.01; done\n"
                         << "kill -9 $pid\nwait $pid\nexit 0\n";
   ASSERT_EQ(std::system(("sh " + script).c_str()), 0);
   const std::string cut = slurp(killed), full = slurp(whole);
@@ -723,17 +726,6 @@ std::string mpirun(int np) {
 bool have_mpi_cli() {
   return std::system("command -v mpirun >/dev/null 2>&1") == 0 &&
          std::filesystem::exists(std::filesystem::path(MOEPERF_CLI).parent_path() / "moeperf-mpi");
-}
-
-Result sh(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
 }
 
 TEST(CliMpi, SweepOnRanksEqualsOneProcessByteForByteAndResumes) {
