@@ -19,7 +19,7 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Command> commands = {add_topo(app),   add_predict(app),    add_compare(app),
                                          add_scale(app),  add_sweep(app), add_sensitivity(app), add_plan(app), add_collective(app), add_schema(app),
-                                         add_params(app), add_stacks(app), add_calibrate(app),  add_accuracy(app), add_validate(app)};
+                                         add_params(app), add_stacks(app), add_calibrate(app),  add_compare_trace(app), add_accuracy(app), add_validate(app)};
   // Listed in --help; never parsed here (main.cpp hands it over to moeperf-run).
   app.add_subcommand("run", "Execute the scenario's MoE layer forward and backward, check it, measure every op "
                             "(moeperf-run; under mpirun for many ranks; moeperf run --help)")

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/trace.h"
 #include "model/error.h"
 #include "model/io/parts.h"
 #include "model/study/calibrate.h"
@@ -52,9 +53,18 @@ void print_class(const ClassFit& c, double far) {
                 r->record->why.empty() ? "" : ": ", r->record->why.c_str());
 }
 
-int cmd_calibrate(const std::vector<std::string>& files, const std::string& generation, const std::string& start_file,
-                  const std::string& out, const std::string& name, double far) {
+struct TraceInputs {
+  std::vector<std::string> files;
+  TraceFlags flags;
+  std::string gpu, system, records_out;
+};
+
+int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& traces, const std::string& generation,
+                  const std::string& start_file, const std::string& out, const std::string& name, double far) {
   if (!out.empty()) check_output_path("--out", out);
+  if (!traces.records_out.empty()) check_output_path("--records-out", traces.records_out);
+  if (files.empty() && traces.files.empty()) throw InputError("nothing to fit: name measurements files, or a profile with --trace");
+  if (!traces.records_out.empty() && traces.files.size() != 1) throw InputError("--records-out writes the records of one --trace");
   Calibration start;
   std::string start_name = "defaults";
   if (!start_file.empty()) {
@@ -66,6 +76,21 @@ int cmd_calibrate(const std::vector<std::string>& files, const std::string& gene
     auto r = io::load_parts(f);
     std::move(r.begin(), r.end(), std::back_inserter(records));
   }
+  // Traces: their kernels with a shape, as records of the same format.
+  for (const std::string& f : traces.files) {
+    TraceFlags tf = traces.flags;
+    tf.file = f;
+    const io::MeasuredTrace t = read_trace(tf);
+    print_trace_summary(t, 20);
+    std::vector<std::string> notes;
+    const nlohmann::json doc = io::trace_records_document(t, traces.gpu, traces.system, &notes);
+    for (const auto& n : notes) std::printf("  note: %s\n", n.c_str());
+    auto r = io::parts_from_document(doc, f + " (records)");
+    std::printf("  %zu record%s from the trace enter the fit\n\n", r.size(), r.size() == 1 ? "" : "s");
+    if (!traces.records_out.empty()) write_atomically(traces.records_out, doc.dump(2) + "\n");
+    std::move(r.begin(), r.end(), std::back_inserter(records));
+  }
+  if (records.empty()) throw InputError("no record to fit: the trace's kernels carry no shape the model can price (see above)");
   std::map<std::string, int> per_gen;
   for (const PartRecord& r : records) per_gen[r.generation] += 1;
   std::vector<std::string> gens;
@@ -82,8 +107,8 @@ int cmd_calibrate(const std::vector<std::string>& files, const std::string& gene
   if (!out.empty() && gens.size() != 1)
     throw InputError("--out writes the profile of one GPU generation; the records are of " + std::to_string(gens.size()) +
                      ": name one with --generation");
-  std::printf("calibrate: %zu records from %zu file%s; start: %s\n", records.size(), files.size(), files.size() > 1 ? "s" : "",
-              start_name.c_str());
+  std::printf("calibrate: %zu records from %zu file%s; start: %s\n", records.size(), files.size() + traces.files.size(),
+              files.size() + traces.files.size() > 1 ? "s" : "", start_name.c_str());
   FitReport last;
   for (const std::string& g : gens) {
     std::printf("\n== GPU generation %s: %d records ==\n", g.c_str(), per_gen[g]);
@@ -93,6 +118,7 @@ int cmd_calibrate(const std::vector<std::string>& files, const std::string& gene
   if (!out.empty()) {
     std::vector<std::string> shown;
     for (const auto& f : files) shown.push_back(std::filesystem::path(f).lexically_normal().generic_string());
+    for (const auto& f : traces.files) shown.push_back("trace " + std::filesystem::path(f).lexically_normal().generic_string());
     write_atomically(out, io::calibration_profile_json(last, shown, name.empty() ? gens.front() : name, start_name) + "\n");
     std::printf("\nprofile written to %s\n", out.c_str());
   }
@@ -106,11 +132,20 @@ Command add_calibrate(CLI::App& app) {
     std::vector<std::string> files;
     std::string generation, start, out, name;
     double far = 0.30;
+    TraceInputs traces;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand(
       "calibrate", "Fit the cost model's efficiency parameters to measurements of parts (calibration/published/*.json, moeperf run --out)");
-  sub->add_option("MEASUREMENTS", o->files, "measurements files (records of parts, or the executor's output)")->required();
+  sub->add_option("MEASUREMENTS", o->files, "measurements files (records of parts, or the executor's output)");
+  sub->add_option("--trace", o->traces.files,
+                  "a profile of a real training step (PyTorch profiler JSON, or nsys export --type sqlite): its kernels with a shape "
+                  "become records (repeatable)");
+  sub->add_option("--gpu", o->traces.gpu, "the traced GPU's file (e.g. topologies/gpus/h100-sxm.json): prices the trace's compute records");
+  sub->add_option("--system", o->traces.system,
+                  "the traced system's file: prices the trace's collectives and host copies (and its compute records without --gpu)");
+  sub->add_option("--records-out", o->traces.records_out, "write the trace's records as a measurements file (one --trace)");
+  add_trace_flags(sub, o->traces.flags);
   sub->add_option("--generation", o->generation, "fit only the records of this GPU generation (hopper, blackwell, blackwell-ultra)");
   sub->add_option("--start", o->start, "starting profile: parameters no record moves keep its values (default: the defaults)");
   sub->add_option("--out", o->out, "write the fitted profile (one generation)");
@@ -118,7 +153,7 @@ Command add_calibrate(CLI::App& app) {
   sub->add_option("--far", o->far, "list records whose error after the fit exceeds this fraction")
       ->check(positive_number("--far"))
       ->default_val(0.30);
-  return {sub, [o] { return cmd_calibrate(o->files, o->generation, o->start, o->out, o->name, o->far); }};
+  return {sub, [o] { return cmd_calibrate(o->files, o->traces, o->generation, o->start, o->out, o->name, o->far); }};
 }
 
 }  // namespace moeperf::cli

@@ -31,6 +31,7 @@ Command add_params(CLI::App& app);
 Command add_schema(CLI::App& app);
 Command add_stacks(CLI::App& app);
 Command add_calibrate(CLI::App& app);
+Command add_compare_trace(CLI::App& app);
 Command add_accuracy(CLI::App& app);
 
 // Every subcommand registered (app.cpp), the one in argv run; the exit code.

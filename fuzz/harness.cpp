@@ -11,6 +11,7 @@
 
 #include "model/error.h"
 #include "model/io/load.h"
+#include "model/io/measured_trace.h"
 #include "model/io/parts.h"
 #include "model/io/sweep.h"
 #include "model/study/predict.h"
@@ -91,7 +92,16 @@ void load(const std::string& target, const std::string& file, const uint8_t* dat
   } else if (target == "calibration") {
     (void)io::load_calibration(file);
   } else if (target == "measurements") {
-    (void)io::load_parts(file);
+    // The same bytes as calibrate reads them: a measurements file, or else a profiler trace whose
+    // records then load as measurements on a shipped system.
+    try {
+      (void)io::load_parts(file);
+      return;
+    } catch (const InputError&) {
+    }
+    const io::MeasuredTrace t = io::read_measured_trace(file, io::builtin_kernel_patterns(), {});
+    (void)io::parts_from_document(
+        io::trace_records_document(t, "", std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h100-cluster.json", nullptr), file);
   } else if (target == "accuracy") {
     (void)io::load_accuracy_cases(file);
   } else if (target == "grid") {

@@ -18,6 +18,7 @@ PACKAGES=(
   qt6-base-dev qt6-charts-dev  # desktop app (moeperf-gui) and its headless tests
   libqt6opengl6-dev    # Qt6Charts' CMake package needs Qt6OpenGL; only a Recommends of qt6-base-dev
   fonts-dejavu-core    # text in headless renders (offscreen platform): no font, no labels
+  libsqlite3-dev       # calibrate --trace, compare-trace: Nsight Systems SQLite exports
 )
 # Only for the tests (scripts/test.sh passes --test): the Clang sanitizer build and its libFuzzer
 # targets (fuzz/).

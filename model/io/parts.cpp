@@ -123,7 +123,8 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
     if (r.check_only && r.why.empty()) x.fail("a record used only to \"check\" needs a \"why\"");
   }
   const bool needs_system = r.cls == PartClass::collective || r.cls == PartClass::ep || r.cls == PartClass::host_copy;
-  if (needs_system) {
+  // A compute record may name a system instead of a GPU: the system's GPU (records from a trace).
+  if (needs_system || (!x.has("gpu") && x.has("system"))) {
     r.system = lookup(systems, x.at("system"), "system", "systems");
     r.gpu = r.system->gpu();
     r.gpu_key = x.at("system").as_string();
@@ -311,10 +312,9 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
 
 }  // namespace
 
-std::vector<PartRecord> load_parts(const std::string& path) {
-  Refs refs;
-  const Node root = refs.open(path);
-  refs.push(path);
+namespace {
+
+std::vector<PartRecord> parts_of(Refs& refs, const Node& root, const std::string& path) {
   root.expect_object();
   if (!root.has("kind") || root.at("kind").as_string() != "measurements")
     root.fail("expected a measurements file (\"kind\": \"measurements\": records of parts, or moeperf run --out)");
@@ -343,6 +343,20 @@ std::vector<PartRecord> load_parts(const std::string& path) {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<PartRecord> load_parts(const std::string& path) {
+  Refs refs;
+  const Node root = refs.open(path);
+  refs.push(path);
+  return parts_of(refs, root, path);
+}
+
+std::vector<PartRecord> parts_from_document(const nlohmann::json& doc, const std::string& shown_path) {
+  Refs refs;
+  return parts_of(refs, Node(doc, shown_path, ""), shown_path);
 }
 
 }  // namespace moeperf::io

@@ -14,6 +14,7 @@
 // peak and copy bandwidth. Every mistake throws SpecError naming the file and JSON path.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@
 namespace moeperf::io {
 
 std::vector<PartRecord> load_parts(const std::string& path);
+// The same from a document in memory (a trace's records, model/io/measured_trace.h); relative
+// file references resolve against shown_path's folder, errors name shown_path.
+std::vector<PartRecord> parts_from_document(const nlohmann::json& doc, const std::string& shown_path);
 
 // A calibration profile for a fit: every parameter, the files and, per parameter, the records it
 // was fitted on; per class the errors before and after and the residual spread (the band).

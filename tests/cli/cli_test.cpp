@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/io/temp_dir.h"
+#include "../model/io/trace_fixtures.h"
 
 namespace {
 
@@ -936,3 +937,71 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
 
 }  // namespace
 }  // namespace moeperf
+
+// Profiles of real training steps: compare-trace and calibrate --trace on the fixture the trace
+// tests write (tests/model/io/trace_fixtures.h).
+namespace {
+
+TEST(CliTrace, CompareTracePutsEachClassBesideThePrediction) {
+  TempDir d;
+  const std::string trace = d.path("rank0.json");
+  moeperf::test::KinetoFixture::write(trace, moeperf::test::KinetoFixture::build());
+  const std::string scenario = source("examples/layouts/qwen3-235b-h100-megatron-folded.json");
+  const Result r = run("compare-trace " + scenario + " " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* want : {"unmapped: 4 kernels of 2 names, 0.065 ms per step", "my_custom_rope_kernel(float*, int)",
+                           "7 measurement records from kernels with a shape", "GEMMs", "attention", "all-gather", "all-to-all",
+                           "host copies", "unmapped kernels"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  const Result j = run("compare-trace " + scenario + " " + trace + " --format json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_DOUBLE_EQ(doc["step"]["measured_s"].get<double>(), 0.010);
+  std::map<std::string, double> measured;
+  for (const auto& c : doc["classes"]) measured[c["class"]] = c["measured_s"];
+  EXPECT_NEAR(measured["GEMMs"], 1220e-6, 1e-12);
+  EXPECT_NEAR(measured["attention"], (800 + 2080) * 1e-6, 1e-12);
+  EXPECT_NEAR(measured["memory-bound kernels"], 60e-6, 1e-12);
+  EXPECT_NEAR(measured["host copies"], 1500e-6, 1e-12);
+  // Predicted side: the scenario's own prediction, summed per class.
+  const auto p = nlohmann::json::parse(run("predict " + scenario + " --format json").out);
+  EXPECT_NEAR(doc["step"]["predicted_s"].get<double>(), p["step_time_s"].get<double>(), 1e-12);
+}
+
+TEST(CliTrace, CalibrateFromATraceAndBadTracesExitTwoWritingNothing) {
+  TempDir d;
+  const std::string trace = d.path("rank0.json");
+  moeperf::test::KinetoFixture::write(trace, moeperf::test::KinetoFixture::build());
+  const std::string sys = source("topologies/dgx-h100-cluster.json");
+  const Result r = run("calibrate --trace " + trace + " --system " + sys + " --out " + d.path("p.json") + " --records-out " + d.path("r.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("7 records from the trace enter the fit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gemm (hopper): 1 fitted"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(d.path("p.json")));
+  const auto recs = nlohmann::json::parse(std::ifstream(d.path("r.json")));
+  EXPECT_EQ(recs["records"].size(), 7u);
+  // The records file is a measurements file like any other.
+  EXPECT_EQ(run("calibrate " + d.path("r.json")).code, 0);
+  const std::string good = moeperf::test::KinetoFixture::build().dump();
+  struct Bad {
+    std::string name, text, expect;
+  };
+  for (const Bad& b : {Bad{"trunc.json", good.substr(0, good.size() / 3), "malformed JSON"},
+                       Bad{"nokernels.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]})",
+                           "/traceEvents: no GPU kernels"},
+                       Bad{"unit.json", R"({"displayTimeUnit": "furlongs", "traceEvents": []})", "/displayTimeUnit: unknown time unit"}}) {
+    const std::string f = d.path(b.name), out = d.path("bad-" + b.name);
+    std::ofstream(f) << b.text;
+    for (const std::string& args : {"calibrate --trace " + f + " --system " + sys + " --out " + out, "compare-trace " +
+                                    source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " " + f}) {
+      const Result x = run(args);
+      EXPECT_EQ(x.code, 2) << args << "\n" << x.out;
+      EXPECT_NE(x.out.find(f), std::string::npos) << x.out;
+      EXPECT_NE(x.out.find(b.expect), std::string::npos) << x.out;
+      EXPECT_LT(x.out.size(), 400u) << x.out;
+    }
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+}  // namespace

@@ -63,6 +63,7 @@ TEST(FuzzHarness, EveryTargetReachesItsLoader) {
       {"stack", src / "stacks/maxtext-te-2026-09.json"},
       {"calibration", src / "calibration/profiles/hopper.json"},
       {"measurements", src / "calibration/published/gemm.json"},
+      {"measurements", src / "fuzz/corpus/measurements/kineto-one-step.json"},  // a profiler trace
       {"accuracy", src / "examples/accuracy/cases.json"}};
   for (const auto& [target, file] : seeds) {
     ASSERT_TRUE(fs::exists(file)) << file;

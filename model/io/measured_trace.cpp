@@ -1,0 +1,232 @@
+// Profiles of real training steps (PyTorch Kineto JSON; Nsight Systems SQLite in
+// measured_trace_nsys.cpp) as per-class kernel totals and measurement records.
+#include "model/io/measured_trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include "model/io/detail/json_node.h"
+#include "model/io/detail/measured_trace_parts.h"
+
+namespace moeperf::io {
+
+using namespace detail;
+
+namespace {
+
+constexpr std::pair<const char*, const char*> kBuiltinPatterns[] = {
+#include "builtin_kernel_patterns.inc"
+};
+
+KernelPatterns parse_patterns(const Node& root, const std::string& file) {
+  root.expect_object();
+  root.allow_only({"kind", "description", "source", "patterns"});
+  if (root.at("kind").as_string() != "kernel-patterns") root.at("kind").fail("expected \"kernel-patterns\"");
+  root.at("source").as_string();
+  KernelPatterns p;
+  p.file = file;
+  const Node list = root.at("patterns");
+  if (!list.is_array() || list.size() == 0) list.fail("expected a non-empty array of {\"class\", \"match\"} patterns");
+  const auto& classes = trace_classes();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Node x = list[i];
+    x.expect_object();
+    x.allow_only({"class", "match", "library", "why"});
+    KernelPattern k;
+    k.cls = x.at("class").as_string();
+    if (std::find(classes.begin(), classes.end(), k.cls) == classes.end())
+      x.at("class").fail("unknown op class \"" + k.cls + "\": expected one of " + join_choices(classes) + did_you_mean(k.cls, classes));
+    k.match = x.at("match").as_string();
+    k.library = x.string_or("library", "");
+    try {
+      k.re = std::regex(k.match, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      x.at("match").fail(std::string("not a regular expression (ECMAScript): ") + e.what());
+    }
+    p.patterns.push_back(std::move(k));
+  }
+  return p;
+}
+
+}  // namespace
+
+const std::vector<std::string>& trace_classes() {
+  static const std::vector<std::string> k{"gemm", "grouped_gemm", "attention.fwd", "attention.bwd", "memory", "memory.copy",
+                                          "host.h2d", "host.d2h", "collective.all_reduce", "collective.all_gather",
+                                          "collective.reduce_scatter", "collective.all_to_all", "collective.send_recv",
+                                          "ep.dispatch", "ep.combine"};
+  return k;
+}
+
+std::string KernelPatterns::classify(const std::string& kernel) const {
+  // The name's head only: libstdc++'s regex recurses per character under ".*", and a templated
+  // name says what it is long before 4 KiB.
+  const std::string head = kernel.size() > kClassifiedChars ? kernel.substr(0, kClassifiedChars) : kernel;
+  for (const KernelPattern& p : patterns)
+    if (std::regex_search(head, p.re)) return p.cls;
+  return "";
+}
+
+const KernelPatterns& builtin_kernel_patterns() {
+  static const KernelPatterns p = [] {
+    for (auto& [name, text] : kBuiltinPatterns)
+      if (std::string(name) == "patterns") {
+        const json j = json::parse(text);
+        return parse_patterns(Node(j, "built-in calibration/kernels/patterns.json", ""), "built-in");
+      }
+    throw std::logic_error("calibration/kernels/patterns.json was not built in");
+  }();
+  return p;
+}
+
+KernelPatterns load_kernel_patterns(const std::string& path) {
+  const json j = read_json_file(path);
+  return parse_patterns(Node(j, path, ""), path);
+}
+
+namespace detail {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std::vector<TraceRange>& steps,
+                  const KernelPatterns& patterns, const TraceOptions& opt, const std::string& where_kernels) {
+  std::set<int> devs;
+  for (const auto& k : kernels) devs.insert(k.device);
+  if (kernels.empty() || devs.empty())
+    throw SpecError(t.file, where_kernels,
+                    "no GPU kernels in the trace: profile with CUDA activities on (PyTorch: activities=[ProfilerActivity.CUDA]; "
+                    "nsys: --trace=cuda)");
+  t.devices.assign(devs.begin(), devs.end());
+  if (opt.device >= 0) {
+    if (!devs.count(opt.device)) {
+      std::string have;
+      for (int d : devs) have += (have.empty() ? "" : ", ") + std::to_string(d);
+      throw SpecError(t.file, where_kernels, "--device " + std::to_string(opt.device) + ": no kernel ran on it (devices with kernels: " + have + ")");
+    }
+    t.device = opt.device;
+  } else {
+    t.device = *devs.begin();
+  }
+  if (devs.size() > 1)
+    t.notes.push_back("kernels of " + std::to_string(devs.size()) + " devices in the trace: device " + std::to_string(t.device) +
+                      " counted (--device picks another)");
+  // Steps: the marked ranges, GPU-side ones when the trace has them.
+  std::regex marker;
+  try {
+    marker = std::regex(opt.step_marker, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw InputError("--step-marker \"" + opt.step_marker + "\": not a regular expression: " + e.what());
+  }
+  std::vector<TraceRange> gpu_steps, cpu_steps;
+  for (const auto& s : steps)
+    if (std::regex_search(s.name, marker)) (s.gpu ? gpu_steps : cpu_steps).push_back(s);
+  std::vector<TraceRange>& chosen = gpu_steps.empty() ? cpu_steps : gpu_steps;
+  double lo = -INFINITY, hi = INFINITY;
+  if (!chosen.empty()) {
+    std::vector<double> d;
+    lo = INFINITY, hi = -INFINITY;
+    for (const auto& s : chosen) d.push_back(s.end - s.start), lo = std::min(lo, s.start), hi = std::max(hi, s.end);
+    t.steps = static_cast<int>(chosen.size());
+    t.step_s = median_of(d);
+    t.step_source = "median of " + std::to_string(chosen.size()) + " " + (gpu_steps.empty() ? "CPU-side" : "GPU-side") +
+                    " step range" + (chosen.size() > 1 ? "s" : "") + " matching \"" + opt.step_marker + "\"";
+  }
+  double first = INFINITY, last = -INFINITY;
+  std::map<std::string, UnmappedKernel> unmapped;
+  std::map<std::string, std::string> seen;  // name -> class: thousands of launches of a few hundred kernels
+  for (auto& k : kernels) {
+    if (k.device != t.device || k.start < lo || k.start > hi) continue;
+    k.counted = true;
+    first = std::min(first, k.start), last = std::max(last, k.start + k.dur);
+    t.kernels += 1;
+    t.kernel_seconds += k.dur;
+    if (k.cls.empty()) {
+      auto it = seen.find(k.name);
+      if (it == seen.end()) it = seen.emplace(k.name, patterns.classify(k.name)).first;
+      k.cls = it->second;
+    }
+    if (k.cls.empty()) {
+      auto& u = unmapped[k.name];
+      u.name = k.name, u.count += 1, u.seconds += k.dur;
+      continue;
+    }
+    auto& c = t.classes[k.cls];
+    c.kernels += 1, c.seconds += k.dur;
+  }
+  if (t.kernels == 0) throw SpecError(t.file, where_kernels, "no kernel of device " + std::to_string(t.device) + " falls in the marked steps");
+  if (chosen.empty()) {
+    t.step_s = last - first;
+    t.step_source = "span of the kernels (first start to last end): no range matches the step marker \"" + opt.step_marker + "\"";
+  }
+  const double per = std::max(1, t.steps);
+  for (auto& [c, v] : t.classes) v.seconds /= per;
+  for (auto& [n, u] : unmapped) t.unmapped.push_back(u);
+  std::sort(t.unmapped.begin(), t.unmapped.end(), [](const UnmappedKernel& a, const UnmappedKernel& b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.name < b.name;
+  });
+  for (auto& u : t.unmapped) u.seconds /= per;
+}
+
+}  // namespace detail
+
+MeasuredTrace read_measured_trace(const std::string& path, const KernelPatterns& patterns, const TraceOptions& opt) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path, "", "cannot open the trace file");
+  char head[16] = {0};
+  in.read(head, sizeof head);
+  if (in.gcount() == 16 && std::memcmp(head, "SQLite format 3", 16) == 0) return read_nsys_sqlite(path, patterns, opt);
+  return read_kineto(path, patterns, opt);
+}
+
+json trace_records_document(const MeasuredTrace& t, const std::string& gpu_file, const std::string& system_file,
+                            std::vector<std::string>* notes) {
+  namespace fs = std::filesystem;
+  auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+  json doc = {{"kind", "measurements"},
+              {"name", "trace " + fs::path(t.file).filename().string()},
+              {"source", t.file + " (" + t.format + ", " + (t.gpu_name.empty() ? std::string("GPU not named") : t.gpu_name) + ")"}};
+  if (!gpu_file.empty()) doc["gpus"] = {{"trace-gpu", absolute(gpu_file)}};
+  if (!system_file.empty()) doc["systems"] = {{"trace-system", absolute(system_file)}};
+  json recs = json::array();
+  int skipped_system = 0, skipped_gpu = 0;
+  for (const json& r : t.records) {
+    const std::string op = r.at("op");
+    const bool needs_system = op.rfind("collective.", 0) == 0 || op.rfind("host.", 0) == 0 || op.rfind("ep.", 0) == 0;
+    json x = r;
+    if (needs_system) {
+      if (system_file.empty()) {
+        ++skipped_system;
+        continue;
+      }
+      x["system"] = "trace-system";
+    } else if (!gpu_file.empty()) {
+      x["gpu"] = "trace-gpu";
+    } else if (!system_file.empty()) {
+      x["system"] = "trace-system";  // the system's GPU
+    } else {
+      ++skipped_gpu;
+      continue;
+    }
+    recs.push_back(std::move(x));
+  }
+  doc["records"] = std::move(recs);
+  if (notes && skipped_system)
+    notes->push_back(std::to_string(skipped_system) + " collective/host-copy record" + (skipped_system > 1 ? "s" : "") +
+                     " left out: they are priced on a system; name its file with --system");
+  if (notes && skipped_gpu)
+    notes->push_back(std::to_string(skipped_gpu) + " compute record" + (skipped_gpu > 1 ? "s" : "") +
+                     " left out: name the GPU's file with --gpu (or the system's with --system)");
+  return doc;
+}
+
+}  // namespace moeperf::io

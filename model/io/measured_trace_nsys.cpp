@@ -1,0 +1,159 @@
+// An Nsight Systems SQLite export (nsys export --type sqlite) as kernel classes: the tables and
+// columns relied on are listed in measured_trace.h and docs/traces.md. Built with SQLite when
+// CMake finds it (libsqlite3-dev); otherwise reading one says so.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "model/io/detail/json_node.h"
+#include "model/io/detail/measured_trace_parts.h"
+
+#ifdef MOEPERF_HAVE_SQLITE
+#include <sqlite3.h>
+#endif
+
+namespace moeperf::io {
+
+bool built_with_sqlite() {
+#ifdef MOEPERF_HAVE_SQLITE
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace detail {
+
+#ifdef MOEPERF_HAVE_SQLITE
+namespace {
+
+class Db {
+ public:
+  explicit Db(const std::string& path) : path_(path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      throw SpecError(path, "", "cannot open as SQLite: " + why);
+    }
+  }
+  ~Db() { sqlite3_close(db_); }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  bool has_table(const std::string& t) {
+    bool found = false;
+    query("SELECT 1 FROM sqlite_master WHERE type IN ('table','view') AND name = '" + t + "'", "sqlite_master",
+          [&](sqlite3_stmt*) { found = true; });
+    return found;
+  }
+  bool has_column(const std::string& t, const std::string& c) {
+    bool found = false;
+    query("PRAGMA table_info(" + t + ")", t, [&](sqlite3_stmt* s) {
+      const unsigned char* n = sqlite3_column_text(s, 1);
+      if (n && c == reinterpret_cast<const char*>(n)) found = true;
+    });
+    return found;
+  }
+  template <class F>
+  void query(const std::string& sql, const std::string& table, F row) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+      const std::string why = sqlite3_errmsg(db_);
+      sqlite3_finalize(st);
+      throw SpecError(path_, table, "cannot read: " + why + " (is it an nsys export --type sqlite file?)");
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) row(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) throw SpecError(path_, table, std::string("cannot read: ") + sqlite3_errmsg(db_));
+  }
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+std::string text(sqlite3_stmt* s, int col) {
+  const unsigned char* t = sqlite3_column_text(s, col);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+}  // namespace
+#endif
+
+MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& patterns, const TraceOptions& opt) {
+#ifndef MOEPERF_HAVE_SQLITE
+  (void)patterns, (void)opt;
+  throw SpecError(path, "", "an SQLite file (Nsight Systems export): this moeperf was built without SQLite (install libsqlite3-dev and rebuild)");
+#else
+  Db db(path);
+  MeasuredTrace t;
+  t.file = path;
+  t.format = "nsys-sqlite";
+  const std::string K = "CUPTI_ACTIVITY_KIND_KERNEL";
+  if (!db.has_table(K))
+    throw SpecError(path, K, "no GPU kernels in the export (no " + K + " table): trace with nsys profile --trace=cuda, then nsys export --type sqlite");
+  if (!db.has_table("StringIds")) throw SpecError(path, "StringIds", "the export has no StringIds table: kernel names cannot be read");
+  const char* name_col = db.has_column(K, "demangledName") ? "demangledName" : db.has_column(K, "shortName") ? "shortName" : nullptr;
+  if (!name_col) throw SpecError(path, K, "expected a demangledName or shortName column");
+  std::vector<TraceKernelEvent> kernels;
+  db.query(std::string("SELECT k.start, k.end, k.deviceId, s.value FROM ") + K + " k LEFT JOIN StringIds s ON s.id = k." + name_col +
+               " ORDER BY k.start",
+           K, [&](sqlite3_stmt* s) {
+             TraceKernelEvent k;
+             k.start = static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9;
+             k.dur = static_cast<double>(std::max<sqlite3_int64>(0, sqlite3_column_int64(s, 1) - sqlite3_column_int64(s, 0))) * 1e-9;
+             k.device = sqlite3_column_int(s, 2);
+             k.name = text(s, 3);
+             kernels.push_back(std::move(k));
+           });
+  std::vector<double> copy_bytes(kernels.size(), 0);
+  if (db.has_table("CUPTI_ACTIVITY_KIND_MEMCPY")) {
+    // copyKind: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP).
+    db.query("SELECT start, end, deviceId, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMCPY", [&](sqlite3_stmt* s) {
+      TraceKernelEvent k;
+      k.start = static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9;
+      k.dur = static_cast<double>(std::max<sqlite3_int64>(0, sqlite3_column_int64(s, 1) - sqlite3_column_int64(s, 0))) * 1e-9;
+      k.device = sqlite3_column_int(s, 2);
+      const int kind = sqlite3_column_int(s, 4);
+      k.cls = kind == 1 ? "host.h2d" : kind == 2 ? "host.d2h" : "memory.copy";
+      k.name = kind == 1 ? "Memcpy HtoD" : kind == 2 ? "Memcpy DtoH" : kind == 10 ? "Memcpy PtoP" : "Memcpy DtoD";
+      kernels.push_back(std::move(k));
+      copy_bytes.push_back(static_cast<double>(sqlite3_column_int64(s, 3)));
+    });
+  }
+  std::vector<TraceRange> steps;
+  if (db.has_table("NVTX_EVENTS")) {
+    const bool text_id = db.has_column("NVTX_EVENTS", "textId");
+    db.query(std::string("SELECT n.start, n.end, ") + (text_id ? "COALESCE(n.text, s.value)" : "n.text") +
+                 " FROM NVTX_EVENTS n " + (text_id ? "LEFT JOIN StringIds s ON s.id = n.textId " : "") + "WHERE n.end IS NOT NULL",
+             "NVTX_EVENTS", [&](sqlite3_stmt* s) {
+               steps.push_back(TraceRange{text(s, 2), static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9, static_cast<double>(sqlite3_column_int64(s, 1)) * 1e-9, false});
+             });
+  }
+  if (db.has_table("TARGET_INFO_GPU") && db.has_column("TARGET_INFO_GPU", "name"))
+    db.query("SELECT name FROM TARGET_INFO_GPU LIMIT 1", "TARGET_INFO_GPU", [&](sqlite3_stmt* s) { t.gpu_name = text(s, 0); });
+  finish_trace(t, kernels, steps, patterns, opt, K);
+  t.notes.push_back("Nsight Systems records no shapes: its kernels are timed per class; only its host copies become records");
+  std::map<std::pair<std::string, double>, std::vector<double>> copies;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (kernels[i].counted && copy_bytes[i] > 0) copies[{kernels[i].cls, copy_bytes[i]}].push_back(kernels[i].dur);
+  const std::string stem = std::filesystem::path(path).filename().string();
+  for (auto& [key, secs] : copies) {
+    const double bytes = key.second * (key.first == "memory.copy" ? 2 : 1);
+    char b[64];
+    std::snprintf(b, sizeof b, "%.0f B", bytes);
+    char m[64];
+    std::snprintf(m, sizeof m, "%.0f ns", median_of(secs) * 1e9);
+    t.records.push_back({{"id", stem + "/" + key.first + "-" + std::string(b).substr(0, std::string(b).size() - 2) + "B"},
+                         {"op", key.first}, {"shape", {{"bytes", b}}}, {"measured", m}, {"library", "CUDA memcpy"},
+                         {"source", "trace " + path + " (nsys-sqlite" + (t.gpu_name.empty() ? "" : ", " + t.gpu_name) + ")"},
+                         {"quote", "median of " + std::to_string(secs.size()) + " copies"}, {"confidence", "high"}});
+  }
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (kernels[i].counted && !kernels[i].cls.empty() && copy_bytes[i] == 0) ++t.shapeless;
+  return t;
+#endif
+}
+
+}  // namespace detail
+}  // namespace moeperf::io

@@ -1,0 +1,305 @@
+// Profiles of real training steps read as op-class totals and measurement records
+// (model/io/measured_trace.h), on fixtures the tests write (trace_fixtures.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "model/io/errors.h"
+#include "model/io/measured_trace.h"
+#include "model/io/parts.h"
+#include "model/study/calibrate.h"
+#include "tests/model/io/trace_fixtures.h"
+
+#ifdef MOEPERF_HAVE_SQLITE
+#include <sqlite3.h>
+#endif
+
+namespace moeperf {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::KinetoFixture;
+
+std::string temp(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("moeperf_trace_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return (d / name).string();
+}
+
+io::MeasuredTrace read(const json& j, const std::string& name = "k.json", io::TraceOptions o = {}) {
+  const std::string p = temp(name);
+  KinetoFixture::write(p, j);
+  return io::read_measured_trace(p, io::builtin_kernel_patterns(), o);
+}
+
+const json* record(const io::MeasuredTrace& t, const std::string& op) {
+  for (const json& r : t.records)
+    if (r.at("op") == op) return &r;
+  return nullptr;
+}
+
+TEST(KinetoTrace, MapsEveryKernelItShouldPerStepAndListsTheRest) {
+  const io::MeasuredTrace t = read(KinetoFixture::build());
+  EXPECT_EQ(t.format, "kineto");
+  EXPECT_EQ(t.gpu_name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(t.gpu_sms, 132);
+  EXPECT_EQ(t.device, 0);
+  EXPECT_EQ(t.devices, (std::vector<int>{0, 1}));
+  EXPECT_EQ(t.steps, 2);
+  EXPECT_NEAR(t.step_s, 10e-3, 1e-12);  // the GPU-side ranges (10 ms), not the CPU-side ones (9.99 ms)
+  using K = KinetoFixture;
+  const std::map<std::string, std::pair<int64_t, double>> want{
+      {"gemm", {4, K::gemm_us + K::splitk_us}},
+      {"attention.fwd", {2, K::attn_fwd_us}},
+      {"attention.bwd", {6, K::attn_bwd_us}},
+      {"collective.all_gather", {2, K::allgather_us}},
+      {"collective.all_to_all", {2, K::a2a_us}},  // a SendRecv kernel: its own args say all_to_allv
+      {"memory", {2, K::add_us}},
+      {"host.h2d", {2, K::h2d_us}},
+  };
+  ASSERT_EQ(t.classes.size(), want.size());
+  for (const auto& [cls, w] : want) {
+    ASSERT_TRUE(t.classes.count(cls)) << cls;
+    EXPECT_EQ(t.classes.at(cls).kernels, w.first) << cls;
+    EXPECT_NEAR(t.classes.at(cls).seconds, w.second * 1e-6, 1e-12) << cls;  // per step
+  }
+  ASSERT_EQ(t.unmapped.size(), 2u);
+  EXPECT_EQ(t.unmapped[0].name, "my_custom_rope_kernel(float*, int)");  // longest first
+  EXPECT_EQ(t.unmapped[0].count, 2);
+  EXPECT_NEAR(t.unmapped[0].seconds, K::rope_us * 1e-6, 1e-12);
+  EXPECT_NE(t.unmapped[1].name.find("fused_dropout_kernel"), std::string::npos);
+  EXPECT_EQ(t.kernels, 24);  // device 1's two kernels are not counted
+}
+
+TEST(KinetoTrace, ShapesComeFromTheOpsAroundTheLaunch) {
+  const io::MeasuredTrace t = read(KinetoFixture::build());
+  ASSERT_EQ(t.records.size(), 7u);
+  const json* g = record(t, "gemm");
+  ASSERT_TRUE(g);
+  // aten::mm inside aten::linear: the innermost op; its two kernels (GEMM + split-K reduce) are one instance.
+  EXPECT_EQ(g->at("shape"), (json{{"m", 4096}, {"n", 14336}, {"k", 4096}}));
+  EXPECT_EQ(g->at("dtype"), "bf16");
+  EXPECT_EQ(g->at("measured"), "1220000 ns");
+  EXPECT_EQ(g->at("quote"), "median of 2 instances (an instance: the kernels one op launched)");
+  const json* f = record(t, "attention.fwd");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->at("shape"), (json{{"batch", 1}, {"heads", 32}, {"seq", 4096}, {"head_dim", 128}, {"causal", true}}));
+  const json* b = record(t, "attention.bwd");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->at("measured"), "2080000 ns");
+  const json* ag = record(t, "collective.all_gather");
+  ASSERT_TRUE(ag);
+  EXPECT_EQ(ag->at("gpus"), 8);
+  EXPECT_EQ(ag->at("shape").at("bytes"), "16777216 B");  // 8 Mi BF16 elements gathered
+  EXPECT_EQ(ag->at("algorithm"), "ring");                // from the kernel's name
+  EXPECT_EQ(ag->at("confidence"), "medium");
+  const json* a2a = record(t, "collective.all_to_all");
+  ASSERT_TRUE(a2a);
+  EXPECT_EQ(a2a->at("shape").at("bytes"), "4194304 B");
+  const json* add = record(t, "memory.copy");
+  ASSERT_TRUE(add);
+  EXPECT_EQ(add->at("shape").at("bytes"), std::to_string(3LL * 8192 * 4096 * 2) + " B");  // two inputs read, one output written
+  const json* h2d = record(t, "host.h2d");
+  ASSERT_TRUE(h2d);
+  EXPECT_EQ(h2d->at("shape").at("bytes"), "67108864 B");
+}
+
+TEST(KinetoTrace, RecordsFitLikePublishedOnes) {
+  const io::MeasuredTrace t = read(KinetoFixture::build());
+  const std::string sys = std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h100-cluster.json";
+  std::vector<std::string> notes;
+  const json doc = io::trace_records_document(t, "", sys, &notes);
+  EXPECT_TRUE(notes.empty());
+  const auto recs = io::parts_from_document(doc, t.file + " (records)");
+  ASSERT_EQ(recs.size(), 7u);
+  for (const PartRecord& r : recs) {
+    EXPECT_EQ(r.generation, "hopper") << r.id;
+    EXPECT_GT(predict_part(r, Calibration{}), 0) << r.id;
+  }
+  // The GEMM's measured 1.22 ms is 39.4 % of the H100's 989 TFLOP/s: the fit finds it.
+  const FitReport f = fit_parts(recs, Calibration{}, "hopper");
+  for (const ClassFit& c : f.classes)
+    if (c.cls == PartClass::gemm) {
+      ASSERT_EQ(c.records.size(), 1u);
+      EXPECT_GT(std::abs(c.records[0].before), 0.3);
+      EXPECT_LT(std::abs(c.records[0].after), 0.01);
+    }
+  // Without a system the collective and host-copy records are left out, and said so.
+  notes.clear();
+  const json gpu_only = io::trace_records_document(t, std::string(MOEPERF_SOURCE_DIR) + "/topologies/gpus/h100-sxm.json", "", &notes);
+  EXPECT_EQ(gpu_only.at("records").size(), 4u);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("--system"), std::string::npos);
+}
+
+TEST(KinetoTrace, WithoutStepMarksTheKernelSpanIsTheStep) {
+  json j = KinetoFixture::build();
+  json kept = json::array();
+  for (const json& e : j["traceEvents"])
+    if (e["cat"] != "user_annotation" && e["cat"] != "gpu_user_annotation") kept.push_back(e);
+  j["traceEvents"] = kept;
+  io::TraceOptions o;
+  o.device = 0;
+  const io::MeasuredTrace t = read(j, "nosteps.json", o);
+  EXPECT_EQ(t.steps, 0);
+  // Device 0's kernels run from 100 us (first GEMM) to 10,000 + 7,400 + 25 us (second step's dropout).
+  EXPECT_NEAR(t.step_s, (17425.0 - 100.0) * 1e-6, 1e-9);
+  EXPECT_NE(t.step_source.find("span of the kernels"), std::string::npos);
+  EXPECT_NEAR(t.classes.at("gemm").seconds, 2 * 1220e-6, 1e-12);  // one "step": both
+  o.device = 1;
+  const io::MeasuredTrace d1 = read(j, "nosteps.json", o);
+  EXPECT_EQ(d1.kernels, 2);
+  o.device = 5;
+  EXPECT_THROW(read(j, "nosteps.json", o), io::SpecError);
+}
+
+TEST(KinetoTrace, AttentionWithoutItsMaskAndCollectivesWithoutSizesAreTimedNotRecorded) {
+  json j = KinetoFixture::build();
+  for (json& e : j["traceEvents"]) {
+    if (e["name"] == "aten::_scaled_dot_product_flash_attention") e["args"].erase("Concrete Inputs");
+    if (e["name"] == "record_param_comms") e["args"].erase("dtype");
+  }
+  const io::MeasuredTrace t = read(j, "partial.json");
+  EXPECT_EQ(record(t, "attention.fwd"), nullptr);
+  EXPECT_EQ(record(t, "collective.all_gather"), nullptr);
+  EXPECT_NEAR(t.classes.at("attention.fwd").seconds, KinetoFixture::attn_fwd_us * 1e-6, 1e-12);  // still timed
+  EXPECT_EQ(t.records.size(), 5u);
+}
+
+void expect_error(const std::string& text, const std::string& path_part, const std::string& message_part) {
+  const std::string p = temp("bad.json");
+  std::ofstream(p) << text;
+  try {
+    io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
+    ADD_FAILURE() << "no error for " << text.substr(0, 80);
+  } catch (const io::SpecError& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find(p), std::string::npos) << w;
+    EXPECT_NE(w.find(path_part), std::string::npos) << w;
+    EXPECT_NE(w.find(message_part), std::string::npos) << w;
+  }
+}
+
+TEST(KinetoTrace, BadTracesSayWhatAndWhere) {
+  const std::string good = KinetoFixture::build().dump();
+  expect_error(good.substr(0, good.size() / 2), "", "malformed JSON");
+  expect_error(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]})", "/traceEvents", "no GPU kernels");
+  expect_error(R"({"traceEvents": []})", "/traceEvents", "no GPU kernels");
+  expect_error(R"({"displayTimeUnit": "s", "traceEvents": []})", "/displayTimeUnit", "unknown time unit \"s\"");
+  expect_error(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": "2 us"}]})", "/traceEvents/0/dur",
+               "expected a number of microseconds");
+  expect_error(R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": -2}]})", "/traceEvents/0/dur", ">= 0");
+  expect_error(R"({"traceEvents": {"a": 1}})", "/traceEvents", "expected an array");
+}
+
+TEST(KernelPatterns, AFileOfOnesOwnMapsMoreAndBadOnesAreRefused) {
+  const std::string p = temp("patterns.json");
+  std::ofstream(p) << R"({"kind": "kernel-patterns", "source": "test", "patterns": [
+    {"class": "memory", "match": "rope|dropout"},
+    {"class": "gemm", "match": "gemm|splitKreduce"}]})";
+  const io::KernelPatterns k = io::load_kernel_patterns(p);
+  const std::string t = temp("k.json");
+  KinetoFixture::write(t, KinetoFixture::build());
+  const io::MeasuredTrace m = io::read_measured_trace(t, k, {});
+  EXPECT_NEAR(m.classes.at("memory").seconds, (KinetoFixture::rope_us + KinetoFixture::dropout_us) * 1e-6, 1e-12);
+  EXPECT_EQ(m.unmapped.size(), 7u);  // 4 attention, 2 NCCL and 1 elementwise kernel names: this file does not know them
+  auto bad = [&](const std::string& text, const std::string& where, const std::string& what) {
+    std::ofstream(p) << text;
+    try {
+      io::load_kernel_patterns(p);
+      ADD_FAILURE() << text;
+    } catch (const io::SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(where), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  bad(R"({"kind": "kernel-patterns", "source": "t", "patterns": [{"class": "gemmm", "match": "x"}]})", "/patterns/0/class",
+      "did you mean \"gemm\"");
+  bad(R"({"kind": "kernel-patterns", "source": "t", "patterns": [{"class": "gemm", "match": "(unclosed"}]})", "/patterns/0/match",
+      "not a regular expression");
+  bad(R"({"kind": "kernel-patterns", "source": "t", "patterns": []})", "/patterns", "non-empty");
+}
+
+TEST(KernelPatterns, TheShippedOnesKnowTheLibrariesKernels) {
+  const auto& p = io::builtin_kernel_patterns();
+  const std::map<std::string, std::string> names{
+      {"ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE(ncclDevKernelArgsStorage<4096ul>)", "collective.all_reduce"},
+      {"ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "collective.reduce_scatter"},
+      {"void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*)", "ep.dispatch"},
+      {"void deep_ep::internode_ll::combine<false>(void*)", "ep.combine"},
+      {"nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT", "gemm"},
+      {"void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>>(...)", "attention.fwd"},
+      {"cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_3_64x128x128_4x1x1_kernel0_0", "attention.bwd"},
+      {"fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", "attention.fwd"},
+      {"triton_poi_fused_add_mul_0", "memory"},
+      {"void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>(...)", "memory"},
+      {"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn_align8>(...)", "gemm"},
+      {"deep_gemm::sm90_m_grouped_fp8_gemm_contiguous_1d1d_impl", "grouped_gemm"},
+  };
+  for (const auto& [n, cls] : names) EXPECT_EQ(p.classify(n), cls) << n;
+  EXPECT_EQ(p.classify("my_custom_rope_kernel"), "");
+}
+
+#ifdef MOEPERF_HAVE_SQLITE
+// An Nsight Systems export with the tables and columns read (docs/traces.md).
+std::string write_nsys(bool with_kernels) {
+  const std::string p = temp(with_kernels ? "report.sqlite" : "empty.sqlite");
+  fs::remove(p);
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
+  std::string sql =
+      "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+      "CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT);"
+      "INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H200');"
+      "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER, text TEXT, textId INTEGER);"
+      "INSERT INTO StringIds VALUES (1, 'sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64'),"
+      " (2, 'ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)'), (3, 'custom_kernel'), (4, 'ProfilerStep#7');"
+      "INSERT INTO NVTX_EVENTS VALUES (0, 4000000, 59, NULL, 4), (4000000, 8000000, 59, 'ProfilerStep#8', NULL),"
+      " (0, 100, 59, 'other range', NULL);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, deviceId INTEGER, bytes INTEGER, copyKind INTEGER);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (100000, 400000, 0, 16777216, 2), (4100000, 4400000, 0, 16777216, 2);";
+  if (with_kernels)
+    sql +=
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER, correlationId INTEGER,"
+        " demangledName INTEGER, shortName INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (500000, 1500000, 0, 7, 1, 1, 1), (1600000, 2100000, 0, 20, 2, 2, 2),"
+        " (2200000, 2300000, 0, 7, 3, 3, 3), (4500000, 5500000, 0, 7, 4, 1, 1), (5600000, 6000000, 0, 20, 5, 2, 2);";
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return p;
+}
+
+TEST(NsysTrace, KernelsPerClassStepsFromNvtxAndCopiesAsRecords) {
+  const io::MeasuredTrace t = io::read_measured_trace(write_nsys(true), io::builtin_kernel_patterns(), {});
+  EXPECT_EQ(t.format, "nsys-sqlite");
+  EXPECT_EQ(t.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(t.steps, 2);  // ProfilerStep#7 (text in StringIds) and #8 (inline text)
+  EXPECT_NEAR(t.step_s, 4e-3, 1e-12);
+  EXPECT_NEAR(t.classes.at("gemm").seconds, 1e-3, 1e-12);
+  EXPECT_NEAR(t.classes.at("collective.all_gather").seconds, 0.45e-3, 1e-12);
+  EXPECT_NEAR(t.classes.at("host.d2h").seconds, 0.3e-3, 1e-12);
+  ASSERT_EQ(t.unmapped.size(), 1u);
+  EXPECT_EQ(t.unmapped[0].name, "custom_kernel");
+  ASSERT_EQ(t.records.size(), 1u);
+  EXPECT_EQ(t.records[0].at("op"), "host.d2h");
+  EXPECT_EQ(t.records[0].at("shape").at("bytes"), "16777216 B");
+  EXPECT_EQ(t.records[0].at("measured"), "300000 ns");
+}
+
+TEST(NsysTrace, AnExportWithoutKernelsSaysSo) {
+  try {
+    io::read_measured_trace(write_nsys(false), io::builtin_kernel_patterns(), {});
+    ADD_FAILURE();
+  } catch (const io::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUPTI_ACTIVITY_KIND_KERNEL"), std::string::npos) << e.what();
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace moeperf
