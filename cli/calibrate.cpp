@@ -72,8 +72,15 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
     start_name = start.profile;
   }
   std::vector<PartRecord> records;
+  std::map<std::string, Calibration> start_of;  // a file's own "calibration", for its records' generation
   for (const auto& f : files) {
     auto r = io::load_parts(f);
+    if (auto c = io::parts_calibration(f, start); c && !r.empty()) {
+      const std::string g = r.front().generation;
+      if (start_of.count(g)) throw InputError(f + ": a second file with a \"calibration\" for " + g + "; fit them apart");
+      start_of[g] = *c;
+      std::printf("%s: its \"calibration\" (%s) starts the fit of %s\n", f.c_str(), c->profile.c_str(), g.c_str());
+    }
     std::move(r.begin(), r.end(), std::back_inserter(records));
   }
   // Traces: their kernels with a shape, as records of the same format.
@@ -112,7 +119,7 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
   FitReport last;
   for (const std::string& g : gens) {
     std::printf("\n== GPU generation %s: %d records ==\n", g.c_str(), per_gen[g]);
-    last = fit_parts(records, start, g);
+    last = fit_parts(records, start_of.count(g) ? start_of[g] : start, g);
     for (const ClassFit& c : last.classes) print_class(c, far);
   }
   if (!out.empty()) {

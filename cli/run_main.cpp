@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "executor/run.h"
+#include "executor/suite.h"
 #include "model/error.h"
 #ifdef MOEPERF_HAVE_NCCL
 #include "executor/comm_nccl.h"
@@ -95,6 +96,36 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   return kExitOk;
 }
 
+// --suite calibrate: the op classes the cost model prices, measured (executor/suite.h).
+int cmd_suite(const exec::SuiteOptions& so, int* argc, char*** argv) {
+  auto comm = exec::make_communicator(argc, argv);
+  try {
+    check_output_path("--out", so.out);
+    check_output_path("--write-system", so.write_system);
+  } catch (const InputError& e) {
+    if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  std::unique_ptr<exec::Backend> be;
+  try {
+    be = exec::make_backend(so.backend);
+  } catch (const std::exception& e) {
+    comm->abort(std::string("--backend ") + so.backend + ": " + e.what(), kExitFailed);
+  }
+  exec::SuiteResult r;
+  try {
+    r = exec::run_suite(so, *comm, *be);
+  } catch (const std::exception& e) {
+    comm->abort(e.what(), kExitFailed);
+  }
+  if (comm->rank() != 0) return kExitOk;
+  std::printf("moeperf run --suite calibrate: %d records on the %s backend, %d rank%s (%s)\n  %s\n", r.records, so.backend.c_str(),
+              comm->size(), comm->size() > 1 ? "s" : "", comm->name().c_str(), r.summary.c_str());
+  if (!so.out.empty()) std::printf("  measurements written to %s (moeperf calibrate %s --out PROFILE.json)\n", so.out.c_str(), so.out.c_str());
+  if (!so.write_system.empty()) std::printf("  this machine as a system: %s\n", so.write_system.c_str());
+  return kExitOk;
+}
+
 }  // namespace
 }  // namespace moeperf::cli
 
@@ -108,7 +139,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   exec::RunOptions opt;
   int64_t dry_tokens = 0;
-  app.add_option("SCENARIO", file, "scenario file, e.g. examples/executor/cpu-small.json")->required();
+  std::string suite;
+  exec::SuiteOptions so;
+  app.add_option("SCENARIO", file, "scenario file, e.g. examples/executor/cpu-small.json (not with --suite)");
+  app.add_option("--suite", suite, "calibrate: measure the op classes the cost model prices (GEMMs, grouped GEMMs, attention, "
+                                   "memory-bound kernels, collectives) as measurement records instead of running a scenario")
+      ->check(CLI::IsMember({"calibrate"}));
+  app.add_option("--budget", so.budget_s, "--suite: seconds the whole suite may take")->check(positive_number("seconds"));
+  app.add_option("--write-system", so.write_system, "--suite: write this machine (ranks, measured GEMM rate, memory and exchange bandwidth) as a system file");
   app.add_option("--backend", opt.backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--layers", opt.layers, "MoE layers per step")->check(whole_at_least_one("a layer count"));
   app.add_option("--steps", opt.steps, "timed steps")->check(whole_at_least_one("a step count"));
@@ -119,6 +157,13 @@ int main(int argc, char** argv) {
   app.add_option("--set", sets, "override a scenario field: PATH=VALUE");
   app.add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
   return parse_and_run(app, argc, argv, [&] {
+    if (!suite.empty()) {
+      if (!file.empty()) throw InputError("--suite measures this machine and runs no scenario: drop " + file);
+      so.backend = opt.backend;
+      so.out = opt.out;
+      return cmd_suite(so, &argc, &argv);
+    }
+    if (file.empty()) throw InputError("SCENARIO is required (or --suite calibrate)");
     if (dry_tokens > 0) {
       const Scenario s = io::load_scenario(file, overrides(sets));
       const int64_t off = exec::dry_run_last_row_offset(dry_tokens, s.model.top_k, s.model.hidden);

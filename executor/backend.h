@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference/moe_ref.h"
@@ -38,6 +39,9 @@ class Backend {
   virtual double measure_copy_bandwidth() = 0;
   // What measure_gemm_peak measures, in words (e.g. "4096^3 FP32 cuBLAS SGEMM on NVIDIA H200").
   virtual std::string gemm_peak_method() const = 0;
+  // The GEMM kernel's tile (rows x columns its inner kernel computes at once) where the library
+  // says it: {0, 0} when unknown. The CPU backend's is Eigen's GEBP register block as compiled.
+  virtual std::pair<int, int> gemm_tile() const { return {0, 0}; }
   // The device the ops run on as a JSON object (name, compute capability, SMs, memory, driver and
   // runtime versions, clocks), or "" for the host.
   virtual std::string device_json() const { return ""; }

@@ -34,6 +34,12 @@ class CpuBackend final : public Backend {
   void fill(float* p, int64_t n, float value) override { std::fill(p, p + n, value); }
   std::string gemm_peak_method() const override { return "1024^3 FP32 Eigen GEMM, one thread, this build's ISA, best of 5"; }
   // A 1024^3 FP32 Eigen GEMM, best of 5.
+  // Eigen's GEBP micro-kernel computes mr x nr blocks of C (Eigen/src/Core/products/
+  // GeneralBlockPanelKernel.h, gebp_traits<float, float>), sized by this build's SIMD width.
+  std::pair<int, int> gemm_tile() const override {
+    using T = Eigen::internal::gebp_traits<float, float>;
+    return {static_cast<int>(T::mr), static_cast<int>(T::nr)};
+  }
   double measure_gemm_peak() override {
     const int64_t n = 1024;
     Mat a = Mat::Random(n, n), b = Mat::Random(n, n), c(n, n);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "model/io/detail/parsers.h"
@@ -319,7 +320,8 @@ std::vector<PartRecord> parts_of(Refs& refs, const Node& root, const std::string
   if (!root.has("kind") || root.at("kind").as_string() != "measurements")
     root.fail("expected a measurements file (\"kind\": \"measurements\": records of parts, or moeperf run --out)");
   if (root.has("ops") && !root.has("records")) return parse_executor(root, path);
-  root.allow_only({"kind", "name", "description", "source", "gpus", "systems", "records"});
+  root.allow_only({"kind", "name", "description", "source", "gpus", "systems", "records", "calibration"});
+  if (auto c = root.get("calibration")) (void)parse_calibration(*c, Calibration{});  // checked here, used by parts_calibration
   std::map<std::string, std::shared_ptr<const GpuSpec>> gpus;
   std::map<std::string, std::shared_ptr<const SystemSpec>> systems;
   if (auto g = root.get("gpus")) {
@@ -352,6 +354,15 @@ std::vector<PartRecord> load_parts(const std::string& path) {
   const Node root = refs.open(path);
   refs.push(path);
   return parts_of(refs, root, path);
+}
+
+std::optional<Calibration> parts_calibration(const std::string& path, const Calibration& base) {
+  Refs refs;
+  const Node root = refs.open(path);
+  root.expect_object();
+  auto c = root.get("calibration");
+  if (!c) return std::nullopt;
+  return parse_calibration(*c, base);
 }
 
 std::vector<PartRecord> parts_from_document(const nlohmann::json& doc, const std::string& shown_path) {

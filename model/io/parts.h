@@ -15,6 +15,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,10 @@
 namespace moeperf::io {
 
 std::vector<PartRecord> load_parts(const std::string& path);
+// A measurements file's "calibration" (what the measuring tool knows of its library, e.g. the
+// GEMM tile it was built with) over `base`, or nullopt when it has none: the fit of the file's
+// records starts from it.
+std::optional<Calibration> parts_calibration(const std::string& path, const Calibration& base);
 // The same from a document in memory (a trace's records, model/io/measured_trace.h); relative
 // file references resolve against shown_path's folder, errors name shown_path.
 std::vector<PartRecord> parts_from_document(const nlohmann::json& doc, const std::string& shown_path);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <map>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -199,6 +200,56 @@ TEST(Executor, LoopbackRunsWithoutMpi) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("communicator loopback, 1 rank"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the EP group is the 1 launched ranks (the scenario says ep = 4)"), std::string::npos) << r.out;
+}
+
+// The calibration suite (executor/suite.h): every op class the model prices, as records that
+// `moeperf calibrate` fits, and this machine as a system file that loads.
+TEST(Suite, TwoRanksMeasureEveryClassAndTheFitImprovesTheGemms) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  const std::string out = d.path("suite.json"), sys = d.path("cpu-system.json");
+  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --backend cpu --budget 25 --out " + out + " --write-system " + sys);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 ranks (mpi)"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["kind"], "measurements");
+  std::map<std::string, int> per_op;
+  for (const auto& x : j["records"]) {
+    per_op[x["op"]] += 1;
+    if (std::string(x["op"]).rfind("collective.", 0) == 0) {
+      EXPECT_EQ(x["gpus"], 2);
+    }
+  }
+  for (const char* op : {"gemm", "grouped_gemm", "attention.fwd", "attention.bwd", "memory.copy", "collective.all_to_all",
+                         "collective.all_gather", "collective.reduce_scatter", "collective.all_reduce"})
+    EXPECT_GT(per_op[op], 0) << op << "\n" << r.out;
+  // The system file: 2 devices joined by the measured shared-memory link.
+  const Result t = sh(std::string(MOEPERF_CLI) + " topo " + sys + " --format json");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_EQ(nlohmann::json::parse(t.out)["gpus"], 2);
+  // The fit: GEMMs (a flat Eigen rate over the measured peak) are reproduced far better after it.
+  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out + " --out " + d.path("cpu.json"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto g = c.out.find("\ngemm (");
+  ASSERT_NE(g, std::string::npos) << c.out;
+  double fb = 0, fa = 0;
+  ASSERT_EQ(std::sscanf(c.out.c_str() + c.out.find("fitted", c.out.find("|error|", g)), "fitted %lf %% %lf %%", &fb, &fa), 2) << c.out;
+  EXPECT_LT(fa, fb) << c.out;
+  EXPECT_LT(fa, 15.0) << c.out;
+  EXPECT_TRUE(std::filesystem::exists(d.path("cpu.json")));
+}
+
+TEST(Suite, OneRankSaysCollectivesNeedMoreAndBadOptionsExitTwo) {
+  TempDir d;
+  const Result r = sh(std::string(MOEPERF_CLI) + " run --suite calibrate --budget 4 --out " + d.path("s.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("collectives: one rank (run under mpirun -np 2 or more to measure them)"), std::string::npos) << r.out;
+  const Result b = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --suite calibrate");
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("--suite measures this machine and runs no scenario"), std::string::npos) << b.out;
+  const Result n = sh(std::string(MOEPERF_CLI) + " run");
+  EXPECT_EQ(n.code, 2) << n.out;
+  EXPECT_NE(n.out.find("SCENARIO is required (or --suite calibrate)"), std::string::npos) << n.out;
 }
 
 }  // namespace

@@ -1,0 +1,562 @@
+// `moeperf run --suite calibrate` (executor/suite.h): the op classes the cost model prices,
+// measured on this machine, as measurement records.
+#include "executor/suite.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "executor/run.h"
+#include "executor/run_parts.h"
+#include "model/workload/flops.h"
+
+namespace moeperf::exec {
+
+using namespace detail;
+using json = nlohmann::json;
+
+namespace {
+
+double D(int64_t v) { return static_cast<double>(v); }
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Median of timed runs after one warm-up: at least 3, more while under `min_total` (up to 25).
+template <class F>
+double time_median(Backend& be, F&& f, double min_total = 0.05) {
+  f();
+  be.synchronize();
+  std::vector<double> t;
+  double total = 0;
+  while (t.size() < 3 || (total < min_total && t.size() < 25)) {
+    const auto t0 = Clock::now();
+    f();
+    be.synchronize();
+    const double s = seconds_since(t0);
+    t.push_back(s), total += s;
+  }
+  return median(t);
+}
+
+std::string ns(double s) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.0f ns", s * 1e9);
+  return b;
+}
+std::string rate(double v, const char* unit) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.4f %s", v, unit);  // fixed point: the unit parser takes no exponents
+  return b;
+}
+
+// Progress on stderr (rank 0): one line per class, rewritten in place on a terminal.
+struct Progress {
+  bool on = false, tty = false;
+  Clock::time_point t0 = Clock::now();
+  double budget = 0;
+  void show(const std::string& cls, size_t done, size_t total) const {
+    if (!on) return;
+    std::fprintf(stderr, "%ssuite: %-16s %zu/%zu, %.0f s of %.0f s%s", tty ? "\r" : "", cls.c_str(), done, total, seconds_since(t0),
+                 budget, tty ? "   " : "\n");
+    std::fflush(stderr);
+  }
+  void end() const {
+    if (on && tty) std::fprintf(stderr, "\n");
+  }
+};
+
+struct Ctx {
+  Backend& be;
+  Communicator& comm;
+  Progress progress;
+  Clock::time_point start = Clock::now();
+  double budget = 0;
+  json records = json::array();
+  std::string source;
+  std::vector<std::string> summary;
+  double peak = 0;  // measured large-GEMM rate, for cost estimates
+  double copy_bw = 0;
+  // A section may run until start + (its end share) x budget.
+  bool time_left(double end_share, double next_cost) const { return seconds_since(start) + next_cost <= end_share * budget; }
+  void add(json r) {
+    r["source"] = source;
+    r["confidence"] = "high";
+    records.push_back(std::move(r));
+  }
+};
+
+// Buffers in the backend's memory, filled deterministically.
+struct Buf {
+  Backend& be;
+  float* p = nullptr;
+  Buf(Backend& b, int64_t n, uint64_t seed) : be(b) {
+    p = static_cast<float*>(be.alloc(static_cast<size_t>(n) * sizeof(float)));
+    std::vector<float> h(static_cast<size_t>(n));
+    detail::fill(h.data(), n, seed, 0.5f);
+    be.upload(p, h.data(), h.size() * sizeof(float));
+  }
+  ~Buf() { be.release(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+struct GemmCase {
+  int64_t m, n, k;
+  const char* why;
+};
+
+void gemms(Ctx& c, double end_share) {
+  std::vector<GemmCase> cases;
+  for (int64_t s : {64, 128, 256, 384, 512, 768, 1024, 1536, 2048}) cases.push_back({s, s, s, "square"});
+  for (int64_t m : {16, 64, 256, 1024}) {
+    cases.push_back({m, 4096, 1024, "skinny"});
+    cases.push_back({m, 1024, 4096, "skinny"});
+  }
+  // Expert and projection shapes of the shipped models at 256 tokens: DeepSeek-V3 (hidden 7168,
+  // expert FFN 2048: FC1 gate+up N 4096), Qwen3-235B-A22B (4096, 1536), GPT-OSS-120B (2880, 2880),
+  // Mixtral 8x7B (4096, 14336: its FC2).
+  for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{4096, 7168}, {7168, 2048}, {3072, 4096}, {4096, 1536}, {5760, 2880},
+                                                              {2880, 2880}, {4096, 14336}})
+    cases.push_back({256, n, k, "model"});
+  std::sort(cases.begin(), cases.end(), [](const GemmCase& a, const GemmCase& b) { return a.m * a.n * a.k < b.m * b.n * b.k; });
+  size_t done = 0, skipped = 0;
+  for (const GemmCase& g : cases) {
+    const double flops = 2.0 * D(g.m) * D(g.n) * D(g.k);
+    if (!c.time_left(end_share, 5 * flops / c.peak)) {
+      ++skipped;
+      continue;
+    }
+    Buf a(c.be, g.m * g.k, 1), b(c.be, g.k * g.n, 2), out(c.be, g.m * g.n, 3);
+    const double s = time_median(c.be, [&] { c.be.gemm(a.p, b.p, out.p, g.m, g.n, g.k, false, false, false); });
+    c.add({{"id", "suite/gemm-" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k)},
+           {"op", "gemm"}, {"gpu", "this-machine"}, {"shape", {{"m", g.m}, {"n", g.n}, {"k", g.k}}}, {"dtype", "fp32"},
+           {"measured", ns(s)}, {"library", c.be.name() + " backend GEMM (" + g.why + ")"}});
+    c.progress.show("gemm", ++done, cases.size());
+  }
+  c.summary.push_back("gemm " + std::to_string(done) + " shapes" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+}
+
+void grouped(Ctx& c, double end_share) {
+  struct G {
+    int64_t experts, rows, k, n;
+    const char* dist;
+  };
+  std::vector<G> cases;
+  for (int64_t e : {8, 32})
+    for (int64_t rows : {1024, 4096})
+      for (const char* d : {"uniform", "zipf", "zeros"}) cases.push_back({e, rows, 1024, 512, d});
+  size_t done = 0, skipped = 0;
+  for (const G& g : cases) {
+    const double flops = 2.0 * D(g.rows) * D(g.k) * D(g.n);
+    if (!c.time_left(end_share, 5 * flops / c.peak)) {
+      ++skipped;
+      continue;
+    }
+    // Rows per expert: even; Zipf (s = 1.2) over the experts; or half the experts idle.
+    std::vector<double> w(static_cast<size_t>(g.experts));
+    for (int64_t x = 0; x < g.experts; ++x)
+      w[static_cast<size_t>(x)] = std::string(g.dist) == "zipf" ? 1.0 / std::pow(D(x) + 1.0, 1.2) : std::string(g.dist) == "zeros" ? (x % 2 == 0 ? 1.0 : 0.0) : 1.0;
+    double sum = 0;
+    for (double v : w) sum += v;
+    std::vector<int64_t> off(static_cast<size_t>(g.experts) + 1, 0);
+    int64_t given = 0;
+    for (int64_t x = 0; x < g.experts; ++x) {
+      const int64_t r = x + 1 == g.experts ? g.rows - given : static_cast<int64_t>(std::floor(D(g.rows) * w[static_cast<size_t>(x)] / sum));
+      given += r;
+      off[static_cast<size_t>(x) + 1] = given;
+    }
+    Buf a(c.be, g.rows * g.k, 4), wts(c.be, g.experts * g.k * g.n, 5), out(c.be, g.rows * g.n, 6);
+    const double s = time_median(c.be, [&] { c.be.grouped_gemm(a.p, wts.p, off, g.k, g.n, out.p); });
+    const double mean_rows = static_cast<double>(g.rows) / static_cast<double>(g.experts);
+    c.add({{"id", "suite/grouped_gemm-" + std::to_string(g.experts) + "x" + std::to_string(g.rows) + "-" + g.dist},
+           {"op", "grouped_gemm"}, {"gpu", "this-machine"},
+           {"shape", {{"m", mean_rows}, {"n", g.n}, {"k", g.k}, {"groups", g.experts}}}, {"dtype", "fp32"}, {"measured", ns(s)},
+           {"library", c.be.name() + " backend grouped GEMM, rows per expert " + g.dist},
+           {"derivation", std::to_string(g.rows) + " rows over " + std::to_string(g.experts) + " experts (" + g.dist + "): m is the mean per expert"}});
+    c.progress.show("grouped_gemm", ++done, cases.size());
+  }
+  c.summary.push_back("grouped_gemm " + std::to_string(done) + " cases" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+}
+
+// Blocked reference attention on the host (one head at a time, 64-query blocks, only the key
+// blocks the mask lets through: causal and windowed work shrinks as the model counts it).
+struct Attention {
+  int64_t seq, hd, window;  // window 0: none
+  bool causal;
+  static constexpr int64_t kBlock = 64;
+  std::pair<int64_t, int64_t> keys(int64_t q0, int64_t rows) const {
+    int64_t k0 = 0, k1 = causal ? q0 + rows : seq;
+    if (window > 0) k0 = std::max<int64_t>(0, q0 - window + 1);
+    return {k0, k1};
+  }
+  // P = softmax(mask(Q_b K^T / sqrt(d))) for the block.
+  void probs(const Mat& q, const Mat& k, int64_t q0, int64_t rows, int64_t k0, int64_t k1, Mat& p) const {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    p.noalias() = (q.middleRows(q0, rows) * k.middleRows(k0, k1 - k0).transpose()) * scale;
+    for (int64_t i = 0; i < rows; ++i) {
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < k1 - k0; ++j) {
+        const int64_t qi = q0 + i, kj = k0 + j;
+        const bool masked = (causal && kj > qi) || (window > 0 && kj < qi - window + 1);
+        if (masked) p(i, j) = -std::numeric_limits<float>::infinity();
+        mx = std::max(mx, p(i, j));
+      }
+      float sum = 0;
+      for (int64_t j = 0; j < k1 - k0; ++j) sum += (p(i, j) = std::exp(p(i, j) - mx));
+      p.row(i) /= sum;
+    }
+  }
+  void forward(const Mat& q, const Mat& k, const Mat& v, Mat& o) const {
+    Mat p;
+    for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
+      const int64_t rows = std::min(kBlock, seq - q0);
+      auto [k0, k1] = keys(q0, rows);
+      probs(q, k, q0, rows, k0, k1, p);
+      o.middleRows(q0, rows).noalias() = p * v.middleRows(k0, k1 - k0);
+    }
+  }
+  void backward(const Mat& q, const Mat& k, const Mat& v, const Mat& o, const Mat& dout, Mat& dq, Mat& dk, Mat& dv) const {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    dk.setZero(), dv.setZero();
+    Mat p, dp;
+    for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
+      const int64_t rows = std::min(kBlock, seq - q0);
+      auto [k0, k1] = keys(q0, rows);
+      probs(q, k, q0, rows, k0, k1, p);
+      const int64_t L = k1 - k0;
+      dv.middleRows(k0, L).noalias() += p.transpose() * dout.middleRows(q0, rows);
+      dp.noalias() = dout.middleRows(q0, rows) * v.middleRows(k0, L).transpose();
+      const Eigen::VectorXf d = (dout.middleRows(q0, rows).array() * o.middleRows(q0, rows).array()).rowwise().sum();
+      dp = (p.array() * (dp.array().colwise() - d.array())).matrix();
+      dq.middleRows(q0, rows).noalias() = (dp * k.middleRows(k0, L)) * scale;
+      dk.middleRows(k0, L).noalias() += (dp.transpose() * q.middleRows(q0, rows)) * scale;
+    }
+  }
+};
+
+void attention(Ctx& c, double end_share) {
+  if (!c.be.host_memory()) {
+    c.summary.push_back("attention: not measured on the " + c.be.name() + " backend yet (cuDNN's fused attention: issue 20's GPU run)");
+    return;
+  }
+  struct A {
+    int64_t seq, hd, window;
+    bool causal;
+  };
+  std::vector<A> cases;
+  for (int64_t s : {256, 512, 1024, 2048})
+    for (int64_t hd : {64, 128}) {
+      cases.push_back({s, hd, 0, false});
+      cases.push_back({s, hd, 0, true});
+      if (s > 512) cases.push_back({s, hd, 256, true});
+    }
+  const int64_t heads = 2;
+  size_t done = 0, skipped = 0;
+  for (const A& a : cases) {
+    const double keys = a.causal || a.window > 0 ? attended_keys(a.seq, static_cast<int>(a.window)) : static_cast<double>(a.seq);
+    const double fwd_flops = 2.0 * D(heads) * D(a.seq) * keys * 2.0 * D(a.hd);
+    if (!c.time_left(end_share, 15 * 3.5 * fwd_flops / c.peak)) {
+      ++skipped;
+      continue;
+    }
+    const Attention at{a.seq, a.hd, a.window, a.causal};
+    std::vector<Mat> q, k, v, o, dout, dq, dk, dv;
+    for (int64_t h = 0; h < heads; ++h) {
+      for (auto* m : {&q, &k, &v, &dout}) {
+        m->emplace_back(a.seq, a.hd);
+        detail::fill(m->back().data(), a.seq * a.hd, 20 + static_cast<uint64_t>(m->size()) + static_cast<uint64_t>(h) * 7, 1.0f);
+      }
+      for (auto* m : {&o, &dq, &dk, &dv}) m->emplace_back(a.seq, a.hd);
+    }
+    const double f = time_median(c.be, [&] {
+      for (int64_t h = 0; h < heads; ++h) at.forward(q[h], k[h], v[h], o[h]);
+    });
+    const double b = time_median(c.be, [&] {
+      for (int64_t h = 0; h < heads; ++h) at.backward(q[h], k[h], v[h], o[h], dout[h], dq[h], dk[h], dv[h]);
+    });
+    json shape = {{"batch", 1}, {"heads", heads}, {"seq", a.seq}, {"head_dim", a.hd}, {"causal", a.causal}};
+    if (a.window > 0) shape["window"] = a.window;
+    const std::string id = "suite/attention-" + std::to_string(a.seq) + "-d" + std::to_string(a.hd) + (a.causal ? "-causal" : "") +
+                           (a.window ? "-w" + std::to_string(a.window) : "");
+    for (int dir = 0; dir < 2; ++dir)
+      c.add({{"id", id + (dir ? ".bwd" : ".fwd")}, {"op", dir ? "attention.bwd" : "attention.fwd"}, {"gpu", "this-machine"},
+             {"shape", shape}, {"measured", ns(dir ? b : f)},
+             {"library", "moeperf blocked reference attention (Eigen, 64-query blocks, masked key blocks skipped)"}});
+    c.progress.show("attention", ++done, cases.size());
+  }
+  c.summary.push_back("attention " + std::to_string(done) + " cases x fwd/bwd" +
+                      (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+}
+
+// Row copies (the permute/unpermute of a MoE layer): read + write, rows of 256 B and 4 KiB, in
+// order and shuffled, 64 to 512 MiB (past the caches). Shuffled rows are checked, not fitted: on
+// a CPU the prefetcher loses the stream and the copy runs at about half the in-order rate, which
+// the model's one streaming HBM fraction does not price (a GPU's permute of rows of 256 B or more
+// streams either way). No write-only kernel: its DRAM traffic
+// depends on whether stores read the line first (write-allocate) or stream, which one HBM
+// fraction cannot tell apart (GPUs do not read before a write).
+void memory(Ctx& c, double end_share) {
+  struct M {
+    int64_t mib, hidden;
+    bool shuffled;
+  };
+  std::vector<M> cases;
+  for (int64_t mib : {64, 128, 256, 512})
+    for (int64_t hidden : {64, 1024})
+      for (bool sh : {false, true}) cases.push_back({mib, hidden, sh});
+  size_t done = 0, skipped = 0;
+  for (const M& m : cases) {
+    const int64_t n = m.mib << 18, rows = n / m.hidden;
+    const double moved = 8.0 * D(n) + 8.0 * D(rows);  // rows read and written, the index read
+    if (!c.time_left(end_share, 6 * moved / c.copy_bw)) {
+      ++skipped;
+      continue;
+    }
+    Buf a(c.be, n, 8), out(c.be, n, 9);
+    std::vector<int64_t> idx(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = i;
+    if (m.shuffled)
+      for (int64_t i = rows - 1; i > 0; --i)
+        std::swap(idx[static_cast<size_t>(i)], idx[static_cast<size_t>(mix(static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1))]);
+    auto* d_idx = static_cast<int64_t*>(c.be.alloc(idx.size() * sizeof(int64_t)));
+    c.be.upload(d_idx, idx.data(), idx.size() * sizeof(int64_t));
+    const double s = time_median(c.be, [&] { c.be.gather_rows(a.p, d_idx, rows, m.hidden, out.p); });
+    c.be.release(d_idx);
+    json r = {{"id", "suite/memory-rows" + std::to_string(m.hidden * 4) + "B-" + (m.shuffled ? "shuffled-" : "") + std::to_string(m.mib) + "MiB"},
+              {"op", "memory.copy"}, {"gpu", "this-machine"}, {"shape", {{"bytes", rate(moved, "B")}}}, {"measured", ns(s)},
+              {"library", c.be.name() + " backend row gather (permute), rows of " + std::to_string(m.hidden * 4) + " B" + (m.shuffled ? ", shuffled" : "")}};
+    if (m.shuffled && c.be.host_memory())
+      r["use"] = "check", r["why"] = "rows in random order: a CPU's prefetcher loses the stream; the model prices streaming HBM access";
+    c.add(std::move(r));
+    c.progress.show("memory", ++done, cases.size());
+  }
+  c.summary.push_back("memory " + std::to_string(done) + " cases" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+}
+
+// Every rank: the op's time as the slowest rank saw it, median over reps (barrier before each).
+double collective_time(Communicator& comm, int reps, const std::function<void()>& op) {
+  op();  // warm
+  std::vector<double> t;
+  std::vector<double> all(static_cast<size_t>(comm.size()));
+  for (int r = 0; r < reps; ++r) {
+    comm.barrier();
+    const auto t0 = Clock::now();
+    op();
+    double s = seconds_since(t0);
+    comm.allgather(&s, sizeof s, all.data());
+    t.push_back(*std::max_element(all.begin(), all.end()));
+  }
+  return median(t);
+}
+
+// Rank 0 decides, every rank follows (a sum of 0/1 flags).
+bool agree(Communicator& comm, bool rank0_says) {
+  double v = comm.rank() == 0 && rank0_says ? 1.0 : 0.0;
+  comm.allreduce_sum(&v, 1);
+  return v > 0.5;
+}
+
+void collectives(Ctx& c, double end_share) {
+  Communicator& comm = c.comm;
+  const int n = comm.size();
+  if (n < 2) {
+    c.summary.push_back("collectives: one rank (run under mpirun -np 2 or more to measure them)");
+    return;
+  }
+  const char* kOps[] = {"all_to_all", "all_to_all_ragged", "all_gather", "reduce_scatter", "all_reduce"};
+  std::vector<int64_t> sizes;  // bytes per rank
+  for (int64_t kib : {64, 256, 1024, 4096, 16384, 65536}) sizes.push_back(kib << 10);
+  size_t done = 0, skipped = 0;
+  const size_t total = sizes.size() * std::size(kOps);
+  for (int64_t bytes : sizes) {
+    for (const char* op : kOps) {
+      // Rank 0's estimate at the measured copy rate, x 20 for reps, latency and slack.
+      if (!agree(comm, c.time_left(end_share, 20 * 2.0 * static_cast<double>(bytes) / c.copy_bw + 0.01))) {
+        ++skipped;
+        continue;
+      }
+      const std::string o = op;
+      const int64_t per = (bytes / n) & ~int64_t{7};
+      std::vector<char> send(static_cast<size_t>(bytes) + 64), recv(static_cast<size_t>(bytes) * (o == "all_to_all_ragged" ? 2 : 1) + 64);
+      std::function<void()> run;
+      double shape_bytes = static_cast<double>(per) * n;
+      std::string derivation;
+      std::vector<int64_t> sb(static_cast<size_t>(n)), rb(static_cast<size_t>(n));
+      if (o == "all_to_all") {
+        std::fill(sb.begin(), sb.end(), per), std::fill(rb.begin(), rb.end(), per);
+        run = [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); };
+      } else if (o == "all_to_all_ragged") {
+        // Each rank sends its `bytes` unevenly: peer (r + d) % n gets a share 1 / (1 + d); the
+        // busiest receiver sets the pace and is the record's size.
+        std::vector<std::vector<int64_t>> m(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n)));
+        double wsum = 0;
+        for (int d = 0; d < n; ++d) wsum += 1.0 / (1 + d);
+        for (int r = 0; r < n; ++r)
+          for (int d = 0; d < n; ++d) m[static_cast<size_t>(r)][static_cast<size_t>((r + d) % n)] = static_cast<int64_t>(static_cast<double>(bytes) / wsum / (1 + d)) & ~int64_t{7};
+        int64_t most = 0;
+        for (int p = 0; p < n; ++p) {
+          int64_t in = 0;
+          for (int r = 0; r < n; ++r) in += m[static_cast<size_t>(r)][static_cast<size_t>(p)];
+          most = std::max(most, in);
+        }
+        for (int p = 0; p < n; ++p) sb[static_cast<size_t>(p)] = m[static_cast<size_t>(comm.rank())][static_cast<size_t>(p)], rb[static_cast<size_t>(p)] = m[static_cast<size_t>(p)][static_cast<size_t>(comm.rank())];
+        shape_bytes = static_cast<double>(most);
+        derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d); the busiest rank receives " +
+                     std::to_string(most) + " B, the size of the even all-to-all this is priced as";
+        run = [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); };
+      } else if (o == "all_gather") {
+        run = [&] { comm.allgather(send.data(), per, recv.data()); };
+      } else if (o == "reduce_scatter") {
+        const int64_t count = per / 4;
+        shape_bytes = 4.0 * static_cast<double>(count) * n;
+        run = [&] { comm.reduce_scatter_sum(reinterpret_cast<const float*>(send.data()), reinterpret_cast<float*>(recv.data()), count); };
+      } else {
+        const int64_t count = bytes / 8;
+        shape_bytes = 8.0 * static_cast<double>(count);
+        run = [&] { comm.allreduce_sum(reinterpret_cast<double*>(send.data()), count); };
+      }
+      const double s = collective_time(comm, 7, run);
+      const std::string rec_op = o == "all_to_all_ragged" ? "all_to_all" : o;
+      json r = {{"id", "suite/" + o + "-" + std::to_string(n) + "ranks-" + std::to_string(bytes >> 10) + "KiB"},
+                {"op", "collective." + rec_op}, {"system", "this-machine"}, {"gpus", n},
+                {"shape", {{"bytes", rate(shape_bytes, "B")}}}, {"measured", ns(s)},
+                {"library", comm.name() + " " + o + " (the slowest rank's time, median of 7)"}};
+      if (!derivation.empty()) r["derivation"] = derivation;
+      if (comm.rank() == 0) c.add(r);
+      if (comm.rank() == 0) c.progress.show("collectives", ++done, total);
+    }
+  }
+  if (comm.rank() == 0)
+    c.summary.push_back("collectives " + std::to_string(done) + " cases on " + std::to_string(n) + " ranks" +
+                        (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+double host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 16e9;
+}
+
+}  // namespace
+
+SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
+  Ctx c{be, comm, {}, Clock::now(), o.budget_s, json::array(), "", {}, 0, 0};
+  c.progress.on = o.progress && comm.rank() == 0;
+  c.progress.tty = isatty(2);
+  c.progress.budget = o.budget_s;
+  const std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  c.source = std::string("moeperf run --suite calibrate, ") + date + ", " + MOEPERF_GIT_REVISION;
+  // Compute on rank 0 alone.
+  if (comm.rank() == 0) {
+    c.peak = be.measure_gemm_peak();
+    c.copy_bw = be.measure_copy_bandwidth();
+    gemms(c, 0.28);
+    grouped(c, 0.38);
+    attention(c, 0.50);
+    memory(c, 0.62);
+  }
+  double shared[2] = {c.peak, c.copy_bw};
+  comm.allreduce_sum(shared, 2);  // the others' are 0
+  c.peak = shared[0], c.copy_bw = shared[1];
+  // The shared-memory transport between ranks: a pairwise exchange's rate and a small one's time.
+  double p2p_bw = c.copy_bw / 2, p2p_latency = 1e-6;
+  const int n = comm.size();
+  if (n >= 2) {
+    std::vector<int64_t> sb(static_cast<size_t>(n), 0), rb(static_cast<size_t>(n), 0);
+    const int partner = (comm.rank() ^ 1) < n ? comm.rank() ^ 1 : comm.rank();
+    const int64_t big = int64_t{32} << 20;
+    std::vector<char> send(static_cast<size_t>(big)), recv(static_cast<size_t>(big));
+    if (partner != comm.rank()) sb[static_cast<size_t>(partner)] = rb[static_cast<size_t>(partner)] = big;
+    p2p_bw = static_cast<double>(big) / collective_time(comm, 5, [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); });
+    if (partner != comm.rank()) sb[static_cast<size_t>(partner)] = rb[static_cast<size_t>(partner)] = 8;
+    p2p_latency = collective_time(comm, 21, [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); });
+  }
+  collectives(c, 1.0);
+  c.progress.end();
+  SuiteResult res;
+  if (comm.rank() != 0) return res;
+  // This machine as a system: each rank a "GPU" of one core at the measured GEMM rate and copy
+  // bandwidth, the ranks joined by the MPI shared-memory transport as one switched domain.
+  const std::string cpu = cpu_model();
+  const json gpu = {
+      {"kind", "gpu"}, {"name", "CPU core (" + cpu + ") under moeperf's " + be.name() + " backend"},
+      {"source", c.source},
+      {"note", "measured, not a datasheet: the FP32 GEMM rate of one rank stands as the rate the model prices FP32 at (its BF16 "
+               "figure) and for FP8; compute capability 1.0 is a placeholder the loader requires; memory is the host's share per rank"},
+      {"compute_capability", "1.0"}, {"sms", 1},
+      {"dense_flops", {{"bf16", rate(c.peak / 1e9, "GFLOP/s")}, {"fp8", rate(c.peak / 1e9, "GFLOP/s")}}},
+      {"hbm_capacity", rate(host_memory_bytes() / n / 1073741824.0, "GiB")}, {"hbm_usable", rate(host_memory_bytes() / n / 1073741824.0, "GiB")},
+      {"hbm_bandwidth", rate(c.copy_bw / 1e9, "GB/s")},
+      {"nvlink", {{"generation", 1}, {"links", 1}, {"bandwidth_per_link", rate(p2p_bw / 1e9, "GB/s")}}}};
+  json domain = {{"kind", "nvlink_domain"}, {"name", std::to_string(n) + " ranks on one host (MPI shared memory)"}, {"source", c.source},
+                 {"tray", {{"kind", "compute_tray"}, {"name", "this machine"}, {"source", c.source}, {"gpu", gpu}, {"gpus", n}}},
+                 {"trays", 1}, {"switch_chips", 0}};
+  if (n >= 2) {
+    domain["switch_chips"] = 1;
+    domain["gpu_links_per_chip"] = 1;
+    domain["switch"] = {{"kind", "switch"}, {"name", "host memory (MPI shared-memory transport)"}, {"source", c.source},
+                        {"ports", std::max(2, n)}, {"port_bandwidth", rate(p2p_bw / 1e9, "GB/s")}, {"latency", "0 s"}};
+    domain["nvlink_latency"] = rate(p2p_latency * 1e6, "us");
+  }
+  const json system = {{"kind", "system"}, {"name", "this machine: " + std::to_string(n) + " rank" + (n > 1 ? "s" : "") + " of " + cpu},
+                       {"source", c.source},
+                       {"description", "Written by moeperf run --suite calibrate: each MPI rank a device of one core; the pairwise "
+                                       "exchange rate " + rate(p2p_bw / 1e9, "GB/s") + " and the 8-byte exchange time " +
+                                       rate(p2p_latency * 1e6, "us") + " are the link"},
+                       {"nvlink_domain", domain}, {"gpus", n}, {"placement", {{"gpus_per_domain", n}}}};
+  json doc = {{"kind", "measurements"},
+              {"name", "moeperf calibration suite on " + cpu},
+              {"source", c.source},
+              {"description", "Measured by the suite: " + [&] {
+                 std::string s;
+                 for (const auto& x : c.summary) s += (s.empty() ? "" : "; ") + x;
+                 return s;
+               }()},
+              {"gpus", {{"this-machine", gpu}}},
+              {"systems", {{"this-machine", system}}},
+              {"records", c.records}};
+  // What the measuring library says of its own structure: the fit starts from it.
+  if (const auto [tm, tn] = be.gemm_tile(); tm > 0 && tn > 0)
+    doc["calibration"] = {{"kind", "calibration"}, {"name", be.name() + " backend's GEMM tile"},
+                          {"source", "the backend's GEMM kernel as built (CPU: Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                                         std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) +
+                                         " gebp_traits<float, float>::mr x nr, the register block of its GEBP micro-kernel)"},
+                          {"params", {{"gemm_tile_m", tm}, {"gemm_tile_n", tn}}}};
+  if (!o.out.empty()) {
+    const std::string tmp = o.out + ".tmp";
+    std::ofstream(tmp) << doc.dump(2) << "\n";
+    std::rename(tmp.c_str(), o.out.c_str());
+  }
+  if (!o.write_system.empty()) {
+    const std::string tmp = o.write_system + ".tmp";
+    std::ofstream(tmp) << system.dump(2) << "\n";
+    std::rename(tmp.c_str(), o.write_system.c_str());
+  }
+  res.records = static_cast<int>(c.records.size());
+  for (const auto& x : c.summary) res.summary += (res.summary.empty() ? "" : "; ") + x;
+  return res;
+}
+
+}  // namespace moeperf::exec
