@@ -56,70 +56,13 @@ void print_trace_summary(const io::MeasuredTrace& t, int unmapped_shown) {
 
 namespace {
 
-// The rows both sides are summed into: the trace's op classes and the model's categories.
-struct Row {
-  const char* name;
-  std::vector<std::string> trace_classes;
-};
-const std::vector<Row>& rows() {
-  static const std::vector<Row> r{
-      {"GEMMs", {"gemm", "grouped_gemm"}},
-      {"attention", {"attention.fwd", "attention.bwd"}},
-      {"memory-bound kernels", {"memory", "memory.copy"}},
-      {"all-gather", {"collective.all_gather"}},
-      {"reduce-scatter", {"collective.reduce_scatter"}},
-      {"all-reduce", {"collective.all_reduce"}},
-      {"all-to-all", {"collective.all_to_all"}},
-      {"send/recv", {"collective.send_recv"}},
-      {"EP dispatch/combine kernels", {"ep.dispatch", "ep.combine"}},
-      {"host copies", {"host.h2d", "host.d2h"}},
-  };
-  return r;
-}
-
-// The row of one of the model's ops.
-int model_row(const OpSummary& o, Collective c) {
-  switch (o.category) {
-    case Category::gemm: return 0;
-    case Category::attention: return 1;
-    case Category::memory:
-    case Category::optimizer: return 2;
-    case Category::sync: return -1;
-    default: break;
-  }
-  if (o.ep_kernel) return 8;
-  switch (c) {
-    case Collective::all_gather: return 3;
-    case Collective::reduce_scatter: return 4;
-    case Collective::all_reduce: return 5;
-    case Collective::all_to_all: return 6;
-    case Collective::send_recv: return 7;
-    case Collective::d2h:
-    case Collective::h2d: return 9;
-    case Collective::none: return 2;
-  }
-  return -1;
-}
-
 int cmd_compare_trace(const std::string& scenario, const std::vector<std::string>& sets, const TraceFlags& flags,
                       const std::string& format) {
   const Scenario s = load_named(scenario, sets);
   const io::MeasuredTrace t = read_trace(flags);
   const StepReport r = predict(s, s.calibration);
-  std::map<std::string, Collective> coll;
-  for (const Op& op : r.graph->classes[static_cast<size_t>(r.busiest_class)].ops) coll.emplace(op.name, op.collective);
-  const size_t n = rows().size();
-  std::vector<double> predicted(n, 0), measured(n, 0);
-  for (const OpSummary& o : r.ops) {
-    auto it = coll.find(o.name);
-    const int row = model_row(o, it == coll.end() ? Collective::none : it->second);
-    if (row >= 0) predicted[static_cast<size_t>(row)] += o.seconds.value();
-  }
-  for (size_t i = 0; i < n; ++i)
-    for (const std::string& c : rows()[i].trace_classes)
-      if (auto it = t.classes.find(c); it != t.classes.end()) measured[i] += it->second.seconds;
-  double unmapped = 0;
-  for (const auto& u : t.unmapped) unmapped += u.seconds;
+  const io::TraceComparison cmp = io::compare_with_trace(r, t);
+  const double unmapped = cmp.unmapped_s;
   auto err = [](double p, double m) { return m > 0 ? p / m - 1 : 0.0; };
   const std::string gpu = s.system.gpu().name;
   if (format == "json") {
@@ -130,10 +73,10 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
     j["predicted_gpu"] = gpu;
     j["profile"] = r.profile;
     j["step"] = {{"predicted_s", r.step_time.value()}, {"measured_s", t.step_s}, {"error", err(r.step_time.value(), t.step_s)}};
-    for (size_t i = 0; i < n; ++i)
-      if (predicted[i] > 0 || measured[i] > 0)
-        j["classes"].push_back({{"class", rows()[i].name}, {"predicted_s", predicted[i]}, {"measured_s", measured[i]},
-                                {"error", measured[i] > 0 ? nlohmann::json(err(predicted[i], measured[i])) : nlohmann::json(nullptr)}});
+    for (const io::TraceRow& x : cmp.rows)
+      if (x.predicted_s > 0 || x.measured_s > 0)
+        j["classes"].push_back({{"class", x.name}, {"predicted_s", x.predicted_s}, {"measured_s", x.measured_s},
+                                {"error", x.measured_s > 0 ? nlohmann::json(err(x.predicted_s, x.measured_s)) : nlohmann::json(nullptr)}});
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -144,10 +87,10 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
     std::printf("  note: the trace's GPU and the scenario's differ by name: check that they are the same part\n");
   std::printf("  per step, kernel time of the predicted busiest rank class vs the traced device\n");
   std::printf("  %-30s %13s %13s %9s\n", "class", "predicted ms", "measured ms", "error");
-  for (size_t i = 0; i < n; ++i) {
-    if (predicted[i] == 0 && measured[i] == 0) continue;
-    std::printf("  %-30s %13.3f %13.3f %9s\n", rows()[i].name, predicted[i] * 1e3, measured[i] * 1e3,
-                measured[i] > 0 ? (fmt(100 * err(predicted[i], measured[i]), 1) + " %").c_str() : "-");
+  for (const io::TraceRow& x : cmp.rows) {
+    if (x.predicted_s == 0 && x.measured_s == 0) continue;
+    std::printf("  %-30s %13.3f %13.3f %9s\n", x.name.c_str(), x.predicted_s * 1e3, x.measured_s * 1e3,
+                x.measured_s > 0 ? (fmt(100 * err(x.predicted_s, x.measured_s), 1) + " %").c_str() : "-");
   }
   if (unmapped > 0) std::printf("  %-30s %13s %13.3f\n", "unmapped kernels", "-", unmapped * 1e3);
   std::printf("  %-30s %13.3f %13.3f %9s\n", "step", r.step_time.value() * 1e3, t.step_s * 1e3,

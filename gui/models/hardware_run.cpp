@@ -6,6 +6,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 
+#include "model/io/measured_trace.h"
+
 namespace moeperf::gui {
 
 QHash<QString, double> load_measured_medians(const QString& path, QString* error) {
@@ -26,6 +28,51 @@ QHash<QString, double> load_measured_medians(const QString& path, QString* error
   for (auto it = ops.begin(); it != ops.end(); ++it) {
     const QJsonValue m = it.value().toObject().value(QStringLiteral("median_s"));
     if (m.isDouble()) out.insert(it.key(), m.toDouble());
+  }
+  return out;
+}
+
+QHash<QString, double> load_measured_file(const QString& path, const StepReport* report, QString* error, QString* what) {
+  QHash<QString, double> out;
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) {
+    if (error) *error = path + QStringLiteral(": cannot read: ") + f.errorString();
+    return out;
+  }
+  const QByteArray text = f.readAll();
+  f.close();
+  // The executor's measurements by their kind; anything else is read as a trace (which names
+  // what is wrong with it when it is not one).
+  const bool sqlite = text.startsWith("SQLite format 3");
+  const QJsonObject top = sqlite ? QJsonObject() : QJsonDocument::fromJson(text).object();
+  if (top.value(QStringLiteral("kind")).toString() == QLatin1String("measurements")) {
+    if (!top.contains(QStringLiteral("ops"))) {
+      if (error) *error = path + QStringLiteral(": a measurements file of parts (records) names no op of a step: fit it with moeperf calibrate");
+      return out;
+    }
+    out = load_measured_medians(path, error);
+    if (what && !out.isEmpty()) *what = QStringLiteral("%1 ops measured by moeperf run (%2)").arg(out.size()).arg(QFileInfo(path).fileName());
+    return out;
+  }
+  if (!report) {
+    if (error) *error = path + QStringLiteral(": a trace is set beside a prediction: open a scenario first");
+    return out;
+  }
+  try {
+    const io::MeasuredTrace t = io::read_measured_trace(path.toStdString(), io::builtin_kernel_patterns(), {});
+    for (const auto& [op, s] : io::trace_seconds_per_op(*report, t)) out.insert(QString::fromStdString(op), s);
+    if (out.isEmpty()) {
+      if (error) *error = path + QStringLiteral(": no op class of the trace is one the prediction has");
+      return out;
+    }
+    if (what)
+      *what = QStringLiteral("%1 (%2, %3 kernels): %4 ops shown at their class's measured time per step, in proportion to the prediction")
+                  .arg(QFileInfo(path).fileName(), QString::fromStdString(t.format))
+                  .arg(t.kernels)
+                  .arg(out.size());
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromStdString(e.what());
+    out.clear();
   }
   return out;
 }

@@ -16,10 +16,22 @@
 #include <QTemporaryDir>
 #include <memory>
 
+namespace moeperf {
+struct StepReport;
+}
+
 namespace moeperf::gui {
 
 // ops.NAME.median_s of a measurements JSON (`moeperf run --out`); empty with *error on failure.
 QHash<QString, double> load_measured_medians(const QString& path, QString* error);
+
+// Measured seconds per op name from a file a user hands the window: the executor's measurements
+// (`moeperf run --out`: its medians per op), or a profile of a real step (a PyTorch profiler JSON
+// or an Nsight Systems SQLite export: each op of a class gets the class's measured time per step
+// in proportion to its predicted share, io::trace_seconds_per_op, against `report`). Empty with
+// *error (moeperf's message: file, JSON path, what was expected) on failure; *what says what was
+// loaded, in words.
+QHash<QString, double> load_measured_file(const QString& path, const StepReport* report, QString* error, QString* what);
 
 class HardwareRun : public QObject {
   Q_OBJECT

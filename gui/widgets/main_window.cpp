@@ -173,6 +173,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   run->addAction(tr("Run on &hardware (CPU backend)"), this, [this] { runOnHardware(); });
+  run->addAction(tr("&Load measurements or trace…"), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Load measurements or a profiler trace"), path_,
+                                                   tr("Measurements or traces (*.json *.sqlite);;All files (*)"));
+    if (!f.isEmpty()) loadMeasurements(f);
+  });
+  run_dock_ = run_dock;
   statusBar()->showMessage(tr("No scenario"));
   resize(1400, 900);
 }
@@ -369,6 +375,22 @@ void MainWindow::runOnHardware(const QStringList& extra, const QString& binary) 
 }
 
 QString MainWindow::hardwareLog() const { return run_log_->toPlainText(); }
+
+bool MainWindow::loadMeasurements(const QString& path) {
+  QString error, what;
+  const QHash<QString, double> m = load_measured_file(path, report_.get(), &error, &what);
+  run_dock_->show();
+  if (m.isEmpty()) {
+    run_log_->appendPlainText(tr("Not loaded: %1").arg(error));
+    statusBar()->showMessage(tr("Measurements not loaded: %1").arg(error));
+    return false;
+  }
+  model_->setMeasured(m);
+  timeline_->setMeasured(m);
+  run_log_->appendPlainText(tr("Loaded %1").arg(what));
+  statusBar()->showMessage(tr("Measured column filled: %1").arg(what));
+  return true;
+}
 
 QString MainWindow::scalingMessage() const { return scale_note_->text(); }
 

@@ -65,6 +65,11 @@ class MainWindow : public QMainWindow {
   // backend; its output goes to the "Hardware run" dock, its medians to the table's Measured column.
   void runOnHardware(const QStringList& extra = {}, const QString& binary = HardwareRun::defaultBinary());
   HardwareRun* hardwareRun() const { return run_; }
+  // Run > Load measurements or trace: the executor's measurements (moeperf run --out) or a profile
+  // of a real step (PyTorch profiler JSON, Nsight Systems SQLite) over the current prediction, in
+  // the table's Measured column and the timeline's markers. A bad file keeps what is shown and puts
+  // moeperf's message in the status bar and the "Hardware run" dock. True if loaded.
+  bool loadMeasurements(const QString& path);
   TimelineModel* opModel() const { return model_; }
   QString hardwareLog() const;
 
@@ -120,6 +125,7 @@ class MainWindow : public QMainWindow {
   ScenarioJob* job_;
   ScenarioPanel* panel_;
   HardwareRun* run_;
+  QDockWidget* run_dock_ = nullptr;
   QPlainTextEdit* run_log_;
   QDockWidget* dock_;
   bool editing_ = false;      // the latest job request came from the panel

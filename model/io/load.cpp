@@ -119,7 +119,8 @@ void apply_override(json& root, const Override& o, const std::string& file) {
   while (std::getline(ss, part, '.')) parts.push_back(part);
   // Every reference along the path resolves from the scenario's folder: the content of a file read
   // in is rebased there (rebase_references) before the walk goes on into it.
-  const fs::path scenario_dir = fs::absolute(fs::path(file).parent_path());
+  const fs::path parent = fs::path(file).parent_path();
+  const fs::path scenario_dir = fs::absolute(parent.empty() ? fs::path(".") : parent);  // "x.json": the working folder
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw SpecError("--set " + o.path + "=" + o.value, "", "empty path component");
     if (!cur->is_object())

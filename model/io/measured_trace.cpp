@@ -229,4 +229,74 @@ json trace_records_document(const MeasuredTrace& t, const std::string& gpu_file,
   return doc;
 }
 
+namespace {
+
+// The row of one of the model's ops (the rows of compare_with_trace, in order).
+int model_row(const OpSummary& o, Collective c) {
+  switch (o.category) {
+    case Category::gemm: return 0;
+    case Category::attention: return 1;
+    case Category::memory:
+    case Category::optimizer: return 2;
+    case Category::sync: return -1;
+    default: break;
+  }
+  if (o.ep_kernel) return 8;
+  switch (c) {
+    case Collective::all_gather: return 3;
+    case Collective::reduce_scatter: return 4;
+    case Collective::all_reduce: return 5;
+    case Collective::all_to_all: return 6;
+    case Collective::send_recv: return 7;
+    case Collective::d2h:
+    case Collective::h2d: return 9;
+    case Collective::none: return 2;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TraceComparison compare_with_trace(const StepReport& r, const MeasuredTrace& t) {
+  TraceComparison c;
+  c.rows = {{"GEMMs", {"gemm", "grouped_gemm"}},
+            {"attention", {"attention.fwd", "attention.bwd"}},
+            {"memory-bound kernels", {"memory", "memory.copy"}},
+            {"all-gather", {"collective.all_gather"}},
+            {"reduce-scatter", {"collective.reduce_scatter"}},
+            {"all-reduce", {"collective.all_reduce"}},
+            {"all-to-all", {"collective.all_to_all"}},
+            {"send/recv", {"collective.send_recv"}},
+            {"EP dispatch/combine kernels", {"ep.dispatch", "ep.combine"}},
+            {"host copies", {"host.h2d", "host.d2h"}}};
+  std::map<std::string, Collective> coll;
+  if (r.graph && r.busiest_class >= 0 && static_cast<size_t>(r.busiest_class) < r.graph->classes.size())
+    for (const Op& op : r.graph->classes[static_cast<size_t>(r.busiest_class)].ops) coll.emplace(op.name, op.collective);
+  for (const OpSummary& o : r.ops) {
+    auto it = coll.find(o.name);
+    const int row = model_row(o, it == coll.end() ? Collective::none : it->second);
+    c.row_of_op[o.name] = row;
+    if (row >= 0) c.rows[static_cast<size_t>(row)].predicted_s += o.seconds.value();
+  }
+  for (TraceRow& row : c.rows)
+    for (const std::string& cls : row.trace_classes)
+      if (auto it = t.classes.find(cls); it != t.classes.end()) row.measured_s += it->second.seconds;
+  for (const auto& u : t.unmapped) c.unmapped_s += u.seconds;
+  return c;
+}
+
+std::map<std::string, double> trace_seconds_per_op(const StepReport& r, const MeasuredTrace& t) {
+  const TraceComparison c = compare_with_trace(r, t);
+  std::map<std::string, double> out;
+  for (const OpSummary& o : r.ops) {
+    const int row = c.row_of_op.count(o.name) ? c.row_of_op.at(o.name) : -1;
+    if (row < 0) continue;
+    const TraceRow& x = c.rows[static_cast<size_t>(row)];
+    if (x.measured_s <= 0 || x.predicted_s <= 0 || o.count <= 0) continue;
+    // Per call, as the executor's medians are.
+    out[o.name] = o.seconds.value() / x.predicted_s * x.measured_s / static_cast<double>(o.count);
+  }
+  return out;
+}
+
 }  // namespace moeperf::io

@@ -34,6 +34,8 @@
 #include <string>
 #include <vector>
 
+#include "model/study/predict.h"
+
 namespace moeperf::io {
 
 struct KernelPattern {
@@ -106,5 +108,24 @@ nlohmann::json trace_records_document(const MeasuredTrace& t, const std::string&
                                       std::vector<std::string>* notes);
 
 bool built_with_sqlite();
+
+// A trace beside a prediction: per row (GEMMs, attention, memory-bound kernels, each collective,
+// fused EP kernels, host copies) the simulated kernel time of the busiest rank class per step and
+// the trace's; and each of the model's ops' row, so that a view can show a class's measured total
+// over its ops (each op's share of the class's predicted time).
+struct TraceRow {
+  std::string name;
+  std::vector<std::string> trace_classes;
+  double predicted_s = 0, measured_s = 0;
+};
+struct TraceComparison {
+  std::vector<TraceRow> rows;
+  double unmapped_s = 0;                      // per step
+  std::map<std::string, int> row_of_op;       // the busiest class's op names -> row (-1: none)
+};
+TraceComparison compare_with_trace(const StepReport& r, const MeasuredTrace& t);
+// Measured seconds per op name from a trace: each op of a row gets the row's measured time in
+// proportion to its predicted time (ops of rows the trace has nothing for are left out).
+std::map<std::string, double> trace_seconds_per_op(const StepReport& r, const MeasuredTrace& t);
 
 }  // namespace moeperf::io

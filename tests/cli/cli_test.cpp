@@ -1004,4 +1004,14 @@ TEST(CliTrace, CalibrateFromATraceAndBadTracesExitTwoWritingNothing) {
   }
 }
 
+// A scenario named without a folder (run from its own folder) takes --set overrides like any
+// other: its folder is the working one (it was "filesystem error: cannot make absolute path").
+TEST(CliSet, AScenarioInTheWorkingFolderTakesOverrides) {
+  const std::string dir = source("examples/deepseek-v3");
+  const Result r = sh("cd " + dir + " && " + std::string(MOEPERF_CLI) +
+                      " predict gb300-optimized.json --set calibration=../calibration/defaults.json --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(nlohmann::json::parse(r.out)["profile"].get<std::string>().find("defaults"), std::string::npos) << r.out;
+}
+
 }  // namespace

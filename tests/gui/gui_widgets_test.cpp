@@ -18,6 +18,7 @@
 #include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
@@ -41,6 +42,7 @@
 #include "gui/widgets/timeline_view.h"
 #include "gui/widgets/topology_view.h"
 #include "gui/widgets/waterfall_view.h"
+#include "tests/model/io/trace_fixtures.h"
 
 using namespace moeperf;
 using namespace moeperf::gui;
@@ -817,6 +819,60 @@ class MainWindowTest : public QObject {
     for (int y = 0; y < img.height() - TimelineView::legendHeight(); ++y)  // the plot, above the legend
       for (int x = w.timelineView()->plotLeft(); x < img.width(); ++x) black += img.pixel(x, y) == measured_color().rgb();
     QVERIFY(black > 0);
+  }
+  // Run > Load measurements or trace: a profiler trace spreads each class's measured time over the
+  // prediction's ops of that class; the executor's file goes by op name; a bad file keeps what is
+  // shown and says why.
+  void measuredFileOrTraceFillsMeasured() {
+    MainWindow w;
+    QVERIFY(w.openScenario(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/layouts/qwen3-235b-h100-megatron-folded.json")));
+    QTemporaryDir dir;
+    const QString trace = dir.filePath(QStringLiteral("rank0.json"));
+    moeperf::test::KinetoFixture::write(trace.toStdString(), moeperf::test::KinetoFixture::build());
+    QVERIFY2(w.loadMeasurements(trace), qPrintable(w.hardwareLog()));
+    QVERIFY(w.hardwareLog().contains(QStringLiteral("rank0.json (kineto, 24 kernels)")));
+    const TimelineModel* m = w.opModel();
+    auto measured = [&](const std::string& name) {
+      for (int row = 0; row < m->rowCount(); ++row)
+        if (m->index(row, TimelineModel::ColName).data().toString() == QString::fromStdString(name))
+          return m->index(row, TimelineModel::ColMeasured).data(TimelineModel::SortRole).toDouble();
+      return -2.0;
+    };
+    // The GEMM ops' measured times (per call) add up to the trace's 1.22 ms of GEMM kernels per step.
+    double gemm = 0;
+    std::string first_gemm;
+    for (const OpSummary& o : w.report()->ops)
+      if (o.category == Category::gemm) {
+        const double v = measured(o.name);
+        QVERIFY2(v > 0, o.name.c_str());
+        gemm += v * static_cast<double>(o.count);
+        if (first_gemm.empty()) first_gemm = o.name;
+      }
+    QVERIFY2(std::abs(gemm - 1220e-6) < 1e-9, qPrintable(QString::number(gemm)));
+    const double kept = measured(first_gemm);
+    // A truncated trace: not loaded, the message in the status bar, the measured times kept.
+    const QString bad = dir.filePath(QStringLiteral("bad.json"));
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(moeperf::test::KinetoFixture::build().dump().substr(0, 500)));
+    }
+    QVERIFY(!w.loadMeasurements(bad));
+    QVERIFY2(w.statusBar()->currentMessage().contains(QStringLiteral("malformed JSON")), qPrintable(w.statusBar()->currentMessage()));
+    QCOMPARE(measured(first_gemm), kept);
+    // The executor's measurements: by op name, the rest blank.
+    const QString ex = dir.filePath(QStringLiteral("m.json"));
+    {
+      QFile f(ex);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(R"({"kind": "measurements", "ops": {")" + first_gemm + R"(": {"median_s": 0.00123}}})"));
+    }
+    QVERIFY(w.loadMeasurements(ex));
+    QCOMPARE(measured(first_gemm), 0.00123);
+    // A file of published parts names no op of a step.
+    QVERIFY(!w.loadMeasurements(QStringLiteral(MOEPERF_SOURCE_DIR "/calibration/published/gemm.json")));
+    QVERIFY(w.statusBar()->currentMessage().contains(QStringLiteral("fit it with moeperf calibrate")));
+    QCOMPARE(measured(first_gemm), 0.00123);
   }
   void clickSelectsRow() {
     MainWindow w;
