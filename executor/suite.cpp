@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -117,6 +118,7 @@ struct Buf {
 struct GemmCase {
   int64_t m, n, k;
   const char* why;
+  bool trans_a = false, trans_b = false;  // wgrad runs X^T dY (trans_a), dgrad dY W^T (trans_b)
 };
 
 void gemms(Ctx& c, double end_share) {
@@ -132,6 +134,13 @@ void gemms(Ctx& c, double end_share) {
   for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{4096, 7168}, {7168, 2048}, {3072, 4096}, {4096, 1536}, {5760, 2880},
                                                               {2880, 2880}, {4096, 14336}})
     cases.push_back({256, n, k, "model"});
+  // A training step's three GEMMs per weight (forward, dgrad with the weight transposed, wgrad
+  // with the activations transposed) at small K too (narrow layers, an expert's short FFN).
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1024, 256, 128}, {1024, 256, 256}, {1024, 1024, 256}, {4096, 1024, 256}, {256, 1024, 2048}}) {
+    cases.push_back({m, n, k, "forward"});
+    cases.push_back({m, n, k, "dgrad layout (B transposed)", false, true});
+    cases.push_back({m, n, k, "wgrad layout (A transposed)", true, false});
+  }
   std::sort(cases.begin(), cases.end(), [](const GemmCase& a, const GemmCase& b) { return a.m * a.n * a.k < b.m * b.n * b.k; });
   size_t done = 0, skipped = 0;
   for (const GemmCase& g : cases) {
@@ -141,8 +150,9 @@ void gemms(Ctx& c, double end_share) {
       continue;
     }
     Buf a(c.be, g.m * g.k, 1), b(c.be, g.k * g.n, 2), out(c.be, g.m * g.n, 3);
-    const double s = time_median(c.be, [&] { c.be.gemm(a.p, b.p, out.p, g.m, g.n, g.k, false, false, false); });
-    c.add({{"id", "suite/gemm-" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k)},
+    const double s = time_median(c.be, [&] { c.be.gemm(a.p, b.p, out.p, g.m, g.n, g.k, g.trans_a, g.trans_b, false); });
+    const std::string layout = g.trans_a ? "-tn" : g.trans_b ? "-nt" : "";
+    c.add({{"id", "suite/gemm-" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + layout},
            {"op", "gemm"}, {"gpu", "this-machine"}, {"shape", {{"m", g.m}, {"n", g.n}, {"k", g.k}}}, {"dtype", "fp32"},
            {"measured", ns(s)}, {"library", c.be.name() + " backend GEMM (" + g.why + ")"}});
     c.progress.show("gemm", ++done, cases.size());

@@ -264,7 +264,7 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
   g.name = machine.has("gpu") && machine.at("gpu").has("name") ? machine.at("gpu").at("name").as_string()
                                                                 : "executor machine (" + machine.at("cpu").as_string() + ")";
   if (machine.has("gpu") && machine.at("gpu").has("sms")) g.sms = static_cast<int>(machine.at("gpu").at("sms").as_positive_int());
-  else g.sms = machine.has("cores") ? static_cast<int>(machine.at("cores").as_positive_int()) : 1;
+  else g.sms = 1;  // the CPU backend runs each rank's GEMMs on one thread (EIGEN_DONT_PARALLELIZE): one core per rank
   g.dense_bf16 = g.dense_fp8 = FlopsPerSecond(machine.at("gemm_peak_flops_measured").as_positive_number());
   g.hbm_bandwidth = BytesPerSecond(machine.at("copy_bandwidth_measured").as_positive_number());
   const std::string stem = std::filesystem::path(path).stem().string();

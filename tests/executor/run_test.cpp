@@ -18,6 +18,9 @@
 
 #include "../model/io/temp_dir.h"
 #include "executor/run.h"
+#include "model/io/load.h"
+#include "model/io/parts.h"
+#include "model/study/calibrate.h"
 
 namespace {
 
@@ -237,6 +240,49 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitImprovesTheGemms) {
   EXPECT_LT(fa, fb) << c.out;
   EXPECT_LT(fa, 15.0) << c.out;
   EXPECT_TRUE(std::filesystem::exists(d.path("cpu.json")));
+}
+
+// The closed loop: fit on the suite's microbenchmarks, then predict the MoE layer the executor
+// runs, op by op. The layer's ops are never fitted: they are the held-back set. GEMMs are most of
+// the layer's compute on the CPU.
+TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  const std::string suite = d.path("suite.json"), profile = d.path("cpu.json"), layer = d.path("layer.json");
+  Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --budget 20 --out " + suite);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = sh(std::string(MOEPERF_CLI) + " calibrate " + suite + " --out " + profile);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 3 --out " + layer);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto recs = moeperf::io::load_parts(layer);
+  const moeperf::Calibration fitted = moeperf::io::load_calibration(profile), defaults{};
+  const auto j = nlohmann::json::parse(std::ifstream(layer));
+  const double steps = j["steps"].get<double>();
+  std::vector<double> err_default, err_fitted;
+  double measured = 0, predicted_default = 0, predicted_fitted = 0;
+  for (const moeperf::PartRecord& x : recs) {
+    const std::string name = x.id.substr(x.id.find('/') + 1);
+    const double per_step = j["ops"][name]["calls"].get<double>() / steps;
+    const double a = moeperf::predict_part(x, defaults), b = moeperf::predict_part(x, fitted);
+    measured += x.value * per_step, predicted_default += a * per_step, predicted_fitted += b * per_step;
+    if (x.cls == moeperf::PartClass::gemm) {
+      err_default.push_back(std::abs(a / x.value - 1));
+      err_fitted.push_back(std::abs(b / x.value - 1));
+    }
+  }
+  auto med = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  ASSERT_GE(err_fitted.size(), 10u);
+  const double md = med(err_default), mf = med(err_fitted);
+  std::printf("layer GEMMs: median |error| %.1f %% at the defaults, %.1f %% fitted on the suite; compute ops per step: measured %.1f ms, "
+              "predicted %.1f ms (defaults) and %.1f ms (fitted)\n",
+              100 * md, 100 * mf, 1e3 * measured, 1e3 * predicted_default, 1e3 * predicted_fitted);
+  EXPECT_LT(mf, md);
+  EXPECT_LT(mf, 0.12);
+  EXPECT_LT(std::abs(predicted_fitted / measured - 1), 0.15);
 }
 
 TEST(Suite, OneRankSaysCollectivesNeedMoreAndBadOptionsExitTwo) {
