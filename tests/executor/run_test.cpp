@@ -17,41 +17,18 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/io/temp_dir.h"
+#include "tests/executor/run_helpers.h"
 #include "executor/run.h"
-#include "model/io/load.h"
-#include "model/io/parts.h"
-#include "model/study/calibrate.h"
 
 namespace {
 
+using moeperf::testing::have_mpirun;
+using moeperf::testing::mpirun;
+using moeperf::testing::Result;
+using moeperf::testing::sh;
 using moeperf::testing::source;
 using moeperf::testing::TempDir;
 
-struct Result {
-  int code = -1;
-  std::string out;
-  double seconds = 0;
-};
-
-Result sh(const std::string& cmd) {
-  Result r;
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), p)) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
-
-std::string mpirun(int np) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 120 mpirun -np " +
-         std::to_string(np) + " --oversubscribe --mca btl self,vader ";
-}
-
-bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0 && moeperf::exec::built_with_mpi(); }
 
 TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
@@ -203,99 +180,6 @@ TEST(Executor, LoopbackRunsWithoutMpi) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("communicator loopback, 1 rank"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the EP group is the 1 launched ranks (the scenario says ep = 4)"), std::string::npos) << r.out;
-}
-
-// The calibration suite (executor/suite.h): every op class the model prices, as records that
-// `moeperf calibrate` fits, and this machine as a system file that loads.
-TEST(Suite, TwoRanksMeasureEveryClassAndTheFitImprovesTheGemms) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
-  TempDir d;
-  const std::string out = d.path("suite.json"), sys = d.path("cpu-system.json");
-  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --backend cpu --budget 25 --out " + out + " --write-system " + sys);
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("2 ranks (mpi)"), std::string::npos) << r.out;
-  const auto j = nlohmann::json::parse(std::ifstream(out));
-  EXPECT_EQ(j["kind"], "measurements");
-  std::map<std::string, int> per_op;
-  for (const auto& x : j["records"]) {
-    per_op[x["op"]] += 1;
-    if (std::string(x["op"]).rfind("collective.", 0) == 0) {
-      EXPECT_EQ(x["gpus"], 2);
-    }
-  }
-  for (const char* op : {"gemm", "grouped_gemm", "attention.fwd", "attention.bwd", "memory.copy", "collective.all_to_all",
-                         "collective.all_gather", "collective.reduce_scatter", "collective.all_reduce"})
-    EXPECT_GT(per_op[op], 0) << op << "\n" << r.out;
-  // The system file: 2 devices joined by the measured shared-memory link.
-  const Result t = sh(std::string(MOEPERF_CLI) + " topo " + sys + " --format json");
-  ASSERT_EQ(t.code, 0) << t.out;
-  EXPECT_EQ(nlohmann::json::parse(t.out)["gpus"], 2);
-  // The fit: GEMMs (a flat Eigen rate over the measured peak) are reproduced far better after it.
-  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out + " --out " + d.path("cpu.json"));
-  ASSERT_EQ(c.code, 0) << c.out;
-  const auto g = c.out.find("\ngemm (");
-  ASSERT_NE(g, std::string::npos) << c.out;
-  double fb = 0, fa = 0;
-  ASSERT_EQ(std::sscanf(c.out.c_str() + c.out.find("fitted", c.out.find("|error|", g)), "fitted %lf %% %lf %%", &fb, &fa), 2) << c.out;
-  EXPECT_LT(fa, fb) << c.out;
-  EXPECT_LT(fa, 15.0) << c.out;
-  EXPECT_TRUE(std::filesystem::exists(d.path("cpu.json")));
-}
-
-// The closed loop: fit on the suite's microbenchmarks, then predict the MoE layer the executor
-// runs, op by op. The layer's ops are never fitted: they are the held-back set. GEMMs are most of
-// the layer's compute on the CPU.
-TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
-  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
-  TempDir d;
-  const std::string suite = d.path("suite.json"), profile = d.path("cpu.json"), layer = d.path("layer.json");
-  Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --budget 20 --out " + suite);
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = sh(std::string(MOEPERF_CLI) + " calibrate " + suite + " --out " + profile);
-  ASSERT_EQ(r.code, 0) << r.out;
-  r = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 3 --out " + layer);
-  ASSERT_EQ(r.code, 0) << r.out;
-  const auto recs = moeperf::io::load_parts(layer);
-  const moeperf::Calibration fitted = moeperf::io::load_calibration(profile), defaults{};
-  const auto j = nlohmann::json::parse(std::ifstream(layer));
-  const double steps = j["steps"].get<double>();
-  std::vector<double> err_default, err_fitted;
-  double measured = 0, predicted_default = 0, predicted_fitted = 0;
-  for (const moeperf::PartRecord& x : recs) {
-    const std::string name = x.id.substr(x.id.find('/') + 1);
-    const double per_step = j["ops"][name]["calls"].get<double>() / steps;
-    const double a = moeperf::predict_part(x, defaults), b = moeperf::predict_part(x, fitted);
-    measured += x.value * per_step, predicted_default += a * per_step, predicted_fitted += b * per_step;
-    if (x.cls == moeperf::PartClass::gemm) {
-      err_default.push_back(std::abs(a / x.value - 1));
-      err_fitted.push_back(std::abs(b / x.value - 1));
-    }
-  }
-  auto med = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  ASSERT_GE(err_fitted.size(), 10u);
-  const double md = med(err_default), mf = med(err_fitted);
-  std::printf("layer GEMMs: median |error| %.1f %% at the defaults, %.1f %% fitted on the suite; compute ops per step: measured %.1f ms, "
-              "predicted %.1f ms (defaults) and %.1f ms (fitted)\n",
-              100 * md, 100 * mf, 1e3 * measured, 1e3 * predicted_default, 1e3 * predicted_fitted);
-  EXPECT_LT(mf, md);
-  EXPECT_LT(mf, 0.12);
-  EXPECT_LT(std::abs(predicted_fitted / measured - 1), 0.15);
-}
-
-TEST(Suite, OneRankSaysCollectivesNeedMoreAndBadOptionsExitTwo) {
-  TempDir d;
-  const Result r = sh(std::string(MOEPERF_CLI) + " run --suite calibrate --budget 4 --out " + d.path("s.json"));
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("collectives: one rank (run under mpirun -np 2 or more to measure them)"), std::string::npos) << r.out;
-  const Result b = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --suite calibrate");
-  EXPECT_EQ(b.code, 2) << b.out;
-  EXPECT_NE(b.out.find("--suite measures this machine and runs no scenario"), std::string::npos) << b.out;
-  const Result n = sh(std::string(MOEPERF_CLI) + " run");
-  EXPECT_EQ(n.code, 2) << n.out;
-  EXPECT_NE(n.out.find("SCENARIO is required (or --suite calibrate)"), std::string::npos) << n.out;
 }
 
 }  // namespace
