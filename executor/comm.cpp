@@ -1,6 +1,8 @@
 #include "executor/comm.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -135,6 +137,15 @@ class Mpi final : public Communicator {
     }
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void idle_barrier() override {
+    MPI_Request req;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+    for (int done = 0;;) {
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "moeperf run: rank %d: %s\n", rank_, message.c_str());
     std::fflush(stderr);

@@ -27,6 +27,9 @@ class Communicator {
   // Sums `send` (size() blocks of `count` floats) over ranks; this rank gets block rank() in `recv`.
   virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count) = 0;
   virtual void barrier() = 0;
+  // A barrier that sleeps while it waits (MPI_Ibarrier polled every millisecond) instead of
+  // spinning: ranks idle while another measures must leave it the cores.
+  virtual void idle_barrier() { barrier(); }
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };
 
