@@ -946,7 +946,7 @@ TEST(CliTrace, CompareTracePutsEachClassBesideThePrediction) {
   TempDir d;
   const std::string trace = d.path("rank0.json");
   moeperf::test::KinetoFixture::write(trace, moeperf::test::KinetoFixture::build());
-  const std::string scenario = source("examples/layouts/qwen3-235b-h100-megatron-folded.json");
+  const std::string scenario = source("examples/executor/cpu-small.json");  // an H100 scenario, fast under the sanitizers
   const Result r = run("compare-trace " + scenario + " " + trace);
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* want : {"unmapped: 4 kernels of 2 names, 0.065 ms per step", "my_custom_rope_kernel(float*, int)",
@@ -993,7 +993,7 @@ TEST(CliTrace, CalibrateFromATraceAndBadTracesExitTwoWritingNothing) {
     const std::string f = d.path(b.name), out = d.path("bad-" + b.name);
     std::ofstream(f) << b.text;
     for (const std::string& args : {"calibrate --trace " + f + " --system " + sys + " --out " + out, "compare-trace " +
-                                    source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " " + f}) {
+                                    source("examples/executor/cpu-small.json") + " " + f}) {
       const Result x = run(args);
       EXPECT_EQ(x.code, 2) << args << "\n" << x.out;
       EXPECT_NE(x.out.find(f), std::string::npos) << x.out;

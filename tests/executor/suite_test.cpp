@@ -32,7 +32,7 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitImprovesTheGemms) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
   TempDir d;
   const std::string out = d.path("suite.json"), sys = d.path("cpu-system.json");
-  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --backend cpu --budget 25 --out " + out + " --write-system " + sys);
+  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --backend cpu --budget 15 --out " + out + " --write-system " + sys);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 ranks (mpi)"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(std::ifstream(out));
