@@ -29,6 +29,10 @@ using json = nlohmann::json;
 namespace {
 
 double D(int64_t v) { return static_cast<double>(v); }
+// "gemm 24 shapes (3 skipped: budget)": a class's line of the summary.
+std::string section(const std::string& what, size_t done, const char* unit, size_t skipped) {
+  return what + " " + std::to_string(done) + " " + unit + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : "");
+}
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double median(std::vector<double> v) {
@@ -157,7 +161,7 @@ void gemms(Ctx& c, double end_share) {
            {"measured", ns(s)}, {"library", c.be.name() + " backend GEMM (" + g.why + ")"}});
     c.progress.show("gemm", ++done, cases.size());
   }
-  c.summary.push_back("gemm " + std::to_string(done) + " shapes" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+  c.summary.push_back(section("gemm", done, "shapes", skipped));
 }
 
 void grouped(Ctx& c, double end_share) {
@@ -199,7 +203,7 @@ void grouped(Ctx& c, double end_share) {
            {"derivation", std::to_string(g.rows) + " rows over " + std::to_string(g.experts) + " experts (" + g.dist + "): m is the mean per expert"}});
     c.progress.show("grouped_gemm", ++done, cases.size());
   }
-  c.summary.push_back("grouped_gemm " + std::to_string(done) + " cases" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+  c.summary.push_back(section("grouped_gemm", done, "cases", skipped));
 }
 
 // Blocked reference attention on the host (one head at a time, 64-query blocks, only the key
@@ -308,8 +312,7 @@ void attention(Ctx& c, double end_share) {
              {"library", "moeperf blocked reference attention (Eigen, 64-query blocks, masked key blocks skipped)"}});
     c.progress.show("attention", ++done, cases.size());
   }
-  c.summary.push_back("attention " + std::to_string(done) + " cases x fwd/bwd" +
-                      (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+  c.summary.push_back(section("attention", done, "cases x fwd/bwd", skipped));
 }
 
 // Row copies (the permute/unpermute of a MoE layer): read + write, rows of 256 B and 4 KiB, in
@@ -354,7 +357,7 @@ void memory(Ctx& c, double end_share) {
     c.add(std::move(r));
     c.progress.show("memory", ++done, cases.size());
   }
-  c.summary.push_back("memory " + std::to_string(done) + " cases" + (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+  c.summary.push_back(section("memory", done, "cases", skipped));
 }
 
 // Every rank: the op's time as the slowest rank saw it, median over reps (barrier before each).
@@ -451,8 +454,7 @@ void collectives(Ctx& c, double end_share) {
     }
   }
   if (comm.rank() == 0)
-    c.summary.push_back("collectives " + std::to_string(done) + " cases on " + std::to_string(n) + " ranks" +
-                        (skipped ? " (" + std::to_string(skipped) + " skipped: budget)" : ""));
+    c.summary.push_back(section("collectives", done, ("cases on " + std::to_string(n) + " ranks").c_str(), skipped));
 }
 
 std::string cpu_model() {

@@ -63,13 +63,18 @@ const std::vector<std::string>& trace_classes() {
   return k;
 }
 
-std::string KernelPatterns::classify(const std::string& kernel) const {
+const KernelPattern* KernelPatterns::match(const std::string& kernel) const {
   // The name's head only: libstdc++'s regex recurses per character under ".*", and a templated
   // name says what it is long before 4 KiB.
   const std::string head = kernel.size() > kClassifiedChars ? kernel.substr(0, kClassifiedChars) : kernel;
   for (const KernelPattern& p : patterns)
-    if (std::regex_search(head, p.re)) return p.cls;
-  return "";
+    if (std::regex_search(head, p.re)) return &p;
+  return nullptr;
+}
+
+std::string KernelPatterns::classify(const std::string& kernel) const {
+  const KernelPattern* p = match(kernel);
+  return p ? p->cls : "";
 }
 
 const KernelPatterns& builtin_kernel_patterns() {

@@ -51,6 +51,8 @@ struct KernelPatterns {
   // The class of a kernel name (its first kClassifiedChars characters), or "" when no pattern matches.
   static constexpr size_t kClassifiedChars = 4096;
   std::string classify(const std::string& kernel) const;
+  // The first pattern that matches, or null: its class and library.
+  const KernelPattern* match(const std::string& kernel) const;
 };
 
 // The shipped calibration/kernels/patterns.json, built into the binary.

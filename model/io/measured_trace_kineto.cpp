@@ -242,14 +242,6 @@ int64_t int_arg(const json& args, const char* key, int64_t dflt) {
   return it != args.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
 }
 
-// The library of the first pattern matching the name's head ("" when none).
-std::string library_of(const KernelPatterns& p, const std::string& kernel) {
-  const std::string head = kernel.substr(0, KernelPatterns::kClassifiedChars);
-  for (const KernelPattern& k : p.patterns)
-    if (std::regex_search(head, k.re)) return k.library;
-  return "";
-}
-
 // One record group: a shape, its class, and the measured time of each instance.
 struct Group {
   json record;
@@ -375,12 +367,16 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
   }
   // Classes by name (once per name), collectives refined by the kernel's own fields or
   // record_param_comms' around it (an all-to-all runs SendRecv kernels).
-  std::map<std::string, std::string> seen;
+  std::map<std::string, const KernelPattern*> seen;  // name -> its pattern (null: none), once per name
+  auto pattern_of = [&](const std::string& name) {
+    auto it = seen.find(name);
+    if (it == seen.end()) it = seen.emplace(name, patterns.match(name)).first;
+    return it->second;
+  };
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (!kernels[i].cls.empty()) continue;
-    auto known = seen.find(kernels[i].name);
-    if (known == seen.end()) known = seen.emplace(kernels[i].name, patterns.classify(kernels[i].name)).first;
-    const std::string& cls = known->second;
+    const KernelPattern* p = pattern_of(kernels[i].name);
+    const std::string cls = p ? p->cls : "";
     kernels[i].cls = cls;
     if (cls.rfind("collective.", 0) != 0) continue;
     std::optional<CommInfo> ci = comm_info(*links[i].args);
@@ -400,7 +396,8 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     const auto& chain = links[i].chain;
     std::optional<json> rec;
     int owner = -1;
-    std::string library = library_of(patterns, k.name);
+    const KernelPattern* pat = pattern_of(k.name);
+    std::string library = pat ? pat->library : "";
     if (library.empty()) library = k.cls.rfind("host.", 0) == 0 || k.cls == "memory.copy" ? "CUDA memcpy" : "";
     if (k.cls == "gemm" || k.cls == "grouped_gemm") {
       for (auto it = chain.rbegin(); !rec && it != chain.rend(); ++it) {
