@@ -73,4 +73,15 @@ TEST(FuzzHarness, EveryTargetReachesItsLoader) {
   }
 }
 
+// The CI fuzzer's finding of 2026-12-02: a case naming a scenario longer than the file system allows
+// threw std::filesystem::filesystem_error out of the loader; it is a "not found" input error now.
+TEST(FuzzReplay, AScenarioNameTooLongForTheFileSystemIsNotFound) {
+  const std::string text = "{\"kind\": \"accuracy_cases\", \"cases\": [{\"scenario\": \"" + std::string(300, 'x') +
+                           ".json\", \"metric\": \"tflops_per_gpu\", \"published\": 1, \"source\": \"s\"}]}";
+  const auto o = run_text("accuracy", text);
+  EXPECT_FALSE(o.loaded);
+  EXPECT_NE(o.error.find("/cases/0/scenario"), std::string::npos) << o.error;
+  EXPECT_NE(o.error.find("not found"), std::string::npos) << o.error;
+}
+
 }  // namespace
