@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
   app.add_option("--layers", opt.layers, "MoE layers per step")->check(whole_at_least_one("a layer count"));
   app.add_option("--steps", opt.steps, "timed steps")->check(whole_at_least_one("a step count"));
   app.add_option("--warmup", opt.warmup, "untimed steps first")->check(whole_at_least(0, "a step count"));
+  app.add_flag("--moe-only", opt.moe_only, "run the MoE block alone (by default the layer's attention block runs before it)");
   app.add_option("--scale", opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(positive_number("a scale factor"));
   app.add_option("--timeout", opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(positive_number("seconds"));
   app.add_option("--out", opt.out, "measurements JSON (written by rank 0)");

@@ -18,6 +18,9 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
   j["ranks"] = comm.size();
   j["dims"] = {{"tokens_per_rank", r.dims.tokens}, {"hidden", r.dims.hidden}, {"expert_ffn", r.dims.ffn},
                {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
+  if (r.dims.heads > 0)
+    j["dims"]["attention"] = {{"heads", r.dims.heads}, {"kv_heads", r.dims.kv_heads}, {"head_dim", r.dims.head_dim},
+                              {"seq", r.dims.seq}, {"window", r.dims.window}, {"causal", true}, {"fsdp", r.dims.fsdp}};
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
   j["layers"] = o.layers;
@@ -43,15 +46,17 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
     std::vector<double> v = st.seconds;
     std::sort(v.begin(), v.end());
     const double med = v.empty() ? 0 : v[v.size() / 2];
-    const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
-                         name.find("exchange") != std::string::npos || name.find("reduce_scatter") != std::string::npos;
-    j["ops"][name] = {{"kind", comm_op ? "communication" : st.flops > 0 ? "gemm" : "memory"},
+    const char* kind = is_comm_op(name) ? "communication" : st.attention ? "attention" : st.flops > 0 ? "gemm" : "memory";
+    j["ops"][name] = {{"kind", kind},
                       {"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
                       {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
                       {"predicted_s", st.predicted_s}};
     if (st.shape.m > 0)
       j["ops"][name]["shape"] = {{"m", st.shape.m}, {"n", st.shape.n}, {"k", st.shape.k}, {"groups", st.shape.groups},
                                  {"ragged", st.shape.ragged}};
+    if (st.attention)  // as the cost model prices it: mean keys per query, mean head dim, direction
+      j["ops"][name]["attention"] = {{"keys", st.attention_shape.keys}, {"head_dim", st.attention_shape.head_dim},
+                                     {"backward", st.attention_shape.backward}};
     if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
   }
   j["expert_rows_histogram"] = r.expert_rows;

@@ -7,6 +7,7 @@
 
 #include <csignal>
 
+#include "executor/attention_block.h"
 #include "executor/run_parts.h"
 
 namespace moeperf::exec {
@@ -37,6 +38,38 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   d.experts = m.experts;
   d.top_k = m.top_k;
   d.ranks = ranks;
+  // The attention block before the MoE block: GQA/MHA on host memory (the CPU backend) without TP
+  // or CP; heads divided by --scale, head dim kept; sequences of the scenario's length (scaled).
+  {
+    const AttentionSpec& a = m.attention;
+    const Parallelism& par = s.parallelism;
+    if (o.moe_only) {
+      res.notes += "--moe-only: the attention block is not run; ";
+    } else if (!be.host_memory()) {
+      res.notes += "attention block not run on the " + be.name() + " backend yet (cuDNN's fused attention: issue 20's GPU run); ";
+    } else if (a.kind == AttentionKind::mla) {
+      res.notes += "attention block not run: MLA is not implemented in the executor yet (GQA and MHA are); ";
+    } else if (par.tp > 1 || par.cp > 1) {
+      res.notes += "attention block not run: the executor has no tensor or context parallelism; ";
+    } else {
+      d.head_dim = a.head_dim;
+      d.kv_heads = std::max<int64_t>(1, std::llround(a.kv_heads / o.scale));
+      d.heads = std::max<int64_t>(d.kv_heads, std::llround(a.heads / o.scale));
+      if (d.heads % d.kv_heads != 0) d.heads = d.kv_heads * std::max<int64_t>(1, d.heads / d.kv_heads);
+      const int64_t seq = std::max<int64_t>(1, scaled(s.batch.seq_len));
+      const int64_t nseq = std::max<int64_t>(1, std::llround(static_cast<double>(d.tokens) / static_cast<double>(seq)));
+      d.seq = d.tokens % nseq == 0 ? d.tokens / nseq : d.tokens;
+      const int first_moe = static_cast<int>(m.dense_layers);
+      const bool sliding = a.sliding_window > 0 && static_cast<size_t>(first_moe) < a.sliding_layers.size() &&
+                           a.sliding_layers[static_cast<size_t>(first_moe)];
+      d.window = sliding ? std::max<int64_t>(1, scaled(a.sliding_window)) : 0;
+      if (d.window >= d.seq) d.window = 0;
+      d.fsdp = par.fsdp > 1 && ranks > 1;
+      if (par.fsdp > 1 && par.fsdp != ranks)
+        res.notes += "the attention weights are sharded over the " + std::to_string(ranks) + " launched ranks (the scenario says fsdp = " +
+                     std::to_string(par.fsdp) + "); ";
+    }
+  }
   if (ranks != s.parallelism.ep)
     res.notes += "the EP group is the " + std::to_string(ranks) + " launched ranks (the scenario says ep = " +
                  std::to_string(s.parallelism.ep) + "); ";
@@ -59,6 +92,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
 
   Layer L;
   L.init(s, d, rank, ranks);
+  std::unique_ptr<AttentionBlock> attn;
+  if (d.heads > 0) attn = std::make_unique<AttentionBlock>(d, rank, ranks);
   const int64_t T = d.tokens, H = d.hidden, F = d.ffn, E = d.experts, K = d.top_k, EL = L.el, R = T * K;
   // The same sizes as doubles, for byte and FLOP counts.
   const double fT = static_cast<double>(T), fH = static_cast<double>(H), fF = static_cast<double>(F),
@@ -86,6 +121,9 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   // ops work on their mirrors (the vectors themselves on the CPU backend).
   std::vector<float> x(static_cast<size_t>(T * H)), dy(static_cast<size_t>(T * H));
   fill(x.data(), T * H, kXSeed + static_cast<uint64_t>(rank), 1.0f);
+  // With the attention block, x0 is the layer's input and x (the MoE block's input) its output.
+  const std::vector<float> x0 = x;
+  std::vector<float> dx0(attn ? static_cast<size_t>(T * H) : 0), dh(attn ? static_cast<size_t>(T * H) : 0);
   fill(dy.data(), T * H, kDySeed + static_cast<uint64_t>(rank), 1.0f);
   std::vector<float> logits(static_cast<size_t>(T * E)), topk_w(static_cast<size_t>(R)), rows(static_cast<size_t>(R * H));
   std::vector<int32_t> topk_idx(static_cast<size_t>(R));
@@ -118,6 +156,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     dog.arm(step);
     for (int layer = 0; layer < o.layers; ++layer) {
       // ---------------- forward
+      if (attn) {
+        attn->forward(be, comm, rec, x0.data(), x.data());
+        if (!checked && layer == 0)
+          if (const std::string e = attn->check_forward(x0.data(), x.data()); !e.empty()) gate_failed(comm, e);
+      }
       rec.time("moe.router", 4.0 * (fT * fH + fH * fE + fT * fE), 2.0 * fT * fH * fE, GemmShape{fT, fE, fH}, [&] {
         be.gemm(d_x.d(), d_router.d(), d_logits.d(), T, E, H, false, false, false);
       });
@@ -409,6 +452,17 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
           for (int64_t i = 0; i < F * H; ++i)
             if (dw2[static_cast<size_t>(xe * F * H + i)] != 0.0f) gate_failed(comm, "a zero-token expert's FC2 weight gradient is not zero");
         }
+      if (attn) {  // the gradient at the MoE block's input, plus the residual's, into the attention block
+        d_dx.down();
+        d_dxe.down();
+        for (size_t i = 0; i < dh.size(); ++i) dh[i] = dy[i] + dx[i] + dxe[i];
+        attn->backward(be, comm, rec, x0.data(), dh.data(), dx0.data());
+        if (!checked && layer == 0) {
+          for (const std::string& e : {attn->check_backward(x0.data(), dh.data(), dx0.data()), attn->check_fsdp(comm)})
+            if (!e.empty()) gate_failed(comm, e);
+          for (const std::string& g : attn->gates()) res.gates.push_back(g);
+        }
+      }
       if (!checked && layer == 0) checked = true;
     }
     comm.barrier();
@@ -432,6 +486,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   g.dense_mxfp8.reset();
   g.dense_nvfp4.reset();
   g.hbm_bandwidth = BytesPerSecond(res.copy_bandwidth);
+  if (be.host_memory()) {  // one core per rank, Eigen's register block as the tile (as calibrate reads a run, model/io/parts.cpp)
+    g.sms = 1;
+    if (const auto [tm, tn] = be.gemm_tile(); tm > 0 && tn > 0)
+      cpu.calibration.set(Param::gemm_tile_m, tm), cpu.calibration.set(Param::gemm_tile_n, tn);
+  }
   cpu.gpus = 1;
   const Topology topo = Topology::build(cpu.system, 1);
   const Pricer pr(cpu, topo, cpu.calibration);
@@ -441,10 +500,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.dtype = Dtype::fp32;
     op.flops = Flops(st.flops);
     op.hbm_bytes = Bytes(st.bytes);
-    const bool comm_op = name.find("dispatch") != std::string::npos || name.find("combine") != std::string::npos ||
-                         name.find("exchange") != std::string::npos || name.find("reduce_scatter") != std::string::npos;
-    if (comm_op) {
+    if (is_comm_op(name)) {
       st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
+      continue;
+    }
+    if (st.attention) {
+      st.predicted_s = attention_seconds(st.attention_shape, st.flops, st.bytes, g, cpu.calibration).value();
       continue;
     }
     op.category = st.flops > 0 ? Category::gemm : Category::memory;

@@ -1,5 +1,6 @@
-// `moeperf run`: executes a scenario's MoE layer forward and backward on a backend (CPU: Eigen
-// GEMMs and the reference kernels; CUDA: issue 7) over a communicator (MPI or loopback), checks
+// `moeperf run`: executes a layer of a scenario's model forward and backward on a backend (CPU:
+// Eigen GEMMs and the reference kernels; CUDA: issue 7) over a communicator (MPI or loopback): the
+// attention block (executor/attention_block.h; host memory only, GQA/MHA) then the MoE block; checks
 // the correctness gates before any timing counts, measures every op, and writes measurements JSON
 // with the cost model's prediction for the same ops beside each measured time.
 //
@@ -25,6 +26,7 @@ struct RunOptions {
   int steps = 3;
   int warmup = 1;
   double scale = 1.0;       // divide hidden, FFN sizes and tokens by this (say so in the output)
+  bool moe_only = false;    // the MoE block alone (no attention block before it)
   double timeout_s = 300;   // a step that does not finish in time ends the job with a message
   std::string scenario_file;
   std::string out;          // measurements JSON (rank 0 writes it)
@@ -48,11 +50,17 @@ struct OpStats {
   std::vector<double> seconds;            // one per timed call
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
   GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)
+  bool attention = false;                 // an attention core: priced by its keys and head dim
+  AttentionShape attention_shape;
 };
 
 struct Dims {
   int64_t tokens = 0, hidden = 0, ffn = 0, shared_ffn = 0, experts = 0;
   int top_k = 0, ranks = 1;
+  // The attention block before the MoE block (heads = 0: not run): GQA/MHA heads of head_dim over
+  // sequences of seq tokens (tokens / seq of them), causal, with a sliding window when window > 0.
+  int64_t heads = 0, kv_heads = 0, head_dim = 0, seq = 0, window = 0;
+  bool fsdp = false;  // the attention weights sharded over the ranks: gathered before use, gradients reduce-scattered
 };
 
 struct RunResult {

@@ -56,6 +56,13 @@ inline std::string fmt(const char* f, double a, double b = 0) {
   return buf;
 }
 
+// Communication ops of the run (their model price is a transfer, not a kernel).
+inline bool is_comm_op(const std::string& name) {
+  for (const char* w : {"dispatch", "combine", "exchange", "reduce_scatter", "all_gather"})
+    if (name.find(w) != std::string::npos) return true;
+  return false;
+}
+
 // Times ops by name; only records when `record` is on (after warm-up).
 struct Recorder {
   std::map<std::string, OpStats>* ops;
@@ -79,6 +86,15 @@ struct Recorder {
     o.flops = flops;
     o.shape = shape;
     o.seconds.push_back(s);
+  }
+  // An attention core, with its shape for the cost model.
+  template <class F>
+  void time_attention(const std::string& name, double bytes, double flops, const AttentionShape& a, F&& f) {
+    time(name, bytes, flops, GemmShape{}, std::forward<F>(f));
+    if (!record) return;
+    OpStats& o = (*ops)[name];
+    o.attention = true;
+    o.attention_shape = a;
   }
 };
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "executor/attention_ref.h"
 #include "executor/run.h"
 #include "executor/run_parts.h"
 #include "model/workload/flops.h"
@@ -206,62 +207,6 @@ void grouped(Ctx& c, double end_share) {
   c.summary.push_back(section("grouped_gemm", done, "cases", skipped));
 }
 
-// Blocked reference attention on the host (one head at a time, 64-query blocks, only the key
-// blocks the mask lets through: causal and windowed work shrinks as the model counts it).
-struct Attention {
-  int64_t seq, hd, window;  // window 0: none
-  bool causal;
-  static constexpr int64_t kBlock = 64;
-  std::pair<int64_t, int64_t> keys(int64_t q0, int64_t rows) const {
-    int64_t k0 = 0, k1 = causal ? q0 + rows : seq;
-    if (window > 0) k0 = std::max<int64_t>(0, q0 - window + 1);
-    return {k0, k1};
-  }
-  // P = softmax(mask(Q_b K^T / sqrt(d))) for the block.
-  void probs(const Mat& q, const Mat& k, int64_t q0, int64_t rows, int64_t k0, int64_t k1, Mat& p) const {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    p.noalias() = (q.middleRows(q0, rows) * k.middleRows(k0, k1 - k0).transpose()) * scale;
-    for (int64_t i = 0; i < rows; ++i) {
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < k1 - k0; ++j) {
-        const int64_t qi = q0 + i, kj = k0 + j;
-        const bool masked = (causal && kj > qi) || (window > 0 && kj < qi - window + 1);
-        if (masked) p(i, j) = -std::numeric_limits<float>::infinity();
-        mx = std::max(mx, p(i, j));
-      }
-      float sum = 0;
-      for (int64_t j = 0; j < k1 - k0; ++j) sum += (p(i, j) = std::exp(p(i, j) - mx));
-      p.row(i) /= sum;
-    }
-  }
-  void forward(const Mat& q, const Mat& k, const Mat& v, Mat& o) const {
-    Mat p;
-    for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
-      const int64_t rows = std::min(kBlock, seq - q0);
-      auto [k0, k1] = keys(q0, rows);
-      probs(q, k, q0, rows, k0, k1, p);
-      o.middleRows(q0, rows).noalias() = p * v.middleRows(k0, k1 - k0);
-    }
-  }
-  void backward(const Mat& q, const Mat& k, const Mat& v, const Mat& o, const Mat& dout, Mat& dq, Mat& dk, Mat& dv) const {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    dk.setZero(), dv.setZero();
-    Mat p, dp;
-    for (int64_t q0 = 0; q0 < seq; q0 += kBlock) {
-      const int64_t rows = std::min(kBlock, seq - q0);
-      auto [k0, k1] = keys(q0, rows);
-      probs(q, k, q0, rows, k0, k1, p);
-      const int64_t L = k1 - k0;
-      dv.middleRows(k0, L).noalias() += p.transpose() * dout.middleRows(q0, rows);
-      dp.noalias() = dout.middleRows(q0, rows) * v.middleRows(k0, L).transpose();
-      const Eigen::VectorXf d = (dout.middleRows(q0, rows).array() * o.middleRows(q0, rows).array()).rowwise().sum();
-      dp = (p.array() * (dp.array().colwise() - d.array())).matrix();
-      dq.middleRows(q0, rows).noalias() = (dp * k.middleRows(k0, L)) * scale;
-      dk.middleRows(k0, L).noalias() += (dp.transpose() * q.middleRows(q0, rows)) * scale;
-    }
-  }
-};
-
 void attention(Ctx& c, double end_share) {
   if (!c.be.host_memory()) {
     c.summary.push_back("attention: not measured on the " + c.be.name() + " backend yet (cuDNN's fused attention: issue 20's GPU run)");
@@ -272,6 +217,12 @@ void attention(Ctx& c, double end_share) {
     bool causal;
   };
   std::vector<A> cases;
+  // Head dims 64 and 128 (most models) at every length, 32 (small models: the executor's tiny MoE)
+  // at the short ones.
+  for (int64_t s : {256, 512}) {
+    cases.push_back({s, 32, 0, false});
+    cases.push_back({s, 32, 0, true});
+  }
   for (int64_t s : {256, 512, 1024, 2048})
     for (int64_t hd : {64, 128}) {
       cases.push_back({s, hd, 0, false});
@@ -287,7 +238,7 @@ void attention(Ctx& c, double end_share) {
       ++skipped;
       continue;
     }
-    const Attention at{a.seq, a.hd, a.window, a.causal};
+    const BlockedAttention at{a.seq, a.hd, a.window, a.causal};
     std::vector<Mat> q, k, v, o, dout, dq, dk, dv;
     for (int64_t h = 0; h < heads; ++h) {
       for (auto* m : {&q, &k, &v, &dout}) {
@@ -300,7 +251,10 @@ void attention(Ctx& c, double end_share) {
       for (int64_t h = 0; h < heads; ++h) at.forward(q[h], k[h], v[h], o[h]);
     });
     const double b = time_median(c.be, [&] {
-      for (int64_t h = 0; h < heads; ++h) at.backward(q[h], k[h], v[h], o[h], dout[h], dq[h], dk[h], dv[h]);
+      for (int64_t h = 0; h < heads; ++h) {
+        dk[h].setZero(), dv[h].setZero();
+        at.backward(q[h], k[h], v[h], o[h], dout[h], dq[h], dk[h], dv[h]);
+      }
     });
     json shape = {{"batch", 1}, {"heads", heads}, {"seq", a.seq}, {"head_dim", a.hd}, {"causal", a.causal}};
     if (a.window > 0) shape["window"] = a.window;

@@ -275,12 +275,13 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
     const Node op(v, path, "/ops/" + name);
     const std::string kind = op.at("kind").as_string();
     if (kind == "communication") continue;
-    if (kind != "gemm" && kind != "memory") op.at("kind").fail("expected \"gemm\", \"memory\" or \"communication\", got \"" + kind + "\"");
+    if (kind != "gemm" && kind != "memory" && kind != "attention")
+      op.at("kind").fail("expected \"gemm\", \"attention\", \"memory\" or \"communication\", got \"" + kind + "\"");
     PartRecord r;
     r.file = path;
     r.id = stem + "/" + name;
-    r.op = kind == "gemm" ? "gemm" : "memory.copy";
-    r.cls = kind == "gemm" ? PartClass::gemm : PartClass::memory;
+    r.op = kind == "gemm" ? "gemm" : kind == "attention" ? "attention.fwd" : "memory.copy";
+    r.cls = kind == "gemm" ? PartClass::gemm : kind == "attention" ? PartClass::attention : PartClass::memory;
     r.gpu = g;
     r.gpu_key = g.name;
     r.generation = g.name;
@@ -298,6 +299,12 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
         const double side = std::cbrt(r.flops / 2.0);
         r.gemm = GemmShape{side, side, side, 1, false};
       }
+    } else if (r.cls == PartClass::attention) {
+      if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for an attention core");
+      const Node a = op.at("attention");
+      a.allow_only({"keys", "head_dim", "backward"});
+      r.attention = AttentionShape{a.at("keys").as_positive_number(), a.at("head_dim").as_positive_number(), a.bool_or("backward", false)};
+      if (r.attention.backward) r.op = "attention.bwd";
     } else if (r.bytes <= 0) {
       op.at("bytes_per_call").fail("expected a positive byte count for a memory-bound op");
     }

@@ -59,7 +59,11 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   EXPECT_DOUBLE_EQ(sum, 1024.0 * 4 * 4 * 2);
   for (int e : {5, 6, 11}) EXPECT_EQ(j["expert_rows_histogram"][static_cast<size_t>(e)].get<double>(), 0.0) << e;
   EXPECT_NE(r.out.find("experts 5, 6, 11 got no tokens"), std::string::npos) << r.out;
-  for (const char* op : {"moe.dispatch", "moe.expert_fc1", "moe.expert_fc1.wgrad", "moe.combine", "moe.unpermute"}) {
+  // The layer's attention block ran before the MoE block, under the model's op names, and passed its gates.
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, causal GQA core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block backward"), std::string::npos) << r.out;
+  for (const char* op : {"moe.dispatch", "moe.expert_fc1", "moe.expert_fc1.wgrad", "moe.combine", "moe.unpermute", "attn.norm", "attn.q_proj",
+                         "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad", "attn.core.bwd", "attn.q_proj.wgrad", "attn.norm.bwd"}) {
     ASSERT_TRUE(j["ops"].contains(op)) << op;
     EXPECT_EQ(j["ops"][op]["calls"], 2) << op;
     EXPECT_GT(j["ops"][op]["median_s"].get<double>(), 0.0) << op;
@@ -84,10 +88,61 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   EXPECT_NEAR(2 * sh1["m"].get<double>() * sh1["n"].get<double>() * sh1["k"].get<double>() * sh1["groups"].get<double>(),
               fc1["flops_per_call"].get<double>(), 1e-6 * fc1["flops_per_call"].get<double>());
   EXPECT_FALSE(j["ops"]["moe.dispatch"].contains("shape"));
+  // tiny-moe: 8 heads of 32 over 2 K/V heads, sequences of 256 (1,024 tokens: 4 of them); the core is
+  // an attention record priced by its mean keys (causal: 128) and head dim, FLOPs as the model counts.
+  const auto& core = j["ops"]["attn.core"];
+  EXPECT_EQ(core["kind"], "attention");
+  EXPECT_DOUBLE_EQ(core["attention"]["keys"].get<double>(), 128.0);
+  EXPECT_DOUBLE_EQ(core["attention"]["head_dim"].get<double>(), 32.0);
+  EXPECT_DOUBLE_EQ(core["flops_per_call"].get<double>(), 1024.0 * 2 * 128 * 8 * 2 * 32);
+  EXPECT_TRUE(j["ops"]["attn.core.bwd"]["attention"]["backward"].get<bool>());
+  EXPECT_DOUBLE_EQ(j["ops"]["attn.core.bwd"]["flops_per_call"].get<double>(), 2.5 * core["flops_per_call"].get<double>());
+  EXPECT_EQ(j["dims"]["attention"]["seq"], 256);
+  const auto& q = j["ops"]["attn.q_proj"]["shape"];
+  EXPECT_EQ(q["m"].get<double>() * q["n"].get<double>() * q["k"].get<double>(), 1024.0 * 256 * 256) << q;
   // The file is measurements of parts for calibrate as it stands.
   const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out);
   EXPECT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("gemm ("), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("attention ("), std::string::npos) << c.out;
+}
+
+// A sliding window and FSDP: the attention weights sharded over the 2 ranks, gathered before the
+// forward and their gradients reduce-scattered, both under the model's names and checked by gates.
+TEST(Executor, WindowedAttentionWithFsdpGathersAndReduceScattersItsWeights) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  auto model = nlohmann::json::parse(std::ifstream(source("examples/models/tiny-moe.moeperf.json")));
+  model["attention"]["sliding_window"] = 64;
+  model["attention"]["sliding_layers"] = {true, true, true, true};
+  std::ofstream(d.path("model.json")) << model.dump();
+  auto sc = nlohmann::json::parse(std::ifstream(source("examples/executor/cpu-small.json")));
+  sc["model"] = d.path("model.json");
+  sc["system"] = source("topologies/dgx-h100-cluster.json");
+  sc["gpus"] = 4;  // ep 2 x fsdp 2; the run is one EP group of 2 ranks, the weights sharded over them
+  sc["parallelism"] = {{"ep", 2}, {"fsdp", 2}};
+  sc["batch"] = {{"seq_len", 256}, {"micro_batch", 2}, {"global_batch", 8}};
+  std::ofstream(d.path("s.json")) << sc.dump();
+  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run " + d.path("s.json") + " --steps 1 --warmup 0 --out " + d.path("m.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, windowed causal GQA core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: FSDP: the attention weights gathered from 2 shards equal the full weights"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(d.path("m.json")));
+  for (const char* op : {"fsdp.all_gather", "fsdp.reduce_scatter"}) {
+    ASSERT_TRUE(j["ops"].contains(op)) << op;
+    EXPECT_EQ(j["ops"][op]["kind"], "communication") << op;
+  }
+  // A 64-token window over 256: (64 x 65 / 2 + 192 x 64) / 256 keys per query.
+  EXPECT_DOUBLE_EQ(j["ops"]["attn.core"]["attention"]["keys"].get<double>(), (64.0 * 65 / 2 + 192.0 * 64) / 256);
+  EXPECT_EQ(j["dims"]["attention"]["window"], 64);
+  EXPECT_TRUE(j["dims"]["attention"]["fsdp"].get<bool>());
+}
+
+TEST(Executor, MoeOnlyRunsNoAttention) {
+  const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --moe-only");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("attn."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--moe-only: the attention block is not run"), std::string::npos) << r.out;
 }
 
 TEST(Executor, ARankThatExitsMidStepEndsTheJob) {

@@ -1,0 +1,117 @@
+// The host attention the CPU backend runs (executor/attention_ref.h) against the textbook form, its
+// backward against central differences, and the executor's attention block's gates: they pass on
+// the block as run and fail on a corrupted output or gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "executor/attention_block.h"
+#include "executor/attention_ref.h"
+#include "executor/backend.h"
+#include "executor/comm.h"
+
+namespace {
+
+using moeperf::exec::BlockedAttention;
+using moeperf::exec::head_view;
+using moeperf::exec::RowMat;
+
+RowMat random(int64_t r, int64_t c, uint64_t seed) {
+  RowMat m(r, c);
+  moeperf::exec::detail::fill(m.data(), r * c, seed, 1.0f);
+  return m;
+}
+
+struct Case {
+  int64_t seq, hd, window;
+  bool causal;
+};
+
+// Sequences that are not a multiple of the 64-query block, windows shorter and longer than a block.
+const Case kCases[] = {{100, 16, 0, false}, {100, 16, 0, true}, {200, 8, 30, true}, {130, 32, 100, true}, {64, 4, 1, true}};
+
+TEST(BlockedAttention, ForwardEqualsTheTextbookForm) {
+  for (const Case& c : kCases) {
+    const BlockedAttention a{c.seq, c.hd, c.window, c.causal};
+    const RowMat q = random(c.seq, c.hd, 1), k = random(c.seq, c.hd, 2), v = random(c.seq, c.hd, 3);
+    RowMat o(c.seq, c.hd), ref;
+    a.forward(q, k, v, o);
+    moeperf::exec::naive_attention(a, q, k, v, ref);
+    EXPECT_LT((o - ref).cwiseAbs().maxCoeff(), 1e-5f) << c.seq << " " << c.window << " " << c.causal;
+  }
+}
+
+// A strided head inside a token-major buffer gives the same result as the contiguous copy.
+TEST(BlockedAttention, HeadViewsOfAWideBufferEqualContiguousHeads) {
+  const int64_t seq = 96, hd = 8, heads = 3, ld = heads * hd;
+  const RowMat q = random(seq, ld, 4), k = random(seq, ld, 5), v = random(seq, ld, 6);
+  RowMat o(seq, ld);
+  const BlockedAttention a{seq, hd, 0, true};
+  for (int64_t h = 0; h < heads; ++h)
+    a.forward(head_view(q.data() + h * hd, seq, hd, ld), head_view(k.data() + h * hd, seq, hd, ld), head_view(v.data() + h * hd, seq, hd, ld),
+              head_view(o.data() + h * hd, seq, hd, ld));
+  for (int64_t h = 0; h < heads; ++h) {
+    const RowMat qh = q.middleCols(h * hd, hd), kh = k.middleCols(h * hd, hd), vh = v.middleCols(h * hd, hd);
+    RowMat oh(seq, hd);
+    a.forward(qh, kh, vh, oh);
+    EXPECT_EQ((oh - RowMat(o.middleCols(h * hd, hd))).cwiseAbs().maxCoeff(), 0.0f) << h;
+  }
+}
+
+// d/dX of sum(dO . O) along a random direction against a central difference of the forward in double.
+TEST(BlockedAttention, BackwardEqualsCentralDifferences) {
+  for (const Case& c : kCases) {
+    const BlockedAttention a{c.seq, c.hd, c.window, c.causal};
+    const RowMat q = random(c.seq, c.hd, 7), k = random(c.seq, c.hd, 8), v = random(c.seq, c.hd, 9), dout = random(c.seq, c.hd, 10);
+    RowMat o(c.seq, c.hd), dq(c.seq, c.hd), dk = RowMat::Zero(c.seq, c.hd), dv = RowMat::Zero(c.seq, c.hd);
+    a.forward(q, k, v, o);
+    a.backward(q, k, v, o, dout, dq, dk, dv);
+    const RowMat u = random(c.seq, c.hd, 11);
+    auto f = [&](int which, double eps) {
+      RowMat qq = q, kk = k, vv = v, out;
+      (which == 0 ? qq : which == 1 ? kk : vv) += (u * static_cast<float>(eps));
+      moeperf::exec::naive_attention(a, qq, kk, vv, out);
+      return (dout.cast<double>().array() * out.cast<double>().array()).sum();
+    };
+    const RowMat* grads[] = {&dq, &dk, &dv};
+    for (int w = 0; w < 3; ++w) {
+      const double eps = 1e-2;
+      const double fd = (f(w, eps) - f(w, -eps)) / (2 * eps);
+      const double an = (grads[w]->cast<double>().array() * u.cast<double>().array()).sum();
+      EXPECT_NEAR(an, fd, 2e-3 * (1 + std::fabs(fd))) << "input " << w << ", seq " << c.seq << " window " << c.window << " causal " << c.causal;
+    }
+  }
+}
+
+// The block's gates: pass on the block's own output and gradient, fail on either altered.
+TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
+  using namespace moeperf::exec;
+  Dims d;
+  d.tokens = 256, d.hidden = 64, d.heads = 4, d.kv_heads = 2, d.head_dim = 16, d.seq = 128, d.window = 48;
+  auto be = make_backend("cpu");
+  auto comm = make_loopback();
+  std::map<std::string, OpStats> ops;
+  detail::Recorder rec{&ops, be.get()};
+  rec.record = true;
+  detail::AttentionBlock blk(d, 0, 1);
+  std::vector<float> x0(256 * 64), x(x0.size()), dx(x0.size()), dx0(x0.size());
+  detail::fill(x0.data(), 256 * 64, 3, 1.0f);
+  detail::fill(dx.data(), 256 * 64, 4, 1.0f);
+  blk.forward(*be, *comm, rec, x0.data(), x.data());
+  blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
+  EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
+  EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
+  for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
+                         "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad", "attn.q_proj.dgrad",
+                         "attn.q_proj.wgrad", "attn.norm.bwd"})
+    EXPECT_EQ(ops.count(op), 1u) << op;
+  EXPECT_TRUE(ops["attn.core"].attention);
+  x[5 * 64 + 7] += 1e-2f;  // one element of the first sequence
+  EXPECT_NE(blk.check_forward(x0.data(), x.data()).find("differs from the naive double reference"), std::string::npos);
+  for (float& g : dx0) g *= 1.1f;  // a gradient 10 % off
+  EXPECT_NE(blk.check_backward(x0.data(), dx.data(), dx0.data()).find("central difference"), std::string::npos);
+}
+
+}  // namespace
