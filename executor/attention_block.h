@@ -1,10 +1,14 @@
 // The attention block of a transformer layer as `moeperf run` executes it before the MoE block, on
-// host memory (the CPU backend): RMSNorm, the Q and K/V projections, the attention core (GQA or
-// MHA, causal, optionally windowed: executor/attention_ref.h), the output projection and the
-// residual, then the backward of each. Every op is timed under the name the cost model prices
-// (attn.norm, attn.q_proj, attn.kv_proj, attn.core, attn.out_proj and their .dgrad / .wgrad /
-// .bwd). With FSDP the block's weights are sharded over the ranks: gathered before the forward
-// (fsdp.all_gather) and their gradients reduce-scattered after the backward (fsdp.reduce_scatter).
+// host memory (the CPU backend): RMSNorm, the Q and K/V projections, the attention core (causal,
+// optionally windowed: executor/attention_ref.h), the output projection and the residual, then the
+// backward of each. GQA/MHA, or DeepSeek's MLA: Q through its low-rank down projection, norm and up
+// projection; K/V from one down projection (the compressed KV and a rope part shared by the heads),
+// a norm and an up projection into each head's K (nope) and V. Every op is timed under the name the
+// cost model prices (attn.norm, attn.q_proj, attn.kv_proj, attn.core, attn.out_proj and their
+// .dgrad / .wgrad / .bwd; an MLA projection is its down and up GEMMs with the norm between them, as
+// the model counts it). With FSDP the block's weights are sharded over the ranks: gathered before
+// the forward (fsdp.all_gather), their gradients reduce-scattered after the backward
+// (fsdp.reduce_scatter). RoPE's rotation is not applied (an elementwise pass; the model prices none).
 #pragma once
 
 #include <string>
@@ -21,38 +25,42 @@ class AttentionBlock {
   // Weights from fixed seeds, the same on every rank; with FSDP each rank keeps its shard only.
   AttentionBlock(const Dims& d, int rank, int ranks);
 
-  // x = x0 + out_proj(attention(q_proj(n), kv_proj(n))), n = rmsnorm(x0): T x H, host memory.
+  // x = x0 + out_proj(attention(q, k, v)) of n = rmsnorm(x0): T x H, host memory.
   void forward(Backend& be, Communicator& comm, Recorder& rec, const float* x0, float* x);
   // dx: the gradient at the block's output -> dx0 (through the block and the residual).
   void backward(Backend& be, Communicator& comm, Recorder& rec, const float* x0, const float* dx, float* dx0);
 
   // Gates (after a forward and a backward): the forward output against a naive double-precision
-  // reference of the block; the FSDP gather against the full weights; the gradient shards against
-  // the ranks' summed gradients. Each returns "" when it holds, else what failed.
+  // reference of the block; its input gradient against a central difference of that reference; the
+  // FSDP gather against the full weights and the gradient shards against the ranks' summed
+  // gradients. Each returns "" when it holds, else what failed.
   std::string check_forward(const float* x0, const float* x) const;
   std::string check_backward(const float* x0, const float* dx, const float* dx0) const;
   std::string check_fsdp(Communicator& comm) const;
   // The words of the passed gates, for the measurements file.
   std::vector<std::string> gates() const;
 
-  int64_t q_dim() const { return d_.heads * d_.head_dim; }
-  int64_t kv_dim() const { return 2 * d_.kv_heads * d_.head_dim; }
+  // Where each weight sits in the flat buffer (the unit FSDP shards), and its size.
+  struct Layout {
+    int64_t qa = 0, qb = 0, kva = 0, kvb = 0, o = 0, total = 0;  // GQA: qb = Wq, kva = Wkv; no qa, kvb
+  };
 
  private:
   void gather(Communicator& comm, Recorder& rec);
-  int64_t weights() const { return 2 * d_.hidden * q_dim() + d_.hidden * kv_dim(); }  // Wq, Wkv, Wo
-  int64_t shard() const { return (weights() + ranks_ - 1) / ranks_; }
-  const float* wq() const { return full_.data(); }
-  const float* wkv() const { return full_.data() + d_.hidden * q_dim(); }
-  const float* wo() const { return full_.data() + d_.hidden * q_dim() + d_.hidden * kv_dim(); }
-  static void full_weights(const Dims& d, std::vector<float>& w);
+  int64_t shard() const { return (lay_.total + ranks_ - 1) / ranks_; }
+  const float* w(int64_t off) const { return full_.data() + off; }
+  static std::vector<float> full_weights(const Dims& d, const Layout& l);
 
   Dims d_;
+  Layout lay_;
   int ranks_ = 1;
-  std::vector<float> gamma_, own_, full_;      // own_: this rank's shard (FSDP) or nothing; full_: in use
-  std::vector<float> norm_, rstd_, q_, kv_, ctx_;  // saved for the backward
-  std::vector<float> grad_, grad_shard_;       // dWq | dWkv | dWo, and this rank's reduce-scattered shard
-  double shard_sum_ = 0, grad_sum_ = 0;        // for the FSDP gate
+  int64_t qd_ = 0, kd_ = 0, vd_ = 0;               // per token: all heads' Q, K and V widths
+  std::vector<float> gamma_, gq_, gkv_;             // the block's RMSNorm, MLA's q and kv norms (not sharded)
+  std::vector<float> own_, full_;                   // own_: this rank's shard (FSDP); full_: the weights in use
+  // Saved for the backward: the block norm, MLA's down projections before and after their norms.
+  std::vector<float> norm_, rstd_, qa_, qan_, qrstd_, ckv_, cn_, crstd_, kvb_, q_, k_, v_, ctx_;
+  std::vector<float> grad_, grad_shard_;            // weight gradients (flat, as the weights) and this rank's shard
+  double shard_sum_ = 0, grad_sum_ = 0;             // for the FSDP gate
   double fwd_err_ = -1, bwd_err_ = -1;
 };
 

@@ -29,6 +29,7 @@ inline Eigen::Map<RowMat, 0, Eigen::OuterStride<>> head_view(float* base, int64_
   return {base, seq, hd, Eigen::OuterStride<>(ld)};
 }
 
+// hd is the Q/K head dim (it sets the 1/sqrt(hd) scale); V and O may have another (MLA's v_head_dim).
 struct BlockedAttention {
   int64_t seq = 0, hd = 0, window = 0;  // window 0: none
   bool causal = false;
@@ -85,7 +86,7 @@ struct BlockedAttention {
 
 // The textbook form, in double: the full score matrix, masked, softmax per row. For checks only.
 inline void naive_attention(const BlockedAttention& a, const CView& q, const CView& k, const CView& v, RowMat& o) {
-  o.setZero(a.seq, a.hd);
+  o.setZero(a.seq, v.cols());
   const double scale = 1.0 / std::sqrt(static_cast<double>(a.hd));
   for (int64_t i = 0; i < a.seq; ++i) {
     double mx = -std::numeric_limits<double>::infinity();

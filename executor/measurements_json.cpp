@@ -19,8 +19,11 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
   j["dims"] = {{"tokens_per_rank", r.dims.tokens}, {"hidden", r.dims.hidden}, {"expert_ffn", r.dims.ffn},
                {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
   if (r.dims.heads > 0)
-    j["dims"]["attention"] = {{"heads", r.dims.heads}, {"kv_heads", r.dims.kv_heads}, {"head_dim", r.dims.head_dim},
-                              {"seq", r.dims.seq}, {"window", r.dims.window}, {"causal", true}, {"fsdp", r.dims.fsdp}};
+    j["dims"]["attention"] = {{"type", r.dims.mla ? "mla" : "gqa"}, {"heads", r.dims.heads}, {"kv_heads", r.dims.kv_heads},
+                              {"head_dim", r.dims.head_dim}, {"v_head_dim", r.dims.v_dim}, {"seq", r.dims.seq}, {"window", r.dims.window},
+                              {"causal", true}, {"fsdp", r.dims.fsdp}};
+  if (r.dims.mla)
+    j["dims"]["attention"].update({{"q_lora_rank", r.dims.q_lora}, {"kv_lora_rank", r.dims.kv_lora}, {"qk_rope_head_dim", r.dims.rope_dim}});
   j["steps"] = o.steps;
   j["warmup"] = o.warmup;
   j["layers"] = o.layers;

@@ -47,15 +47,23 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       res.notes += "--moe-only: the attention block is not run; ";
     } else if (!be.host_memory()) {
       res.notes += "attention block not run on the " + be.name() + " backend yet (cuDNN's fused attention: issue 20's GPU run); ";
-    } else if (a.kind == AttentionKind::mla) {
-      res.notes += "attention block not run: MLA is not implemented in the executor yet (GQA and MHA are); ";
     } else if (par.tp > 1 || par.cp > 1) {
       res.notes += "attention block not run: the executor has no tensor or context parallelism; ";
     } else {
-      d.head_dim = a.head_dim;
-      d.kv_heads = std::max<int64_t>(1, std::llround(a.kv_heads / o.scale));
-      d.heads = std::max<int64_t>(d.kv_heads, std::llround(a.heads / o.scale));
-      if (d.heads % d.kv_heads != 0) d.heads = d.kv_heads * std::max<int64_t>(1, d.heads / d.kv_heads);
+      if (a.kind == AttentionKind::mla) {  // head dims kept; heads and the low ranks divided by --scale
+        d.mla = true;
+        d.head_dim = a.qk_nope_head_dim + a.qk_rope_head_dim;
+        d.rope_dim = a.qk_rope_head_dim;
+        d.v_dim = a.v_head_dim;
+        d.heads = d.kv_heads = std::max<int64_t>(1, std::llround(a.heads / o.scale));
+        d.q_lora = a.q_lora_rank > 0 ? scaled(a.q_lora_rank) : 0;
+        d.kv_lora = scaled(a.kv_lora_rank);
+      } else {
+        d.head_dim = d.v_dim = a.head_dim;
+        d.kv_heads = std::max<int64_t>(1, std::llround(a.kv_heads / o.scale));
+        d.heads = std::max<int64_t>(d.kv_heads, std::llround(a.heads / o.scale));
+        if (d.heads % d.kv_heads != 0) d.heads = d.kv_heads * std::max<int64_t>(1, d.heads / d.kv_heads);
+      }
       const int64_t seq = std::max<int64_t>(1, scaled(s.batch.seq_len));
       const int64_t nseq = std::max<int64_t>(1, std::llround(static_cast<double>(d.tokens) / static_cast<double>(seq)));
       d.seq = d.tokens % nseq == 0 ? d.tokens / nseq : d.tokens;

@@ -1,6 +1,6 @@
 // `moeperf run`: executes a layer of a scenario's model forward and backward on a backend (CPU:
 // Eigen GEMMs and the reference kernels; CUDA: issue 7) over a communicator (MPI or loopback): the
-// attention block (executor/attention_block.h; host memory only, GQA/MHA) then the MoE block; checks
+// attention block (executor/attention_block.h; host memory only; GQA, MHA or MLA) then the MoE block; checks
 // the correctness gates before any timing counts, measures every op, and writes measurements JSON
 // with the cost model's prediction for the same ops beside each measured time.
 //
@@ -60,6 +60,10 @@ struct Dims {
   // The attention block before the MoE block (heads = 0: not run): GQA/MHA heads of head_dim over
   // sequences of seq tokens (tokens / seq of them), causal, with a sliding window when window > 0.
   int64_t heads = 0, kv_heads = 0, head_dim = 0, seq = 0, window = 0;
+  // MLA (DeepSeek-V3, Kimi-K2): head_dim is the Q/K dim (nope + rope), v_dim the V dim, kv_heads =
+  // heads; q_lora 0 means a plain Q projection. GQA/MHA: v_dim = head_dim.
+  bool mla = false;
+  int64_t q_lora = 0, kv_lora = 0, rope_dim = 0, v_dim = 0;
   bool fsdp = false;  // the attention weights sharded over the ranks: gathered before use, gradients reduce-scattered
 };
 

@@ -85,33 +85,52 @@ TEST(BlockedAttention, BackwardEqualsCentralDifferences) {
   }
 }
 
-// The block's gates: pass on the block's own output and gradient, fail on either altered.
+// The block's gates: pass on the block and fail on either altered; GQA with a window, DeepSeek's
+// MLA with and without its low-rank Q.
+moeperf::exec::Dims block_dims(const std::string& kind) {
+  moeperf::exec::Dims d;
+  d.tokens = 256, d.hidden = 64, d.seq = 128;
+  if (kind == "gqa") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.window = 48;
+  else d.mla = true, d.heads = d.kv_heads = 3, d.head_dim = 24, d.rope_dim = 8, d.v_dim = 16, d.kv_lora = 20, d.q_lora = kind == "mla" ? 32 : 0;
+  return d;
+}
+
 TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
   using namespace moeperf::exec;
-  Dims d;
-  d.tokens = 256, d.hidden = 64, d.heads = 4, d.kv_heads = 2, d.head_dim = 16, d.seq = 128, d.window = 48;
-  auto be = make_backend("cpu");
-  auto comm = make_loopback();
-  std::map<std::string, OpStats> ops;
-  detail::Recorder rec{&ops, be.get()};
-  rec.record = true;
-  detail::AttentionBlock blk(d, 0, 1);
-  std::vector<float> x0(256 * 64), x(x0.size()), dx(x0.size()), dx0(x0.size());
-  detail::fill(x0.data(), 256 * 64, 3, 1.0f);
-  detail::fill(dx.data(), 256 * 64, 4, 1.0f);
-  blk.forward(*be, *comm, rec, x0.data(), x.data());
-  blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
-  EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
-  EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
-  for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
-                         "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad", "attn.q_proj.dgrad",
-                         "attn.q_proj.wgrad", "attn.norm.bwd"})
-    EXPECT_EQ(ops.count(op), 1u) << op;
-  EXPECT_TRUE(ops["attn.core"].attention);
-  x[5 * 64 + 7] += 1e-2f;  // one element of the first sequence
-  EXPECT_NE(blk.check_forward(x0.data(), x.data()).find("differs from the naive double reference"), std::string::npos);
-  for (float& g : dx0) g *= 1.1f;  // a gradient 10 % off
-  EXPECT_NE(blk.check_backward(x0.data(), dx.data(), dx0.data()).find("central difference"), std::string::npos);
+  for (const std::string kind : {"gqa", "mla", "mla-plain-q"}) {
+    SCOPED_TRACE(kind);
+    const Dims d = block_dims(kind);
+    auto be = make_backend("cpu");
+    auto comm = make_loopback();
+    std::map<std::string, OpStats> ops;
+    detail::Recorder rec{&ops, be.get()};
+    rec.record = true;
+    detail::AttentionBlock blk(d, 0, 1);
+    std::vector<float> x0(256 * 64), x(x0.size()), dx(x0.size()), dx0(x0.size());
+    detail::fill(x0.data(), 256 * 64, 3, 1.0f);
+    detail::fill(dx.data(), 256 * 64, 4, 1.0f);
+    blk.forward(*be, *comm, rec, x0.data(), x.data());
+    blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
+    EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
+    EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
+    for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
+                           "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad", "attn.q_proj.dgrad",
+                           "attn.q_proj.wgrad", "attn.norm.bwd"})
+      EXPECT_EQ(ops.count(op), 1u) << op;
+    EXPECT_TRUE(ops["attn.core"].attention);
+    // The model's FLOP count of the core: 2 x keys x heads x (qk + v dims) per token.
+    const double keys = d.window > 0 ? (48.0 * 49 / 2 + 80.0 * 48) / 128 : 64.0;
+    EXPECT_DOUBLE_EQ(ops["attn.core"].flops, 256.0 * 2 * keys * static_cast<double>(d.heads * (d.head_dim + d.v_dim)));
+    EXPECT_DOUBLE_EQ(ops["attn.core"].attention_shape.head_dim, static_cast<double>(d.head_dim + d.v_dim) / 2);
+    if (d.mla) {  // the projections as the model prices them: down and up together, at the up projection's shape
+      EXPECT_DOUBLE_EQ(ops["attn.kv_proj"].flops, 2.0 * 256 * (64.0 * (20 + 8) + 20.0 * 3 * (16 + 16)));
+    }
+    std::vector<float> bad = x;
+    bad[5 * 64 + 7] += 1e-2f;  // one element of the first sequence
+    EXPECT_NE(blk.check_forward(x0.data(), bad.data()).find("differs from the naive double reference"), std::string::npos);
+    for (float& g : dx0) g *= 1.1f;  // a gradient 10 % off
+    EXPECT_NE(blk.check_backward(x0.data(), dx.data(), dx0.data()).find("central difference"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -138,6 +138,29 @@ TEST(Executor, WindowedAttentionWithFsdpGathersAndReduceScattersItsWeights) {
   EXPECT_TRUE(j["dims"]["attention"]["fsdp"].get<bool>());
 }
 
+// DeepSeek-V3 scaled down 32 x on one process: its MLA block (low-rank Q, compressed K/V with the
+// shared rope part) passes the same gates, under the same op names.
+TEST(Executor, DeepSeekV3ScaledDownRunsItsMlaBlock) {
+  TempDir d;
+  const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/deepseek-v3/h800-dualpipe.json") +
+                      " --scale 32 --steps 1 --warmup 0 --out " + d.path("m.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, causal MLA (low-rank Q) core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block backward"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(d.path("m.json")));
+  const auto& a = j["dims"]["attention"];
+  EXPECT_EQ(a["type"], "mla");
+  EXPECT_EQ(a["heads"], 4);            // 128 / 32
+  EXPECT_EQ(a["head_dim"], 192);       // nope 128 + rope 64, kept
+  EXPECT_EQ(a["v_head_dim"], 128);
+  EXPECT_EQ(a["q_lora_rank"], 48);     // 1536 / 32
+  EXPECT_EQ(a["kv_lora_rank"], 16);    // 512 / 32
+  // attn.kv_proj: the down projection to kv_lora + rope and the up projection to each head's K (nope) and V.
+  const double T = j["dims"]["tokens_per_rank"].get<double>(), H = j["dims"]["hidden"].get<double>();
+  EXPECT_DOUBLE_EQ(j["ops"]["attn.kv_proj"]["flops_per_call"].get<double>(), 2 * T * (H * (16 + 64) + 16.0 * 4 * (128 + 128)));
+  EXPECT_EQ(j["ops"]["attn.core"]["attention"]["head_dim"].get<double>(), (192.0 + 128) / 2);
+}
+
 TEST(Executor, MoeOnlyRunsNoAttention) {
   const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --moe-only");
   ASSERT_EQ(r.code, 0) << r.out;

@@ -123,7 +123,7 @@ Loop closed_loop(const TempDir& d, int attempt) {
 
 // This 2-core VM's speed drifts by 15 % over minutes, and the suite and the layer run minutes
 // apart: an attempt may see the machine at two speeds. Up to four attempts; one that holds
-// passes. Without the fit (fitted = defaults) no attempt can: its median equals the defaults'.
+// passes. Without the fit (fitted = defaults) no attempt can: its attention median equals the defaults'.
 TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
   TempDir d;
@@ -133,11 +133,14 @@ TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
     const Loop l = closed_loop(d, attempt);
     std::printf("%s\n", l.text.c_str());
     log += l.text + "\n";
-    // Fitted alone the GEMM median ran 6-12 % (18-26 % at the defaults). The layer's compute total
-    // (within 15 % in most attempts: -4 to -11 %) is printed, not asserted: when the machine slows
-    // during the layer run after it measured its peak, every op of it is slower than priced and
-    // the total moves with it (seen: -28 %), fit or no fit.
-    held = l.mf < 0.75 * l.md && l.mf < 0.16 && l.af < l.ad;
+    // The attention cores fall from about 55 % at the defaults to 15-23 % fitted (the layer's head
+    // dim, 32, is at the edge of the suite's 32-128). The GEMM median came out at 8-12 % fitted and
+    // 5-14 % at the defaults once the attention block's projections (large, near this CPU's peak)
+    // joined the layer: near the noise of this VM, so it is held to a bound, not to the defaults.
+    // The layer's compute total (-7 to -16 % in most attempts) is printed, not asserted: when the
+    // machine slows during the layer run after it measured its peak, every op of it is slower than
+    // priced and the total moves with it (seen: -35 %), fit or no fit.
+    held = l.mf < 0.16 && l.af < 0.75 * l.ad && l.af < 0.30;
   }
   EXPECT_TRUE(held) << log;
 }
