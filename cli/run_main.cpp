@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include "cli/common.h"
@@ -35,6 +37,11 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   try {
     check_output_path("--out", o.out);
     s = io::load_scenario(file, overrides(sets));
+    if (!o.machine_file.empty()) {
+      o.machine = io::load_system(o.machine_file);
+      std::ifstream in(o.machine_file);
+      o.machine_json.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
     comm->barrier();
@@ -154,6 +161,9 @@ int main(int argc, char** argv) {
   app.add_flag("--moe-only", opt.moe_only, "run the MoE block alone (by default the layer's attention block runs before it)");
   app.add_option("--scale", opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(positive_number("a scale factor"));
   app.add_option("--timeout", opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(positive_number("seconds"));
+  app.add_option("--machine", opt.machine_file,
+                 "this machine as a system file (moeperf run --suite calibrate --write-system): price the run's exchanges on it "
+                 "and embed it, so calibrate reads them as collective records");
   app.add_option("--out", opt.out, "measurements JSON (written by rank 0)");
   app.add_option("--set", sets, "override a scenario field: PATH=VALUE");
   app.add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");

@@ -116,6 +116,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
 
 void AttentionBlock::gather(Communicator& comm, Recorder& rec) {
   std::vector<float> all(Z(shard() * ranks_));
+  rec.wait("fsdp.all_gather", comm);
   rec.time("fsdp.all_gather", 4.0 * D(shard() * ranks_), 0,
            [&] { comm.allgather(own_.data(), shard() * static_cast<int64_t>(sizeof(float)), all.data()); });
   std::copy(all.begin(), all.begin() + lay_.total, full_.begin());
@@ -279,6 +280,7 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
     std::vector<float> padded(Z(shard() * ranks_), 0.0f);
     std::copy(grad_.begin(), grad_.end(), padded.begin());
     grad_shard_.assign(Z(shard()), 0.0f);
+    rec.wait("fsdp.reduce_scatter", comm);
     rec.time("fsdp.reduce_scatter", 4.0 * D(shard() * ranks_), 0,
              [&] { comm.reduce_scatter_sum(padded.data(), grad_shard_.data(), shard()); });
     shard_sum_ = grad_sum_ = 0;

@@ -49,7 +49,11 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
     std::vector<double> v = st.seconds;
     std::sort(v.begin(), v.end());
     const double med = v.empty() ? 0 : v[v.size() / 2];
-    const char* kind = is_comm_op(name) ? "communication" : st.attention ? "attention" : st.flops > 0 ? "gemm" : "memory";
+    const char* kind = name.rfind("wait.", 0) == 0 ? "wait"
+                       : is_comm_op(name)         ? "communication"
+                       : st.attention             ? "attention"
+                       : st.flops > 0             ? "gemm"
+                                                  : "memory";
     j["ops"][name] = {{"kind", kind},
                       {"calls", st.calls}, {"bytes_per_call", st.bytes}, {"flops_per_call", st.flops},
                       {"min_s", v.empty() ? 0 : v.front()}, {"median_s", med}, {"max_s", v.empty() ? 0 : v.back()},
@@ -57,10 +61,15 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
     if (st.shape.m > 0)
       j["ops"][name]["shape"] = {{"m", st.shape.m}, {"n", st.shape.n}, {"k", st.shape.k}, {"groups", st.shape.groups},
                                  {"ragged", st.shape.ragged}};
+    if (!st.collective.empty()) j["ops"][name]["collective"] = st.collective, j["ops"][name]["group"] = comm.size();
     if (st.attention)  // as the cost model prices it: mean keys per query, mean head dim, direction
       j["ops"][name]["attention"] = {{"keys", st.attention_shape.keys}, {"head_dim", st.attention_shape.head_dim},
                                      {"backward", st.attention_shape.backward}};
     if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
+  }
+  if (!o.machine_json.empty()) {  // the machine the exchanges were priced on, so the file stands alone
+    j["system_file"] = o.machine_file;
+    j["system"] = nlohmann::json::parse(o.machine_json);
   }
   j["expert_rows_histogram"] = r.expert_rows;
   j["gates_passed"] = r.gates;

@@ -9,6 +9,7 @@
 
 #include "executor/attention_block.h"
 #include "executor/run_parts.h"
+#include "model/pricing/collective.h"
 
 namespace moeperf::exec {
 
@@ -187,7 +188,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       // come to the host first).
       std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
       const bool fault_here = step == o.fault_step && rank == o.fault_rank;
-      rec.time("moe.count_exchange", 8.0 * fE, 0, [&] {
+      rec.wait("moe.count_exchange", comm);
+      rec.time("moe.count_exchange", 8.0 * fEL * (ranks - 1), 0, [&] {
         d_counts.down();
         d_offsets.down();
         std::vector<int64_t> announced = counts;
@@ -227,6 +229,19 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         recv_rows += c;
       }
       frecv_rows = static_cast<double>(recv_rows);
+      // The bytes of each exchange as the model counts an all-to-all: what leaves a rank for the
+      // others, at the busiest rank (dispatch and the combine's backward send send_b; the combine
+      // and the dispatch's backward send recv_b back).
+      double a2a_out = 0, a2a_back = 0;
+      {
+        double mine[2] = {0, 0};
+        for (int p = 0; p < ranks; ++p)
+          if (p != rank) mine[0] += static_cast<double>(send_b[static_cast<size_t>(p)]), mine[1] += static_cast<double>(recv_b[static_cast<size_t>(p)]);
+        std::vector<double> all(static_cast<size_t>(2 * ranks));
+        comm.allgather(mine, sizeof mine, all.data());
+        for (int r = 0; r < ranks; ++r)
+          a2a_out = std::max(a2a_out, all[static_cast<size_t>(2 * r)]), a2a_back = std::max(a2a_back, all[static_cast<size_t>(2 * r + 1)]);
+      }
       // Gate (every step): dropless - every routed row arrives somewhere, none twice.
       double totals[2] = {static_cast<double>(recv_rows), static_cast<double>(R)};
       comm.allreduce_sum(totals, 2);
@@ -246,8 +261,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       }
       std::vector<float> recv(static_cast<size_t>(recv_rows * H)), grouped_in(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_recv(be, recv), d_grouped_in(be, grouped_in);
-      rec.time("moe.dispatch", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_rows, send_b, d_recv, recv_b, "moe.dispatch"); });
+      rec.wait("moe.dispatch", comm);
+      rec.time("moe.dispatch", a2a_out, 0, [&] { a2a(d_rows, send_b, d_recv, recv_b, "moe.dispatch"); });
       std::vector<int64_t> eoff;
       // perm: expert-major row i <- peer-major row perm[i]; inv undoes it (a full permutation).
       std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff), inv(perm.size());
@@ -267,8 +282,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_h2.d(), d_inv.d(), recv_rows, H, d_recv.d()); });
       std::vector<float> back(static_cast<size_t>(R * H));
       Mirror<float> d_back(be, back);
-      rec.time("moe.combine", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
+      rec.wait("moe.combine", comm);
+      rec.time("moe.combine", a2a_back, 0, [&] { a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
       rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
         be.unpermute(d_back.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y.d());
       });
@@ -393,6 +408,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         std::vector<float> padded(static_cast<size_t>(shard * ranks), 0.0f), mine(static_cast<size_t>(shard));
         d_ds1.down();  // to the host communicator (untimed, as the CPU backend's copy into `padded`)
         std::copy(ds1.begin(), ds1.end(), padded.begin());
+        rec.wait("moe.shared_grad.reduce_scatter", comm);
         rec.time("moe.shared_grad.reduce_scatter", 4.0 * fH * 2 * fS, 0,
                  [&] { comm.reduce_scatter_sum(padded.data(), mine.data(), shard); });
         if (!checked && layer == 0) {
@@ -412,8 +428,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       });
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_drecv(be, drecv), d_dgrouped(be, dgrouped);
-      rec.time("moe.combine.bwd", static_cast<double>(std::accumulate(send_b.begin(), send_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
+      rec.wait("moe.combine.bwd", comm);
+      rec.time("moe.combine.bwd", a2a_out, 0, [&] { a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
       std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
@@ -430,8 +446,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
                GemmShape{fH, 2 * fF, frecv_rows / fEL, fEL, true}, [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
       rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
-      rec.time("moe.dispatch.bwd", static_cast<double>(std::accumulate(recv_b.begin(), recv_b.end(), int64_t{0})), 0,
-               [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
+      rec.wait("moe.dispatch.bwd", comm);
+      rec.time("moe.dispatch.bwd", a2a_back, 0, [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
       Mirror<float> d_dxe(be, dxe);
       rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
@@ -502,14 +518,39 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   cpu.gpus = 1;
   const Topology topo = Topology::build(cpu.system, 1);
   const Pricer pr(cpu, topo, cpu.calibration);
+  // The exchanges on this machine's topology (the suite's system file), as the model prices a
+  // collective of the ranks: its fastest algorithm at the op's bytes per rank.
+  std::optional<Topology> machine_topo;
+  if (o.machine && ranks > 1) {
+    try {
+      machine_topo = Topology::build(*o.machine, ranks);
+    } catch (const std::exception& e) {
+      res.notes += "the exchanges are priced at the copy bandwidth: " + o.machine_file + " does not hold " + std::to_string(ranks) +
+                   " ranks (" + e.what() + "); ";
+    }
+  }
   for (auto& [name, st] : res.ops) {
     Op op;
     op.name = name;
     op.dtype = Dtype::fp32;
     op.flops = Flops(st.flops);
     op.hbm_bytes = Bytes(st.bytes);
+    if (name.rfind("wait.", 0) == 0) continue;  // the ranks' skew: no op of the model
     if (is_comm_op(name)) {
-      st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
+      if (machine_topo) {
+        const Collective c = name.find("reduce_scatter") != std::string::npos ? Collective::reduce_scatter
+                             : name.find("all_gather") != std::string::npos   ? Collective::all_gather
+                                                                              : Collective::all_to_all;
+        std::vector<int64_t> members(static_cast<size_t>(ranks));
+        std::iota(members.begin(), members.end(), int64_t{0});
+        double best = std::numeric_limits<double>::infinity();
+        for (const CollectiveCost& cc : collective_algorithms(c, members, *machine_topo, cpu.calibration))
+          best = std::min(best, cc.time(Bytes(st.bytes)).value());
+        st.predicted_s = best;
+        st.collective = to_string(c);
+      } else {
+        st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
+      }
       continue;
     }
     if (st.attention) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,6 +30,11 @@ struct RunOptions {
   bool moe_only = false;    // the MoE block alone (no attention block before it)
   double timeout_s = 300;   // a step that does not finish in time ends the job with a message
   std::string scenario_file;
+  // This machine as a system (the suite's --write-system file): the run's exchanges are priced on
+  // its topology by the collective model, and the measurements embed it (machine_json, the file's
+  // text) so calibrate reads the exchanges as collective records.
+  std::optional<SystemSpec> machine;
+  std::string machine_file, machine_json;
   std::string out;          // measurements JSON (rank 0 writes it)
   // Fault injection for tests (MOEPERF_FAULT=RANK:STEP[:KIND]): in that step's dispatch the rank
   // exits, hangs, is killed (SIGKILL), or announces one row too many to the next rank in the
@@ -50,6 +56,7 @@ struct OpStats {
   std::vector<double> seconds;            // one per timed call
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
   GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)
+  std::string collective;                 // exchanges priced on the machine file's topology: all_to_all, all_gather, reduce_scatter
   bool attention = false;                 // an attention core: priced by its keys and head dim
   AttentionShape attention_shape;
 };

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "executor/backend.h"
+#include "executor/comm.h"
 #include "kernels/reference/moe_ref.h"
 #include "model/pricing/cost.h"
 #include "model/error.h"
@@ -58,6 +59,7 @@ inline std::string fmt(const char* f, double a, double b = 0) {
 
 // Communication ops of the run (their model price is a transfer, not a kernel).
 inline bool is_comm_op(const std::string& name) {
+  if (name.rfind("wait.", 0) == 0) return false;
   for (const char* w : {"dispatch", "combine", "exchange", "reduce_scatter", "all_gather"})
     if (name.find(w) != std::string::npos) return true;
   return false;
@@ -86,6 +88,12 @@ struct Recorder {
     o.flops = flops;
     o.shape = shape;
     o.seconds.push_back(s);
+  }
+  // The time a rank waits for the others before an exchange (a barrier), recorded apart as
+  // "wait.<exchange>" so the exchange's own time is its transfer, as the model prices it; the
+  // wait is the ranks' skew, which the model's simulator has as idle time, not as an op.
+  void wait(const std::string& exchange, Communicator& comm) {
+    if (comm.size() > 1) time("wait." + exchange, 0, 0, [&] { comm.barrier(); });
   }
   // An attention core, with its shape for the cost model.
   template <class F>

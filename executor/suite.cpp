@@ -360,7 +360,9 @@ void collectives(Ctx& c, double end_share) {
       const int64_t per = (bytes / n) & ~int64_t{7};
       std::vector<char> send(static_cast<size_t>(bytes) + 64), recv(static_cast<size_t>(bytes) * (o == "all_to_all_ragged" ? 2 : 1) + 64);
       std::function<void()> run;
-      double shape_bytes = static_cast<double>(per) * n;
+      // The record's size as the model counts it: the whole buffer for the gathers and reductions,
+      // the bytes leaving each rank for an all-to-all (its own share stays put).
+      double shape_bytes = static_cast<double>(per) * (o == "all_to_all" ? n - 1 : n);
       std::string derivation;
       std::vector<int64_t> sb(static_cast<size_t>(n)), rb(static_cast<size_t>(n));
       if (o == "all_to_all") {
@@ -374,16 +376,16 @@ void collectives(Ctx& c, double end_share) {
         for (int d = 0; d < n; ++d) wsum += 1.0 / (1 + d);
         for (int r = 0; r < n; ++r)
           for (int d = 0; d < n; ++d) m[static_cast<size_t>(r)][static_cast<size_t>((r + d) % n)] = static_cast<int64_t>(static_cast<double>(bytes) / wsum / (1 + d)) & ~int64_t{7};
-        int64_t most = 0;
+        int64_t most = 0;  // the busiest rank's bytes from the others
         for (int p = 0; p < n; ++p) {
           int64_t in = 0;
-          for (int r = 0; r < n; ++r) in += m[static_cast<size_t>(r)][static_cast<size_t>(p)];
+          for (int r = 0; r < n; ++r) in += r == p ? 0 : m[static_cast<size_t>(r)][static_cast<size_t>(p)];
           most = std::max(most, in);
         }
         for (int p = 0; p < n; ++p) sb[static_cast<size_t>(p)] = m[static_cast<size_t>(comm.rank())][static_cast<size_t>(p)], rb[static_cast<size_t>(p)] = m[static_cast<size_t>(p)][static_cast<size_t>(comm.rank())];
         shape_bytes = static_cast<double>(most);
-        derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d); the busiest rank receives " +
-                     std::to_string(most) + " B, the size of the even all-to-all this is priced as";
+        derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d) (d = 0: itself); the busiest rank receives " +
+                     std::to_string(most) + " B from the others, the size of the even all-to-all this is priced as";
         run = [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); };
       } else if (o == "all_gather") {
         run = [&] { comm.allgather(send.data(), per, recv.data()); };

@@ -15,7 +15,7 @@ ctest --output-on-failure --timeout 600 -j "$(nproc)"
 # UndefinedBehaviorSanitizer, built with Clang in a second build folder: any memory error or
 # undefined behaviour a test reaches fails the run. The same build instruments the loaders for
 # libFuzzer (fuzzer-no-link) and links one fuzzer per loader entry point (fuzz/); after the tests
-# each fuzzer runs MOEPERF_FUZZ_SECONDS (default 40) seeded with every data file, and a finding
+# each fuzzer runs MOEPERF_FUZZ_SECONDS (default 30) seeded with every data file, and a finding
 # fails the run (scripts/fuzz.sh). CUDA, MPI and the GUI stay out (their runtimes are not built
 # for the sanitizers). MOEPERF_SANITIZE=0 skips all of it; MOEPERF_FUZZ_SECONDS=0 only the fuzzing.
 if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
@@ -34,10 +34,10 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900 -j "$(nproc)" \
       -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current)$')
-  if [ "${MOEPERF_FUZZ_SECONDS:-40}" != 0 ]; then
+  if [ "${MOEPERF_FUZZ_SECONDS:-30}" != 0 ]; then
     echo
-    echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-40} s each =="
-    MOEPERF_FUZZ_SECONDS="${MOEPERF_FUZZ_SECONDS:-40}" "$root/scripts/fuzz.sh" "$san"
+    echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-30} s each =="
+    MOEPERF_FUZZ_SECONDS="${MOEPERF_FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" "$san"
   fi
 fi
 

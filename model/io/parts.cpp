@@ -258,7 +258,7 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
 }
 
 // The executor's measurements (moeperf run --out): compute ops as records on the measured machine.
-std::vector<PartRecord> parse_executor(const Node& root, const std::string& path) {
+std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::string& path) {
   const Node machine = root.at("machine");
   GpuSpec g;
   g.name = machine.has("gpu") && machine.at("gpu").has("name") ? machine.at("gpu").at("name").as_string()
@@ -268,15 +268,49 @@ std::vector<PartRecord> parse_executor(const Node& root, const std::string& path
   g.dense_bf16 = g.dense_fp8 = FlopsPerSecond(machine.at("gemm_peak_flops_measured").as_positive_number());
   g.hbm_bandwidth = BytesPerSecond(machine.at("copy_bandwidth_measured").as_positive_number());
   const std::string stem = std::filesystem::path(path).stem().string();
+  // Run with --machine: the exchanges were priced on this system, embedded in the file.
+  std::shared_ptr<const SystemSpec> machine_system;
+  if (auto sys = root.get("system")) machine_system = std::make_shared<const SystemSpec>(parse_system(refs, *sys));
   std::vector<PartRecord> out;
   const Node ops = root.at("ops");
   ops.expect_object();
   for (auto& [name, v] : ops.raw().items()) {
     const Node op(v, path, "/ops/" + name);
     const std::string kind = op.at("kind").as_string();
-    if (kind == "communication") continue;
+    if (kind == "wait") continue;  // a rank waiting for the others before an exchange: skew, not a part
+    if (kind == "communication") {
+      auto c = op.get("collective");
+      if (!c || !machine_system) continue;  // priced at the copy bandwidth: not a record of a part the model prices
+      PartRecord r;
+      r.file = path;
+      r.id = stem + "/" + name;
+      r.op = "collective." + c->as_string();
+      r.cls = PartClass::collective;
+      const auto k = std::find_if(std::begin(kOps), std::end(kOps), [&](const OpKind& x) { return r.op == x.name; });
+      if (k == std::end(kOps) || k->cls != PartClass::collective)
+        c->fail("expected \"all_to_all\", \"all_gather\", \"reduce_scatter\", \"all_reduce\" or \"send_recv\"");
+      r.collective = k->coll;
+      r.gpus = op.at("group").as_positive_int();
+      if (r.gpus < 2) op.at("group").fail("expected at least 2 ranks for a collective");
+      r.bytes = op.at("bytes_per_call").as_positive_number();
+      r.system = machine_system;
+      try {
+        r.topology = std::make_shared<const Topology>(Topology::build(*machine_system, r.gpus));
+      } catch (const std::exception& e) {
+        op.at("group").fail(std::string("the embedded system does not hold this group: ") + e.what());
+      }
+      r.gpu = machine_system->domain.tray.gpu;
+      r.gpu_key = r.generation = g.name;
+      r.metric = PartMetric::seconds;
+      r.value = op.at("median_s").as_positive_number();
+      r.weight = 1;
+      r.confidence = "high";
+      r.source = "moeperf run, " + root.string_or("date", "undated") + ", " + root.string_or("git_revision", "unknown revision");
+      out.push_back(r);
+      continue;
+    }
     if (kind != "gemm" && kind != "memory" && kind != "attention")
-      op.at("kind").fail("expected \"gemm\", \"attention\", \"memory\" or \"communication\", got \"" + kind + "\"");
+      op.at("kind").fail("expected \"gemm\", \"attention\", \"memory\", \"communication\" or \"wait\", got \"" + kind + "\"");
     PartRecord r;
     r.file = path;
     r.id = stem + "/" + name;
@@ -326,7 +360,7 @@ std::vector<PartRecord> parts_of(Refs& refs, const Node& root, const std::string
   root.expect_object();
   if (!root.has("kind") || root.at("kind").as_string() != "measurements")
     root.fail("expected a measurements file (\"kind\": \"measurements\": records of parts, or moeperf run --out)");
-  if (root.has("ops") && !root.has("records")) return parse_executor(root, path);
+  if (root.has("ops") && !root.has("records")) return parse_executor(refs, root, path);
   root.allow_only({"kind", "name", "description", "source", "gpus", "systems", "records", "calibration"});
   if (auto c = root.get("calibration")) (void)parse_calibration(*c, Calibration{});  // checked here, used by parts_calibration
   std::map<std::string, std::shared_ptr<const GpuSpec>> gpus;

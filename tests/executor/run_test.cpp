@@ -161,6 +161,35 @@ TEST(Executor, DeepSeekV3ScaledDownRunsItsMlaBlock) {
   EXPECT_EQ(j["ops"]["attn.core"]["attention"]["head_dim"].get<double>(), (192.0 + 128) / 2);
 }
 
+// --machine: the exchanges priced on this machine's system (the suite's --write-system file) by the
+// collective model; the file embeds the system, and calibrate reads the exchanges as collective records.
+TEST(Executor, OnTheSuitesSystemTheExchangesAreCollectiveRecords) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --budget 4 --write-system " + d.path("sys.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --machine " +
+         d.path("sys.json") + " --out " + d.path("m.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(std::ifstream(d.path("m.json")));
+  EXPECT_EQ(j["system"]["kind"], "system");
+  for (const auto& [op, coll] : std::map<std::string, std::string>{{"moe.dispatch", "all_to_all"},
+                                                                  {"moe.combine.bwd", "all_to_all"},
+                                                                  {"moe.shared_grad.reduce_scatter", "reduce_scatter"}}) {
+    EXPECT_EQ(j["ops"][op]["collective"], coll) << op;
+    EXPECT_EQ(j["ops"][op]["group"], 2) << op;
+    EXPECT_GT(j["ops"][op]["predicted_s"].get<double>(), 0.0) << op;
+  }
+  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + d.path("m.json"));
+  EXPECT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("collective ("), std::string::npos) << c.out;
+  // A machine file that is not there: exit 2, naming it.
+  const Result m = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --machine " +
+                      source("examples/executor/no-such-machine.json"));
+  EXPECT_EQ(m.code, 2) << m.out;
+  EXPECT_NE(m.out.find("no-such-machine.json"), std::string::npos) << m.out;
+}
+
 TEST(Executor, MoeOnlyRunsNoAttention) {
   const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/executor/cpu-small.json") + " --steps 1 --warmup 0 --moe-only");
   ASSERT_EQ(r.code, 0) << r.out;

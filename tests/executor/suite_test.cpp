@@ -70,17 +70,19 @@ struct Loop {
   double md = 0, mf = 0;                // median |error| of the layer's GEMMs: defaults, fitted
   double ad = 0, af = 0;                // the same of its attention cores (forward and backward)
   double measured = 0, predicted = 0;   // the layer's compute ops per step, fitted
+  double comm_measured = 0, comm_predicted = 0;  // its exchanges per step, priced on the suite's system, fitted
   std::string text;
 };
 
 Loop closed_loop(const TempDir& d, int attempt) {
   const std::string n = std::to_string(attempt);
-  const std::string suite = d.path("suite" + n + ".json"), profile = d.path("cpu" + n + ".json"), layer = d.path("layer" + n + ".json");
-  Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --budget 30 --out " + suite);
+  const std::string suite = d.path("suite" + n + ".json"), profile = d.path("cpu" + n + ".json"), layer = d.path("layer" + n + ".json"),
+                    machine = d.path("machine" + n + ".json");
+  Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --budget 20 --out " + suite + " --write-system " + machine);
   EXPECT_EQ(r.code, 0) << r.out;
   r = sh(std::string(MOEPERF_CLI) + " calibrate " + suite + " --out " + profile);
   EXPECT_EQ(r.code, 0) << r.out;
-  r = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 5 --out " + layer);
+  r = sh(mpirun(2) + MOEPERF_CLI + " run " + source("examples/executor/cpu-small.json") + " --steps 5 --machine " + machine + " --out " + layer);
   EXPECT_EQ(r.code, 0) << r.out;
   Loop l;
   if (::testing::Test::HasFailure()) return l;
@@ -94,6 +96,10 @@ Loop closed_loop(const TempDir& d, int attempt) {
     const std::string name = x.id.substr(x.id.find('/') + 1);
     const double per_step = j["ops"][name]["calls"].get<double>() / steps;
     const double a = moeperf::predict_part(x, defaults), b = moeperf::predict_part(x, fitted);
+    if (x.cls == moeperf::PartClass::collective) {
+      l.comm_measured += x.value * per_step, l.comm_predicted += b * per_step;
+      continue;
+    }
     l.measured += x.value * per_step, predicted_default += a * per_step, l.predicted += b * per_step;
     if (x.cls == moeperf::PartClass::gemm) {
       err_default.push_back(std::abs(a / x.value - 1));
@@ -112,24 +118,27 @@ Loop closed_loop(const TempDir& d, int attempt) {
   l.md = med(err_default), l.mf = med(err_fitted);
   EXPECT_EQ(attn_fitted.size(), 2u) << "the layer's attention core, forward and backward";
   l.ad = med(attn_default), l.af = med(attn_fitted);
-  char b[600];
+  EXPECT_GT(l.comm_measured, 0.0) << "the layer's exchanges as collective records (run with --machine)";
+  char b[800];
   std::snprintf(b, sizeof b,
                 "attempt %d: layer GEMMs median |error| %.1f %% at the defaults, %.1f %% fitted on the suite; attention cores %.1f %% "
-                "and %.1f %%; compute ops per step: measured %.1f ms, predicted %.1f ms (defaults) and %.1f ms (fitted)",
-                attempt, 100 * l.md, 100 * l.mf, 100 * l.ad, 100 * l.af, 1e3 * l.measured, 1e3 * predicted_default, 1e3 * l.predicted);
+                "and %.1f %%; compute ops per step: measured %.1f ms, predicted %.1f ms (defaults) and %.1f ms (fitted); exchanges "
+                "per step on the suite's system: measured %.1f ms, predicted %.1f ms (fitted)",
+                attempt, 100 * l.md, 100 * l.mf, 100 * l.ad, 100 * l.af, 1e3 * l.measured, 1e3 * predicted_default, 1e3 * l.predicted,
+                1e3 * l.comm_measured, 1e3 * l.comm_predicted);
   l.text = b;
   return l;
 }
 
 // This 2-core VM's speed drifts by 15 % over minutes, and the suite and the layer run minutes
-// apart: an attempt may see the machine at two speeds. Up to four attempts; one that holds
+// apart: an attempt may see the machine at two speeds. Up to five attempts; one that holds
 // passes. Without the fit (fitted = defaults) no attempt can: its attention median equals the defaults'.
 TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
   TempDir d;
   std::string log;
   bool held = false;
-  for (int attempt = 1; attempt <= 4 && !held && !HasFailure(); ++attempt) {
+  for (int attempt = 1; attempt <= 5 && !held && !HasFailure(); ++attempt) {
     const Loop l = closed_loop(d, attempt);
     std::printf("%s\n", l.text.c_str());
     log += l.text + "\n";
@@ -137,10 +146,15 @@ TEST(Suite, FittedOnTheSuiteItPredictsTheLayersOps) {
     // dim, 32, is at the edge of the suite's 32-128). The GEMM median came out at 8-12 % fitted and
     // 5-14 % at the defaults once the attention block's projections (large, near this CPU's peak)
     // joined the layer: near the noise of this VM, so it is held to a bound, not to the defaults.
-    // The layer's compute total (-7 to -16 % in most attempts) is printed, not asserted: when the
-    // machine slows during the layer run after it measured its peak, every op of it is slower than
-    // priced and the total moves with it (seen: -35 %), fit or no fit.
-    held = l.mf < 0.16 && l.af < 0.75 * l.ad && l.af < 0.30;
+    // When the machine slows during the layer run after it measured its peak, every op of it is
+    // slower than priced and the total moves with it (seen once: -35 %), fit or no fit: hence
+    // the attempts.
+    // The layer end to end, compute and exchanges (the exchanges priced on the suite's system by the
+    // fitted collective model), within 15 % of the measured.
+    const double layer_error = (l.predicted + l.comm_predicted) / (l.measured + l.comm_measured) - 1;
+    std::printf("  the layer per step: measured %.1f ms, predicted %.1f ms (%+.1f %%)\n", 1e3 * (l.measured + l.comm_measured),
+                1e3 * (l.predicted + l.comm_predicted), 100 * layer_error);
+    held = l.mf < 0.16 && l.af < 0.75 * l.ad && l.af < 0.30 && std::abs(layer_error) < 0.15;
   }
   EXPECT_TRUE(held) << log;
 }
