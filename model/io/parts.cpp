@@ -10,6 +10,7 @@
 #include <set>
 
 #include "model/io/detail/parsers.h"
+#include "model/limits.h"
 #include "model/pricing/collective.h"
 #include "model/workload/flops.h"
 
@@ -270,7 +271,8 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
   const std::string stem = std::filesystem::path(path).stem().string();
   // Run with --machine: the exchanges were priced on this system, embedded in the file.
   std::shared_ptr<const SystemSpec> machine_system;
-  if (auto sys = root.get("system")) machine_system = std::make_shared<const SystemSpec>(parse_system(refs, *sys));
+  if (auto sys = root.get("system"))
+    machine_system = std::make_shared<const SystemSpec>(refs.follow(*sys, "system", [&](const Node& n) { return parse_system(refs, n); }));
   std::vector<PartRecord> out;
   const Node ops = root.at("ops");
   ops.expect_object();
@@ -290,8 +292,10 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
       if (k == std::end(kOps) || k->cls != PartClass::collective)
         c->fail("expected \"all_to_all\", \"all_gather\", \"reduce_scatter\", \"all_reduce\" or \"send_recv\"");
       r.collective = k->coll;
-      r.gpus = op.at("group").as_positive_int();
+      r.gpus = op.at("group").as_positive_int(limits::kGpus);
       if (r.gpus < 2) op.at("group").fail("expected at least 2 ranks for a collective");
+      if (r.gpus > machine_system->domain.gpus() && !machine_system->fabric)
+        op.at("group").fail("expected at most the embedded system's " + std::to_string(machine_system->domain.gpus()) + " GPUs: it has no fabric");
       r.bytes = op.at("bytes_per_call").as_positive_number();
       r.system = machine_system;
       try {

@@ -6,6 +6,7 @@
 
 #include "model/io/errors.h"
 #include "model/io/load.h"
+#include "model/io/parts.h"
 #include "temp_dir.h"
 
 namespace moeperf::io {
@@ -280,6 +281,62 @@ TEST(BadInput, UnknownEnumValueWithHint) {
   EXPECT_EQ(e.detail(),
             "expected one of \"allgather\", \"alltoall\" or \"fused_dedup\", got \"fused_dedupe\" (did you mean "
             "\"fused_dedup\"?)");
+}
+
+// An executor run's measurements (moeperf run --out): attention cores and, with --machine, the
+// exchanges as collective records of the embedded system; waits are skipped; each mistake names
+// its op's JSON path.
+TEST(BadInput, ExecutorRunRecords) {
+  TempDir d;
+  auto run_file = [&](const std::function<void(json&)>& edit) {
+    json j = {{"kind", "measurements"},
+              {"machine", {{"cpu", "c"}, {"gemm_peak_flops_measured", 4e10}, {"copy_bandwidth_measured", 3e10}}},
+              {"system", json::parse(kSystem)},
+              {"ops",
+               {{"attn.core", {{"kind", "attention"}, {"calls", 1}, {"bytes_per_call", 1e6}, {"flops_per_call", 1e8}, {"median_s", 0.01},
+                               {"attention", {{"keys", 128}, {"head_dim", 32}, {"backward", false}}}}},
+                {"moe.dispatch", {{"kind", "communication"}, {"calls", 1}, {"bytes_per_call", 1e6}, {"flops_per_call", 0}, {"median_s", 0.001},
+                                  {"collective", "all_to_all"}, {"group", 2}}},
+                {"wait.moe.dispatch", {{"kind", "wait"}, {"calls", 1}, {"bytes_per_call", 0}, {"flops_per_call", 0}, {"median_s", 0.0}}}}}};
+    edit(j);
+    return d.write("m.json", j.dump(2));
+  };
+  const auto recs = load_parts(run_file([](json&) {}));
+  ASSERT_EQ(recs.size(), 2u);  // the wait is no record
+  for (const PartRecord& r : recs) {
+    if (r.id == "m/attn.core") {
+      EXPECT_EQ(r.cls, PartClass::attention);
+      EXPECT_DOUBLE_EQ(r.attention.keys, 128);
+      EXPECT_EQ(r.op, "attention.fwd");
+    } else {
+      EXPECT_EQ(r.id, "m/moe.dispatch");
+      EXPECT_EQ(r.cls, PartClass::collective);
+      EXPECT_EQ(r.collective, Collective::all_to_all);
+      EXPECT_EQ(r.gpus, 2);
+      EXPECT_DOUBLE_EQ(r.bytes, 1e6);
+      ASSERT_TRUE(r.topology);
+    }
+  }
+  const std::vector<std::pair<std::function<void(json&)>, std::pair<std::string, std::string>>> bad = {
+      {[](json& j) { j["ops"]["moe.dispatch"]["collective"] = "broadcast"; }, {"/ops/moe.dispatch/collective", "expected \"all_to_all\""}},
+      {[](json& j) { j["ops"]["moe.dispatch"]["group"] = 1; }, {"/ops/moe.dispatch/group", "at least 2 ranks"}},
+      {[](json& j) { j["ops"]["moe.dispatch"]["group"] = 64; }, {"/ops/moe.dispatch/group", "at most the embedded system's 8 GPUs"}},
+      {[](json& j) { j["ops"]["attn.core"].erase("attention"); }, {"/ops/attn.core", "attention"}},
+      {[](json& j) { j["ops"]["attn.core"]["attention"]["keys"] = 0; }, {"/ops/attn.core/attention/keys", "positive"}},
+      {[](json& j) { j["ops"]["attn.core"]["kind"] = "softmax"; }, {"/ops/attn.core/kind", "\"wait\""}},
+      {[](json& j) { j["system"]["gpus"] = "eight"; }, {"/system/gpus", ""}},
+  };
+  for (const auto& [edit, want] : bad) {
+    const std::string f = run_file(edit);
+    try {
+      (void)load_parts(f);
+      ADD_FAILURE() << "no error for " << want.first;
+    } catch (const SpecError& e) {
+      EXPECT_EQ(e.file(), f);
+      EXPECT_EQ(e.json_path().rfind(want.first, 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want.second), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
