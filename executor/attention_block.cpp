@@ -98,6 +98,11 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   qd_ = d.heads * d.head_dim;
   kd_ = d.kv_heads * d.head_dim;
   vd_ = d.kv_heads * d.v_dim;
+  at_ = BlockedAttention{d.seq, d.head_dim, d.window, true};
+  group_ = d.heads / d.kv_heads;
+  // The cost model's count of the core: 2 x keys x heads x (qk + v dims) per query.
+  keys_ = attended_keys(d.seq, static_cast<int>(d.window));
+  core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
   auto norm_weights = [](std::vector<float>& g, int64_t n, uint64_t seed) {
     g.resize(Z(n));
     fill(g.data(), n, seed, 0.1f);
@@ -169,13 +174,10 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
   const float* K = k_.data();
   const float* V = d_.mla ? v_.data() : k_.data() + kd_;
   const int64_t kld = d_.mla ? kd_ : kd_ + vd_, vld = d_.mla ? vd_ : kd_ + vd_;
-  const BlockedAttention at{d_.seq, hd, d_.window, true};
-  const double keys = attended_keys(d_.seq, static_cast<int>(d_.window));
-  // The cost model's count: 2 x keys x heads x (qk + v dims) per query; reads Q, K, V, writes O.
-  const double core = fT * 2.0 * keys * D(d_.heads) * D(hd + vh);
-  const double io = 4.0 * fT * (fq + D(kd_ + vd_) + fc);
-  const int64_t group = d_.heads / d_.kv_heads;
-  rec.time_attention("attn.core", io, core, AttentionShape{keys, D(hd + vh) / 2.0, false}, [&] {
+  const double io = 4.0 * fT * (fq + D(kd_ + vd_) + fc);  // reads Q, K, V, writes O
+  const BlockedAttention& at = at_;
+  const int64_t group = group_;
+  rec.time_attention("attn.core", io, core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, false}, [&] {
     for (int64_t b = 0; b < T / d_.seq; ++b)
       for (int64_t h = 0; h < d_.heads; ++h) {
         const int64_t g = h / group, t0 = b * d_.seq;
@@ -205,12 +207,10 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
   float* dK = dk.data();
   float* dV = d_.mla ? dv.data() : dk.data() + kd_;
   const int64_t kld = d_.mla ? kd_ : kd_ + vd_, vld = d_.mla ? vd_ : kd_ + vd_;
-  const BlockedAttention at{d_.seq, hd, d_.window, true};
-  const double keys = attended_keys(d_.seq, static_cast<int>(d_.window));
-  const double core = fT * 2.0 * keys * D(d_.heads) * D(hd + vh);
-  const int64_t group = d_.heads / d_.kv_heads;
+  const BlockedAttention& at = at_;
+  const int64_t group = group_;
   // FlashAttention's convention, as the model and the suite count it: 2.5 x the forward's work.
-  rec.time_attention("attn.core.bwd", 2.5 * 4.0 * fT * (fq + D(kd_ + vd_) + fc), 2.5 * core, AttentionShape{keys, D(hd + vh) / 2.0, true},
+  rec.time_attention("attn.core.bwd", 2.5 * 4.0 * fT * (fq + D(kd_ + vd_) + fc), 2.5 * core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, true},
                      [&] {
                        std::fill(dk.begin(), dk.end(), 0.0f);
                        std::fill(dv.begin(), dv.end(), 0.0f);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/attention_ref.h"
 #include "executor/comm.h"
 #include "executor/run.h"
 #include "executor/run_parts.h"
@@ -55,6 +56,9 @@ class AttentionBlock {
   Layout lay_;
   int ranks_ = 1;
   int64_t qd_ = 0, kd_ = 0, vd_ = 0;               // per token: all heads' Q, K and V widths
+  BlockedAttention at_;                              // the core, one head of one sequence at a time
+  int64_t group_ = 1;                               // Q heads per K/V head
+  double keys_ = 0, core_flops_ = 0;                // mean keys per query; the core's FLOPs as the model counts them
   std::vector<float> gamma_, gq_, gkv_;             // the block's RMSNorm, MLA's q and kv norms (not sharded)
   std::vector<float> own_, full_;                   // own_: this rank's shard (FSDP); full_: the weights in use
   // Saved for the backward: the block norm, MLA's down projections before and after their norms.

@@ -538,9 +538,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     if (name.rfind("wait.", 0) == 0) continue;  // the ranks' skew: no op of the model
     if (is_comm_op(name)) {
       if (machine_topo) {
-        const Collective c = name.find("reduce_scatter") != std::string::npos ? Collective::reduce_scatter
-                             : name.find("all_gather") != std::string::npos   ? Collective::all_gather
-                                                                              : Collective::all_to_all;
+        const Collective c = exchange_collective(name);
         std::vector<int64_t> members(static_cast<size_t>(ranks));
         std::iota(members.begin(), members.end(), int64_t{0});
         double best = std::numeric_limits<double>::infinity();

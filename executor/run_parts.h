@@ -57,13 +57,17 @@ inline std::string fmt(const char* f, double a, double b = 0) {
   return buf;
 }
 
-// Communication ops of the run (their model price is a transfer, not a kernel).
-inline bool is_comm_op(const std::string& name) {
-  if (name.rfind("wait.", 0) == 0) return false;
-  for (const char* w : {"dispatch", "combine", "exchange", "reduce_scatter", "all_gather"})
-    if (name.find(w) != std::string::npos) return true;
-  return false;
+// The collective an op of the run is, as the model prices it (none: a kernel, or a wait). The
+// MoE exchanges (dispatch, combine, the count exchange) are all-to-alls.
+inline Collective exchange_collective(const std::string& name) {
+  if (name.rfind("wait.", 0) == 0) return Collective::none;
+  if (name.find("reduce_scatter") != std::string::npos) return Collective::reduce_scatter;
+  if (name.find("all_gather") != std::string::npos) return Collective::all_gather;
+  for (const char* w : {"dispatch", "combine", "exchange"})
+    if (name.find(w) != std::string::npos) return Collective::all_to_all;
+  return Collective::none;
 }
+inline bool is_comm_op(const std::string& name) { return exchange_collective(name) != Collective::none; }
 
 // Times ops by name; only records when `record` is on (after warm-up).
 struct Recorder {

@@ -280,12 +280,17 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     const Node op(v, path, "/ops/" + name);
     const std::string kind = op.at("kind").as_string();
     if (kind == "wait") continue;  // a rank waiting for the others before an exchange: skew, not a part
+    // What every record of a run shares: its id, the op's median time per call, the run as source.
+    PartRecord r;
+    r.file = path;
+    r.id = stem + "/" + name;
+    r.metric = PartMetric::seconds;
+    r.weight = 1;
+    r.confidence = "high";
+    r.source = "moeperf run, " + root.string_or("date", "undated") + ", " + root.string_or("git_revision", "unknown revision");
     if (kind == "communication") {
       auto c = op.get("collective");
       if (!c || !machine_system) continue;  // priced at the copy bandwidth: not a record of a part the model prices
-      PartRecord r;
-      r.file = path;
-      r.id = stem + "/" + name;
       r.op = "collective." + c->as_string();
       r.cls = PartClass::collective;
       const auto k = std::find_if(std::begin(kOps), std::end(kOps), [&](const OpKind& x) { return r.op == x.name; });
@@ -305,19 +310,12 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
       }
       r.gpu = machine_system->domain.tray.gpu;
       r.gpu_key = r.generation = g.name;
-      r.metric = PartMetric::seconds;
       r.value = op.at("median_s").as_positive_number();
-      r.weight = 1;
-      r.confidence = "high";
-      r.source = "moeperf run, " + root.string_or("date", "undated") + ", " + root.string_or("git_revision", "unknown revision");
       out.push_back(r);
       continue;
     }
     if (kind != "gemm" && kind != "memory" && kind != "attention")
       op.at("kind").fail("expected \"gemm\", \"attention\", \"memory\", \"communication\" or \"wait\", got \"" + kind + "\"");
-    PartRecord r;
-    r.file = path;
-    r.id = stem + "/" + name;
     r.op = kind == "gemm" ? "gemm" : kind == "attention" ? "attention.fwd" : "memory.copy";
     r.cls = kind == "gemm" ? PartClass::gemm : kind == "attention" ? PartClass::attention : PartClass::memory;
     r.gpu = g;
@@ -346,11 +344,7 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     } else if (r.bytes <= 0) {
       op.at("bytes_per_call").fail("expected a positive byte count for a memory-bound op");
     }
-    r.metric = PartMetric::seconds;
     r.value = op.at("median_s").as_positive_number();
-    r.weight = 1;
-    r.confidence = "high";
-    r.source = "moeperf run, " + root.string_or("date", "undated") + ", " + root.string_or("git_revision", "unknown revision");
     out.push_back(r);
   }
   return out;
