@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/common.h"
+#include "executor/host_memory.h"
 #include "executor/run.h"
 #include "executor/suite.h"
 #include "model/error.h"
@@ -139,6 +140,7 @@ int cmd_suite(const exec::SuiteOptions& so, int* argc, char*** argv) {
 int main(int argc, char** argv) {
   using namespace moeperf;
   using namespace moeperf::cli;
+  exec::keep_freed_host_memory();  // before MPI_Init: its buffers too (executor/host_memory.h)
   CLI::App app{"moeperf run: execute the scenario's MoE layer forward and backward, check it, measure every op "
                "(under mpirun for many ranks)",
                "moeperf run"};
