@@ -39,7 +39,7 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   }
   if (!chosen)
     throw InputError("--algo " + algo + " does not apply to " + op_name + " on this group; offered: " + offered);
-  const CollectiveCost& cost = *chosen;
+  const CollectiveCost cost = chosen->at(moved);
   const Seconds time = cost.time(moved);
   const double algbw = size.value() / time.value();
   const double busbw = algbw * bus_factor(c, gpus);

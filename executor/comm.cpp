@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #ifdef MOEPERF_HAVE_MPI
 #include <mpi.h>
@@ -68,73 +70,76 @@ class Mpi final : public Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
 
-  // Rounds of MPI_Alltoallv, each moving at most kMpiChunkBytes per peer, packed so that counts and
-  // displacements stay below 2^31.
+  // Every peer's block at once (nonblocking sends and receives, in pieces of at most
+  // kMpiChunkBytes so MPI's int counts hold), as NCCL groups an all-to-all's sends and receives:
+  // one step, the cost model's "direct" all-to-all. This rank's own block is a copy.
   void alltoallv(const void* send, const std::vector<int64_t>& sb, void* recv, const std::vector<int64_t>& rb) override {
     const auto n = static_cast<size_t>(size_);
-    std::vector<int64_t> s_off(n + 1, 0), r_off(n + 1, 0);
-    for (size_t p = 0; p < n; ++p) s_off[p + 1] = s_off[p] + sb[p], r_off[p + 1] = r_off[p] + rb[p];
-    int64_t max_peer = 0;
-    for (size_t p = 0; p < n; ++p) max_peer = std::max(max_peer, std::max(sb[p], rb[p]));
-    int64_t rounds = (max_peer + kMpiChunkBytes - 1) / kMpiChunkBytes;
-    double r = static_cast<double>(rounds);
-    MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);  // every rank runs the same rounds
-    rounds = static_cast<int64_t>(r);
     const auto* s = static_cast<const char*>(send);
     auto* d = static_cast<char*>(recv);
-    if (rounds <= 1) {
-      std::vector<int> sc(n), sd(n), rc(n), rd(n);
-      for (size_t p = 0; p < n; ++p)
-        sc[p] = static_cast<int>(sb[p]), sd[p] = static_cast<int>(s_off[p]), rc[p] = static_cast<int>(rb[p]),
-        rd[p] = static_cast<int>(r_off[p]);
-      if (s_off[n] < (int64_t{1} << 31) && r_off[n] < (int64_t{1} << 31)) {
-        check(MPI_Alltoallv(s, sc.data(), sd.data(), MPI_BYTE, d, rc.data(), rd.data(), MPI_BYTE, MPI_COMM_WORLD),
-              "MPI_Alltoallv");
-        return;
+    int64_t so = 0, ro = 0;
+    std::vector<MPI_Request> reqs;
+    for (size_t p = 0; p < n; ++p) {
+      if (static_cast<int>(p) == rank_) {
+        if (sb[p] != rb[p]) throw std::logic_error("all-to-all: this rank's block to itself differs in send and receive size");
+      } else {
+        for (int64_t lo = 0; lo < rb[p]; lo += kMpiChunkBytes) {
+          reqs.emplace_back();
+          check(MPI_Irecv(d + ro + lo, static_cast<int>(std::min(kMpiChunkBytes, rb[p] - lo)), MPI_BYTE, static_cast<int>(p), kA2aTag,
+                          MPI_COMM_WORLD, &reqs.back()),
+                "MPI_Irecv");
+        }
+        for (int64_t lo = 0; lo < sb[p]; lo += kMpiChunkBytes) {
+          reqs.emplace_back();
+          check(MPI_Isend(s + so + lo, static_cast<int>(std::min(kMpiChunkBytes, sb[p] - lo)), MPI_BYTE, static_cast<int>(p), kA2aTag,
+                          MPI_COMM_WORLD, &reqs.back()),
+                "MPI_Isend");
+        }
       }
-      rounds = 1;
+      so += sb[p], ro += rb[p];
     }
-    std::vector<char> ps, pr;
-    for (int64_t round = 0; round < rounds; ++round) {
-      std::vector<int> sc(n), sd(n), rc(n), rd(n);
-      int64_t st = 0, rt = 0;
-      for (size_t p = 0; p < n; ++p) {
-        const int64_t lo = round * kMpiChunkBytes;
-        const int64_t sn = std::clamp<int64_t>(sb[p] - lo, 0, kMpiChunkBytes), rn = std::clamp<int64_t>(rb[p] - lo, 0, kMpiChunkBytes);
-        sc[p] = static_cast<int>(sn), sd[p] = static_cast<int>(st), rc[p] = static_cast<int>(rn), rd[p] = static_cast<int>(rt);
-        st += sn, rt += rn;
-      }
-      ps.resize(static_cast<size_t>(st));
-      pr.resize(static_cast<size_t>(rt));
-      for (size_t p = 0; p < n; ++p)
-        if (sc[p] > 0) std::memcpy(ps.data() + sd[p], s + s_off[p] + round * kMpiChunkBytes, static_cast<size_t>(sc[p]));
-      check(MPI_Alltoallv(ps.data(), sc.data(), sd.data(), MPI_BYTE, pr.data(), rc.data(), rd.data(), MPI_BYTE,
-                          MPI_COMM_WORLD),
-            "MPI_Alltoallv");
-      for (size_t p = 0; p < n; ++p)
-        if (rc[p] > 0) std::memcpy(d + r_off[p] + round * kMpiChunkBytes, pr.data() + rd[p], static_cast<size_t>(rc[p]));
-    }
+    int64_t own_s = 0, own_r = 0;
+    for (size_t p = 0; p < static_cast<size_t>(rank_); ++p) own_s += sb[p], own_r += rb[p];
+    if (sb[static_cast<size_t>(rank_)] > 0) std::memmove(d + own_r, s + own_s, static_cast<size_t>(sb[static_cast<size_t>(rank_)]));
+    check(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
   }
+  // The gathers and reductions run NCCL's ring algorithms over MPI point-to-point, not the MPI
+  // library's own choice (Open MPI's tuned component picks a linear reduce-then-scatter or
+  // recursive halving by size, whose cost the model does not describe): n - 1 steps, each a
+  // block to the right neighbour and one from the left; a reduction adds the received block into
+  // this rank's own in the step's wake, as NCCL's kernel does. So the suite measures, and
+  // `moeperf run` runs, the algorithm the model prices (model/pricing/collective.h, "ring").
   void allgather(const void* send, int64_t bytes, void* recv) override {
-    if (bytes >= (int64_t{1} << 31)) throw std::runtime_error("allgather above 2 GiB per rank is not supported");
-    check(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
-          "MPI_Allgather");
-  }
-  void allreduce_sum(double* data, int64_t n) override {
-    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-  }
-  // In rounds of at most 2^28 floats per block so MPI's int counts hold.
-  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
-    const int64_t chunk = int64_t{1} << 28;
-    std::vector<float> buf;
-    for (int64_t lo = 0; lo < count; lo += chunk) {
-      const int64_t n = std::min(chunk, count - lo);
-      buf.resize(static_cast<size_t>(n * size_));
-      for (int p = 0; p < size_; ++p)
-        std::memcpy(buf.data() + p * n, send + p * count + lo, sizeof(float) * static_cast<size_t>(n));
-      check(MPI_Reduce_scatter_block(buf.data(), recv + lo, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-            "MPI_Reduce_scatter_block");
+    auto* d = static_cast<char*>(recv);
+    if (bytes > 0) std::memmove(d + rank_ * bytes, send, static_cast<size_t>(bytes));
+    for (int s = 0; s + 1 < size_; ++s) {
+      const int out = mod(rank_ - s), in = mod(rank_ - s - 1);
+      sendrecv(d + out * bytes, d + in * bytes, bytes);
     }
+  }
+  // Tiny control sums (fewer elements than ranks) through MPI_Allreduce; the rest a ring
+  // reduce-scatter then a ring all-gather over blocks of near-equal size.
+  void allreduce_sum(double* data, int64_t n) override {
+    if (n < size_) {
+      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+      return;
+    }
+    std::vector<int64_t> off(static_cast<size_t>(size_) + 1, 0);
+    for (int p = 0; p < size_; ++p) off[static_cast<size_t>(p) + 1] = off[static_cast<size_t>(p)] + n / size_ + (p < n % size_);
+    auto block = [&](int p) { return std::pair{off[static_cast<size_t>(p)], off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]}; };
+    ring_reduce_scatter(data, data, block);  // this rank's block of `data` now holds the sum
+    for (int s = 0; s + 1 < size_; ++s) {
+      const auto [so, sn] = block(mod(rank_ - s));
+      const auto [ro, rn] = block(mod(rank_ - s - 1));
+      sendrecv_bytes(data + so, sn * 8, data + ro, rn * 8);
+    }
+  }
+  std::string algorithm(const std::string& collective) const override {
+    if (collective == "all_gather" || collective == "reduce_scatter" || collective == "all_reduce") return "ring";
+    return collective == "all_to_all" ? "direct" : "";  // every pair's block at once
+  }
+  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
+    ring_reduce_scatter(send, recv, [&](int p) { return std::pair{int64_t{p} * count, count}; }, true);
   }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   void idle_barrier() override {
@@ -154,6 +159,60 @@ class Mpi final : public Communicator {
   }
 
  private:
+  int mod(int r) const { return ((r % size_) + size_) % size_; }
+  // Bytes to the right neighbour and from the left one, in rounds below 2^31.
+  void sendrecv_bytes(const void* out, int64_t out_bytes, void* in, int64_t in_bytes) {
+    const int right = mod(rank_ + 1), left = mod(rank_ - 1);
+    const auto* o = static_cast<const char*>(out);
+    auto* i = static_cast<char*>(in);
+    for (int64_t lo = 0; lo < std::max(out_bytes, in_bytes); lo += kMpiChunkBytes) {
+      const auto on = static_cast<int>(std::clamp<int64_t>(out_bytes - lo, 0, kMpiChunkBytes));
+      const auto inn = static_cast<int>(std::clamp<int64_t>(in_bytes - lo, 0, kMpiChunkBytes));
+      check(MPI_Sendrecv(o + lo, on, MPI_BYTE, right, kRingTag, i + lo, inn, MPI_BYTE, left, kRingTag, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE),
+            "MPI_Sendrecv");
+    }
+  }
+  void sendrecv(const void* out, void* in, int64_t bytes) { sendrecv_bytes(out, bytes, in, bytes); }
+  // Ring reduce-scatter: block(p) = {first element, elements} of rank p's block in `send`; this
+  // rank's summed block lands at its offset in `recv` (compact = false) or at `recv` (true). At
+  // step s a rank passes on its running sum of block rank - s - 1 and receives its left
+  // neighbour's of block rank - s - 2, to which it adds its own; after n - 1 steps the block it
+  // holds is its own, summed over every rank.
+  template <class T, class Block>
+  void ring_reduce_scatter(const T* send, T* recv, Block block, bool compact = false) {
+    int64_t most = 0;
+    for (int p = 0; p < size_; ++p) most = std::max(most, block(p).second);
+    std::vector<T>& out = scratch<T>(0, most);
+    std::vector<T>& in = scratch<T>(1, most);
+    {
+      const auto [o, c] = block(mod(rank_ - 1));
+      std::copy(send + o, send + o + c, out.begin());
+    }
+    int64_t held = block(mod(rank_ - 1)).second;
+    for (int s = 0; s + 1 < size_; ++s) {
+      const auto [o, c] = block(mod(rank_ - s - 2));
+      sendrecv_bytes(out.data(), held * static_cast<int64_t>(sizeof(T)), in.data(), c * static_cast<int64_t>(sizeof(T)));
+      for (int64_t i = 0; i < c; ++i) in[static_cast<size_t>(i)] += send[o + i];
+      std::swap(out, in);
+      held = c;
+    }
+    const auto [o, c] = block(rank_);
+    std::copy(out.begin(), out.begin() + c, recv + (compact ? 0 : o));
+  }
+  // Two buffers per element type, kept between calls (a collective's buffers stay registered).
+  template <class T>
+  std::vector<T>& scratch(int which, int64_t n) {
+    std::vector<T>* pv = nullptr;
+    if constexpr (std::is_same_v<T, float>) pv = &f_[which];
+    else pv = &d_[which];
+    std::vector<T>& v = *pv;
+    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+    return v;
+  }
+  static constexpr int kRingTag = 7301, kA2aTag = 7302;
+  std::vector<float> f_[2];
+  std::vector<double> d_[2];
   int rank_ = 0, size_ = 1;
 };
 #endif

@@ -1,5 +1,9 @@
 // Communicators of the executor: ragged all-to-all (64-bit counts), all-gather, sum all-reduce,
-// barrier and abort, over MPI between processes or in-process for one rank (loopback).
+// reduce-scatter, barrier and abort, over MPI between processes or in-process for one rank
+// (loopback). Under MPI they run the algorithms the cost model prices for NCCL, built on MPI's
+// point-to-point calls rather than left to its tuner: the all-to-all sends every peer's block at
+// once ("direct"), the gathers and reductions are rings ("ring"), so a measured collective and
+// its prediction describe the same steps (algorithm() names them).
 //
 //   auto comm = make_communicator(&argc, &argv);   // MPI when launched by mpirun/srun, else loopback
 //   comm->alltoallv(send, send_bytes, recv, recv_bytes);
@@ -26,6 +30,12 @@ class Communicator {
   virtual void allreduce_sum(double* data, int64_t n) = 0;
   // Sums `send` (size() blocks of `count` floats) over ranks; this rank gets block rank() in `recv`.
   virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count) = 0;
+  // The algorithm this communicator runs a collective with, under the cost model's names
+  // (model/pricing/collective.h: "ring", "direct"); "" when it is the library's own choice.
+  virtual std::string algorithm(const std::string& collective) const {
+    (void)collective;
+    return "";
+  }
   virtual void barrier() = 0;
   // A barrier that sleeps while it waits (MPI_Ibarrier polled every millisecond) instead of
   // spinning: ranks idle while another measures must leave it the cores.

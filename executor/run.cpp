@@ -519,7 +519,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   const Topology topo = Topology::build(cpu.system, 1);
   const Pricer pr(cpu, topo, cpu.calibration);
   // The exchanges on this machine's topology (the suite's system file), as the model prices a
-  // collective of the ranks: its fastest algorithm at the op's bytes per rank.
+  // collective of the ranks: the communicator's algorithm (the fastest at the op's bytes per rank
+  // where the library chooses its own).
   std::optional<Topology> machine_topo;
   if (o.machine && ranks > 1) {
     try {
@@ -541,11 +542,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         const Collective c = exchange_collective(name);
         std::vector<int64_t> members(static_cast<size_t>(ranks));
         std::iota(members.begin(), members.end(), int64_t{0});
+        st.collective = to_string(c);
+        st.algorithm = comm.algorithm(st.collective);
         double best = std::numeric_limits<double>::infinity();
         for (const CollectiveCost& cc : collective_algorithms(c, members, *machine_topo, cpu.calibration))
-          best = std::min(best, cc.time(Bytes(st.bytes)).value());
+          if (st.algorithm.empty() || st.algorithm == cc.algorithm) best = std::min(best, cc.time(Bytes(st.bytes)).value());
         st.predicted_s = best;
-        st.collective = to_string(c);
       } else {
         st.predicted_s = st.bytes * (ranks > 1 ? 2.0 : 1.0) / res.copy_bandwidth;
       }

@@ -57,6 +57,7 @@ struct OpStats {
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
   GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)
   std::string collective;                 // exchanges priced on the machine file's topology: all_to_all, all_gather, reduce_scatter
+  std::string algorithm;                  // the communicator's algorithm for it ("ring", "direct"), priced as that one
   bool attention = false;                 // an attention core: priced by its keys and head dim
   AttentionShape attention_shape;
 };

@@ -89,6 +89,22 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "One algorithm step through the network (proxy thread, RDMA write, completion): NCCL's latency model "
      "charges 14 us per network step for ring and tree with the Simple protocol (hwLat table, "
      "src/graph/tuning.cc). A ring over D domains of n GPUs makes D - 1 network and n - D NVLink steps."},
+    {Param::host_reduce_fraction, "host_reduce_fraction", 0.85, "fraction", 0.05, 1.0,
+     "Where the ranks' links are host memory (a CPU under MPI: the system `moeperf run --suite calibrate` "
+     "writes), a ring reduce-scatter or all-reduce adds each received block into its own after the transfer, "
+     "on the same core: reading both and writing one, 3 bytes of memory traffic per byte reduced, at this "
+     "fraction of the device's memory bandwidth (default as a copy's, hbm_fraction; ranks sharing a core "
+     "fit lower). Unused on GPUs: NCCL's kernel reduces a chunk while the next is on the wire."},
+    {Param::host_cache_speedup, "host_cache_speedup", 2.0, "ratio", 1.0, 10.0,
+     "Over a host-memory transport a collective whose buffers fit the CPU's caches copies at cache rather "
+     "than DRAM speed: the link's rate for sizes far below host_cache_bytes over its rate for large ones "
+     "(the system file's link is a large pairwise exchange's rate). 2 is the usual last-level-cache over "
+     "DRAM copy rate of one server core; fitted by the calibration suite's collectives over sizes. "
+     "Unused on GPUs."},
+    {Param::host_cache_bytes, "host_cache_bytes", 32e6, "bytes", 65536, 4294967296,
+     "The collective size (bytes per rank, as an op counts it) at which half of host_cache_speedup's gain "
+     "is left: s / (1 + (speedup - 1) x C / (C + S)). Of the order of the last-level cache a rank shares "
+     "(32 MB default); fitted, since ranks, their buffers and the cache's sharing all set it."},
     {Param::ep_nvlink_fraction, "ep_nvlink_fraction", 0.80, "fraction", 0.05, 1.0,
      "A fused expert-parallel dispatch/combine kernel (DeepEP, HybridEP: stack.dispatcher fused_dedup) "
      "over NVLink: algorithm bandwidth over the link rate when given many SMs."},

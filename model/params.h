@@ -41,6 +41,9 @@ enum class Param : int {
   collective_launch_s,     // fixed software latency per collective
   nvlink_step_s,           // latency of one algorithm step over NVLink (NCCL Simple protocol)
   network_step_s,          // latency of one algorithm step over the scale-out network
+  host_reduce_fraction,    // a collective's reduction over a host-memory transport: memory rate / the device's memory bandwidth
+  host_cache_speedup,      // a host-memory transport's rate for collectives far below host_cache_bytes / its rate for large ones
+  host_cache_bytes,        // collective size at which a host-memory transport's cache gain is half spent
   ep_nvlink_fraction,      // fused EP dispatch/combine kernel (DeepEP/HybridEP): NVLink rate / link rate at many SMs
   ep_network_fraction,     // the same over RDMA: rate / NIC line rate
   ep_sm_half,              // EP kernel rate x sms / (sms + ep_sm_half): SMs the kernel is given

@@ -109,6 +109,10 @@ struct NvlinkDomainSpec {
   int switch_chips = 0;
   std::vector<int> gpu_links_per_chip;  // one entry per chip
   Seconds nvlink_latency;
+  // "transport": "host_memory": the domain's "links" are host memory (ranks of one host under MPI,
+  // the system moeperf's calibration suite writes): the ranks' cores move the bytes and add the
+  // reductions themselves, one after the other, where NCCL's kernel reduces under the transfer.
+  bool host_memory = false;
   int gpus() const { return tray.gpus * trays; }
 };
 

@@ -34,6 +34,7 @@ struct Topology::Impl {
   BytesPerSecond leaf_up;                        // per leaf, per direction
   int leaf_uplinks = 0;
   bool adaptive_routing = true;
+  BytesPerSecond host_memory;                    // NvlinkDomainSpec::host_memory: the GPU's memory bandwidth
   int64_t half = 0, rails = 1, trays_per_domain = 0, tray_gpus = 1;
   bool rail_optimized = true;
   BytesPerSecond domain_bisection, fabric_bisection;
@@ -246,6 +247,7 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   impl->classes = std::move(b.classes);
   impl->gpus = gpus;
   impl->domains = domains;
+  if (sys.domain.host_memory) impl->host_memory = sys.domain.tray.gpu.hbm_bandwidth;
   if (with_fabric) {
     impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
     impl->leaf_uplinks = static_cast<int>(half);
@@ -291,6 +293,7 @@ int64_t Topology::pod_of(int64_t g) const { return impl_->tiers == 3 ? leaf_of(g
 BytesPerSecond Topology::leaf_uplink_bandwidth() const { return impl_->leaf_up; }
 int Topology::leaf_uplinks() const { return impl_->leaf_uplinks; }
 bool Topology::adaptive_routing() const { return impl_->adaptive_routing; }
+BytesPerSecond Topology::host_memory_bandwidth() const { return impl_->host_memory; }
 int64_t Topology::vertex_count() const { return static_cast<int64_t>(boost::num_vertices(impl_->g)); }
 int64_t Topology::link_count() const { return static_cast<int64_t>(boost::num_edges(impl_->g)); }
 int64_t Topology::count(VertexKind k) const {

@@ -61,6 +61,9 @@ class Topology {
   BytesPerSecond leaf_uplink_bandwidth() const;  // per leaf, per direction
   int leaf_uplinks() const;                      // uplink ports per leaf (0 without a fabric)
   bool adaptive_routing() const;                 // the fabric's switches route adaptively (else static ECMP)
+  // The GPU's memory bandwidth when the NVLink domain's transport is host memory (its cores copy
+  // and reduce themselves, NvlinkDomainSpec::host_memory); zero otherwise.
+  BytesPerSecond host_memory_bandwidth() const;
 
   int64_t vertex_count() const;
   int64_t link_count() const;

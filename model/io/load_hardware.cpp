@@ -109,7 +109,7 @@ ComputeTraySpec parse_tray(Refs& refs, const Node& n) {
 
 NvlinkDomainSpec parse_domain(Refs& refs, const Node& n) {
   n.allow_only({"kind", "name", "source", "note", "tray", "trays", "switch", "switch_chips", "gpu_links_per_chip",
-                "nvlink_latency"});
+                "nvlink_latency", "transport"});
   NvlinkDomainSpec d;
   d.name = n.at("name").as_string();
   d.tray = refs.follow(n.at("tray"), "compute_tray", [&](const Node& x) { return parse_tray(refs, x); });
@@ -131,6 +131,12 @@ NvlinkDomainSpec parse_domain(Refs& refs, const Node& n) {
       l.fail("the links per chip add up to " + std::to_string(sum) + ", but the GPU (" + d.tray.gpu.name + ") has " +
              std::to_string(d.tray.gpu.nvlink_links) + " NVLink links");
     d.nvlink_latency = n.at("nvlink_latency").as_time();
+  }
+  if (auto t = n.get("transport")) {
+    const std::string v = t->as_string();
+    if (v != "nvlink" && v != "host_memory") t->fail("expected \"nvlink\" or \"host_memory\", got \"" + v + "\"");
+    d.host_memory = v == "host_memory";
+    if (d.host_memory && d.switch_chips == 0) t->fail("expected a switch for a host-memory transport (the ranks' exchange rate is its port)");
   }
   return d;
 }

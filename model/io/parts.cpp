@@ -302,6 +302,10 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
       if (r.gpus > machine_system->domain.gpus() && !machine_system->fabric)
         op.at("group").fail("expected at most the embedded system's " + std::to_string(machine_system->domain.gpus()) + " GPUs: it has no fabric");
       r.bytes = op.at("bytes_per_call").as_positive_number();
+      if (auto a = op.get("algorithm")) {  // the communicator's own (the executor's rings)
+        r.algorithm = a->as_string();
+        if (r.algorithm != "ring" && r.algorithm != "direct") a->fail("expected \"ring\" or \"direct\", got \"" + r.algorithm + "\"");
+      }
       r.system = machine_system;
       try {
         r.topology = std::make_shared<const Topology>(Topology::build(*machine_system, r.gpus));

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
+#include <string_view>
 
 #include "model/workload/step.h"
 
@@ -274,7 +275,15 @@ const char* to_string(Resource r) {
   return "?";
 }
 
-Seconds CollectiveCost::time(Bytes b) const { return latency + Seconds(b.value() * bottleneck_s_per_byte()); }
+CollectiveCost CollectiveCost::at(Bytes b) const {
+  CollectiveCost c = *this;
+  if (cache_speedup != 1 && cache_bytes > 0)
+    c.s_per_byte[static_cast<int>(Resource::nvlink)] /= 1 + (cache_speedup - 1) * cache_bytes / (cache_bytes + b.value());
+  c.cache_speedup = 1;
+  return c;
+}
+
+Seconds CollectiveCost::time(Bytes b) const { return latency + Seconds(b.value() * at(b).bottleneck_s_per_byte()); }
 
 double CollectiveCost::bottleneck_s_per_byte() const { return *std::max_element(s_per_byte.begin(), s_per_byte.end()); }
 
@@ -380,7 +389,8 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
   const double frac = static_cast<double>(n - 1) / static_cast<double>(n);
   bool one_domain = true;
   for (int64_t m : members) one_domain = one_domain && t.domain_of(m) == t.domain_of(members.front());
-  const bool switched = t.count(VertexKind::nvswitch) > 0;
+  // Host memory reduces nothing in its "switch": no NVLS there.
+  const bool switched = t.count(VertexKind::nvswitch) > 0 && t.host_memory_bandwidth().value() == 0;
   // Steps of a ring over D domains: n - 1, of which D - 1 cross the network and n - D stay on
   // NVLink (NCCL's latency model counts them so); all-reduce makes twice as many.
   int64_t domains = 1;
@@ -454,6 +464,13 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
   }
   cost.latency += step_latency;
   set_rates(cost, loads, t, cal, nvls);
+  // Over host memory a ring's reduction follows each step's transfer on the same core and the same
+  // memory: each member adds (n - 1) blocks of size/n into its own, 3 bytes of traffic per byte
+  // (read both, write one), at host_reduce_fraction of its memory bandwidth, on top of the copy.
+  if (const double mem = t.host_memory_bandwidth().value();
+      mem > 0 && cost.algorithm == std::string_view("ring") && (c == Collective::reduce_scatter || c == Collective::all_reduce))
+    cost.s_per_byte[static_cast<int>(Resource::nvlink)] += 3.0 * frac / (mem * cal[Param::host_reduce_fraction]);
+  if (t.host_memory_bandwidth().value() > 0) cost.cache_bytes = cal[Param::host_cache_bytes], cost.cache_speedup = cal[Param::host_cache_speedup];
   return cost;
 }
 
@@ -571,7 +588,7 @@ std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vecto
     return out;
   }
   // Inside one switched domain NCCL's tuner weighs NVLS against a ring at each size.
-  if (c == Collective::all_reduce && t.count(VertexKind::nvswitch) > 0 && members.size() > 2)
+  if (c == Collective::all_reduce && t.count(VertexKind::nvswitch) > 0 && t.host_memory_bandwidth().value() == 0 && members.size() > 2)
     return {collective_cost(c, members, t, cal), collective_cost(c, members, t, cal, false)};
   return {collective_cost(c, members, t, cal)};
 }

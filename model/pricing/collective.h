@@ -43,6 +43,12 @@ struct CollectiveCost {
   // receives (all-gather, all-to-all, send/receive, NVLS); a ring reduce-scatter also reads its own
   // chunk to add it in (3); a ring or tree all-reduce is a reduce-scatter then an all-gather (5).
   double hbm_bytes_per_byte = 2.0;
+  // Over a host-memory transport (NvlinkDomainSpec::host_memory) a small collective's buffers stay
+  // in the CPU's caches: the link's seconds per byte at size S are s / (1 + (cache_speedup - 1) x
+  // cache_bytes / (cache_bytes + S)). cache_speedup 1: no such effect (every GPU transport).
+  double cache_bytes = 0, cache_speedup = 1;
+  // These costs at a collective of `b` bytes (the cache applied); time() prices through it.
+  CollectiveCost at(Bytes b) const;
   Seconds time(Bytes b) const;
   double bottleneck_s_per_byte() const;
 };

@@ -310,7 +310,7 @@ class Engine {
       r.memory_bound = op.category == Category::memory || op.category == Category::optimizer;
       r.latency_bound = op.one_shot_peers > 0;
     } else {
-      CollectiveCost cc = pr_.comm_cost(op);
+      CollectiveCost cc = pr_.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
       cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
       cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
       cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
@@ -548,7 +548,7 @@ Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions&
     std::map<int, double> per_queue;
     for (const Op& op : rc.ops) {
       if (op.collective == Collective::none || op.collective == Collective::send_recv) continue;
-      CollectiveCost cc = pricer.comm_cost(op);
+      CollectiveCost cc = pricer.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
       cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
       cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
       cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;

@@ -35,7 +35,8 @@ std::vector<Param> class_params(PartClass c) {
       return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
               Param::attention_hd_half};
     case PartClass::collective:
-      return {Param::nvlink_fraction, Param::nvls_fraction, Param::ib_fraction, Param::nvlink_step_s};
+      return {Param::nvlink_fraction,    Param::nvls_fraction,    Param::ib_fraction,  Param::host_reduce_fraction,
+              Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s};
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
               Param::deepep_sm_half, Param::oneshot_copy_latency_s};

@@ -42,8 +42,15 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitImprovesTheGemms) {
     per_op[x["op"]] += 1;
     if (std::string(x["op"]).rfind("collective.", 0) == 0) {
       EXPECT_EQ(x["gpus"], 2);
+      // The executor's own algorithms (executor/comm.h), priced as those: rings, and a direct all-to-all.
+      EXPECT_EQ(x.value("algorithm", ""), x["op"] == "collective.all_to_all" ? "direct" : "ring") << x.dump();
     }
   }
+  // The ranks' link is host memory (reductions on the cores, caches), the step latency the fit's
+  // start: measured, with no kernel launch.
+  EXPECT_EQ(j["systems"]["this-machine"]["nvlink_domain"]["transport"], "host_memory");
+  EXPECT_GT(j["calibration"]["params"]["nvlink_step_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["calibration"]["params"]["collective_launch_s"].get<double>(), 0.0);
   for (const char* op : {"gemm", "grouped_gemm", "attention.fwd", "attention.bwd", "memory.copy", "collective.all_to_all",
                          "collective.all_gather", "collective.reduce_scatter", "collective.all_reduce"})
     EXPECT_GT(per_op[op], 0) << op << "\n" << r.out;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/io/load.h"
@@ -584,6 +585,78 @@ TEST(Simulation, SlowRackIsOneClassOfItsGpus) {
   EXPECT_GT(slow.step_time.value(), base.step_time.value() * 1.02);
   EXPECT_LT(slow.step_time.value(), base.step_time.value() * 2.0);
   EXPECT_GT(slow.sim->classes[0].wait.value(), 0.0);
+}
+
+}  // namespace
+}  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// Four ranks of a CPU joined by host memory, as `moeperf run --suite calibrate --write-system`
+// writes them: 4 GB/s per rank between ranks, 40 GB/s of memory per rank.
+SystemSpec host_memory_system(testing::TempDir& d, const char* transport) {
+  const nlohmann::json gpu = {{"kind", "gpu"}, {"name", "core"}, {"source", "test"}, {"compute_capability", "1.0"}, {"sms", 1},
+                              {"dense_flops", {{"bf16", "40 GFLOP/s"}, {"fp8", "40 GFLOP/s"}}}, {"hbm_capacity", "4 GiB"}, {"hbm_usable", "4 GiB"}, {"hbm_bandwidth", "40 GB/s"},
+                              {"nvlink", {{"generation", 1}, {"links", 1}, {"bandwidth_per_link", "4 GB/s"}}}};
+  const nlohmann::json sys = {
+      {"kind", "system"}, {"name", "host"}, {"source", "test"}, {"gpus", 4}, {"placement", {{"gpus_per_domain", 4}}},
+      {"nvlink_domain",
+       {{"kind", "nvlink_domain"}, {"name", "4 ranks"}, {"source", "test"}, {"trays", 1}, {"switch_chips", 1}, {"gpu_links_per_chip", 1},
+        {"nvlink_latency", "0 s"}, {"transport", transport},
+        {"switch", {{"kind", "switch"}, {"name", "host memory"}, {"source", "test"}, {"ports", 4}, {"port_bandwidth", "4 GB/s"}, {"latency", "0 s"}}},
+        {"tray", {{"kind", "compute_tray"}, {"name", "host"}, {"source", "test"}, {"gpu", gpu}, {"gpus", 4}}}}}};
+  const std::string path = d.path(std::string(transport) + ".json");
+  std::ofstream(path) << sys.dump();
+  return io::load_system(path);
+}
+
+// Over host memory a ring's reduction follows its transfer on the same core: a reduce-scatter
+// costs the all-gather's copy plus 3 bytes of memory traffic per byte reduced; there is no in-switch
+// reduction to offer; and small collectives move at the cache's speed.
+TEST(Collective, OverHostMemoryTheReductionAddsToTheCopyAndTheCacheSpeedsSmallOnes) {
+  testing::TempDir d;
+  const SystemSpec host = host_memory_system(d, "host_memory"), nvl = host_memory_system(d, "nvlink");
+  const Topology th = Topology::build(host, 4), tn = Topology::build(nvl, 4);
+  EXPECT_DOUBLE_EQ(th.host_memory_bandwidth().value(), 40e9);
+  EXPECT_DOUBLE_EQ(tn.host_memory_bandwidth().value(), 0.0);
+  Calibration cal;
+  cal.set(Param::host_reduce_fraction, 0.5);
+  cal.set(Param::host_cache_speedup, 3.0);
+  cal.set(Param::host_cache_bytes, 8e6);
+  const auto nvlink = static_cast<int>(Resource::nvlink);
+  const double copy = 0.75 / (4e9 * cal[Param::nvlink_fraction]);  // (n - 1)/n of the buffer over the link
+  const CollectiveCost ag = collective_cost(Collective::all_gather, iota(4), th, cal);
+  const CollectiveCost rs = collective_cost(Collective::reduce_scatter, iota(4), th, cal);
+  EXPECT_NEAR(ag.s_per_byte[nvlink], copy, 1e-6 * copy);
+  EXPECT_NEAR(rs.s_per_byte[nvlink], copy + 3 * 0.75 / (40e9 * 0.5), 1e-6 * copy);
+  // All-reduce: a ring (twice the copy) with one reduce-scatter's reduction; no NVLS over host memory.
+  const auto ars = collective_algorithms(Collective::all_reduce, iota(4), th, cal);
+  ASSERT_EQ(ars.size(), 1u);
+  EXPECT_STREQ(ars[0].algorithm, "ring");
+  EXPECT_NEAR(ars[0].s_per_byte[nvlink], 2 * copy + 3 * 0.75 / (40e9 * 0.5), 1e-6 * copy);
+  // The cache: at S = host_cache_bytes half of the speedup's gain, far above it none, far below all.
+  auto rate_at = [&](double s) { return ag.at(Bytes(s)).s_per_byte[nvlink]; };
+  EXPECT_NEAR(rate_at(8e6), copy / 2.0, 1e-6 * copy);
+  EXPECT_NEAR(rate_at(8e12), copy, 1e-3 * copy);
+  EXPECT_NEAR(rate_at(8.0), copy / 3.0, 1e-3 * copy);
+  EXPECT_NEAR(ag.time(Bytes(8e6)).value(), ag.latency.value() + 8e6 * copy / 2.0, 1e-9);
+  // The same switch as NVLink: no reduction term, no cache, NVLS offered for the all-reduce.
+  const CollectiveCost rs_n = collective_cost(Collective::reduce_scatter, iota(4), tn, cal);
+  EXPECT_NEAR(rs_n.s_per_byte[nvlink], copy, 1e-6 * copy);
+  EXPECT_NEAR(rs_n.at(Bytes(8.0)).s_per_byte[nvlink], copy, 1e-6 * copy);
+  EXPECT_EQ(collective_algorithms(Collective::all_reduce, iota(4), tn, cal).size(), 2u);
+}
+
+TEST(Collective, ATransportIsNvlinkOrHostMemory) {
+  testing::TempDir d;
+  try {
+    (void)host_memory_system(d, "pcie");
+    FAIL() << "an unknown transport loaded";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nvlink_domain/transport"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected \"nvlink\" or \"host_memory\", got \"pcie\""), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
