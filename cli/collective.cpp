@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include "model/error.h"
 #include "model/hardware/topology.h"
+#include "model/io/load.h"
+#include "model/io/parts.h"
 #include "model/io/units_parse.h"
 #include "model/pricing/collective.h"
 
@@ -13,8 +15,14 @@ namespace moeperf::cli {
 namespace {
 
 int cmd_collective(const std::string& file, const std::string& op_name, const std::string& bytes_text, int64_t gpus_opt,
-                   const std::string& algo, const std::string& format) {
+                   const std::string& algo, const std::string& format, const std::string& calibration) {
   const SystemSpec sys = io::load_system(file);
+  // As predict prices: the shipped profile of the system's GPU generation, under a profile file
+  // the user names (e.g. what `moeperf calibrate` fitted to the calibration suite on this machine).
+  Calibration cal = calibration.empty() ? io::builtin_profile(sys.domain.tray.gpu)
+                                        : io::load_calibration(calibration, io::builtin_profile(sys.domain.tray.gpu));
+  if (!calibration.empty()) cal.profile = calibration;
+  const std::string profile = cal.profile.empty() ? "defaults (no shipped profile for this GPU)" : cal.profile;
   const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
   const Topology t = Topology::build(sys, gpus);
   const Bytes size = io::parse_bytes_arg(bytes_text);
@@ -24,7 +32,6 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
                                                      : Collective::all_to_all;
   std::vector<int64_t> members(static_cast<size_t>(gpus));
   for (int64_t i = 0; i < gpus; ++i) members[static_cast<size_t>(i)] = i;
-  const Calibration cal;
   // nccl-tests semantics: all-to-all "size" is each rank's whole send buffer, 1/n of it to each
   // rank including itself, so (n-1)/n of it leaves the GPU.
   const double n = static_cast<double>(gpus);
@@ -46,7 +53,7 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   if (format == "json") {
     nlohmann::json j{{"op", op_name}, {"gpus", gpus}, {"bytes", size.value()}, {"time_s", time.value()},
                      {"algbw_bytes_per_s", algbw}, {"busbw_bytes_per_s", busbw}, {"algorithm", cost.algorithm},
-                     {"latency_s", cost.latency.value()}};
+                     {"latency_s", cost.latency.value()}, {"profile", profile}};
     for (const CollectiveCost& a : algos) j["algorithms"][a.algorithm] = a.time(moved).value();
     for (int r = 0; r < kResourceCount; ++r)
       j["seconds_per_byte"][to_string(static_cast<Resource>(r))] = cost.s_per_byte[static_cast<size_t>(r)];
@@ -61,7 +68,7 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   for (int r = 0; r < kResourceCount; ++r)
     if (cost.s_per_byte[static_cast<size_t>(r)] > 0)
       std::printf(" %s %.3g s/GB", to_string(static_cast<Resource>(r)), cost.s_per_byte[static_cast<size_t>(r)] * 1e9);
-  std::printf("; latency %.1f us\n", cost.latency.value() * 1e6);
+  std::printf("; latency %.1f us\n# profile: %s\n", cost.latency.value() * 1e6, profile.c_str());
   if (algos.size() > 1) {
     std::printf("# algorithms at this size:");
     for (const CollectiveCost& a : algos) std::printf(" %s %.1f us", a.algorithm, a.time(moved).value() * 1e6);
@@ -74,7 +81,7 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
 
 Command add_collective(CLI::App& app) {
   struct Opts {
-    std::string file, op = "all_reduce", bytes = "1GiB", format = "text", algo = "auto";
+    std::string file, op = "all_reduce", bytes = "1GiB", format = "text", algo = "auto", calibration;
     int64_t gpus = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -86,8 +93,10 @@ Command add_collective(CLI::App& app) {
   sub->add_option("--gpus", o->gpus, "GPU count (default: the system's)")->check(gpu_count());
   sub->add_option("--algo", o->algo, "auto (the fastest at this size), ring, tree, nvls, nvls_tree, direct or hierarchical")
       ->check(CLI::IsMember({"auto", "ring", "tree", "nvls", "nvls_tree", "direct", "hierarchical"}));
+  sub->add_option("--calibration", o->calibration,
+                  "calibration profile to price with (default: the shipped profile of the system's GPU generation, or the defaults)");
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
-  return {sub, [o] { return cmd_collective(o->file, o->op, o->bytes, o->gpus, o->algo, o->format); }};
+  return {sub, [o] { return cmd_collective(o->file, o->op, o->bytes, o->gpus, o->algo, o->format, o->calibration); }};
 }
 
 }  // namespace moeperf::cli

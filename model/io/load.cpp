@@ -358,13 +358,13 @@ std::string join_dims(const Parallelism& p) {
 
 }  // namespace
 
-Calibration load_calibration(const std::string& path) {
+Calibration load_calibration(const std::string& path, const Calibration& base) {
   Refs refs;
   const Node root = refs.open(path);
   root.expect_object();
   if (!root.has("kind") || root.at("kind").as_string() != "calibration")
     root.fail("expected a calibration profile (\"kind\": \"calibration\")");
-  return parse_calibration(root, Calibration{});
+  return parse_calibration(root, base);
 }
 
 std::vector<AccuracyCase> load_accuracy_cases(const std::string& path) {

@@ -27,8 +27,9 @@ Override parse_override(const std::string& arg);  // throws SpecError for "a.b" 
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& sets = {});
 
-// A calibration profile file ({"kind": "calibration", "params": {...}}).
-Calibration load_calibration(const std::string& path);
+// A calibration profile file ({"kind": "calibration", "params": {...}}); the parameters it does
+// not name keep `base`'s values.
+Calibration load_calibration(const std::string& path, const Calibration& base = {});
 
 // End-to-end published results for `moeperf accuracy` ({"kind": "accuracy_cases", "cases": [...]}):
 // tests of the model, never inputs of a fit. Scenario paths resolve relative to the file.

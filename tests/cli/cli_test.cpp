@@ -58,6 +58,29 @@ TEST(Cli, TopoGb300At1024ReportsScaleOutAndBisection) {
   EXPECT_NE(r.out.find("scale-out fabric 51.20 TB/s per direction"), std::string::npos) << r.out;
 }
 
+// `moeperf collective` prices as predict does: the shipped profile of the system's GPU generation
+// (Hopper's fitted NVLink step, not the default 3.4 us), or the profile the user names.
+TEST(Cli, CollectivePricesWithTheGenerationsProfileOrTheOneNamed) {
+  const std::string sys = source("topologies/dgx-h100-cluster.json");
+  const std::string cmd = "collective " + sys + " --op all_gather --gpus 8 --bytes 1GiB --format json";
+  const Result r = run(cmd);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto hopper = nlohmann::json::parse(std::ifstream(source("calibration/profiles/hopper.json")))["params"];
+  EXPECT_NE(j["profile"].get<std::string>().find("hopper"), std::string::npos) << r.out;
+  // A ring of 8 in one NVLink domain: the launch and 7 NVLink steps (each above the route's wire latency).
+  EXPECT_NEAR(j["latency_s"].get<double>(), hopper["collective_launch_s"].get<double>() + 7 * hopper["nvlink_step_s"].get<double>(), 1e-12)
+      << r.out;
+  const Result d = run(cmd + " --calibration " + source("examples/calibration/defaults.json"));
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NEAR(nlohmann::json::parse(d.out)["latency_s"].get<double>(), 10e-6 + 7 * 3.4e-6, 1e-12) << d.out;
+  TempDir t;
+  std::ofstream(t.path("bad.json")) << R"({"kind": "calibration", "params": {"nvlink_step_s": "x"}})";
+  const Result b = run("collective " + sys + " --calibration " + t.path("bad.json"));
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("bad.json: /params/nvlink_step_s: expected a number"), std::string::npos) << b.out;
+}
+
 TEST(Cli, TopoWritesDot) {
   TempDir d;
   const std::string dot = d.path("g.dot");
