@@ -112,10 +112,7 @@ class Mpi final : public Communicator {
   void allgather(const void* send, int64_t bytes, void* recv) override {
     auto* d = static_cast<char*>(recv);
     if (bytes > 0) std::memmove(d + rank_ * bytes, send, static_cast<size_t>(bytes));
-    for (int s = 0; s + 1 < size_; ++s) {
-      const int out = mod(rank_ - s), in = mod(rank_ - s - 1);
-      sendrecv(d + out * bytes, d + in * bytes, bytes);
-    }
+    ring_all_gather(d, [&](int p) { return std::pair{int64_t{p} * bytes, bytes}; });
   }
   // Tiny control sums (fewer elements than ranks) through MPI_Allreduce; the rest a ring
   // reduce-scatter then a ring all-gather over blocks of near-equal size.
@@ -128,11 +125,7 @@ class Mpi final : public Communicator {
     for (int p = 0; p < size_; ++p) off[static_cast<size_t>(p) + 1] = off[static_cast<size_t>(p)] + n / size_ + (p < n % size_);
     auto block = [&](int p) { return std::pair{off[static_cast<size_t>(p)], off[static_cast<size_t>(p) + 1] - off[static_cast<size_t>(p)]}; };
     ring_reduce_scatter(data, data, block);  // this rank's block of `data` now holds the sum
-    for (int s = 0; s + 1 < size_; ++s) {
-      const auto [so, sn] = block(mod(rank_ - s));
-      const auto [ro, rn] = block(mod(rank_ - s - 1));
-      sendrecv_bytes(data + so, sn * 8, data + ro, rn * 8);
-    }
+    ring_all_gather(data, block);
   }
   std::string algorithm(const std::string& collective) const override {
     if (collective == "all_gather" || collective == "reduce_scatter" || collective == "all_reduce") return "ring";
@@ -173,7 +166,16 @@ class Mpi final : public Communicator {
             "MPI_Sendrecv");
     }
   }
-  void sendrecv(const void* out, void* in, int64_t bytes) { sendrecv_bytes(out, bytes, in, bytes); }
+  // Ring all-gather in place: block(p) = {first element, elements} of rank p's block in `data`,
+  // this rank's already there; at step s it passes block rank - s on and receives rank - s - 1.
+  template <class T, class Block>
+  void ring_all_gather(T* data, Block block) {
+    for (int s = 0; s + 1 < size_; ++s) {
+      const auto [so, sn] = block(mod(rank_ - s));
+      const auto [ro, rn] = block(mod(rank_ - s - 1));
+      sendrecv_bytes(data + so, sn * static_cast<int64_t>(sizeof(T)), data + ro, rn * static_cast<int64_t>(sizeof(T)));
+    }
+  }
   // Ring reduce-scatter: block(p) = {first element, elements} of rank p's block in `send`; this
   // rank's summed block lands at its offset in `recv` (compact = false) or at `recv` (true). At
   // step s a rank passes on its running sum of block rank - s - 1 and receives its left
