@@ -120,6 +120,21 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::deepep_sm_half, "deepep_sm_half", 16, "SMs", 0, 512,
      "DeepEP's rate x sms / (sms + deepep_sm_half): each of its channels is a pair of SMs moving one "
      "stream of tokens, so its rate follows the SMs it is given."},
+    {Param::ep_combine_sm_half, "ep_combine_sm_half", 0, "SMs", 0, 256,
+     "A fused EP combine (and a dispatch's backward, the same kernel) reads each token's rows back from the "
+     "ranks of its experts and sums them before writing one row: work on the SMs beside the copy, so over "
+     "NVLink its rate is the dispatch's x sms / (sms + ep_combine_sm_half). Fitted to HybridEP's published "
+     "dispatch/combine pairs (combine 0.87-0.91 of dispatch at 16 SMs, 0.94-0.97 at 32). Over RDMA the NIC "
+     "bounds both alike (the H100 pairs), so the factor applies to NVLink only."},
+    {Param::ep_combine_peer_cost, "ep_combine_peer_cost", 0, "ratio", 0, 1,
+     "The combine's rate over NVLink also falls as 1 / (1 + ep_combine_peer_cost x (ranks - 1)): a receiver "
+     "that serves every peer's queue from a fixed set of SMs does per-peer work (polling, smaller chunks per "
+     "peer) that grows with the EP size. 0 unless the records show a fall with ranks."},
+    {Param::deepep_combine_sm_half, "deepep_combine_sm_half", 0, "SMs", 0, 512,
+     "ep_combine_sm_half for DeepEP's normal combine (stack.ep_kernel deepep)."},
+    {Param::deepep_combine_peer_cost, "deepep_combine_peer_cost", 0, "ratio", 0, 1,
+     "ep_combine_peer_cost for DeepEP's normal combine: its published combine runs at 0.83-0.86 of its dispatch "
+     "at EP 8 whatever the SMs, and at 0.48 at EP 32 (Megatron's GB200 figures)."},
     {Param::oneshot_copy_latency_s, "oneshot_copy_latency_s", 0.6e-6, "s", 20e-9, 20e-6,
      "A copy kernel with few thread blocks moves what its threads keep in flight per memory round trip "
      "(Little's law): XLA's one-shot ragged all-to-all runs one block of 128 threads x 8 bytes per peer, so its "

@@ -49,6 +49,10 @@ enum class Param : int {
   ep_sm_half,              // EP kernel rate x sms / (sms + ep_sm_half): SMs the kernel is given
   deepep_nvlink_fraction,  // DeepEP's normal kernels over NVLink: rate / link rate at many SMs
   deepep_sm_half,          // DeepEP's rate x sms / (sms + deepep_sm_half)
+  ep_combine_sm_half,      // a fused EP combine's NVLink rate x sms / (sms + this) on top of its dispatch's: the reduction's SMs
+  ep_combine_peer_cost,    // ... / (1 + this x (ranks - 1)): per-peer work of the receiver's reduction
+  deepep_combine_sm_half,  // the same two for DeepEP's normal combine
+  deepep_combine_peer_cost,
   oneshot_copy_latency_s,  // one load-store round of a copy kernel's thread (XLA's one-shot all-to-all): Little's law
   comm_sm_fraction,        // fraction of SMs a running communication kernel takes from compute
   runtime_reserve_gib,     // HBM held by the CUDA context, NCCL and library workspaces

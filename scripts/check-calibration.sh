@@ -17,9 +17,10 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=79.0    # MAPE in %, pinned: lower it when the model improves (15 cases since the ladder's 13 steps joined;
-                # raised from 75.0 when the ladder got its published layout Et|(tt|)*30L instead of an even split:
-                # a truer input, and the ladder was already too fast)
+ceiling=68.0    # MAPE in %, pinned: lower it when the model improves (15 cases since the ladder's 13 steps joined;
+                # raised from 75.0 to 79.0 when the ladder got its published layout Et|(tt|)*30L instead of an even
+                # split: a truer input, and the ladder was already too fast; lowered to 68.0 when a fused EP
+                # combine got its own fitted rate: DeepEP's combine at EP 32 runs at half its dispatch)
 mape=$("$bin" accuracy --format json | sed -n 's/^  "mape": \([0-9.e+-]*\).*/\1/p')
 ok=$(awk -v m="$mape" -v c="$ceiling" 'BEGIN { print (100 * m <= c) ? 1 : 0 }')
 [ "$ok" = 1 ] || { echo "accuracy MAPE $(awk -v m="$mape" 'BEGIN{printf "%.1f", 100*m}') % above the ceiling $ceiling %"; exit 1; }

@@ -225,10 +225,9 @@ def ep(R):
     r = R["mcore_deepep_gb200_ep32_bw"]
     sh = {"ep": 32, "sms": 24, "link": "nvlink", "kernel": "deepep"}
     out.append(base(r, "ep.dispatch", "400 GB/s", system="gb200-nvl72", shape=sh))
-    out.append(check(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape=sh), id=r["id"] + "_combine"),
-                     "the EP kernel form has one rate for dispatch and combine; DeepEP's combine at EP32 runs at half "
-                     "its dispatch (190 vs 400 GB/s), where at EP8 it runs at 0.84 of it: fitting it would move the "
-                     "dispatch rate instead"))
+    # Its combine at EP32 runs at half its dispatch (190 vs 400 GB/s), at EP8 at 0.84 of it: fitted
+    # by the combine's own factor (deepep_combine_peer_cost), no longer a check.
+    out.append(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape=sh), id=r["id"] + "_combine"))
     for i, link in [("deepep_v1_normal_ep8", "nvlink"), ("deepep_v1_normal_ep16", "rdma"), ("deepep_v1_normal_ep32", "rdma"), ("deepep_v1_normal_ep64", "rdma")]:
         r = R[i]
         ep_ = int(i.rsplit("ep", 1)[1])

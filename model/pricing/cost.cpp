@@ -109,7 +109,10 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
   if (op.collective == Collective::h2d) return host_;
   const AllToAllShape shape{op.collective == Collective::all_to_all && op.fanout > 0 ? op.fanout : 1.0,
                             op.collective == Collective::all_to_all ? op.node_fanout : 0.0};
-  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout);
+  const bool fused_ep = op.collective == Collective::all_to_all && op.group == Group::ep &&
+                        s_.stack.dispatcher == Dispatcher::fused_dedup;
+  const bool combine = fused_ep && op.combine;
+  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout, combine);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     std::vector<int64_t> members;
@@ -120,12 +123,15 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
       members = group_members(op.group, s_.parallelism, 0);
     }
     Calibration cal = cal_;
-    if (op.collective == Collective::all_to_all && op.group == Group::ep && s_.stack.dispatcher == Dispatcher::fused_dedup) {
+    if (fused_ep) {
       // A fused EP kernel (DeepEP/HybridEP-like) moves the rows with its own thread blocks: its
-      // measured NVLink and RDMA fractions, at the SMs a communication kernel holds.
+      // measured NVLink and RDMA fractions, at the SMs a communication kernel holds; a combine
+      // also sums each token's rows on the receiver, which slows its NVLink part.
       const bool deepep = s_.stack.ep_kernel == EpKernel::deepep;
-      const double f = ep_sm_factor(ep_kernel_sms(s_.stack, s_.system.gpu(), cal_), cal_, deepep);
-      cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f);
+      const double sms = ep_kernel_sms(s_.stack, s_.system.gpu(), cal_);
+      const double f = ep_sm_factor(sms, cal_, deepep);
+      const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
+      cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c);
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
     }
     if (memo_) {

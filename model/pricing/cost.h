@@ -67,7 +67,7 @@ class Pricer {
   std::vector<std::string> notes_;
   // Candidate algorithms per (collective, group, fanout, node fanout); comm_cost picks the fastest
   // at the op's size.
-  mutable std::map<std::tuple<Collective, Group, double, double>, std::vector<CollectiveCost>> cache_;
+  mutable std::map<std::tuple<Collective, Group, double, double, bool>, std::vector<CollectiveCost>> cache_;
   CollectiveCost host_, host_d2h_;
   CollectiveMemo* memo_ = nullptr;
 };

@@ -81,4 +81,11 @@ double ep_sm_factor(double sms, const Calibration& cal, bool deepep) {
   return s / (s + cal[deepep ? Param::deepep_sm_half : Param::ep_sm_half]);
 }
 
+double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep) {
+  const double s = std::max(1.0, sms), n = std::max(1.0, ranks);
+  const double half = cal[deepep ? Param::deepep_combine_sm_half : Param::ep_combine_sm_half];
+  const double peer = cal[deepep ? Param::deepep_combine_peer_cost : Param::ep_combine_peer_cost];
+  return s / (s + half) / (1.0 + peer * (n - 1.0));
+}
+
 }  // namespace moeperf

@@ -15,7 +15,7 @@
 //   t = max(FLOPs / (BF16 peak x eff), HBM bytes / (HBM x hbm_fraction)) + launches x kernel_launch_s.
 // Memory-bound kernels: t = bytes / (HBM x hbm_fraction) + launches x kernel_launch_s.
 // Fused EP dispatch/combine kernels: rate factor sms / (sms + ep_sm_half) on top of
-//   ep_{nvlink,network}_fraction.
+//   ep_{nvlink,network}_fraction; a combine's NVLink rate x ep_combine_factor.
 #pragma once
 
 #include "model/params.h"
@@ -53,5 +53,8 @@ Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& 
 
 // A fused EP kernel's rate with `sms` SMs over its rate with all of them: sms / (sms + ep_sm_half).
 double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);
+// A fused EP combine's NVLink rate over its dispatch's (the receiver sums each token's rows):
+// sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)), per kernel family.
+double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep = false);
 
 }  // namespace moeperf

@@ -39,7 +39,8 @@ std::vector<Param> class_params(PartClass c) {
               Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s};
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
-              Param::deepep_sm_half, Param::oneshot_copy_latency_s};
+              Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
+              Param::deepep_combine_sm_half, Param::deepep_combine_peer_cost, Param::oneshot_copy_latency_s};
     case PartClass::kCount: break;
   }
   return {};
@@ -102,16 +103,14 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       // record's figure is the NIC's (bottleneck) bandwidth.
       if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
       const double f = ep_sm_factor(r.sms, cal, r.deepep);
-      if (r.deepep) {
-        const double n = std::max(2.0, r.ep);
-        return r.gpu.nvlink_bandwidth().value() * cal[Param::deepep_nvlink_fraction] * f * n / (n - 1.0);
-      }
-      if (r.rdma) {
+      if (r.rdma && !r.deepep) {
         const double nic = r.system->domain.tray.nic.port_bandwidth.value();
         return nic * cal[Param::ep_network_fraction] * f;
       }
       const double n = std::max(2.0, r.ep);
-      return r.gpu.nvlink_bandwidth().value() * cal[Param::ep_nvlink_fraction] * f * n / (n - 1.0);
+      const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;
+      return r.gpu.nvlink_bandwidth().value() * cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] *
+             f * c * n / (n - 1.0);
     }
     case PartClass::kCount: break;
   }

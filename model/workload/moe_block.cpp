@@ -58,8 +58,8 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bc, {last()});
   } else {
     const double send = t_sp_ * fan * h * bc * (r - 1) / r;
-    comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-         send * rows_max / rows_mean, {last()}, send, fan);
+    op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+            send * rows_max / rows_mean, {last()}, send, fan)).combine = true;
   }
   std::vector<int32_t> unpermute_deps{last()};
   if (overlap_shared)  // the shared expert's reduce-scattered output is added here
@@ -204,8 +204,8 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bd, {last()});
   } else {
     const double send = t_sp_ * fan * h * bd * (r - 1) / r;
-    comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-         send * load_.max_rows / load_.mean_rows, {last()}, send, fan);
+    op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+            send * load_.max_rows / load_.mean_rows, {last()}, send, fan)).combine = true;
   }
   std::vector<int32_t> permute_bwd_deps{last()};
   if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here

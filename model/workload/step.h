@@ -65,6 +65,7 @@ struct Op {
   Bytes recv_bytes;      // all-to-all: bytes received by the busiest rank (imbalance); else = bytes
   double fanout = 0;     // all-to-all: destination ranks per token (k without de-duplication)
   double node_fanout = 0;  // all-to-all: NVLink domains per token when each remote one is crossed once (0: no)
+  bool combine = false;  // an EP all-to-all whose receiver sums each token's rows (a combine, a dispatch's backward)
   std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
   // Pipeline send/receive: this op's chunk, and the stage class and chunk of its partner.
   int chunk = 0, peer_stage = -1, peer_chunk = 0;

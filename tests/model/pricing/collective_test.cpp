@@ -1,9 +1,12 @@
 // Collectives on small graphs and the fluid sharing of the simulator, against closed forms.
 #include "model/pricing/collective.h"
+#include "model/pricing/efficiency.h"
+#include "model/pricing/cost.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "model/io/load.h"
@@ -283,6 +286,45 @@ TEST(Collective, FusedDedupDispatchAcrossRacksUsesDistinctNodes) {
       EXPECT_DOUBLE_EQ(op.node_fanout, 0.0);
       EXPECT_DOUBLE_EQ(op.fanout, 8.0);
     }
+}
+
+// A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
+// receiver: over NVLink its seconds per byte are the dispatch's over ep_combine_factor, closed form
+// sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is
+// a dispatch again, and the AlltoAll dispatcher's NCCL exchanges have no such factor.
+TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json"));
+  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
+  ASSERT_EQ(s.stack.ep_kernel, EpKernel::hybridep);
+  ASSERT_EQ(s.parallelism.ep, 32);
+  s.calibration.set(Param::ep_combine_sm_half, s.stack.ep_sms);  // half the rate from the SMs
+  s.calibration.set(Param::ep_combine_peer_cost, 1.0 / 31.0);     // and half again from 32 ranks
+  EXPECT_DOUBLE_EQ(ep_combine_factor(s.stack.ep_sms, 32, s.calibration), 0.25);
+  const ExpertLoad load = expert_load(s, s.calibration);
+  ASSERT_EQ(load.ep_domains, 1);  // all on NVLink
+  const StepGraph g = lower_step(s, load);
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, s.calibration);
+  std::map<std::string, const Op*> by_name;
+  for (const Op& op : g.classes[0].ops) by_name.emplace(op.name, &op);
+  for (const char* n : {"moe.dispatch", "moe.combine", "moe.dispatch.bwd", "moe.combine.bwd"}) ASSERT_TRUE(by_name.count(n)) << n;
+  EXPECT_TRUE(by_name["moe.combine"]->combine);
+  EXPECT_TRUE(by_name["moe.dispatch.bwd"]->combine);
+  EXPECT_FALSE(by_name["moe.dispatch"]->combine);
+  EXPECT_FALSE(by_name["moe.combine.bwd"]->combine);
+  const double d = pr.comm_cost(*by_name["moe.dispatch"]).bottleneck_s_per_byte();
+  EXPECT_NEAR(pr.comm_cost(*by_name["moe.combine"]).bottleneck_s_per_byte() / d, 4.0, 1e-9);
+  EXPECT_NEAR(pr.comm_cost(*by_name["moe.dispatch.bwd"]).bottleneck_s_per_byte() / d, 4.0, 1e-9);
+  EXPECT_NEAR(pr.comm_cost(*by_name["moe.combine.bwd"]).bottleneck_s_per_byte() / d, 1.0, 1e-9);
+  // NCCL's all-to-all (the AlltoAll dispatcher): dispatch and combine alike.
+  s.stack.dispatcher = Dispatcher::alltoall;
+  s.stack.dispatch_host_syncs = 1;
+  const StepGraph g2 = lower_step(s, load);
+  const Pricer pr2(s, t, s.calibration);
+  std::map<std::string, const Op*> by2;
+  for (const Op& op : g2.classes[0].ops) by2.emplace(op.name, &op);
+  EXPECT_NEAR(pr2.comm_cost(*by2["moe.combine"]).bottleneck_s_per_byte() /
+                  pr2.comm_cost(*by2["moe.dispatch"]).bottleneck_s_per_byte(), 1.0, 1e-9);
 }
 
 TEST(Collective, GroupsFollowTheRankOrder) {
