@@ -180,7 +180,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.topk", 4.0 * fT * fE + 8.0 * fR, 0, [&] {
         be.router_topk(d_logits.d(), m.router.bias ? d_bias.d() : nullptr, L.rp, d_idx.d(), d_topk_w.d());
       });
-      rec.time("moe.permute", 4.0 * (fT * fH + fR * fH) + 16.0 * fR, 0, [&] {
+      rec.time_rows("moe.permute", 4.0 * (fT * fH + fR * fH) + 16.0 * fR, fR, [&] {
         be.expert_counts(d_idx.d(), T, static_cast<int>(K), E, d_counts.d(), d_offsets.d());
         be.permute_map(d_idx.d(), T, static_cast<int>(K), E, d_offsets.d(), d_ros.d(), d_sor.d());
         be.permute(d_x.d(), T, H, static_cast<int>(K), d_sor.d(), d_rows.d());
@@ -271,7 +271,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       Mirror<int64_t> d_perm(be, perm), d_inv(be, inv);
       d_perm.up();
       d_inv.up();
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_recv.d(), d_perm.d(), recv_rows, H, d_grouped_in.d()); });
+      rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_recv.d(), d_perm.d(), recv_rows, H, d_grouped_in.d()); });
       std::vector<float> h1(static_cast<size_t>(recv_rows * 2 * F)), act(static_cast<size_t>(recv_rows * F)),
           h2(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_h1(be, h1), d_act(be, act), d_h2(be, h2);
@@ -280,12 +280,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       rec.time("moe.act", 4.0 * frecv_rows * 3 * fF, 0, [&] { be.swiglu_fwd(d_h1.d(), recv_rows, F, d_act.d()); });
       rec.time("moe.expert_fc2", 4.0 * (frecv_rows * fF + fEL * fF * fH + frecv_rows * fH), 2.0 * frecv_rows * fF * fH,
                GemmShape{frecv_rows / fEL, fH, fF, fEL, true}, [&] { be.grouped_gemm(d_act.d(), d_w2.d(), eoff, F, H, d_h2.d()); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_h2.d(), d_inv.d(), recv_rows, H, d_recv.d()); });
+      rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_h2.d(), d_inv.d(), recv_rows, H, d_recv.d()); });
       std::vector<float> back(static_cast<size_t>(R * H));
       Mirror<float> d_back(be, back);
       rec.wait("moe.combine", comm);
       rec.time("moe.combine", a2a_back, 0, [&] { a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
-      rec.time("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, 0, [&] {
+      rec.time_rows("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, fR, [&] {
         be.unpermute(d_back.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y.d());
       });
       std::vector<float> sh1, sact;
@@ -424,14 +424,14 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       }
       std::vector<float> drows(static_cast<size_t>(R * H)), dw(static_cast<size_t>(R));
       Mirror<float> d_drows(be, drows), d_dw(be, dw);
-      rec.time("moe.unpermute.bwd", 4.0 * (2 * fR * fH + fT * fH), 0, [&] {
+      rec.time_rows("moe.unpermute.bwd", 4.0 * (2 * fR * fH + fT * fH), fR, [&] {
         be.unpermute_bwd(d_back.d(), d_dy.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_drows.d(), d_dw.d());
       });
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_drecv(be, drecv), d_dgrouped(be, dgrouped);
       rec.wait("moe.combine.bwd", comm);
       rec.time("moe.combine.bwd", a2a_out, 0, [&] { a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
+      rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
       std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_dact(be, dact), d_dh1(be, dh1), d_dw1(be, dw1), d_dw2(be, dw2), d_dxr(be, dxr);
@@ -446,12 +446,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
                GemmShape{frecv_rows / fEL, fH, 2 * fF, fEL, true}, [&] { be.grouped_dgrad(d_dh1.d(), d_w1.d(), eoff, H, 2 * F, d_dxr.d()); });
       rec.time("moe.expert_fc1.wgrad", 4.0 * (frecv_rows * fH + frecv_rows * 2 * fF + fEL * fH * 2 * fF), 2.0 * frecv_rows * fH * 2 * fF,
                GemmShape{fH, 2 * fF, frecv_rows / fEL, fEL, true}, [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
-      rec.time("moe.regroup", 8.0 * frecv_rows * fH, 0, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
+      rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
       rec.wait("moe.dispatch.bwd", comm);
       rec.time("moe.dispatch.bwd", a2a_back, 0, [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
       Mirror<float> d_dxe(be, dxe);
-      rec.time("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), 0, [&] {
+      rec.time_rows("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), fR, [&] {
         be.permute_bwd(d_drows.d(), T, H, static_cast<int>(K), d_ros.d(), d_dxe.d());
       });
       // Router: routing-weight gradients back through the score function, then its GEMM.
@@ -537,6 +537,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.dtype = Dtype::fp32;
     op.flops = Flops(st.flops);
     op.hbm_bytes = Bytes(st.bytes);
+    op.rows = st.rows;
     if (name.rfind("wait.", 0) == 0) continue;  // the ranks' skew: no op of the model
     if (is_comm_op(name)) {
       if (machine_topo) {

@@ -53,6 +53,7 @@ class GateError : public std::runtime_error {
 struct OpStats {
   int64_t calls = 0;
   double bytes = 0, flops = 0;            // per call
+  double rows = 0;                        // row gathers (permute, regroup, un-permute): rows per call
   std::vector<double> seconds;            // one per timed call
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
   GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)

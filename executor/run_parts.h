@@ -99,6 +99,13 @@ struct Recorder {
   void wait(const std::string& exchange, Communicator& comm) {
     if (comm.size() > 1) time("wait." + exchange, 0, 0, [&] { comm.barrier(); });
   }
+  // A row gather or scatter (permute, regroup, un-permute): `rows` rows per call, which the cost
+  // model prices beside the bytes (memory_row_s).
+  template <class F>
+  void time_rows(const std::string& name, double bytes, double rows, F&& f) {
+    time(name, bytes, 0, GemmShape{}, std::forward<F>(f));
+    if (record) (*ops)[name].rows = rows;
+  }
   // An attention core, with its shape for the cost model.
   template <class F>
   void time_attention(const std::string& name, double bytes, double flops, const AttentionShape& a, F&& f) {

@@ -59,6 +59,12 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::hbm_fraction, "hbm_fraction", 0.85, "fraction", 0.05, 1.0,
      "A device-to-device copy or STREAM kernel moves 84-90 % of the HBM datasheet bandwidth; gathers, "
      "scatters and reductions of elementwise kernels run a little below a plain copy."},
+    {Param::memory_row_s, "memory_row_s", 0, "s", 0, 1e-6,
+     "A row gather or scatter (a permute, un-permute or sort of the MoE block) handles each row on its own: "
+     "its index load, the address, a short copy loop and its start. Beyond the bytes, t = rows x "
+     "memory_row_s: nothing for rows of kilobytes, a large share for rows of a few hundred bytes. On a GPU "
+     "thousands of rows are in flight at once, so the device-wide figure is small; no published GPU record "
+     "gives rows, so the GPU profiles keep 0. Fitted by the executor's suite (rows of 256 B to 4 KiB)."},
     {Param::kernel_launch_s, "kernel_launch_s", 4e-6, "s", 0, 1e-3,
      "Gap between dependent kernels on one stream: launch latency and tail effects, a few microseconds "
      "(CUDA launch overhead is 2-5 us without graphs)."},

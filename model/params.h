@@ -31,6 +31,7 @@ enum class Param : int {
   attention_kv_half,       // efficiency x keys / (keys + attention_kv_half): per-query-block pipeline fill
   attention_hd_half,       // efficiency x hd / (hd + attention_hd_half): softmax work per matmul FLOP
   hbm_fraction,            // memory-bound kernel bandwidth / HBM peak
+  memory_row_s,            // a row gather's (permute's) time per row beyond its bytes
   kernel_launch_s,         // per kernel launch gap
   host_sync_s,             // device-to-host copy of counts + host synchronization
   nvlink_fraction,         // achieved NVLink bandwidth / link rate (NCCL ring/direct bus bandwidth)

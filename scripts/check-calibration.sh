@@ -42,4 +42,6 @@ bad nan_time '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gem
 bad missing_field '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemm"}]}' '/records/0'
 bad unknown_op '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemmm", "measured": "1 us"}]}' 'unknown op'
 bad wrong_unit '{"kind": "measurements", '"$g"', "records": [{'"$rec"', "op": "gemm", "measured": "400 GB/s"}]}' 'FLOP rate'
+mem='"id": "b", "gpu": "h100", "op": "memory.copy", "source": "s", "confidence": "high", "measured": "1 ms"'
+bad negative_rows '{"kind": "measurements", '"$g"', "records": [{'"$mem"', "shape": {"bytes": "1 GB", "rows": -4}}]}' '/records/0/shape/rows'
 echo "profiles current, accuracy MAPE $(awk -v m="$mape" 'BEGIN{printf "%.1f", 100*m}') % <= $ceiling %, bad input refused"

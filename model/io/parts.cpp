@@ -180,8 +180,10 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
     }
     case PartClass::memory:
     case PartClass::host_copy:
-      sh.allow_only({"bytes"});
+      if (r.cls == PartClass::memory) sh.allow_only({"bytes", "rows"});
+      else sh.allow_only({"bytes"});
       r.bytes = sh.has("bytes") ? sh.at("bytes").as_bytes().value() : 1073741824.0;
+      if (sh.has("rows")) r.rows = sh.at("rows").as_positive_number();
       if (r.cls == PartClass::host_copy) r.topology = std::make_shared<const Topology>(Topology::build(*r.system, 1));
       parse_measured(x.at("measured"), r, false);
       break;
@@ -328,6 +330,10 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     r.dtype = Dtype::fp32;
     r.flops = op.at("flops_per_call").as_number();
     r.bytes = op.at("bytes_per_call").as_number();
+    if (auto rows = op.get("rows_per_call")) {  // a row gather: its rows beside its bytes
+      if (r.cls != PartClass::memory) rows->fail("expected rows only on a memory op (a row gather)");
+      r.rows = rows->as_positive_number();
+    }
     if (r.cls == PartClass::gemm) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for a GEMM");
       if (auto sh = op.get("shape")) {  // per group, as the executor ran it

@@ -99,7 +99,7 @@ Seconds Pricer::compute_time(const Op& op) const {
                      2.0 * cal_[Param::nvlink_step_s] + op.launches * cal_[Param::kernel_launch_s]);
     }
     case Category::memory:
-    case Category::optimizer: return memory_seconds(op.hbm_bytes.value(), g, cal_, op.launches);
+    case Category::optimizer: return memory_seconds(op.hbm_bytes.value(), g, cal_, op.launches, op.rows);
     default: return Seconds(0);
   }
 }

@@ -71,8 +71,8 @@ Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_byte
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s]);
 }
 
-Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches) {
-  return Seconds(hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]) +
+Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches, double rows) {
+  return Seconds(hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]) + rows * cal[Param::memory_row_s] +
                  launches * cal[Param::kernel_launch_s]);
 }
 

@@ -13,7 +13,8 @@
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
 //   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half) x hd/(hd + attention_hd_half)
 //   t = max(FLOPs / (BF16 peak x eff), HBM bytes / (HBM x hbm_fraction)) + launches x kernel_launch_s.
-// Memory-bound kernels: t = bytes / (HBM x hbm_fraction) + launches x kernel_launch_s.
+// Memory-bound kernels: t = bytes / (HBM x hbm_fraction) + rows x memory_row_s + launches x kernel_launch_s
+//   (rows: a row gather's rows, 0 for elementwise kernels).
 // Fused EP dispatch/combine kernels: rate factor sms / (sms + ep_sm_half) on top of
 //   ep_{nvlink,network}_fraction; a combine's NVLink rate x ep_combine_factor.
 #pragma once
@@ -49,7 +50,7 @@ double attention_efficiency(const AttentionShape& s, const Calibration& cal);
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,
                           const Calibration& cal, int launches = 1);
 
-Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches = 1);
+Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& cal, int launches = 1, double rows = 0);
 
 // A fused EP kernel's rate with `sms` SMs over its rate with all of them: sms / (sms + ep_sm_half).
 double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);

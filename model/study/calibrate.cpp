@@ -26,7 +26,7 @@ const char* to_string(PartClass c) {
 
 std::vector<Param> class_params(PartClass c) {
   switch (c) {
-    case PartClass::memory: return {Param::hbm_fraction};
+    case PartClass::memory: return {Param::hbm_fraction, Param::memory_row_s};
     case PartClass::host_copy: return {Param::host_link_fraction, Param::host_link_d2h_fraction};
     case PartClass::gemm:
       return {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,   Param::gemm_fraction_mxfp8,
@@ -83,7 +83,7 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       return r.metric == PartMetric::seconds ? t : r.flops / t;
     }
     case PartClass::memory: {
-      const double t = memory_seconds(r.bytes, r.gpu, cal).value();
+      const double t = memory_seconds(r.bytes, r.gpu, cal, 1, r.rows).value();
       return r.metric == PartMetric::seconds ? t : r.bytes / t;
     }
     case PartClass::host_copy: {

@@ -58,6 +58,7 @@ struct PartRecord {
   AttentionShape attention;
   // Memory, host copies, collectives
   double bytes = 0;
+  double rows = 0;            // memory: the rows of a row gather (shape "rows"), 0 for a plain copy
   Collective collective = Collective::none;
   std::string algorithm;      // a collective's algorithm when the record names one ("ring", "nvls", "tree")
   // EP kernels

@@ -64,7 +64,8 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   std::vector<int32_t> unpermute_deps{last()};
   if (overlap_shared)  // the shared expert's reduce-scattered output is added here
     for (int32_t x : take_tp_outputs()) unpermute_deps.push_back(x);
-  memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, std::move(unpermute_deps));
+  op(memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, std::move(unpermute_deps))).rows =
+      t_sp_ * fan;
   if (!overlap_shared) {
     shared_expert(l, f, dd);
     for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
@@ -78,11 +79,11 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
     // Every rank gathers every token of its EP group, then keeps the rows for its own experts.
     const int32_t g = comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
                            r * t_sp_ * h * bd, {last()});
-    memory(permute, l, r * t_sp_ * h * bd + load_.max_rows * h * bd, Category::memory, {g});
+    op(memory(permute, l, r * t_sp_ * h * bd + load_.max_rows * h * bd, Category::memory, {g})).rows = load_.max_rows;
     return;
   }
   // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
-  memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd);
+  op(memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd)).rows = t_sp_ * fan;
   // A PyTorch dispatcher copies the split sizes to the host before the exchange.
   std::vector<int32_t> before{last()};
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
@@ -106,7 +107,7 @@ void Lowering::local_sort(int l, const std::string& name, double bytes_per_elem,
   // After a ragged all-to-all the received rows are grouped by source rank; they are sorted by
   // local expert (and back before the combine), a gather over every row of the receive buffer.
   if (s_.stack.dispatcher != Dispatcher::alltoall || m_.experts <= p_.ep) return;
-  memory(name, l, buffer_rows() * d(m_.hidden) * bytes_per_elem * 2.0, Category::memory, std::move(deps));
+  op(memory(name, l, buffer_rows() * d(m_.hidden) * bytes_per_elem * 2.0, Category::memory, std::move(deps))).rows = buffer_rows();
 }
 
 void Lowering::shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
@@ -152,7 +153,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     phase_ = Phase::backward;
   }
   const double fan = dispatch_fanout();
-  memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg));
+  op(memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg))).rows = t_sp_ * fan;
   int32_t cb;
   if (s_.stack.dispatcher == Dispatcher::allgather) {
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
@@ -210,7 +211,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   std::vector<int32_t> permute_bwd_deps{last()};
   if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here
     for (int32_t x : take_tp_outputs()) permute_bwd_deps.push_back(x);
-  memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps));
+  op(memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps))).rows = t_sp_ * fan;
   gemm_bwd("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
   if (s_.stack.a2a_with_shared_expert) {
     shared_expert_backward(l, f, dd);

@@ -57,6 +57,7 @@ struct Op {
   int64_t m = 0, n = 0, k = 0;  // GEMM shape (m: rows per group for grouped GEMMs)
   int64_t groups = 1;           // experts in a grouped GEMM or loop
   int launches = 1;             // kernel launches (a per-expert loop launches one per expert)
+  double rows = 0;              // memory-bound row gathers (permute, un-permute, sort): rows moved
   // Communication
   Collective collective = Collective::none;
   Group group = Group::none;

@@ -297,14 +297,20 @@ TEST(BadInput, ExecutorRunRecords) {
                                {"attention", {{"keys", 128}, {"head_dim", 32}, {"backward", false}}}}},
                 {"moe.dispatch", {{"kind", "communication"}, {"calls", 1}, {"bytes_per_call", 1e6}, {"flops_per_call", 0}, {"median_s", 0.001},
                                   {"collective", "all_to_all"}, {"group", 2}}},
+                {"moe.permute", {{"kind", "memory"}, {"calls", 1}, {"bytes_per_call", 2e6}, {"flops_per_call", 0}, {"median_s", 0.001},
+                                 {"rows_per_call", 4096}}},
                 {"wait.moe.dispatch", {{"kind", "wait"}, {"calls", 1}, {"bytes_per_call", 0}, {"flops_per_call", 0}, {"median_s", 0.0}}}}}};
     edit(j);
     return d.write("m.json", j.dump(2));
   };
   const auto recs = load_parts(run_file([](json&) {}));
-  ASSERT_EQ(recs.size(), 2u);  // the wait is no record
+  ASSERT_EQ(recs.size(), 3u);  // the wait is no record
   for (const PartRecord& r : recs) {
-    if (r.id == "m/attn.core") {
+    if (r.id == "m/moe.permute") {  // a row gather: its rows beside its bytes
+      EXPECT_EQ(r.cls, PartClass::memory);
+      EXPECT_DOUBLE_EQ(r.rows, 4096);
+      EXPECT_DOUBLE_EQ(r.bytes, 2e6);
+    } else if (r.id == "m/attn.core") {
       EXPECT_EQ(r.cls, PartClass::attention);
       EXPECT_DOUBLE_EQ(r.attention.keys, 128);
       EXPECT_EQ(r.op, "attention.fwd");
@@ -325,6 +331,8 @@ TEST(BadInput, ExecutorRunRecords) {
       {[](json& j) { j["ops"]["attn.core"]["attention"]["keys"] = 0; }, {"/ops/attn.core/attention/keys", "positive"}},
       {[](json& j) { j["ops"]["attn.core"]["kind"] = "softmax"; }, {"/ops/attn.core/kind", "\"wait\""}},
       {[](json& j) { j["system"]["gpus"] = "eight"; }, {"/system/gpus", ""}},
+      {[](json& j) { j["ops"]["moe.permute"]["rows_per_call"] = -1; }, {"/ops/moe.permute/rows_per_call", "positive"}},
+      {[](json& j) { j["ops"]["attn.core"]["rows_per_call"] = 8; }, {"/ops/attn.core/rows_per_call", "only on a memory op"}},
   };
   for (const auto& [edit, want] : bad) {
     const std::string f = run_file(edit);

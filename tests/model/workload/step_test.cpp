@@ -641,22 +641,35 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
         r.value = predict_part(r, truth);
         recs.push_back(r);
       }
-  for (double b : {1e8, 1e9, 4e9, 1e10}) {
+  truth.set(Param::memory_row_s, 2e-10);
+  for (double b : {1e8, 1e9, 4e9, 1e10})
+    for (double row : {0.0, 256.0, 4096.0}) {  // a plain copy, row gathers of 256 B and 4 KiB rows
+      PartRecord r;
+      r.id = "copy" + std::to_string(i++);
+      r.cls = PartClass::memory;
+      r.gpu = g;
+      r.generation = "hopper";
+      r.bytes = b;
+      r.rows = row > 0 ? b / (2 * row) : 0;  // read and written
+      r.metric = PartMetric::byte_rate;
+      r.value = predict_part(r, truth);
+      recs.push_back(r);
+    }
+  {  // closed form: bytes at the fraction of HBM, plus the rows
     PartRecord r;
-    r.id = "copy" + std::to_string(i++);
     r.cls = PartClass::memory;
     r.gpu = g;
-    r.generation = "hopper";
-    r.bytes = b;
-    r.metric = PartMetric::byte_rate;
-    r.value = predict_part(r, truth);
-    recs.push_back(r);
+    r.bytes = 1e9;
+    r.rows = 1e6;
+    r.metric = PartMetric::seconds;
+    EXPECT_NEAR(predict_part(r, truth), 1e9 / (4e12 * 0.71) + 1e6 * 2e-10 + 4e-6, 1e-12);
   }
   const FitReport f = fit_parts(recs, Calibration{}, "hopper");
   EXPECT_NEAR(f.fitted[Param::gemm_fraction_bf16], 0.62, 1e-3);
   EXPECT_NEAR(f.fitted[Param::gemm_fraction_fp8], 0.55, 1e-3);
   EXPECT_NEAR(f.fitted[Param::gemm_k_half], 300, 2);
   EXPECT_NEAR(f.fitted[Param::hbm_fraction], 0.71, 1e-3);
+  EXPECT_NEAR(f.fitted[Param::memory_row_s], 2e-10, 2e-13);
   ASSERT_EQ(f.classes.size(), 2u);
   for (const ClassFit& c : f.classes) {
     EXPECT_GT(c.held_back, 0);
