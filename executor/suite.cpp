@@ -98,6 +98,10 @@ struct Ctx {
   std::vector<std::string> summary;
   double peak = 0;  // measured large-GEMM rate, for cost estimates
   double copy_bw = 0;
+  // The references measured in the rounds beside the cases they price (0: not measured): a plain
+  // copy's rate (the device's memory bandwidth), a pairwise exchange's rate and a small one's time
+  // (the ranks' link).
+  double round_copy_bw = 0, round_p2p_bw = 0, round_p2p_latency = 0;
   // A section may run until start + (its end share) x budget.
   bool time_left(double end_share, double next_cost) const { return seconds_since(start) + next_cost <= end_share * budget; }
   void add(json r) {
@@ -336,6 +340,22 @@ void memory(Ctx& c, double end_share) {
     c.be.gather_rows(a->p, m.d_idx, m.rows, m.hidden, out->p);
     c.be.synchronize();
   };
+  // The reference: a plain copy of the largest buffer, once per round beside the cases, so the
+  // device's memory rate the records are priced against is measured under the same conditions.
+  std::vector<double> ref;
+  auto* d_zero = static_cast<int64_t*>(c.be.alloc(sizeof(int64_t)));
+  const int64_t zero = 0;
+  c.be.upload(d_zero, &zero, sizeof zero);
+  auto copy_ref = [&] {  // one row: the whole buffer in one copy
+    if (sizes.empty()) return;
+    auto& [a, out] = bufs.at(sizes.back());
+    const auto t0 = Clock::now();
+    c.be.gather_rows(a->p, d_zero, 1, sizes.back() << 18, out->p);
+    c.be.synchronize();
+    ref.push_back(seconds_since(t0));
+  };
+  copy_ref();
+  ref.clear();
   for (M& m : cases) run(m);  // warm: first touch of the output and the index
   for (int r = 0; r < kMaxRounds && !cases.empty(); ++r) {
     double least = std::numeric_limits<double>::infinity();
@@ -346,6 +366,7 @@ void memory(Ctx& c, double end_share) {
     }
     if (r >= kMinRounds && least >= kMinCaseSeconds) break;
     if (r >= kMinRounds && !c.time_left(end_share, round_cost)) break;
+    copy_ref();
     for (M& m : cases) {
       const auto t0 = Clock::now();
       run(m);
@@ -353,6 +374,8 @@ void memory(Ctx& c, double end_share) {
     }
     c.progress.show("memory rounds", static_cast<size_t>(r + 1), static_cast<size_t>(std::max(kMinRounds, r + 1)));
   }
+  c.be.release(d_zero);
+  if (!ref.empty()) c.round_copy_bw = 8.0 * static_cast<double>(sizes.back() << 18) / median(ref);
   for (M& m : cases) {
     c.be.release(m.d_idx);
     json r = {{"id", "suite/memory-rows" + std::to_string(m.hidden * 4) + "B-" + (m.shuffled ? "shuffled-" : "") + std::to_string(m.mib) + "MiB"},
@@ -365,22 +388,6 @@ void memory(Ctx& c, double end_share) {
     c.add(std::move(r));
   }
   c.summary.push_back(section("memory", cases.size(), "cases", skipped));
-}
-
-// Every rank: the op's time as the slowest rank saw it, median over reps (barrier before each).
-double collective_time(Communicator& comm, int reps, const std::function<void()>& op) {
-  op();  // warm
-  std::vector<double> t;
-  std::vector<double> all(static_cast<size_t>(comm.size()));
-  for (int r = 0; r < reps; ++r) {
-    comm.barrier();
-    const auto t0 = Clock::now();
-    op();
-    double s = seconds_since(t0);
-    comm.allgather(&s, sizeof s, all.data());
-    t.push_back(*std::max_element(all.begin(), all.end()));
-  }
-  return median(t);
 }
 
 // Rank 0 decides, every rank follows (a sum of 0/1 flags).
@@ -446,28 +453,40 @@ void collectives(Ctx& c, double end_share) {
   const char* kOps[] = {"all_to_all", "all_to_all_ragged", "all_gather", "reduce_scatter", "all_reduce"};
   std::vector<int64_t> sizes;  // bytes per rank
   for (int64_t kib : {64, 256, 1024, 4096, 16384, 65536}) sizes.push_back(kib << 10);
-  size_t done = 0, skipped = 0;
-  const size_t total = sizes.size() * std::size(kOps);
-  for (int64_t bytes : sizes) {
+  // Every case is checked once, then timed once per round in turn (the slowest rank's time), its
+  // figure the median over the rounds: a slow spell of a shared machine lands on every case alike
+  // instead of on the few measured during it. The buffers are the largest case's, shared.
+  constexpr int kRounds = 7;
+  struct Case {
+    std::string op;
+    int64_t bytes = 0, per = 0;
+    double shape_bytes = 0;
+    std::string derivation;
+    std::vector<int64_t> sb, rb;
+    std::vector<double> t;
+  };
+  std::vector<Case> cases;
+  size_t skipped = 0;
+  double round_cost = 0;  // rank 0's estimate at the measured copy rate, with latency and slack
+  for (int64_t bytes : sizes)
     for (const char* op : kOps) {
-      // Rank 0's estimate at the measured copy rate, x 20 for reps, latency and slack.
-      if (!agree(comm, c.time_left(end_share, 20 * 2.0 * static_cast<double>(bytes) / c.copy_bw + 0.01))) {
+      const double cost = 2.0 * 2.0 * static_cast<double>(bytes) / c.copy_bw + 0.001;
+      if (!agree(comm, c.time_left(end_share, (round_cost + cost) * (kRounds + 3)))) {
         ++skipped;
         continue;
       }
-      const std::string o = op;
-      const int64_t per = (bytes / n) & ~int64_t{7};
-      std::vector<char> send(static_cast<size_t>(bytes) + 64), recv(static_cast<size_t>(bytes) * (o == "all_to_all_ragged" ? 2 : 1) + 64);
-      std::function<void()> run;
+      round_cost += cost;
+      Case k;
+      k.op = op;
+      k.bytes = bytes;
+      k.per = (bytes / n) & ~int64_t{7};
       // The record's size as the model counts it: the whole buffer for the gathers and reductions,
       // the bytes leaving each rank for an all-to-all (its own share stays put).
-      double shape_bytes = static_cast<double>(per) * (o == "all_to_all" ? n - 1 : n);
-      std::string derivation;
-      std::vector<int64_t> sb(static_cast<size_t>(n)), rb(static_cast<size_t>(n));
-      if (o == "all_to_all") {
-        std::fill(sb.begin(), sb.end(), per), std::fill(rb.begin(), rb.end(), per);
-        run = [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); };
-      } else if (o == "all_to_all_ragged") {
+      k.shape_bytes = static_cast<double>(k.per) * (k.op == "all_to_all" ? n - 1 : n);
+      k.sb.assign(static_cast<size_t>(n), 0), k.rb.assign(static_cast<size_t>(n), 0);
+      if (k.op == "all_to_all") {
+        std::fill(k.sb.begin(), k.sb.end(), k.per), std::fill(k.rb.begin(), k.rb.end(), k.per);
+      } else if (k.op == "all_to_all_ragged") {
         // Each rank sends its `bytes` unevenly: peer (r + d) % n gets a share 1 / (1 + d); the
         // busiest receiver sets the pace and is the record's size.
         std::vector<std::vector<int64_t>> m(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n)));
@@ -481,37 +500,79 @@ void collectives(Ctx& c, double end_share) {
           for (int r = 0; r < n; ++r) in += r == p ? 0 : m[static_cast<size_t>(r)][static_cast<size_t>(p)];
           most = std::max(most, in);
         }
-        for (int p = 0; p < n; ++p) sb[static_cast<size_t>(p)] = m[static_cast<size_t>(comm.rank())][static_cast<size_t>(p)], rb[static_cast<size_t>(p)] = m[static_cast<size_t>(p)][static_cast<size_t>(comm.rank())];
-        shape_bytes = static_cast<double>(most);
-        derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d) (d = 0: itself); the busiest rank receives " +
-                     std::to_string(most) + " B from the others, the size of the even all-to-all this is priced as";
-        run = [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); };
-      } else if (o == "all_gather") {
-        run = [&] { comm.allgather(send.data(), per, recv.data()); };
-      } else if (o == "reduce_scatter") {
-        const int64_t count = per / 4;
-        shape_bytes = 4.0 * static_cast<double>(count) * n;
-        run = [&] { comm.reduce_scatter_sum(reinterpret_cast<const float*>(send.data()), reinterpret_cast<float*>(recv.data()), count); };
-      } else {
-        const int64_t count = bytes / 8;
-        shape_bytes = 8.0 * static_cast<double>(count);
-        run = [&] { comm.allreduce_sum(reinterpret_cast<double*>(send.data()), count); };
+        for (int p = 0; p < n; ++p)
+          k.sb[static_cast<size_t>(p)] = m[static_cast<size_t>(comm.rank())][static_cast<size_t>(p)],
+          k.rb[static_cast<size_t>(p)] = m[static_cast<size_t>(p)][static_cast<size_t>(comm.rank())];
+        k.shape_bytes = static_cast<double>(most);
+        k.derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d) (d = 0: itself); the busiest rank receives " +
+                       std::to_string(most) + " B from the others, the size of the even all-to-all this is priced as";
+      } else if (k.op == "reduce_scatter") {
+        k.shape_bytes = 4.0 * static_cast<double>(k.per / 4) * n;
+      } else if (k.op == "all_reduce") {
+        k.shape_bytes = 8.0 * static_cast<double>(bytes / 8);
       }
-      check_collective(comm, o, send, recv, per, bytes, sb, rb, run);
-      const double s = collective_time(comm, 7, run);
-      const std::string rec_op = o == "all_to_all_ragged" ? "all_to_all" : o;
-      json r = {{"id", "suite/" + o + "-" + std::to_string(n) + "ranks-" + std::to_string(bytes >> 10) + "KiB"},
-                {"op", "collective." + rec_op}, {"system", "this-machine"}, {"gpus", n},
-                {"shape", {{"bytes", rate(shape_bytes, "B")}}}, {"measured", ns(s)},
-                {"library", comm.name() + " " + o + " (the slowest rank's time, median of 7)"}};
-      if (!derivation.empty()) r["derivation"] = derivation;
-      if (const std::string a = comm.algorithm(rec_op); !a.empty()) r["algorithm"] = a;
-      if (comm.rank() == 0) c.add(r);
+      cases.push_back(std::move(k));
+    }
+  // The ranks' link, measured in the same rounds: rank r exchanges with r ^ 1 alone, 32 MiB (its
+  // rate) and 8 B (one step's time); the system file's link and the fit's starting step latency.
+  const int partner = (comm.rank() ^ 1) < n ? comm.rank() ^ 1 : comm.rank();
+  for (int64_t b : {int64_t{32} << 20, int64_t{8}}) {
+    Case k;
+    k.op = "pair";
+    k.bytes = b;
+    k.sb.assign(static_cast<size_t>(n), 0), k.rb.assign(static_cast<size_t>(n), 0);
+    if (partner != comm.rank()) k.sb[static_cast<size_t>(partner)] = k.rb[static_cast<size_t>(partner)] = b;
+    cases.push_back(std::move(k));
+  }
+  int64_t largest = 0;
+  for (const Case& k : cases) largest = std::max(largest, k.bytes);
+  std::vector<char> send(static_cast<size_t>(largest) + 64), recv(2 * static_cast<size_t>(largest) + 64);
+  auto runner = [&](const Case& k) -> std::function<void()> {
+    if (k.op == "all_gather") return [&] { comm.allgather(send.data(), k.per, recv.data()); };
+    if (k.op == "reduce_scatter")
+      return [&] {
+        comm.reduce_scatter_sum(reinterpret_cast<const float*>(send.data()), reinterpret_cast<float*>(recv.data()), k.per / 4);
+      };
+    if (k.op == "all_reduce") return [&] { comm.allreduce_sum(reinterpret_cast<double*>(send.data()), k.bytes / 8); };
+    return [&] { comm.alltoallv(send.data(), k.sb, recv.data(), k.rb); };
+  };
+  std::vector<double> all(static_cast<size_t>(n));
+  size_t done = 0;
+  const size_t total = cases.size() * (kRounds + 1);
+  for (const Case& k : cases) {  // checked against its closed form, and warm
+    const auto run = runner(k);
+    check_collective(comm, k.op, send, recv, k.per, k.bytes, k.sb, k.rb, run);
+    run();
+    if (comm.rank() == 0) c.progress.show("collectives", ++done, total);
+  }
+  for (int r = 0; r < kRounds; ++r)
+    for (Case& k : cases) {
+      const auto run = runner(k);
+      comm.barrier();
+      const auto t0 = Clock::now();
+      run();
+      double s = seconds_since(t0);
+      comm.allgather(&s, sizeof s, all.data());
+      k.t.push_back(*std::max_element(all.begin(), all.end()));
       if (comm.rank() == 0) c.progress.show("collectives", ++done, total);
     }
+  for (const Case& k : cases) {
+    if (k.op == "pair") {
+      (k.bytes > 8 ? c.round_p2p_bw : c.round_p2p_latency) = k.bytes > 8 ? static_cast<double>(k.bytes) / median(k.t) : median(k.t);
+      continue;
+    }
+    const std::string rec_op = k.op == "all_to_all_ragged" ? "all_to_all" : k.op;
+    json r = {{"id", "suite/" + k.op + "-" + std::to_string(n) + "ranks-" + std::to_string(k.bytes >> 10) + "KiB"},
+              {"op", "collective." + rec_op}, {"system", "this-machine"}, {"gpus", n},
+              {"shape", {{"bytes", rate(k.shape_bytes, "B")}}}, {"measured", ns(median(k.t))},
+              {"library", comm.name() + " " + k.op + " (the slowest rank's time, median of " + std::to_string(k.t.size()) +
+                              " rounds over every case in turn)"}};
+    if (!k.derivation.empty()) r["derivation"] = k.derivation;
+    if (const std::string a = comm.algorithm(rec_op); !a.empty()) r["algorithm"] = a;
+    if (comm.rank() == 0) c.add(r);
   }
   if (comm.rank() == 0)
-    c.summary.push_back(section("collectives", done, ("cases on " + std::to_string(n) + " ranks").c_str(), skipped));
+    c.summary.push_back(section("collectives", cases.size() - 2, ("cases on " + std::to_string(n) + " ranks").c_str(), skipped));
 }
 
 std::string cpu_model() {
@@ -549,25 +610,20 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
     // start (seen: 29 of 40 GFLOP/s) would set every record's fraction against a peak too low.
     c.peak = std::max(c.peak, be.measure_gemm_peak());
     c.copy_bw = std::max(c.copy_bw, be.measure_copy_bandwidth());
+    // The records are priced against the plain copy measured in the memory rounds beside them
+    // (a median, as theirs are) when there was one.
+    if (c.round_copy_bw > 0) c.copy_bw = c.round_copy_bw;
   }
   comm.idle_barrier();  // the other ranks sleep while rank 0 measures: a spinning wait would share its core
   double shared[2] = {c.peak, c.copy_bw};
   comm.allreduce_sum(shared, 2);  // the others' are 0
   c.peak = shared[0], c.copy_bw = shared[1];
-  // The shared-memory transport between ranks: a pairwise exchange's rate and a small one's time.
+  // The shared-memory transport between ranks: a pairwise exchange's rate and a small one's time,
+  // measured in the collectives' rounds.
   double p2p_bw = c.copy_bw / 2, p2p_latency = 1e-6;
   const int n = comm.size();
-  if (n >= 2) {
-    std::vector<int64_t> sb(static_cast<size_t>(n), 0), rb(static_cast<size_t>(n), 0);
-    const int partner = (comm.rank() ^ 1) < n ? comm.rank() ^ 1 : comm.rank();
-    const int64_t big = int64_t{32} << 20;
-    std::vector<char> send(static_cast<size_t>(big)), recv(static_cast<size_t>(big));
-    if (partner != comm.rank()) sb[static_cast<size_t>(partner)] = rb[static_cast<size_t>(partner)] = big;
-    p2p_bw = static_cast<double>(big) / collective_time(comm, 5, [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); });
-    if (partner != comm.rank()) sb[static_cast<size_t>(partner)] = rb[static_cast<size_t>(partner)] = 8;
-    p2p_latency = collective_time(comm, 21, [&] { comm.alltoallv(send.data(), sb, recv.data(), rb); });
-  }
   collectives(c, 1.0);
+  if (c.round_p2p_bw > 0) p2p_bw = c.round_p2p_bw, p2p_latency = c.round_p2p_latency;
   c.progress.end();
   SuiteResult res;
   if (comm.rank() != 0) return res;
