@@ -9,8 +9,11 @@
 //                 "dtype": "fp8", "measured": "1426 TFLOP/s", "library": "...", "source": "...",
 //                 "confidence": "high"}, ...]}
 //
+// A "memory.copy" record's shape is {"bytes": ...} and, for a row gather (a permute), "rows", which
+// memory_row_s prices beside the bytes.
+//
 // An executor file ("ops" instead of "records") gives one record per timed compute op: "gemm"
-// with its FLOPs, "memory.copy" with its bytes, on a GPU described by the machine's measured
+// with its FLOPs, "memory.copy" with its bytes (and "rows_per_call" for its row gathers), on a GPU described by the machine's measured
 // peak and copy bandwidth. Every mistake throws SpecError naming the file and JSON path.
 #pragma once
 
