@@ -59,6 +59,7 @@ class AttentionBlock {
   BlockedAttention at_;                              // the core, one head of one sequence at a time
   int64_t group_ = 1;                               // Q heads per K/V head
   double keys_ = 0, core_flops_ = 0;                // mean keys per query; the core's FLOPs as the model counts them
+  int edges_ = 1;                                    // masked edges per query: 1 causal, 2 with a window
   std::vector<float> gamma_, gq_, gkv_;             // the block's RMSNorm, MLA's q and kv norms (not sharded)
   std::vector<float> own_, full_;                   // own_: this rank's shard (FSDP); full_: the weights in use
   // Saved for the backward: the block norm, MLA's down projections before and after their norms.

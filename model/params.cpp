@@ -50,12 +50,18 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "Flash-attention backward over the BF16 peak: five matmuls with more synchronization and atomics (dQ "
      "accumulation) than the forward."},
     {Param::attention_kv_half, "attention_kv_half", 0, "keys", 0, 65536,
-     "Each query block streams the keys it attends to; short key ranges (short sequences, causal blocks "
-     "near the diagonal, sliding windows) spend a larger share on the block's prologue and softmax "
-     "rescaling: efficiency x keys / (keys + attention_kv_half), keys = mean keys per query."},
+     "Each query block streams the keys it attends to; short key ranges (short sequences, sliding windows) "
+     "spend a larger share on the block's prologue and softmax rescaling: efficiency x keys / (keys + attention_kv_half), keys = mean keys per query."},
     {Param::attention_hd_half, "attention_hd_half", 0, "dims", 0, 1024,
      "Softmax (exp on the MUFU units) is per score, the matmuls are per score x head dim: small head dims "
      "are more exp-bound, efficiency x hd / (hd + attention_hd_half)."},
+    {Param::attention_tile_rows, "attention_tile_rows", 0, "rows", 0, 512,
+     "A flash-attention kernel walks the queries in tiles of this many rows and computes every tile it "
+     "touches whole: at a causal diagonal (and a sliding window's far edge) the tile's masked scores are "
+     "computed and thrown away, about half a tile of keys per query and masked edge. So efficiency x "
+     "keys / (keys + attention_kv_half + edges x attention_tile_rows / 2), edges 0 for full attention, "
+     "1 causal, 2 causal with a window. A fact of the kernel's source (moeperf's CPU reference: 64 rows), "
+     "fitted here so the suite can check it."},
     {Param::hbm_fraction, "hbm_fraction", 0.85, "fraction", 0.05, 1.0,
      "A device-to-device copy or STREAM kernel moves 84-90 % of the HBM datasheet bandwidth; gathers, "
      "scatters and reductions of elementwise kernels run a little below a plain copy."},

@@ -30,6 +30,7 @@ enum class Param : int {
   attention_bwd_fraction,  // flash-attention backward rate / BF16 peak
   attention_kv_half,       // efficiency x keys / (keys + attention_kv_half): per-query-block pipeline fill
   attention_hd_half,       // efficiency x hd / (hd + attention_hd_half): softmax work per matmul FLOP
+  attention_tile_rows,     // query rows per tile: a masked edge (causal diagonal, window) costs half a tile of keys
   hbm_fraction,            // memory-bound kernel bandwidth / HBM peak
   memory_row_s,            // a row gather's (permute's) time per row beyond its bytes
   kernel_launch_s,         // per kernel launch gap

@@ -13,6 +13,7 @@
 #include "model/limits.h"
 #include "model/pricing/collective.h"
 #include "model/workload/flops.h"
+#include "model/workload/flops.h"
 
 namespace moeperf::io {
 
@@ -168,9 +169,9 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       const bool bwd = o == "attention.bwd";
       // FlashAttention's FLOP convention: 2 x (QK^T + PV) per query and key; the backward 2.5 x.
       const double fwd = 2.0 * b * h * seq * keys * (dqk + dv);
-      r.flops = bwd ? 2.5 * fwd : fwd;
-      r.bytes = (bwd ? 2.5 : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
-      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd};
+      r.flops = bwd ? kAttentionBwdWork * fwd : fwd;
+      r.bytes = (bwd ? kAttentionBwdWork : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
+      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, (causal ? 1 : 0) + (window > 0 ? 1 : 0)};
       if (x.has("dtype")) {
         const Dtype d = parse_dtype(x.at("dtype"));
         if (d != Dtype::bf16 && d != Dtype::fp16) x.at("dtype").fail("expected bf16 or fp16 attention (the model prices attention in BF16)");
@@ -348,8 +349,12 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     } else if (r.cls == PartClass::attention) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for an attention core");
       const Node a = op.at("attention");
-      a.allow_only({"keys", "head_dim", "backward"});
+      a.allow_only({"keys", "head_dim", "backward", "masked_edges"});
       r.attention = AttentionShape{a.at("keys").as_positive_number(), a.at("head_dim").as_positive_number(), a.bool_or("backward", false)};
+      if (auto e = a.get("masked_edges")) {  // 0 full, 1 causal, 2 causal with a window; older files: 0
+        r.attention.masked_edges = static_cast<int>(e->as_nonneg_int());
+        if (r.attention.masked_edges > 2) e->fail("expected 0 (full), 1 (causal) or 2 (causal with a sliding window)");
+      }
       if (r.attention.backward) r.op = "attention.bwd";
     } else if (r.bytes <= 0) {
       op.at("bytes_per_call").fail("expected a positive byte count for a memory-bound op");

@@ -84,7 +84,8 @@ Seconds Pricer::compute_time(const Op& op) const {
       return gemm_seconds(shape, op.dtype, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::attention: {
-      const AttentionShape shape{static_cast<double>(op.k), static_cast<double>(op.n), op.phase == Phase::backward};
+      const AttentionShape shape{static_cast<double>(op.k), static_cast<double>(op.n), op.phase == Phase::backward,
+                                 op.mask_edges};
       return attention_seconds(shape, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::sync: return Seconds(cal_[Param::host_sync_s]);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/pricing/cost.h"
+#include "model/workload/flops.h"
 
 namespace moeperf {
 
@@ -61,7 +62,11 @@ Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes
 double attention_efficiency(const AttentionShape& s, const Calibration& cal) {
   const double frac = cal[s.backward ? Param::attention_bwd_fraction : Param::attention_fwd_fraction];
   const double keys = std::max(1.0, s.keys), hd = std::max(1.0, s.head_dim);
-  return frac * keys / (keys + cal[Param::attention_kv_half]) * hd / (hd + cal[Param::attention_hd_half]);
+  const double wasted = s.masked_edges * cal[Param::attention_tile_rows] / 2.0;
+  // The backward recomputes the scores' softmax (one exp per score, as the forward) but runs
+  // kAttentionBwdWork times the forward's matmul FLOPs per score: its softmax share is that much smaller.
+  const double hd_half = cal[Param::attention_hd_half] / (s.backward ? kAttentionBwdWork : 1.0);
+  return frac * keys / (keys + cal[Param::attention_kv_half] + wasted) * hd / (hd + hd_half);
 }
 
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,

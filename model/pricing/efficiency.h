@@ -11,7 +11,11 @@
 //   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
 //       kernel_launch_s + (ragged ? groups x gemm_group_overhead_s : 0).
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
-//   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half) x hd/(hd + attention_hd_half)
+//   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half + edges x attention_tile_rows/2)
+//         x hd/(hd + hd_half); edges: masked edges per query (0 full, 1 causal, 2 causal with a
+//         sliding window), each costing about half a query tile of computed-then-masked scores;
+//         hd_half = attention_hd_half forward, attention_hd_half / 2.5 backward (the same softmax
+//         work per score against 2.5 x the matmul FLOPs).
 //   t = max(FLOPs / (BF16 peak x eff), HBM bytes / (HBM x hbm_fraction)) + launches x kernel_launch_s.
 // Memory-bound kernels: t = bytes / (HBM x hbm_fraction) + rows x memory_row_s + launches x kernel_launch_s
 //   (rows: a row gather's rows, 0 for elementwise kernels).
@@ -45,6 +49,7 @@ struct AttentionShape {
   double keys = 0;       // mean keys each query attends to (causal: about half the sequence)
   double head_dim = 0;   // mean of the QK and V head dims
   bool backward = false;
+  int masked_edges = 0;  // 0: full attention; 1: causal (the diagonal); 2: causal with a sliding window
 };
 double attention_efficiency(const AttentionShape& s, const Calibration& cal);
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,

@@ -33,7 +33,7 @@ std::vector<Param> class_params(PartClass c) {
               Param::gemm_fraction_nvfp4, Param::gemm_k_half,        Param::gemm_group_overhead_s};
     case PartClass::attention:
       return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
-              Param::attention_hd_half};
+              Param::attention_hd_half, Param::attention_tile_rows};
     case PartClass::collective:
       return {Param::nvlink_fraction,    Param::nvls_fraction,    Param::ib_fraction,  Param::host_reduce_fraction,
               Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s};

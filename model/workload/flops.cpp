@@ -1,15 +1,16 @@
 #include "model/workload/flops.h"
 
 namespace moeperf {
-namespace {
-
-double d(int64_t v) { return static_cast<double>(v); }
 
 bool is_sliding(const ModelSpec& m, int layer) {
   const auto& s = m.attention.sliding_layers;
   return m.attention.sliding_window > 0 && layer >= 0 && static_cast<size_t>(layer) < s.size() &&
          s[static_cast<size_t>(layer)];
 }
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
 
 // Weights (not FLOPs) of one layer's attention projections, per part.
 struct AttentionWeights {

@@ -35,6 +35,13 @@ struct LayerForwardFlops {
 // in MaxText's count; with a sliding window W < S the exact average is (W(W+1)/2 + (S-W)W) / S.
 double attended_keys(int64_t seq_len, int window);
 
+// FlashAttention's backward executes 2.5 x its forward's matmul FLOPs (QK^T recomputed, then dV,
+// dP, dQ, dK) and moves about 2.5 x its bytes.
+inline constexpr double kAttentionBwdWork = 2.5;
+
+// Whether `layer` attends through the model's sliding window (false for full-attention layers).
+bool is_sliding(const ModelSpec& m, int layer);
+
 LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq_len);
 
 // LM head forward FLOPs per token: 2 x hidden x vocab.

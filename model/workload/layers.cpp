@@ -54,15 +54,16 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   op.name = backward ? "attn.core.bwd" : recompute ? "attn.core.recompute" : "attn.core";
   op.category = Category::attention;
   op.layer = l;
-  op.flops = Flops(backward ? 2.5 * fwd : fwd);
+  op.flops = Flops(backward ? kAttentionBwdWork * fwd : fwd);
   op.model_flops = Flops(recompute ? 0.0 : backward ? 2.0 * fwd : fwd);
-  op.hbm_bytes = Bytes(backward ? 2.5 * io : io);
+  op.hbm_bytes = Bytes(backward ? kAttentionBwdWork * io : io);
   op.dtype = Dtype::bf16;
   // The kernel's shape for its efficiency curve: n the mean head dim, k the mean keys per query
   // (fwd = tokens x 2 x keys x heads x (qk + vd)).
   op.m = static_cast<int64_t>(t_);
   op.n = static_cast<int64_t>(std::lround((qk + vd) / 2.0));
   op.k = static_cast<int64_t>(std::max(1.0, std::round(fwd / (t_ * 2.0 * heads * (qk + vd)))));
+  op.mask_edges = is_sliding(m_, l) ? 2 : 1;  // training attention is causal
   emit(std::move(op));
 }
 

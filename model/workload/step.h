@@ -73,6 +73,9 @@ struct Op {
   // With forward/backward overlap, backward units run on a second lane of streams (1), so that a
   // forward and a backward of different micro-batches overlap; 0 otherwise.
   uint8_t lane = 0;
+  // An attention core's masked edges per query (1: causal; 2: causal with a sliding window): each
+  // costs about half a query tile of scores computed and masked (attention_tile_rows).
+  uint8_t mask_edges = 0;
   // The host that issues it (stack.host_op_s > 0): framework ops it stands for, and the CUDA graph
   // part (GraphScope bit) that captures it, 0 when none.
   double host_ops = 1;

@@ -118,6 +118,8 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
                            "attn.q_proj.wgrad", "attn.norm.bwd"})
       EXPECT_EQ(ops.count(op), 1u) << op;
     EXPECT_TRUE(ops["attn.core"].attention);
+    EXPECT_EQ(ops["attn.core"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);  // causal, and the window's edge
+    EXPECT_EQ(ops["attn.core.bwd"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);
     // The model's FLOP count of the core: 2 x keys x heads x (qk + v dims) per token.
     const double keys = d.window > 0 ? (48.0 * 49 / 2 + 80.0 * 48) / 128 : 64.0;
     EXPECT_DOUBLE_EQ(ops["attn.core"].flops, 256.0 * 2 * keys * static_cast<double>(d.heads * (d.head_dim + d.v_dim)));

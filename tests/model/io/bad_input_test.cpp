@@ -294,7 +294,7 @@ TEST(BadInput, ExecutorRunRecords) {
               {"system", json::parse(kSystem)},
               {"ops",
                {{"attn.core", {{"kind", "attention"}, {"calls", 1}, {"bytes_per_call", 1e6}, {"flops_per_call", 1e8}, {"median_s", 0.01},
-                               {"attention", {{"keys", 128}, {"head_dim", 32}, {"backward", false}}}}},
+                               {"attention", {{"keys", 128}, {"head_dim", 32}, {"backward", false}, {"masked_edges", 1}}}}},
                 {"moe.dispatch", {{"kind", "communication"}, {"calls", 1}, {"bytes_per_call", 1e6}, {"flops_per_call", 0}, {"median_s", 0.001},
                                   {"collective", "all_to_all"}, {"group", 2}}},
                 {"moe.permute", {{"kind", "memory"}, {"calls", 1}, {"bytes_per_call", 2e6}, {"flops_per_call", 0}, {"median_s", 0.001},
@@ -314,6 +314,7 @@ TEST(BadInput, ExecutorRunRecords) {
       EXPECT_EQ(r.cls, PartClass::attention);
       EXPECT_DOUBLE_EQ(r.attention.keys, 128);
       EXPECT_EQ(r.op, "attention.fwd");
+      EXPECT_EQ(r.attention.masked_edges, 1);
     } else {
       EXPECT_EQ(r.id, "m/moe.dispatch");
       EXPECT_EQ(r.cls, PartClass::collective);
@@ -330,6 +331,7 @@ TEST(BadInput, ExecutorRunRecords) {
       {[](json& j) { j["ops"]["attn.core"].erase("attention"); }, {"/ops/attn.core", "attention"}},
       {[](json& j) { j["ops"]["attn.core"]["attention"]["keys"] = 0; }, {"/ops/attn.core/attention/keys", "positive"}},
       {[](json& j) { j["ops"]["attn.core"]["kind"] = "softmax"; }, {"/ops/attn.core/kind", "\"wait\""}},
+      {[](json& j) { j["ops"]["attn.core"]["attention"]["masked_edges"] = 3; }, {"/ops/attn.core/attention/masked_edges", "expected 0 (full)"}},
       {[](json& j) { j["system"]["gpus"] = "eight"; }, {"/system/gpus", ""}},
       {[](json& j) { j["ops"]["moe.permute"]["rows_per_call"] = -1; }, {"/ops/moe.permute/rows_per_call", "positive"}},
       {[](json& j) { j["ops"]["attn.core"]["rows_per_call"] = 8; }, {"/ops/attn.core/rows_per_call", "only on a memory op"}},

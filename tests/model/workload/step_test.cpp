@@ -48,6 +48,23 @@ TEST(Step, ModelFlopsOfTheOpsAddUpToTheMaxTextCount) {
   }
 }
 
+// Training attention is causal: every attention core carries one masked edge (the diagonal), a
+// sliding-window layer's two (the window's far edge too), for attention_tile_rows to price.
+TEST(Step, AttentionCoresCarryTheirMaskedEdges) {
+  Scenario s = scenario();
+  s.model.attention.sliding_window = 128;
+  s.model.attention.sliding_layers.assign(static_cast<size_t>(s.model.layers), false);
+  for (size_t l = 0; l < s.model.attention.sliding_layers.size(); l += 2) s.model.attention.sliding_layers[l] = true;
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  int cores = 0;
+  for (const Op& op : g.classes[0].ops)
+    if (op.category == Category::attention) {
+      ++cores;
+      EXPECT_EQ(op.mask_edges, op.layer % 2 == 0 ? 2 : 1) << op.name << " layer " << op.layer;
+    }
+  EXPECT_GT(cores, 0);
+}
+
 // Training DeepSeek-V3's MTP module adds, on the last stage, one more MoE layer, the 2H -> H
 // projection and a second head; the FLOP count is MaxText's with MTP (about 260 GFLOP/token) and the
 // weights grow by the module's parameters on their shards.
@@ -682,6 +699,49 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
   const FitReport again = fit_parts(recs, Calibration{}, "hopper");
   for (const ParamDef& d : param_defs()) EXPECT_EQ(f.fitted[d.id], again.fitted[d.id]) << d.name;
   EXPECT_THROW(fit_parts(recs, Calibration{}, "blackwell"), InputError);
+}
+
+// Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x hd / (hd + hd_half),
+// hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
+// over keys, head dims, masks and directions (the masked edges tell tile_rows from kv_half, the
+// directions tell the backward's head-dim curve from the forward's).
+TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
+  Calibration truth;
+  truth.set(Param::attention_fwd_fraction, 0.7);
+  truth.set(Param::attention_bwd_fraction, 0.5);
+  truth.set(Param::attention_kv_half, 20);
+  truth.set(Param::attention_hd_half, 40);
+  truth.set(Param::attention_tile_rows, 64);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 1}, truth), 0.7 * 100 / 152 * 0.5, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, true, 2}, truth), 0.5 * 100 / 184 * 40 / 56, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 0}, truth), 0.7 * 100 / 120 * 0.5, 1e-12);
+  std::vector<PartRecord> recs;
+  const GpuSpec g = test_gpu();
+  int i = 0;
+  for (double keys : {64.0, 256.0, 1024.0, 4096.0})
+    for (double hd : {32.0, 64.0, 128.0})
+      for (int edges : {0, 1, 2})
+        for (bool bwd : {false, true}) {
+          PartRecord r;
+          r.id = "attn" + std::to_string(i++);
+          r.cls = PartClass::attention;
+          r.op = bwd ? "attention.bwd" : "attention.fwd";
+          r.gpu = g;
+          r.generation = "hopper";
+          r.attention = AttentionShape{keys, hd, bwd, edges};
+          r.flops = 1e12;
+          r.metric = PartMetric::flop_rate;
+          r.value = predict_part(r, truth);
+          recs.push_back(r);
+        }
+  const FitReport f = fit_parts(recs, Calibration{}, "hopper");
+  EXPECT_NEAR(f.fitted[Param::attention_fwd_fraction], 0.7, 1e-3);
+  EXPECT_NEAR(f.fitted[Param::attention_bwd_fraction], 0.5, 1e-3);
+  EXPECT_NEAR(f.fitted[Param::attention_kv_half], 20, 0.5);
+  EXPECT_NEAR(f.fitted[Param::attention_hd_half], 40, 0.5);
+  EXPECT_NEAR(f.fitted[Param::attention_tile_rows], 64, 1);
+  ASSERT_EQ(f.classes.size(), 1u);
+  EXPECT_LT(error_stats(f.classes[0].records, true, 1).worst, 1e-3);
 }
 
 }  // namespace
