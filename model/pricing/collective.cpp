@@ -450,6 +450,12 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
         for (int64_t b : members) loads.add(t, a, b, 1.0 / static_cast<double>(n - 1), lat);
       cost.steps = 1;
       step_latency = loads.max_latency;
+      if (t.host_memory_bandwidth().value() > 0) {
+        // Over host memory each rank's one core copies its peers' blocks one after another (each a
+        // point-to-point message with its own handshake): n - 1 steps, as a ring's.
+        cost.steps = static_cast<int>(n - 1);
+        step_latency = loads.max_latency * static_cast<double>(n - 1);
+      }
       cost.algorithm = "direct";
       break;
     case Collective::send_recv:

@@ -690,6 +690,27 @@ TEST(Collective, OverHostMemoryTheReductionAddsToTheCopyAndTheCacheSpeedsSmallOn
   EXPECT_EQ(collective_algorithms(Collective::all_reduce, iota(4), tn, cal).size(), 2u);
 }
 
+// Over host memory each rank's core copies its peers' blocks in turn: a direct all-to-all takes
+// n - 1 steps' latency (as a ring), where over NVLink its peers' transfers run at once (one step).
+TEST(Collective, OverHostMemoryAnAllToAllsPeersTakeTurns) {
+  testing::TempDir d;
+  const SystemSpec host = host_memory_system(d, "host_memory"), nvl = host_memory_system(d, "nvlink");
+  const Topology th = Topology::build(host, 4), tn = Topology::build(nvl, 4);
+  Calibration cal;
+  cal.set(Param::nvlink_step_s, 10e-6);
+  const CollectiveCost h = collective_cost(Collective::all_to_all, iota(4), th, cal);
+  const CollectiveCost n = collective_cost(Collective::all_to_all, iota(4), tn, cal);
+  EXPECT_STREQ(h.algorithm, "direct");
+  EXPECT_EQ(h.steps, 3);
+  EXPECT_EQ(n.steps, 1);
+  const double launch = cal[Param::collective_launch_s];
+  EXPECT_GT(n.latency.value() - launch, 0.0);
+  EXPECT_NEAR(h.latency.value() - launch, 3.0 * (n.latency.value() - launch), 1e-12);
+  // The bytes' rate is the same: only the steps differ.
+  const auto nvlink = static_cast<int>(Resource::nvlink);
+  EXPECT_NEAR(h.at(Bytes(1e12)).s_per_byte[nvlink], n.at(Bytes(1e12)).s_per_byte[nvlink], 1e-3 * n.at(Bytes(1e12)).s_per_byte[nvlink]);
+}
+
 TEST(Collective, ATransportIsNvlinkOrHostMemory) {
   testing::TempDir d;
   try {
