@@ -454,8 +454,11 @@ void collectives(Ctx& c, double end_share) {
   for (int64_t kib : {64, 256, 1024, 4096, 16384, 65536}) sizes.push_back(kib << 10);
   // Every case is checked once, then timed once per round in turn (the slowest rank's time), its
   // figure the median over the rounds: a slow spell of a shared machine lands on every case alike
-  // instead of on the few measured during it. The buffers are the largest case's, shared.
-  constexpr int kRounds = 7;
+  // instead of on the few measured during it. The buffers are the largest case's, shared. At least
+  // kRounds rounds, then more while the budget allows, up to kMaxRounds: with more ranks than cores
+  // the ranks' scheduling moves a mid-size case by 2x from one round to the next, and a median
+  // over 7 still moved a class's error by several points between suites.
+  constexpr int kRounds = 7, kMaxRounds = 25;
   struct Case {
     std::string op;
     int64_t bytes = 0, per = 0;
@@ -537,14 +540,21 @@ void collectives(Ctx& c, double end_share) {
   };
   std::vector<double> all(static_cast<size_t>(n));
   size_t done = 0;
-  const size_t total = cases.size() * (kRounds + 1);
+  size_t total = cases.size() * (kRounds + 1);
+  double last_round_s = 0;
   for (const Case& k : cases) {  // checked against its closed form, and warm
     const auto run = runner(k);
     check_collective(comm, k.op, send, recv, k.per, k.bytes, k.sb, k.rb, run);
     run();
     if (comm.rank() == 0) c.progress.show("collectives", ++done, total);
   }
-  for (int r = 0; r < kRounds; ++r)
+  for (int r = 0; r < kMaxRounds; ++r) {
+    const auto round_start = Clock::now();
+    if (r >= kRounds) {
+      // One more round if rank 0 sees time for it (the last round's time, with a quarter's slack).
+      if (!agree(comm, c.time_left(end_share, 1.25 * last_round_s))) break;
+      total += cases.size();
+    }
     for (Case& k : cases) {
       const auto run = runner(k);
       comm.barrier();
@@ -555,6 +565,8 @@ void collectives(Ctx& c, double end_share) {
       k.t.push_back(*std::max_element(all.begin(), all.end()));
       if (comm.rank() == 0) c.progress.show("collectives", ++done, total);
     }
+    last_round_s = seconds_since(round_start);
+  }
   size_t recorded = 0;
   for (const Case& k : cases) {
     if (k.op == "pair") {
