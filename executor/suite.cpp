@@ -43,14 +43,18 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Median of timed runs after one warm-up: at least 3, more while under `min_total` (up to 25).
+// Median of timed runs after one warm-up (none if `warm` is false): at least 3 (1 without the
+// warm-up), more while under `min_total` (up to 25).
 template <class F>
-double time_median(Backend& be, F&& f, double min_total = 0.05) {
-  f();
-  be.synchronize();
+double time_median(Backend& be, F&& f, double min_total = 0.05, bool warm = true) {
+  if (warm) {
+    f();
+    be.synchronize();
+  }
+  const size_t least = warm ? 3 : 1;
   std::vector<double> t;
   double total = 0;
-  while (t.size() < 3 || (total < min_total && t.size() < 25)) {
+  while (t.size() < least || (total < min_total && t.size() < 25)) {
     const auto t0 = Clock::now();
     f();
     be.synchronize();
@@ -153,22 +157,48 @@ void gemms(Ctx& c, double end_share) {
     cases.push_back({m, n, k, "wgrad layout (A transposed)", true, false});
   }
   std::sort(cases.begin(), cases.end(), [](const GemmCase& a, const GemmCase& b) { return a.m * a.n * a.k < b.m * b.n * b.k; });
-  size_t done = 0, skipped = 0;
+  // Every case runs in each round in turn (at least 10 ms of runs, their median), its figure the
+  // median over the rounds, as the memory and collective cases: measured one after another, a slow
+  // spell of this VM landed on a few shapes (a 2048^3 GEMM 20 % faster than the 1024^3 peak run
+  // beside it) and moved the class's held-back error by several points between suites. The
+  // operands are three buffers of the largest case's sizes, shared.
+  constexpr int kMinRounds = 3, kMaxRounds = 9;
+  size_t skipped = 0;
+  double round_cost = 0;
+  std::vector<GemmCase> run;
   for (const GemmCase& g : cases) {
-    const double flops = 2.0 * D(g.m) * D(g.n) * D(g.k);
-    if (!c.time_left(end_share, 5 * flops / c.peak)) {
+    const double cost = 2.0 * D(g.m) * D(g.n) * D(g.k) / c.peak + 0.01;
+    if (!c.time_left(end_share, (round_cost + cost) * (kMinRounds + 1))) {
       ++skipped;
       continue;
     }
-    Buf a(c.be, g.m * g.k, 1), b(c.be, g.k * g.n, 2), out(c.be, g.m * g.n, 3);
-    const double s = time_median(c.be, [&] { c.be.gemm(a.p, b.p, out.p, g.m, g.n, g.k, g.trans_a, g.trans_b, false); });
+    round_cost += cost;
+    run.push_back(g);
+  }
+  int64_t most_a = 1, most_b = 1, most_out = 1;
+  for (const GemmCase& g : run) most_a = std::max(most_a, g.m * g.k), most_b = std::max(most_b, g.k * g.n), most_out = std::max(most_out, g.m * g.n);
+  Buf a(c.be, most_a, 1), b(c.be, most_b, 2), out(c.be, most_out, 3);
+  auto gemm = [&](const GemmCase& g) { c.be.gemm(a.p, b.p, out.p, g.m, g.n, g.k, g.trans_a, g.trans_b, false); };
+  for (const GemmCase& g : run) gemm(g);  // warm
+  c.be.synchronize();
+  std::vector<std::vector<double>> t(run.size());  // per case, one figure per round
+  double last_round = round_cost;
+  for (int r = 0; r < kMaxRounds && !run.empty(); ++r) {
+    if (r >= kMinRounds && !c.time_left(end_share, 1.25 * last_round)) break;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < run.size(); ++i) t[i].push_back(time_median(c.be, [&] { gemm(run[i]); }, 0.01, false));
+    last_round = seconds_since(t0);
+    c.progress.show("gemm rounds", static_cast<size_t>(r + 1), static_cast<size_t>(std::max(kMinRounds, r + 1)));
+  }
+  for (size_t i = 0; i < run.size(); ++i) {
+    const GemmCase& g = run[i];
     const std::string layout = g.trans_a ? "-tn" : g.trans_b ? "-nt" : "";
     c.add({{"id", "suite/gemm-" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + layout},
            {"op", "gemm"}, {"gpu", "this-machine"}, {"shape", {{"m", g.m}, {"n", g.n}, {"k", g.k}}}, {"dtype", "fp32"},
-           {"measured", ns(s)}, {"library", c.be.name() + " backend GEMM (" + g.why + ")"}});
-    c.progress.show("gemm", ++done, cases.size());
+           {"measured", ns(median(t[i]))},
+           {"library", c.be.name() + " backend GEMM (" + g.why + "; median of " + std::to_string(t[i].size()) + " rounds over every case in turn)"}});
   }
-  c.summary.push_back(section("gemm", done, "shapes", skipped));
+  c.summary.push_back(section("gemm", run.size(), "shapes", skipped));
 }
 
 void grouped(Ctx& c, double end_share) {
@@ -489,13 +519,19 @@ void collectives(Ctx& c, double end_share) {
       if (k.op == "all_to_all") {
         std::fill(k.sb.begin(), k.sb.end(), k.per), std::fill(k.rb.begin(), k.rb.end(), k.per);
       } else if (k.op == "all_to_all_ragged") {
-        // Each rank sends its `bytes` unevenly: peer (r + d) % n gets a share 1 / (1 + d); the
-        // busiest receiver sets the pace and is the record's size.
+        // Each rank keeps the even share of its `bytes` (1 / n, the block it copies to itself) and
+        // sends the rest unevenly: peer (r + d) % n, d >= 1, a share 1 / d of it; the busiest
+        // receiver sets the pace and is the record's size. The own block stays at the even share: a
+        // CPU rank's core copies it as it copies a peer's, a cost the model does not price apart
+        // (the even case's own block is in the fitted link rate); with shares 1 / (1 + d) from d = 0
+        // it was 48 % of the buffer and these cases ran 22-34 % slower than priced at 16-64 MiB.
         std::vector<std::vector<int64_t>> m(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n)));
         double wsum = 0;
-        for (int d = 0; d < n; ++d) wsum += 1.0 / (1 + d);
+        for (int d = 1; d < n; ++d) wsum += 1.0 / d;
+        const double own = static_cast<double>(bytes) / n, rest = static_cast<double>(bytes) - own;
         for (int r = 0; r < n; ++r)
-          for (int d = 0; d < n; ++d) m[static_cast<size_t>(r)][static_cast<size_t>((r + d) % n)] = static_cast<int64_t>(static_cast<double>(bytes) / wsum / (1 + d)) & ~int64_t{7};
+          for (int d = 0; d < n; ++d)
+            m[static_cast<size_t>(r)][static_cast<size_t>((r + d) % n)] = static_cast<int64_t>(d == 0 ? own : rest / wsum / d) & ~int64_t{7};
         int64_t most = 0;  // the busiest rank's bytes from the others
         for (int p = 0; p < n; ++p) {
           int64_t in = 0;
@@ -506,7 +542,7 @@ void collectives(Ctx& c, double end_share) {
           k.sb[static_cast<size_t>(p)] = m[static_cast<size_t>(comm.rank())][static_cast<size_t>(p)],
           k.rb[static_cast<size_t>(p)] = m[static_cast<size_t>(p)][static_cast<size_t>(comm.rank())];
         k.shape_bytes = static_cast<double>(most);
-        k.derivation = "ragged: each rank sends " + std::to_string(bytes) + " B, peer (r + d) mod n a share 1 / (1 + d) (d = 0: itself); the busiest rank receives " +
+        k.derivation = "ragged: each rank keeps 1/n of its " + std::to_string(bytes) + " B and sends the rest to peer (r + d) mod n in shares 1 / d (d >= 1); the busiest rank receives " +
                        std::to_string(most) + " B from the others, the size of the even all-to-all this is priced as";
       } else if (k.op == "reduce_scatter") {
         k.shape_bytes = 4.0 * static_cast<double>(k.per / 4) * n;
