@@ -10,11 +10,13 @@
 //                 "confidence": "high"}, ...]}
 //
 // A "memory.copy" record's shape is {"bytes": ...} and, for a row gather (a permute), "rows", which
-// memory_row_s prices beside the bytes.
+// memory_row_s prices beside the bytes. An attention record's shape names "causal" and "window":
+// its masked edges (1 causal, 2 with a window), which attention_tile_rows prices.
 //
 // An executor file ("ops" instead of "records") gives one record per timed compute op: "gemm"
-// with its FLOPs, "memory.copy" with its bytes (and "rows_per_call" for its row gathers), on a GPU described by the machine's measured
-// peak and copy bandwidth. Every mistake throws SpecError naming the file and JSON path.
+// with its FLOPs, "memory.copy" with its bytes (and "rows_per_call" for its row gathers), an attention
+// core with {"keys", "head_dim", "backward", "masked_edges"} (older files: no edges, read as 0), on a
+// GPU described by the machine's measured peak and copy bandwidth. Every mistake throws SpecError naming the file and JSON path.
 #pragma once
 
 #include <nlohmann/json.hpp>
