@@ -59,8 +59,28 @@ struct TraceInputs {
   std::string gpu, system, records_out;
 };
 
+// --require-held-back: every class with held-back records must predict them within `bound`
+// (median error after the fit) and better than before it. Prints each class's verdict.
+bool held_back_holds(const FitReport& f, double bound) {
+  bool ok = true;
+  std::printf("\nheld-back check (median after the fit <= %s and below the median before):\n", pct(bound).c_str());
+  for (const ClassFit& c : f.classes) {
+    const ErrorStats b = error_stats(c.records, false, 1), a = error_stats(c.records, true, 1);
+    if (a.n == 0) {
+      std::printf("  %-12s no held-back record\n", to_string(c.cls));
+      continue;
+    }
+    const bool holds = a.median <= bound && a.median < b.median;
+    ok = ok && holds;
+    std::printf("  %-12s %s -> %s over %d record%s: %s\n", to_string(c.cls), pct(b.median).c_str(), pct(a.median).c_str(), a.n,
+                a.n == 1 ? "" : "s", holds ? "holds" : a.median > bound ? "FAILS (above the bound)" : "FAILS (the fit did not lower it)");
+  }
+  return ok;
+}
+
 int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& traces, const std::string& generation,
-                  const std::string& start_file, const std::string& out, const std::string& name, double far) {
+                  const std::string& start_file, const std::string& out, const std::string& name, double far,
+                  double require_held_back) {
   if (!out.empty()) check_output_path("--out", out);
   if (!traces.records_out.empty()) check_output_path("--records-out", traces.records_out);
   if (files.empty() && traces.files.empty()) throw InputError("nothing to fit: name measurements files, or a profile with --trace");
@@ -117,10 +137,12 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
   std::printf("calibrate: %zu records from %zu file%s; start: %s\n", records.size(), files.size() + traces.files.size(),
               files.size() + traces.files.size() > 1 ? "s" : "", start_name.c_str());
   FitReport last;
+  bool held = true;
   for (const std::string& g : gens) {
     std::printf("\n== GPU generation %s: %d records ==\n", g.c_str(), per_gen[g]);
     last = fit_parts(records, start_of.count(g) ? start_of[g] : start, g);
     for (const ClassFit& c : last.classes) print_class(c, far);
+    if (require_held_back > 0) held = held_back_holds(last, require_held_back) && held;
   }
   if (!out.empty()) {
     std::vector<std::string> shown;
@@ -129,7 +151,7 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
     write_atomically(out, io::calibration_profile_json(last, shown, name.empty() ? gens.front() : name, start_name) + "\n");
     std::printf("\nprofile written to %s\n", out.c_str());
   }
-  return kExitOk;
+  return held ? kExitOk : kExitFailed;
 }
 
 }  // namespace
@@ -138,7 +160,7 @@ Command add_calibrate(CLI::App& app) {
   struct Opts {
     std::vector<std::string> files;
     std::string generation, start, out, name;
-    double far = 0.30;
+    double far = 0.30, require_held_back = 0;
     TraceInputs traces;
   };
   auto o = std::make_shared<Opts>();
@@ -160,7 +182,13 @@ Command add_calibrate(CLI::App& app) {
   sub->add_option("--far", o->far, "list records whose error after the fit exceeds this fraction")
       ->check(positive_number("--far"))
       ->default_val(0.30);
-  return {sub, [o] { return cmd_calibrate(o->files, o->traces, o->generation, o->start, o->out, o->name, o->far); }};
+  sub->add_option("--require-held-back", o->require_held_back,
+                  "exit 1 unless every class's held-back records come out within this fraction (median, after the fit) "
+                  "and better than before it, e.g. 0.10 (issue 19's bar for the executor's suite)")
+      ->check(positive_number("--require-held-back"));
+  return {sub, [o] {
+            return cmd_calibrate(o->files, o->traces, o->generation, o->start, o->out, o->name, o->far, o->require_held_back);
+          }};
 }
 
 }  // namespace moeperf::cli

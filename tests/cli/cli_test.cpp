@@ -961,6 +961,21 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
 }  // namespace
 }  // namespace moeperf
 
+// calibrate --require-held-back: exit 1 unless every class's held-back records come out within
+// the bound after the fit (issue 19's bar for the suite), each class's verdict printed.
+TEST(Cli, CalibrateRequireHeldBackIsAVerdict) {
+  const std::string gemm = source("calibration/published/gemm.json");
+  const Result ok = run("calibrate " + gemm + " --generation hopper --require-held-back 0.10");
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("held-back check (median after the fit <= 10.0 %"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find(": holds"), std::string::npos) << ok.out;
+  const Result tight = run("calibrate " + gemm + " --generation hopper --require-held-back 0.001");
+  EXPECT_EQ(tight.code, 1) << tight.out;
+  EXPECT_NE(tight.out.find("FAILS (above the bound)"), std::string::npos) << tight.out;
+  const Result bad = run("calibrate " + gemm + " --require-held-back -1");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+}
+
 // Profiles of real training steps: compare-trace and calibrate --trace on the fixture the trace
 // tests write (tests/model/io/trace_fixtures.h).
 namespace {
