@@ -33,7 +33,9 @@ void print_class(const ClassFit& c, double far) {
     const ParamDef& d = param_def(p.param);
     char bounds[64];
     std::snprintf(bounds, sizeof bounds, "[%g, %g] %s", d.min, d.max, std::string(d.unit).c_str());
-    std::string on = p.fitted_on.empty() ? "- (no record moves it)" : std::to_string(p.fitted_on.size()) + " records";
+    std::string on = !p.fitted_on.empty() ? std::to_string(p.fitted_on.size()) + " records"
+                     : p.movers > 0    ? "- (kept: more parameters than fitted records)"
+                                       : "- (no record moves it)";
     const bool at_bound = !p.fitted_on.empty() && (p.after <= d.min || p.after >= d.max);
     std::printf("  %-24s %11.4g %11.4g  %-20s %s%s\n", std::string(d.name).c_str(), p.before, p.after, bounds, on.c_str(),
                 at_bound ? " (at its bound)" : "");

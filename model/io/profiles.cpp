@@ -102,7 +102,11 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
       pj["value"] = round_sig(p.after);
       pj["start"] = round_sig(p.before);
       pj["bounds"] = {d.min, d.max};
-      if (p.fitted_on.empty()) pj["fitted_on"] = "none: no record of this class moves it; kept from the start";
+      if (p.fitted_on.empty())
+        pj["fitted_on"] = p.movers > 0 ? "none: " + std::to_string(p.movers) + (p.movers == 1 ? " fitted record moves" : " fitted records move") +
+                                             " it, but the class has more such parameters than records "
+                                             "(the level terms are fitted first); kept from the start"
+                                       : std::string("none: no record of this class moves it; kept from the start");
       else pj["fitted_on"] = p.fitted_on;
       cj["params"][std::string(d.name)] = pj;
     }

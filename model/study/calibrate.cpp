@@ -282,7 +282,8 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     if (free.size() > g.fit.size()) free.resize(g.fit.size());
     cf.iterations = solve(g.fit, free, rep.fitted, start);
     for (Param p : params) {
-      ParamFit pf{p, before[p], rep.fitted[p], {}};
+      ParamFit pf{p, before[p], rep.fitted[p], {}, 0};
+      if (auto it = fitted_on.find(p); it != fitted_on.end()) pf.movers = static_cast<int>(it->second.size());
       if (std::find(free.begin(), free.end(), p) != free.end()) pf.fitted_on = fitted_on[p];
       cf.params.push_back(pf);
     }

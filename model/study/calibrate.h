@@ -87,6 +87,7 @@ struct ParamFit {
   Param param;
   double before = 0, after = 0;
   std::vector<std::string> fitted_on;  // record ids (empty: not fitted, kept from the start)
+  int movers = 0;  // fitted records that move it; > 0 with fitted_on empty: more such parameters than records
 };
 
 struct ClassFit {

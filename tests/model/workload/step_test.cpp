@@ -742,6 +742,25 @@ TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
   EXPECT_NEAR(f.fitted[Param::attention_tile_rows], 64, 1);
   ASSERT_EQ(f.classes.size(), 1u);
   EXPECT_LT(error_stats(f.classes[0].records, true, 1).worst, 1e-3);
+  // Two forward records move four parameters: the level terms are fitted, the rest kept, and the
+  // report says they were moved but not fitted (not "no record moves it").
+  std::vector<PartRecord> two;
+  for (const PartRecord& r : recs)
+    if (!r.attention.backward && r.attention.masked_edges == 1 && r.attention.head_dim == 64 && two.size() < 2) two.push_back(r);
+  const FitReport f2 = fit_parts(two, Calibration{}, "hopper");
+  ASSERT_EQ(f2.classes.size(), 1u);
+  for (const ParamFit& p : f2.classes[0].params) {
+    if (p.param == Param::attention_fwd_fraction) {
+      EXPECT_EQ(p.fitted_on.size(), 2u);
+    }
+    if (p.param == Param::attention_tile_rows) {
+      EXPECT_TRUE(p.fitted_on.empty());
+      EXPECT_EQ(p.movers, 2);
+    }
+    if (p.param == Param::attention_bwd_fraction) {
+      EXPECT_EQ(p.movers, 0);
+    }
+  }
 }
 
 }  // namespace
