@@ -102,7 +102,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   group_ = d.heads / d.kv_heads;
   // The cost model's count of the core: 2 x keys x heads x (qk + v dims) per query.
   keys_ = attended_keys(d.seq, static_cast<int>(d.window));
-  edges_ = d.window > 0 ? 2 : 1;  // causal, and the window's far edge
+  edges_ = masked_edges(true, d.window);  // causal, and the window's far edge
   core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
   auto norm_weights = [](std::vector<float>& g, int64_t n, uint64_t seed) {
     g.resize(Z(n));
@@ -211,7 +211,7 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
   const BlockedAttention& at = at_;
   const int64_t group = group_;
   // FlashAttention's convention, as the model and the suite count it: 2.5 x the forward's work.
-  rec.time_attention("attn.core.bwd", 2.5 * 4.0 * fT * (fq + D(kd_ + vd_) + fc), 2.5 * core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, true, edges_},
+  rec.time_attention("attn.core.bwd", kAttentionBwdWork * 4.0 * fT * (fq + D(kd_ + vd_) + fc), kAttentionBwdWork * core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, true, edges_},
                      [&] {
                        std::fill(dk.begin(), dk.end(), 0.0f);
                        std::fill(dv.begin(), dv.end(), 0.0f);

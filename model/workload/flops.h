@@ -35,6 +35,10 @@ struct LayerForwardFlops {
 // in MaxText's count; with a sliding window W < S the exact average is (W(W+1)/2 + (S-W)W) / S.
 double attended_keys(int64_t seq_len, int window);
 
+// Masked edges of a query's key range, each costing a kernel about half a query tile of scores
+// computed and masked (attention_tile_rows): the causal diagonal, a sliding window's far edge.
+inline int masked_edges(bool causal, int64_t window) { return (causal ? 1 : 0) + (window > 0 ? 1 : 0); }
+
 // FlashAttention's backward executes 2.5 x its forward's matmul FLOPs (QK^T recomputed, then dV,
 // dP, dQ, dK) and moves about 2.5 x its bytes.
 inline constexpr double kAttentionBwdWork = 2.5;
