@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Fetches the build's header-only and test dependencies as Debian packages into .gpu-deps/, for a
+# GPU machine that has CUDA, CMake and a compiler but no apt and no network (the device machines of
+# issue 20: their image holds no Boost, Eigen, nlohmann-json, CLI11 or GoogleTest). Carry the folder
+# there (the device tool's `carry: [".gpu-deps"]`, about 12 MB); scripts/gpu-check.sh unpacks every
+# .deb it finds there into its build folder and points CMake at it.
+#
+#   scripts/gpu-deps.sh            (here, on the Debian 12 machine with apt; run once)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dest="$root/.gpu-deps"
+mkdir -p "$dest"
+cd "$dest"
+# The packages scripts/setup.sh installs that configure needs (Boost.Graph's headers, Eigen,
+# nlohmann-json, CLI11, GoogleTest); Qt, MPI and SQLite stay out: the check builds without them.
+pkgs=(libboost1.74-dev libeigen3-dev nlohmann-json3-dev libcli11-dev libgtest-dev googletest)
+apt-get download "${pkgs[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true
+n=$(ls "$dest"/*.deb 2>/dev/null | wc -l)
+[ "$n" -ge "${#pkgs[@]}" ] || { echo "gpu-deps: expected ${#pkgs[@]} packages in $dest, found $n" >&2; exit 1; }
+echo "gpu-deps: $n packages ($(du -sh "$dest" | cut -f1)) in $dest; carry .gpu-deps to the GPU machine"
