@@ -21,9 +21,10 @@ PACKAGES=(
   libsqlite3-dev       # calibrate --trace, compare-trace: Nsight Systems SQLite exports
 )
 # Only for the tests (scripts/test.sh passes --test): the Clang sanitizer build and its libFuzzer
-# targets (fuzz/).
+# targets (fuzz/); python3 runs the GPU check's Python probes against stand-ins (ctest
+# gpu_probes).
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES+=(clang libclang-rt-14-dev)
+  PACKAGES+=(clang libclang-rt-14-dev python3)
 fi
 
 missing=()

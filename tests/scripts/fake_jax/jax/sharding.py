@@ -1,0 +1,3 @@
+class Mesh:
+    def __init__(self,d,n): pass
+def PartitionSpec(*a): return None
