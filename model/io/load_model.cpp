@@ -1,5 +1,5 @@
 // Loading models: moeperf's own model files ("kind": "model") and Hugging Face config.json files
-// as published (deepseek_v3, kimi_k2, qwen3_moe, qwen2_moe, mixtral, gpt_oss, and dense ones).
+// as published (deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, olmoe, mixtral, phimoe, gpt_oss, and dense ones).
 #include "model/io/detail/parsers.h"
 #include "model/io/load.h"
 #include "model/limits.h"
@@ -85,13 +85,9 @@ ModelSpec parse_hf_model(const Node& n) {
   auto moe_checks = [&] {
     if (m.top_k > m.experts) n.at("num_experts_per_tok").fail("expected at most the expert count");
   };
-  if (type == "deepseek_v3" || type == "kimi_k2") {
-    a.kind = AttentionKind::mla;
-    a.q_lora_rank = n.get("q_lora_rank") ? static_cast<int>(n.at("q_lora_rank").as_nonneg_int(limits::kHidden)) : 0;
-    a.kv_lora_rank = static_cast<int>(n.at("kv_lora_rank").as_positive_int(limits::kHidden));
-    a.qk_nope_head_dim = static_cast<int>(n.at("qk_nope_head_dim").as_positive_int(limits::kHidden));
-    a.qk_rope_head_dim = static_cast<int>(n.at("qk_rope_head_dim").as_positive_int(limits::kHidden));
-    a.v_head_dim = static_cast<int>(n.at("v_head_dim").as_positive_int(limits::kHidden));
+  // DeepSeek's MoE keys, shared by its V2 and V3 configs, Kimi K2's and GLM-4.5's (glm4_moe): routed
+  // and shared experts, dense layers first, the router's score function and group limit.
+  auto deepseek_moe = [&] {
     m.experts = static_cast<int>(n.at("n_routed_experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
     m.shared_experts = n.get("n_shared_experts") ? static_cast<int>(n.at("n_shared_experts").as_nonneg_int(limits::kExperts)) : 0;
@@ -100,26 +96,61 @@ ModelSpec parse_hf_model(const Node& n) {
     m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
     if (n.positive_int_or("moe_layer_freq", 1) != 1)
       n.at("moe_layer_freq").fail("only moe_layer_freq 1 (every layer after the dense ones is MoE) is supported");
-    m.router.score = n.at("scoring_func").as_enum<RouterScore>({{"softmax", RouterScore::softmax},
-                                                                {"sigmoid", RouterScore::sigmoid}});
-    m.router.bias = n.string_or("topk_method", "") == "noaux_tc";
+    // DeepSeek-V2's configs write the score function out ("softmax"); GLM-4.5's has none and
+    // scores with a sigmoid and a bias (transformers' Glm4MoeTopkRouter).
+    if (type == "glm4_moe" && !n.has("scoring_func")) {
+      m.router.score = RouterScore::sigmoid;
+      m.router.bias = true;
+    } else {
+      m.router.score = n.at("scoring_func").as_enum<RouterScore>({{"softmax", RouterScore::softmax},
+                                                                  {"sigmoid", RouterScore::sigmoid}});
+      m.router.bias = n.string_or("topk_method", "") == "noaux_tc";
+    }
     m.router.groups = static_cast<int>(n.positive_int_or("n_group", 1, limits::kExperts));
     m.router.topk_groups = static_cast<int>(n.positive_int_or("topk_group", 1, limits::kExperts));
     m.mtp_layers = n.get("num_nextn_predict_layers") ? static_cast<int>(n.at("num_nextn_predict_layers").as_nonneg_int(limits::kLayers)) : 0;
     moe_checks();
-  } else if (type == "qwen3_moe" || type == "qwen2_moe") {
+  };
+  if (type == "deepseek_v3" || type == "kimi_k2" || type == "deepseek_v2") {
+    a.kind = AttentionKind::mla;
+    // DeepSeek-V2-Lite writes "q_lora_rank": null: queries projected at full rank (get() is nullopt).
+    a.q_lora_rank = n.get("q_lora_rank") ? static_cast<int>(n.at("q_lora_rank").as_nonneg_int(limits::kHidden)) : 0;
+    a.kv_lora_rank = static_cast<int>(n.at("kv_lora_rank").as_positive_int(limits::kHidden));
+    a.qk_nope_head_dim = static_cast<int>(n.at("qk_nope_head_dim").as_positive_int(limits::kHidden));
+    a.qk_rope_head_dim = static_cast<int>(n.at("qk_rope_head_dim").as_positive_int(limits::kHidden));
+    a.v_head_dim = static_cast<int>(n.at("v_head_dim").as_positive_int(limits::kHidden));
+    deepseek_moe();
+  } else if (type == "glm4_moe") {
     gqa();
-    a.qk_norm = type == "qwen3_moe";
+    a.qk_norm = n.bool_or("use_qk_norm", false);
+    deepseek_moe();
+  } else if (type == "qwen3_moe" || type == "qwen2_moe" || type == "olmoe") {
+    gqa();
+    a.qk_norm = type == "qwen3_moe" || type == "olmoe";
     m.experts = static_cast<int>(n.at("num_experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
-    m.expert_ffn = n.at("moe_intermediate_size").as_positive_int(limits::kFfn);
+    // OLMoE's experts are its intermediate_size (every layer is MoE, no dense FFN).
+    m.expert_ffn = n.at(type == "olmoe" ? "intermediate_size" : "moe_intermediate_size").as_positive_int(limits::kFfn);
+    // Qwen2-MoE adds one shared expert of its own width (shared_expert_intermediate_size) to every
+    // MoE layer; moeperf's shared experts are expert-wide, so the width must be a whole number of
+    // routed experts (Qwen1.5-MoE-A2.7B: 5632 = 4 x 1408; Qwen2-57B-A14B: 20480 = 8 x 2560).
+    if (type == "qwen2_moe") {
+      if (auto sh = n.get("shared_expert_intermediate_size")) {
+        const int64_t w = sh->as_nonneg_int(limits::kFfn);
+        if (w % m.expert_ffn != 0)
+          sh->fail("expected a multiple of moe_intermediate_size (" + std::to_string(m.expert_ffn) +
+                   "): moeperf counts a shared expert as that many routed-expert widths; write a moeperf model file "
+                   "(\"kind\": \"model\") with shared_experts rounded, and say so");
+        m.shared_experts = static_cast<int>(w / m.expert_ffn);
+      }
+    }
     if (n.positive_int_or("decoder_sparse_step", 1) != 1)
       n.at("decoder_sparse_step").fail("only decoder_sparse_step 1 (every layer MoE) is supported");
     if (auto mlp = n.get("mlp_only_layers"); mlp && mlp->size() != 0)
       mlp->fail("dense layers inside an MoE stack (mlp_only_layers) are not supported; expected []");
     m.router.score = RouterScore::softmax;
     moe_checks();
-  } else if (type == "mixtral" || type == "gpt_oss") {
+  } else if (type == "mixtral" || type == "gpt_oss" || type == "phimoe") {
     gqa();
     m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int(limits::kExperts));
     const char* k = n.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
@@ -146,8 +177,9 @@ ModelSpec parse_hf_model(const Node& n) {
     m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
   } else {
     n.at("model_type").fail("unsupported model_type \"" + type +
-                            "\"; expected one of deepseek_v3, kimi_k2, qwen3_moe, qwen2_moe, mixtral, gpt_oss, "
-                            "llama, mistral, qwen2, qwen3 (or write a moeperf model file with \"kind\": \"model\")");
+                            "\"; expected one of deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, "
+                            "olmoe, mixtral, phimoe, gpt_oss, llama, mistral, qwen2, qwen3 (or write a moeperf model "
+                            "file with \"kind\": \"model\")");
   }
   return m;
 }
@@ -158,8 +190,8 @@ const std::vector<std::string>& hf_keys() {
       "intermediate_size", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
       "moe_layer_freq", "n_group", "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
       "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_local_experts", "num_nextn_predict_layers",
-      "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "scoring_func", "sliding_window", "tie_word_embeddings",
-      "topk_group", "topk_method", "v_head_dim", "vocab_size"};
+      "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "scoring_func", "shared_expert_intermediate_size",
+      "sliding_window", "tie_word_embeddings", "topk_group", "topk_method", "use_qk_norm", "v_head_dim", "vocab_size"};
   return k;
 }
 

@@ -80,6 +80,78 @@ TEST(LoadModel, GqaModelsFromHuggingFace) {
   EXPECT_EQ(k.dense_layers, 1);
 }
 
+// The MoE families whose configs share another family's keys: DeepSeek-V2 (MLA, V3's MoE keys,
+// Lite's null q_lora_rank), GLM-4.5 (GQA with DeepSeek's MoE keys, a sigmoid router with a bias
+// when the config names no score function), Qwen2-MoE's shared expert of its own width, OLMoE
+// (experts as wide as intermediate_size, QK norm) and PhiMoE (Mixtral's keys).
+TEST(LoadModel, MoeFamiliesThatShareKeys) {
+  TempDir d;
+  const ModelSpec v2 = load_model(d.write("v2.json", R"({"model_type": "deepseek_v2", "hidden_size": 2048,
+    "num_hidden_layers": 27, "num_attention_heads": 16, "vocab_size": 102400, "q_lora_rank": null, "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 64, "n_shared_experts": 2,
+    "num_experts_per_tok": 6, "moe_intermediate_size": 1408, "intermediate_size": 10944, "first_k_dense_replace": 1,
+    "moe_layer_freq": 1, "scoring_func": "softmax", "topk_method": "greedy", "n_group": 1, "topk_group": 1})"));
+  EXPECT_EQ(v2.attention.kind, AttentionKind::mla);
+  EXPECT_EQ(v2.attention.q_lora_rank, 0);
+  EXPECT_EQ(v2.experts, 64);
+  EXPECT_EQ(v2.shared_experts, 2);
+  EXPECT_EQ(v2.top_k, 6);
+  EXPECT_EQ(v2.dense_layers, 1);
+  EXPECT_EQ(v2.moe_layers(), 26);
+  EXPECT_EQ(v2.router.score, RouterScore::softmax);
+  EXPECT_FALSE(v2.router.bias);
+  EXPECT_EQ(v2.mtp_layers, 0);
+
+  const ModelSpec glm = load_model(d.write("glm.json", R"({"model_type": "glm4_moe", "hidden_size": 5120,
+    "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151552,
+    "n_routed_experts": 160, "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 1536,
+    "intermediate_size": 12288, "first_k_dense_replace": 3, "n_group": 1, "topk_group": 1, "use_qk_norm": true,
+    "num_nextn_predict_layers": 1})"));
+  EXPECT_EQ(glm.attention.kind, AttentionKind::gqa);
+  EXPECT_EQ(glm.attention.head_dim, 128);  // given, not hidden / heads (53)
+  EXPECT_EQ(glm.attention.kv_heads, 8);
+  EXPECT_TRUE(glm.attention.qk_norm);
+  EXPECT_EQ(glm.experts, 160);
+  EXPECT_EQ(glm.dense_layers, 3);
+  EXPECT_EQ(glm.dense_ffn, 12288);
+  EXPECT_EQ(glm.router.score, RouterScore::sigmoid);
+  EXPECT_TRUE(glm.router.bias);
+  EXPECT_EQ(glm.mtp_layers, 1);
+
+  const std::string qwen2 = R"({"model_type": "qwen2_moe", "hidden_size": 2048, "num_hidden_layers": 24,
+    "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 151936, "num_experts": 60,
+    "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": WIDTH})";
+  auto with = [&](const std::string& w) { return std::string(qwen2).replace(qwen2.find("WIDTH"), 5, w); };
+  const ModelSpec q2 = load_model(d.write("q2.json", with("5632")));
+  EXPECT_EQ(q2.shared_experts, 4);  // 5632 = 4 x 1408
+  EXPECT_EQ(q2.expert_ffn, 1408);
+  EXPECT_FALSE(q2.attention.qk_norm);
+  EXPECT_EQ(load_model(d.write("q2none.json", with("0"))).shared_experts, 0);
+  try {
+    load_model(d.write("q2bad.json", with("5000")));
+    FAIL() << "a shared expert that is not a whole number of routed-expert widths loaded";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/shared_expert_intermediate_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("multiple of moe_intermediate_size (1408)"), std::string::npos) << e.what();
+  }
+
+  const ModelSpec ol = load_model(d.write("olmoe.json", R"({"model_type": "olmoe", "hidden_size": 2048,
+    "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 50304,
+    "num_experts": 64, "num_experts_per_tok": 8, "intermediate_size": 1024})"));
+  EXPECT_EQ(ol.expert_ffn, 1024);
+  EXPECT_EQ(ol.experts, 64);
+  EXPECT_EQ(ol.dense_layers, 0);
+  EXPECT_TRUE(ol.attention.qk_norm);
+
+  const ModelSpec phi = load_model(d.write("phi.json", R"({"model_type": "phimoe", "hidden_size": 4096,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32064,
+    "num_local_experts": 16, "num_experts_per_tok": 2, "intermediate_size": 6400})"));
+  EXPECT_EQ(phi.experts, 16);
+  EXPECT_EQ(phi.top_k, 2);
+  EXPECT_EQ(phi.expert_ffn, 6400);
+  EXPECT_EQ(phi.attention.head_dim, 128);
+}
+
 TEST(LoadModel, DenseHuggingFaceModelHasNoExperts) {
   TempDir d;
   const auto f = d.write("config.json", R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
