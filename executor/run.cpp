@@ -68,7 +68,8 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       const int64_t seq = std::max<int64_t>(1, scaled(s.batch.seq_len));
       const int64_t nseq = std::max<int64_t>(1, std::llround(static_cast<double>(d.tokens) / static_cast<double>(seq)));
       d.seq = d.tokens % nseq == 0 ? d.tokens / nseq : d.tokens;
-      const int first_moe = static_cast<int>(m.dense_layers);
+      int first_moe = 0;  // the executor runs the first MoE layer's attention shape
+      while (first_moe + 1 < m.layers && !m.is_moe_layer(first_moe)) ++first_moe;
       const bool sliding = a.sliding_window > 0 && static_cast<size_t>(first_moe) < a.sliding_layers.size() &&
                            a.sliding_layers[static_cast<size_t>(first_moe)];
       d.window = sliding ? std::max<int64_t>(1, scaled(a.sliding_window)) : 0;

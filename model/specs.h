@@ -8,6 +8,7 @@
 //   int64_t dense_dp = s.parallelism.dense_data_parallel();                   // ep x fsdp x dp
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -191,8 +192,27 @@ struct ModelSpec {
   int64_t expert_ffn = 0;
   RouterSpec router;
   int mtp_layers = 0;        // multi-token-prediction modules (DeepSeek-V3: 1); trained only if the scenario says
+  // Which layers are MoE when they are not simply those from `dense_layers` on (Llama 4's every
+  // other layer, Qwen's decoder_sparse_step and mlp_only_layers, DeepSeek's moe_layer_freq): one
+  // entry per layer, nonzero for an MoE layer; empty: the first `dense_layers` dense, the rest MoE.
+  // Its dense layers have `dense_ffn`.
+  std::vector<char> moe_map;
   bool is_moe() const { return experts > 0; }
-  int moe_layers() const { return is_moe() ? layers - dense_layers : 0; }
+  bool is_moe_layer(int l) const {
+    if (!is_moe()) return false;
+    if (moe_map.empty()) return l >= dense_layers;
+    if (l < 0) return false;
+    // Past the last layer: an MTP module's layer, of the last layer's kind.
+    const size_t i = std::min(static_cast<size_t>(l), moe_map.size() - 1);
+    return moe_map[i] != 0;
+  }
+  int moe_layers() const {
+    if (!is_moe()) return 0;
+    if (moe_map.empty()) return layers - dense_layers;
+    int n = 0;
+    for (char c : moe_map) n += c != 0;
+    return n;
+  }
 };
 
 // ---------------------------------------------------------------- scenario

@@ -1,6 +1,10 @@
 // Loading models: moeperf's own model files ("kind": "model") and Hugging Face config.json files
-// as published (deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, olmoe, mixtral, phimoe, gpt_oss, and dense ones).
+// as published (deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, olmoe, mixtral, phimoe, gpt_oss,
+// llama4, and dense ones).
 #include "model/io/detail/parsers.h"
+
+#include <algorithm>
+
 #include "model/io/load.h"
 #include "model/limits.h"
 
@@ -8,6 +12,26 @@ namespace moeperf::io {
 namespace detail {
 
 // ------------------------------------------------------------------ models
+namespace {
+
+// Which layers are MoE, one entry per layer: the default shape (the first k dense, the rest MoE)
+// becomes dense_layers = k with no map, so such models price and compare as before; any other
+// pattern keeps the map, and dense_layers counts the dense layers before the first MoE one.
+void set_moe_map(ModelSpec& m, const std::vector<char>& map) {
+  int lead = 0;
+  while (lead < static_cast<int>(map.size()) && map[static_cast<size_t>(lead)] == 0) ++lead;
+  bool plain = true;
+  for (size_t l = static_cast<size_t>(lead); l < map.size(); ++l) plain = plain && map[l] != 0;
+  m.dense_layers = lead;
+  m.moe_map = plain ? std::vector<char>{} : map;
+}
+
+bool any_dense(const std::vector<char>& map) {
+  return std::find(map.begin(), map.end(), 0) != map.end();
+}
+
+}  // namespace
+
 ModelSpec parse_own_model(const Node& n) {
   n.allow_only({"kind", "name", "source", "note", "description", "hidden", "layers", "dense_layers", "dense_ffn",
                 "vocab", "tie_embeddings", "attention", "moe", "mtp_layers"});
@@ -43,7 +67,7 @@ ModelSpec parse_own_model(const Node& n) {
     }
   }
   if (auto moe = n.get("moe")) {
-    moe->allow_only({"experts", "top_k", "shared_experts", "expert_ffn", "router"});
+    moe->allow_only({"experts", "top_k", "shared_experts", "expert_ffn", "router", "layers"});
     m.experts = static_cast<int>(moe->at("experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(moe->at("top_k").as_positive_int(limits::kExperts));
     m.shared_experts = moe->get("shared_experts") ? static_cast<int>(moe->at("shared_experts").as_nonneg_int(limits::kExperts)) : 0;
@@ -57,7 +81,21 @@ ModelSpec parse_own_model(const Node& n) {
       m.router.topk_groups = static_cast<int>(r->positive_int_or("topk_groups", 1, limits::kExperts));
     }
     m.dense_layers = n.get("dense_layers") ? static_cast<int>(n.at("dense_layers").as_nonneg_int(limits::kLayers)) : 0;
-    if (m.dense_layers > 0) m.dense_ffn = n.at("dense_ffn").as_positive_int(limits::kFfn);
+    if (auto ls = moe->get("layers")) {
+      // The MoE layers by index (Llama 4's every other layer): the rest have the dense FFN.
+      if (n.has("dense_layers")) ls->fail("give either dense_layers or moe.layers, not both");
+      std::vector<char> map(static_cast<size_t>(m.layers), 0);
+      for (size_t i = 0; i < ls->size(); ++i) {
+        const Node e = (*ls)[i];
+        const int64_t l = e.as_nonneg_int(limits::kLayers);
+        if (l >= m.layers) e.fail("expected a layer index below layers (" + std::to_string(m.layers) + ")");
+        if (map[static_cast<size_t>(l)]) e.fail("layer " + std::to_string(l) + " is listed twice");
+        map[static_cast<size_t>(l)] = 1;
+      }
+      if (ls->size() == 0) ls->fail("expected at least one MoE layer (a dense model has no \"moe\" object)");
+      set_moe_map(m, map);
+    }
+    if (m.dense_layers > 0 || any_dense(m.moe_map)) m.dense_ffn = n.at("dense_ffn").as_positive_int(limits::kFfn);
   } else {
     m.dense_layers = m.layers;
     m.dense_ffn = n.at("dense_ffn").as_positive_int(limits::kFfn);
@@ -70,6 +108,12 @@ ModelSpec parse_own_model(const Node& n) {
 ModelSpec parse_hf_model(const Node& n) {
   ModelSpec m;
   const std::string type = n.at("model_type").as_string();
+  // Llama 4's config.json holds the language model in text_config (model_type llama4_text).
+  if (type == "llama4") {
+    ModelSpec t = parse_hf_model(n.at("text_config"));
+    if (n.has("_name_or_path")) t.name = n.at("_name_or_path").as_string();
+    return t;
+  }
   m.name = n.has("_name_or_path") ? n.at("_name_or_path").as_string() : type;
   m.hidden = n.at("hidden_size").as_positive_int(limits::kHidden);
   m.layers = static_cast<int>(n.at("num_hidden_layers").as_positive_int(limits::kLayers));
@@ -94,8 +138,12 @@ ModelSpec parse_hf_model(const Node& n) {
     m.expert_ffn = n.at("moe_intermediate_size").as_positive_int(limits::kFfn);
     m.dense_layers = static_cast<int>(n.at("first_k_dense_replace").as_nonneg_int(limits::kLayers));
     m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
-    if (n.positive_int_or("moe_layer_freq", 1) != 1)
-      n.at("moe_layer_freq").fail("only moe_layer_freq 1 (every layer after the dense ones is MoE) is supported");
+    // transformers' DeepseekV2/V3 decoder layer: MoE where layer >= first_k_dense_replace and
+    // layer % moe_layer_freq == 0.
+    const int64_t freq = n.positive_int_or("moe_layer_freq", 1, limits::kLayers);
+    std::vector<char> map(static_cast<size_t>(m.layers), 0);
+    for (int l = m.dense_layers; l < m.layers; ++l) map[static_cast<size_t>(l)] = l % freq == 0;
+    set_moe_map(m, map);
     // DeepSeek-V2's configs write the score function out ("softmax"); GLM-4.5's has none and
     // scores with a sigmoid and a bias (transformers' Glm4MoeTopkRouter).
     if (type == "glm4_moe" && !n.has("scoring_func")) {
@@ -144,10 +192,24 @@ ModelSpec parse_hf_model(const Node& n) {
         m.shared_experts = static_cast<int>(w / m.expert_ffn);
       }
     }
-    if (n.positive_int_or("decoder_sparse_step", 1) != 1)
-      n.at("decoder_sparse_step").fail("only decoder_sparse_step 1 (every layer MoE) is supported");
-    if (auto mlp = n.get("mlp_only_layers"); mlp && mlp->size() != 0)
-      mlp->fail("dense layers inside an MoE stack (mlp_only_layers) are not supported; expected []");
+    // transformers' Qwen2/Qwen3-MoE decoder layer: MoE unless listed in mlp_only_layers, where
+    // (layer + 1) % decoder_sparse_step == 0; the other layers have the dense intermediate_size.
+    const int64_t step = n.positive_int_or("decoder_sparse_step", 1, limits::kLayers);
+    std::vector<char> map(static_cast<size_t>(m.layers), 0);
+    for (int l = 0; l < m.layers; ++l) map[static_cast<size_t>(l)] = (l + 1) % step == 0;
+    if (auto mlp = n.get("mlp_only_layers")) {
+      for (size_t i = 0; i < mlp->size(); ++i) {
+        const Node e = (*mlp)[i];
+        const int64_t l = e.as_nonneg_int(limits::kLayers);
+        if (l >= m.layers) e.fail("expected a layer index below num_hidden_layers (" + std::to_string(m.layers) + ")");
+        map[static_cast<size_t>(l)] = 0;
+      }
+    }
+    if (std::find(map.begin(), map.end(), 1) == map.end())
+      (n.has("decoder_sparse_step") ? n.at("decoder_sparse_step") : n.at("mlp_only_layers"))
+          .fail("no layer is MoE (decoder_sparse_step and mlp_only_layers leave none)");
+    set_moe_map(m, map);
+    if (any_dense(map)) m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
     m.router.score = RouterScore::softmax;
     moe_checks();
   } else if (type == "mixtral" || type == "gpt_oss" || type == "phimoe") {
@@ -170,6 +232,37 @@ ModelSpec parse_hf_model(const Node& n) {
       a.sliding_layers.assign(static_cast<size_t>(m.layers), a.sliding_window > 0);
     }
     moe_checks();
+  } else if (type == "llama4_text") {
+    // transformers' Llama4TextConfig: routed experts of intermediate_size plus one shared expert of
+    // the same width in every MoE layer, top-k over sigmoid scores; the MoE layers are moe_layers
+    // if given, else every interleave_moe_layer_step-th ((layer + 1) % step == 0: Maverick's odd
+    // layers); the others have intermediate_size_mlp. Chunked local attention
+    // (attention_chunk_size) is priced as full causal attention: exact while the sequence is no
+    // longer than a chunk.
+    gqa();
+    a.qk_norm = n.bool_or("use_qk_norm", false);
+    m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int(limits::kExperts));
+    m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
+    m.expert_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
+    m.shared_experts = 1;
+    m.router.score = RouterScore::sigmoid;
+    std::vector<char> map(static_cast<size_t>(m.layers), 0);
+    if (auto ls = n.get("moe_layers")) {
+      for (size_t i = 0; i < ls->size(); ++i) {
+        const Node e = (*ls)[i];
+        const int64_t l = e.as_nonneg_int(limits::kLayers);
+        if (l >= m.layers) e.fail("expected a layer index below num_hidden_layers (" + std::to_string(m.layers) + ")");
+        map[static_cast<size_t>(l)] = 1;
+      }
+    } else {
+      const int64_t step = n.positive_int_or("interleave_moe_layer_step", 1, limits::kLayers);
+      for (int l = 0; l < m.layers; ++l) map[static_cast<size_t>(l)] = (l + 1) % step == 0;
+    }
+    if (std::find(map.begin(), map.end(), 1) == map.end())
+      (n.has("moe_layers") ? n.at("moe_layers") : n.at("interleave_moe_layer_step")).fail("no layer is MoE");
+    set_moe_map(m, map);
+    if (any_dense(map)) m.dense_ffn = n.at("intermediate_size_mlp").as_positive_int(limits::kFfn);
+    moe_checks();
   } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3") {
     gqa();
     a.qk_norm = type == "qwen3";
@@ -178,8 +271,8 @@ ModelSpec parse_hf_model(const Node& n) {
   } else {
     n.at("model_type").fail("unsupported model_type \"" + type +
                             "\"; expected one of deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, "
-                            "olmoe, mixtral, phimoe, gpt_oss, llama, mistral, qwen2, qwen3 (or write a moeperf model "
-                            "file with \"kind\": \"model\")");
+                            "olmoe, mixtral, phimoe, gpt_oss, llama4, llama, mistral, qwen2, qwen3 (or write a moeperf "
+                            "model file with \"kind\": \"model\")");
   }
   return m;
 }
@@ -187,8 +280,8 @@ ModelSpec parse_hf_model(const Node& n) {
 const std::vector<std::string>& hf_keys() {
   static const std::vector<std::string> k = {
       "_name_or_path", "decoder_sparse_step", "experts_per_token", "first_k_dense_replace", "head_dim", "hidden_size",
-      "intermediate_size", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
-      "moe_layer_freq", "n_group", "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
+      "interleave_moe_layer_step", "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
+      "moe_layer_freq", "moe_layers", "n_group", "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
       "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_local_experts", "num_nextn_predict_layers",
       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "scoring_func", "shared_expert_intermediate_size",
       "sliding_window", "tie_word_embeddings", "topk_group", "topk_method", "use_qk_norm", "v_head_dim", "vocab_size"};

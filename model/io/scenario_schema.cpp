@@ -19,7 +19,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"name", "string", "", "the file name without .json", "", "Shown in reports, traces and the GUI; `--set` overrides are appended to it."},
       {"description", "string", "", "\"\"", "\"\"", "Free text for the reader; not used by the model."},
       {"note", "string", "", "none", "", "Free text for the reader; not used by the model."},
-      {"model", "path or object", "", "required", "", "The model: a Hugging Face `config.json` (deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe (its shared expert too), olmoe, mixtral, phimoe, gpt_oss, llama, mistral, qwen2, qwen3) or a moeperf model file (`\"kind\": \"model\"`), relative to this file, or inline."},
+      {"model", "path or object", "", "required", "", "The model: a Hugging Face `config.json` (deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe (its shared expert too), olmoe, mixtral, phimoe, gpt_oss, llama4, llama, mistral, qwen2, qwen3; MoE layers as the config interleaves them) or a moeperf model file (`\"kind\": \"model\"`), relative to this file, or inline."},
       {"system", "path or object", "", "required", "", "The hardware: a system file of `topologies/` (GPUs, NVLink domains, fabric), relative to this file, or inline. `--set system.a.b=V` reaches any field of it through its references."},
       {"gpus", "integer >= 1", "GPUs", "the system's \"gpus\"", "", "GPUs in the job; must equal tp x cp x pp x ep x fsdp x dp. Sets how many NVLink domains (racks) and fabric switches the topology has."},
       // ---------------------------------------------------------------- parallelism

@@ -35,9 +35,9 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   const AttentionSpec &aa = ma.attention, &ab = mb.attention;
   if (ma.name != mb.name ||
       std::tie(ma.hidden, ma.layers, ma.dense_layers, ma.dense_ffn, ma.vocab, ma.tie_embeddings, ma.experts, ma.top_k,
-               ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router.groups, ma.router.topk_groups) !=
+               ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router.groups, ma.router.topk_groups, ma.moe_map) !=
           std::tie(mb.hidden, mb.layers, mb.dense_layers, mb.dense_ffn, mb.vocab, mb.tie_embeddings, mb.experts, mb.top_k,
-                   mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router.groups, mb.router.topk_groups) ||
+                   mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router.groups, mb.router.topk_groups, mb.moe_map) ||
       std::tie(aa.kind, aa.heads, aa.kv_heads, aa.head_dim, aa.kv_lora_rank, aa.q_lora_rank, aa.sliding_window) !=
           std::tie(ab.kind, ab.heads, ab.kv_heads, ab.head_dim, ab.kv_lora_rank, ab.q_lora_rank, ab.sliding_window))
     out.emplace_back("model");

@@ -60,7 +60,7 @@ LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq
   const double v = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
   const double keys = attended_keys(seq_len, is_sliding(m, layer) ? a.sliding_window : 0);
   f.core = 2 * keys * a.heads * (qk + v);
-  if (layer < m.dense_layers || !m.is_moe()) {
+  if (!m.is_moe_layer(layer)) {
     f.dense_ffn = 2 * 3 * d(m.hidden) * d(m.dense_ffn);
   } else {
     f.router = 2 * d(m.hidden) * m.experts;
@@ -126,7 +126,7 @@ ParamCounts count_params(const ModelSpec& m) {
   for (int l = 0; l < m.layers; ++l) {
     total += p.attention_per_layer;
     active += p.attention_per_layer;
-    if (l < m.dense_layers || !m.is_moe()) {
+    if (!m.is_moe_layer(l)) {
       const double ffn = 3.0 * d(m.hidden) * d(m.dense_ffn);
       total += ffn;
       active += ffn;

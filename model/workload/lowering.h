@@ -221,7 +221,7 @@ class Lowering {
   // Non-expert weights of layer l on this rank (TP-split), expert weights of this rank's experts.
   double dense_params(int l) const { return layer_params(m_, l).dense / tp_; }
   double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep * p_.etp); }
-  bool is_moe_layer(int l) const { return m_.is_moe() && l >= m_.dense_layers; }
+  bool is_moe_layer(int l) const { return m_.is_moe_layer(l); }
   bool fsdp() const { return p_.fsdp > 1; }
 
   // ---------------------------------------------------------------- layers

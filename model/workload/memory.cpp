@@ -102,7 +102,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       }
       // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
       // them for the expert GEMMs' weight gradients, whatever the recompute list says.
-      if (!s.stack.remat_dispatch && m.is_moe() && l >= m.dense_layers)
+      if (!s.stack.remat_dispatch && m.is_moe_layer(l))
         kept += load.max_rows * d(m.hidden) * bytes_per_element(s.precision.dispatch) * r.micro_batches_in_flight;
     }
     r.activations = Bytes(kept);

@@ -26,7 +26,7 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
       t * ((a.kind == AttentionKind::mla ? a.kv_lora_rank + a.qk_rope_head_dim : 0) + kvh * (qk + vd)) * 2.0;
   at(TensorClass::attn_out) = t * heads * (vd * 2.0 + 4.0);  // context + FP32 log-sum-exp
   at(TensorClass::out_proj) = t_sp * h * 2.0;
-  if (m.is_moe() && l >= m.dense_layers) {
+  if (m.is_moe_layer(l)) {
     at(TensorClass::router) = t_sp * m.experts * 4.0;
     const double shared = d(m.expert_ffn) * m.shared_experts / tp;
     at(TensorClass::moe_mlpwi) = load.max_rows * 2.0 * d(m.expert_ffn) * 2.0 + t * 2.0 * shared * 2.0;

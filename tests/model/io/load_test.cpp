@@ -5,8 +5,12 @@
 
 #include "model/io/errors.h"
 #include "model/io/scenario_schema.h"
+#include "model/study/predict.h"
 #include "model/study/study.h"
+#include "model/workload/flops.h"
+#include "model/workload/step.h"
 #include <fstream>
+#include <set>
 #include <sstream>
 #include "temp_dir.h"
 
@@ -150,6 +154,86 @@ TEST(LoadModel, MoeFamiliesThatShareKeys) {
   EXPECT_EQ(phi.top_k, 2);
   EXPECT_EQ(phi.expert_ffn, 6400);
   EXPECT_EQ(phi.attention.head_dim, 128);
+}
+
+// MoE layers that are not simply "all after the first k": Llama 4's every other layer (its config
+// nested in text_config), Qwen's decoder_sparse_step with mlp_only_layers, DeepSeek's
+// moe_layer_freq, and a moeperf file's moe.layers. The dense layers get the dense FFN, the counts
+// and the lowering follow the map, and the default shape keeps no map at all.
+TEST(LoadModel, InterleavedMoeLayers) {
+  TempDir d;
+  const auto l4 = d.write("llama4.json", R"({"model_type": "llama4", "_name_or_path": "tiny-llama4",
+    "text_config": {"model_type": "llama4_text", "hidden_size": 512, "num_hidden_layers": 8,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000,
+      "num_local_experts": 16, "num_experts_per_tok": 1, "intermediate_size": 256, "intermediate_size_mlp": 1024,
+      "interleave_moe_layer_step": 2, "use_qk_norm": true}})");
+  const ModelSpec m = load_model(l4);
+  EXPECT_EQ(m.name, "tiny-llama4");
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(m.is_moe_layer(l), l % 2 == 1) << l;  // (l + 1) % 2 == 0
+  EXPECT_TRUE(m.is_moe_layer(8));  // an MTP module's layer: the last layer's kind
+  EXPECT_EQ(m.moe_layers(), 4);
+  EXPECT_EQ(m.dense_layers, 1);
+  EXPECT_EQ(m.dense_ffn, 1024);
+  EXPECT_EQ(m.expert_ffn, 256);
+  EXPECT_EQ(m.shared_experts, 1);
+  EXPECT_EQ(m.top_k, 1);
+  EXPECT_EQ(m.router.score, RouterScore::sigmoid);
+  EXPECT_TRUE(m.attention.qk_norm);
+  const ParamCounts p = count_params(m);
+  const double h = 512, expert = 3 * h * 256;
+  EXPECT_DOUBLE_EQ(p.routed_experts, 4 * 16 * expert);
+  const double attn = p.attention_per_layer;
+  const double dense_ffn = 3 * h * 1024, moe_rest = h * 16 + expert;  // router + shared expert
+  EXPECT_DOUBLE_EQ(p.total, p.embedding + p.lm_head + h + 8 * attn + 4 * dense_ffn + 4 * (moe_rest + 16 * expert));
+
+  // The lowering puts expert GEMMs on the MoE layers only and the dense FFN on the others.
+  const auto sc = d.write("s.json", R"({"kind": "scenario", "name": "interleaved", "model": "llama4.json",
+    "system": ")" + source("topologies/dgx-h100-cluster.json") + R"(", "gpus": 4, "parallelism": {"ep": 4},
+    "batch": {"seq_len": 256, "micro_batch": 1, "global_batch": 4}})");
+  const Scenario s = load_scenario(sc);
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  std::set<int> expert_layers, dense_layers;
+  for (const Op& op : g.classes.at(0).ops) {
+    if (op.name == "moe.expert_fc1") expert_layers.insert(op.layer);
+    if (op.name == "mlp.fc1") dense_layers.insert(op.layer);
+  }
+  EXPECT_EQ(expert_layers, (std::set<int>{1, 3, 5, 7}));
+  EXPECT_EQ(dense_layers, (std::set<int>{0, 2, 4, 6}));
+
+  const ModelSpec q = load_model(d.write("q3.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
+    "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+    "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "intermediate_size": 512,
+    "decoder_sparse_step": 2, "mlp_only_layers": [3]})"));
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(q.is_moe_layer(l), l == 1 || l == 5) << l;
+  EXPECT_EQ(q.dense_ffn, 512);
+
+  const ModelSpec ds = load_model(d.write("ds.json", R"({"model_type": "deepseek_v2", "hidden_size": 256,
+    "num_hidden_layers": 6, "num_attention_heads": 4, "vocab_size": 1000, "kv_lora_rank": 64,
+    "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 128, "intermediate_size": 512, "first_k_dense_replace": 1, "moe_layer_freq": 2,
+    "scoring_func": "softmax"})"));
+  for (int l = 0; l < 6; ++l) EXPECT_EQ(ds.is_moe_layer(l), l == 2 || l == 4) << l;
+  EXPECT_TRUE(load_model(source("examples/models/deepseek-v3/config.json")).moe_map.empty());
+
+  const std::string own = R"({"kind": "model", "name": "own", "hidden": 256, "layers": 4, "vocab": 1000,
+    "dense_ffn": 512, "attention": {"type": "gqa", "heads": 4, "kv_heads": 2, "head_dim": 64},
+    "moe": {"experts": 8, "top_k": 2, "expert_ffn": 128, "layers": LAYERS}})";
+  auto with = [&](const std::string& l) { return std::string(own).replace(own.find("LAYERS"), 6, l); };
+  const ModelSpec o = load_model(d.write("own.json", with("[1, 3]")));
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(o.is_moe_layer(l), l == 1 || l == 3) << l;
+  EXPECT_TRUE(load_model(d.write("own2.json", with("[2, 3]"))).moe_map.empty());  // the default shape
+  EXPECT_EQ(load_model(d.write("own3.json", with("[2, 3]"))).dense_layers, 2);
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {"[1, 4]", "/moe/layers/1: expected a layer index below layers (4)"},
+           {"[1, 1]", "/moe/layers/1: layer 1 is listed twice"},
+           {"[]", "/moe/layers: expected at least one MoE layer"}}) {
+    try {
+      load_model(d.write("bad.json", with(bad)));
+      ADD_FAILURE() << bad << " loaded";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(LoadModel, DenseHuggingFaceModelHasNoExperts) {
