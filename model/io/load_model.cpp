@@ -110,7 +110,10 @@ ModelSpec parse_hf_model(const Node& n) {
   const std::string type = n.at("model_type").as_string();
   // Llama 4's config.json holds the language model in text_config (model_type llama4_text).
   if (type == "llama4") {
-    ModelSpec t = parse_hf_model(n.at("text_config"));
+    const Node text = n.at("text_config");
+    if (text.at("model_type").as_string() != "llama4_text")
+      text.at("model_type").fail("expected \"llama4_text\" (Llama 4's language model)");
+    ModelSpec t = parse_hf_model(text);
     if (n.has("_name_or_path")) t.name = n.at("_name_or_path").as_string();
     return t;
   }

@@ -200,6 +200,13 @@ TEST(LoadModel, InterleavedMoeLayers) {
   EXPECT_EQ(expert_layers, (std::set<int>{1, 3, 5, 7}));
   EXPECT_EQ(dense_layers, (std::set<int>{0, 2, 4, 6}));
 
+  try {  // a text_config that is not Llama 4's language model (nor, recursively, another llama4)
+    load_model(d.write("l4bad.json", R"({"model_type": "llama4", "text_config": {"model_type": "llama4"}})"));
+    ADD_FAILURE() << "a nested llama4 loaded";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/text_config/model_type: expected \"llama4_text\""), std::string::npos) << e.what();
+  }
+
   const ModelSpec q = load_model(d.write("q3.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
     "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
     "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "intermediate_size": 512,
