@@ -19,7 +19,9 @@ bound of nothing: do not use it). Every figure is the median of `rounds` rounds.
 Writes one JSON file (argv[1], default torch_host.json): the machine (CPU model, GPU, versions),
 per op the host and GPU time per call, and a summary: the median over the eager ops with a kernel,
 autograd's forward + backward per op, a module call's extra cost, one CUDA graph replay, and the
-round trip of a host wait (`.item()` on an idle GPU).
+round trip of a host wait (`.item()` on an idle GPU); and the device's own time per kernel with a
+full queue, eager against the same kernels replayed from a CUDA graph (what capturing saves on the
+GPU itself: the model's `kernel_launch_s` gap).
 
     python3 scripts/gpu-probes/torch_host.py OUT.json
 """
@@ -162,6 +164,39 @@ def main():
     gr.update({"op": "graph_replay", "kernel": True, "calls": calls, "rounds": rounds, "ops_in_graph": graph_ops})
     records.append(gr)
 
+    # The device's own time per kernel when the queue is full (the host issued every launch while
+    # the GPU was still busy with a long sleep kernel): a kernel's run plus the gap the GPU leaves
+    # before the next one, eager launches against the same kernels replayed from a CUDA graph.
+    # Their difference is what capturing saves on the device, apart from the host's time.
+    def queued(fn, kernels_per_call, n):
+        per = []
+        for _ in range(rounds):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            torch.cuda._sleep(100_000_000)  # ~50 ms at 2 GHz: longer than issuing n calls takes
+            start.record()
+            for _ in range(n):
+                fn()
+            stop.record()
+            torch.cuda.synchronize()
+            per.append(start.elapsed_time(stop) * 1e-3 / (n * kernels_per_call))
+        return statistics.median(per), min(per)
+
+    def eager_chain():
+        h = gx
+        for _ in range(graph_ops // 2):
+            h = F.silu(h)
+            h = h + gx
+
+    eager_k, eager_min = queued(eager_chain, graph_ops, 16)
+    graph_k, graph_min = queued(graph.replay, graph_ops, 16)
+    records.append({"op": "device_per_kernel_eager", "kernel": True, "calls": 16 * graph_ops, "rounds": rounds,
+                    "gpu_s_per_kernel": eager_k, "gpu_s_per_kernel_min": eager_min,
+                    "note": "silu/add kernels launched eagerly behind a sleep kernel: run + gap per kernel"})
+    records.append({"op": "device_per_kernel_graph", "kernel": True, "calls": 16 * graph_ops, "rounds": rounds,
+                    "gpu_s_per_kernel": graph_k, "gpu_s_per_kernel_min": graph_min,
+                    "note": "the same kernels replayed from a CUDA graph behind a sleep kernel"})
+
     # A host wait on an idle GPU: issue one small kernel and read its result back (.item()).
     waits = []
     for _ in range(rounds):
@@ -184,6 +219,9 @@ def main():
         "module_call_extra_s": module["host_s_per_call"] - functional_linear,
         "autograd_fwd_bwd_host_s_per_op": ab["host_s_per_call"] / chain,
         "graph_replay_host_s": gr["host_s_per_call"],
+        "device_s_per_kernel_eager": eager_k,
+        "device_s_per_kernel_graph": graph_k,
+        "device_gap_saved_by_graph_s": eager_k - graph_k,
         "host_wait_round_trip_s": sync_s,
     }
     gpu = torch.cuda.get_device_properties(0)

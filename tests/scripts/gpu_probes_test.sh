@@ -46,6 +46,10 @@ eager = ["add", "mul", "silu", "sigmoid", "softmax", "topk", "linear", "layer_no
 for name in eager + ["empty", "view", "module_linear", "autograd_chain", "graph_replay", "item_round_trip"]:
     assert name in ops, f"torch_host: {name} not measured"
     assert ops[name]["host_s_per_call"] > 0, name
+for name in ("device_per_kernel_eager", "device_per_kernel_graph"):
+    assert ops[name]["gpu_s_per_kernel"] > 0, name
+assert abs(s_gap := th["summary"]["device_gap_saved_by_graph_s"] - (ops["device_per_kernel_eager"]["gpu_s_per_kernel"]
+           - ops["device_per_kernel_graph"]["gpu_s_per_kernel"])) <= 1e-15, s_gap
 s = th["summary"]
 assert s["eager_ops_counted"] == len(eager), s["eager_ops_counted"]
 want = statistics.median(ops[n]["host_s_per_call"] for n in eager)
