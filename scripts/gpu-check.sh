@@ -3,12 +3,13 @@
 # (any sm_90 GPU), everything within 9 minutes on a 16-core machine, the most important first:
 #   1. torch_host.json: eager PyTorch's host time per op, a module call, autograd, a CUDA graph
 #      replay and a host wait (scripts/gpu-probes/torch_host.py; before the build, on an idle CPU);
-#   2. configure (sm_90a only), build the benchmarks, the gpu tests and moeperf (--parallel $(nproc));
+#   2. configure (sm_90a only), build the benchmarks (--parallel $(nproc));
 #   3. bench_kernels -> kernels.json, bench_expert_gemm -> expert_gemm.json (BF16 and FP8 ways);
 #   4. summary.json: both merged with the GPU (nvidia-smi: name, driver, memory, max and current
 #      clocks, power limit), the date and the git revision, ready to be committed as
 #      examples/measurements/<gpu>-<date>.json (the path it suggests is in the file);
-#   5. the gpu-labelled tests (ctest -L gpu); summary.json gets their result;
+#   5. build the gpu-labelled tests and moeperf, run the tests (ctest -L gpu); summary.json gets
+#      their result;
 #   6. jax_moe.json: jax.lax.ragged_dot at DeepSeek-V3's expert shapes against a dense dot, and a
 #      one-device ragged all-to-all (scripts/gpu-probes/jax_moe.py);
 #   7. moeperf run --suite calibrate --backend cuda -> suite.json (the calibration records), then
@@ -35,7 +36,7 @@ build="${MOEPERF_GPU_BUILD_DIR:-$root/build-gpu-check}"
 jobs="$(nproc)"
 
 have_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; then
   have_gpu=1
 fi
 budget=540                                  # 9 minutes for the whole check on a GPU machine

@@ -132,6 +132,13 @@ void apply_override(json& root, const Override& o, const std::string& file) {
       // A Hugging Face config keeps keys moeperf does not read, so a misspelt one would be ignored
       // silently: an override may only set a key the file has or one the loader reads.
       const auto& hf = hf_keys();
+      // Llama 4's language model is in text_config: a key set beside it would never be read.
+      if (cur->contains("model_type") && (*cur)["model_type"] == "llama4" && parts[i] != "text_config" &&
+          parts[i] != "_name_or_path") {
+        std::string to = o.path.substr(0, o.path.size() - parts[i].size()) + "text_config." + parts[i];
+        throw SpecError(file, walked, "--set " + o.path + ": a llama4 config keeps its language model's keys in "
+                                          "text_config, so this one would not be read; write --set " + to + "=" + o.value);
+      }
       if (cur->contains("model_type") && !cur->contains("kind") && !cur->contains(parts[i]) &&
           std::find(hf.begin(), hf.end(), parts[i]) == hf.end())
         throw SpecError(file, walked, "--set " + o.path + ": the Hugging Face config has no key \"" + parts[i] +

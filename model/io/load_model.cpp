@@ -149,8 +149,10 @@ ModelSpec parse_hf_model(const Node& n) {
     set_moe_map(m, map);
     // DeepSeek-V2's configs write the score function out ("softmax"); GLM-4.5's has none and
     // scores with a sigmoid and a bias (transformers' Glm4MoeTopkRouter).
-    if (type == "glm4_moe" && !n.has("scoring_func")) {
-      m.router.score = RouterScore::sigmoid;
+    if (type == "glm4_moe") {  // Glm4MoeTopkRouter always has its e_score_correction_bias
+      m.router.score = n.has("scoring_func") ? n.at("scoring_func").as_enum<RouterScore>({{"softmax", RouterScore::softmax},
+                                                                                         {"sigmoid", RouterScore::sigmoid}})
+                                             : RouterScore::sigmoid;
       m.router.bias = true;
     } else {
       m.router.score = n.at("scoring_func").as_enum<RouterScore>({{"softmax", RouterScore::softmax},

@@ -145,8 +145,9 @@ ParamCounts count_params(const ModelSpec& m) {
   if (m.mtp_layers > 0) {
     // eh_proj (2H x H), two input norms, and one transformer layer of the last layer's kind.
     const double layer = p.attention_per_layer +
-                         (m.is_moe() ? d(m.hidden) * m.experts + p.expert * (m.experts + m.shared_experts)
-                                     : 3.0 * d(m.hidden) * d(m.dense_ffn));
+                         (m.is_moe_layer(m.layers)
+                              ? d(m.hidden) * m.experts + (m.router.bias ? m.experts : 0) + p.expert * (m.experts + m.shared_experts)
+                              : 3.0 * d(m.hidden) * d(m.dense_ffn));
     p.mtp = m.mtp_layers * (2 * d(m.hidden) * d(m.hidden) + 3 * d(m.hidden) + layer);
   }
   return p;

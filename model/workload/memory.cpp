@@ -112,7 +112,9 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // the average rows (<= 0: MaxText's default, the rows x min(EP, experts / top_k)), for dispatch
     // and combine.
     const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
-    if (m.is_moe()) {
+    // A stage whose layers are all dense (Qwen's mlp_only_layers at the front) holds no MoE buffers.
+    const bool stage_moe = std::any_of(layers.begin(), layers.end(), [&](int l) { return m.is_moe_layer(l); });
+    if (stage_moe) {
       const double rows = ragged_buffer_rows(s, load);
       r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
     }
@@ -120,7 +122,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // layer's expert intermediates (FC1 out, activation, FC2 out) with their gradients.
     double transient = 0;
     if (holds_head(s, st)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
-    if (m.is_moe())
+    if (stage_moe)
       transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
     // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.
     if (off > 0 && !layers.empty()) transient += 2 * off / d(layers.size());

@@ -35,7 +35,10 @@ def main():
     for path in sys.argv[2:]:
         with tarfile.open(fileobj=io.BytesIO(data_member(path)), mode="r:*") as tar:
             members = [m for m in tar.getmembers() if not m.name.startswith(("/", "..")) and ".." not in m.name.split("/")]
-            tar.extractall(dest, members=members)
+            if hasattr(tarfile, "data_filter"):  # Python 3.12+: also refuses links that leave dest
+                tar.extractall(dest, members=members, filter="data")
+            else:
+                tar.extractall(dest, members=members)
     return 0
 
 

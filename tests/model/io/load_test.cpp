@@ -199,6 +199,15 @@ TEST(LoadModel, InterleavedMoeLayers) {
   }
   EXPECT_EQ(expert_layers, (std::set<int>{1, 3, 5, 7}));
   EXPECT_EQ(dense_layers, (std::set<int>{0, 2, 4, 6}));
+  // --set reaches into text_config; a key set beside it would be ignored, so it is an error.
+  EXPECT_EQ(load_scenario(sc, {parse_override("model.text_config.interleave_moe_layer_step=1")}).model.moe_layers(), 8);
+  try {
+    load_scenario(sc, {parse_override("model.interleave_moe_layer_step=1")});
+    ADD_FAILURE() << "a llama4 key set beside text_config loaded";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("write --set model.text_config.interleave_moe_layer_step=1"), std::string::npos)
+        << e.what();
+  }
 
   try {  // a text_config that is not Llama 4's language model (nor, recursively, another llama4)
     load_model(d.write("l4bad.json", R"({"model_type": "llama4", "text_config": {"model_type": "llama4"}})"));

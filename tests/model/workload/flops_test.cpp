@@ -35,8 +35,9 @@ TEST(Params, DeepSeekV3Total671BActive37B) {
   EXPECT_NEAR(p.active / 37e9, 1.0, 0.015);
   EXPECT_NEAR(p.active_no_embedding / 37e9, 1.0, 0.015);
   EXPECT_DOUBLE_EQ(p.routed_experts, 58 * 256 * kExpert);
-  // MTP module: eh_proj 2H x H, 3 norms, one MoE layer (256 routed + 1 shared experts).
-  EXPECT_DOUBLE_EQ(p.mtp, 2.0 * 7168 * 7168 + 3 * 7168 + attn + 7168.0 * 256 + 257 * kExpert);
+  // MTP module: eh_proj 2H x H, 3 norms, one MoE layer (256 routed + 1 shared experts, the router
+  // with its bias as in the main layers).
+  EXPECT_DOUBLE_EQ(p.mtp, 2.0 * 7168 * 7168 + 3 * 7168 + attn + kRouter + 257 * kExpert);
 }
 
 TEST(Flops, DeepSeekV3MaxTextCount) {
