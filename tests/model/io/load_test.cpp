@@ -8,6 +8,7 @@
 #include "model/study/predict.h"
 #include "model/study/study.h"
 #include "model/workload/flops.h"
+#include "model/workload/memory.h"
 #include "model/workload/step.h"
 #include <fstream>
 #include <set>
@@ -214,6 +215,26 @@ TEST(LoadModel, InterleavedMoeLayers) {
     ADD_FAILURE() << "a nested llama4 loaded";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("/text_config/model_type: expected \"llama4_text\""), std::string::npos) << e.what();
+  }
+
+  // A pipeline stage whose layers are all dense holds no all-to-all buffers and no expert
+  // transient: Qwen's mlp_only_layers [0, 1] with wide dense FFNs make stage 0 (dense only) the
+  // stage with the most HBM under pp 2; with every layer MoE, the reported stage holds them.
+  for (const bool dense_first : {true, false}) {
+    d.write("q3pp.json", std::string(R"({"model_type": "qwen3_moe", "hidden_size": 1024, "num_hidden_layers": 4,
+      "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "num_experts": 8,
+      "num_experts_per_tok": 2, "moe_intermediate_size": 256, "intermediate_size": 65536, "mlp_only_layers": )") +
+                                (dense_first ? "[0, 1]" : "[]") + "}");
+    const Scenario ps = load_scenario(d.write("pp.json", R"({"kind": "scenario", "name": "pp", "model": "q3pp.json",
+      "system": ")" + source("topologies/dgx-h100-cluster.json") + R"(", "gpus": 8, "parallelism": {"pp": 2, "ep": 4},
+      "batch": {"seq_len": 256, "micro_batch": 1, "global_batch": 8}})"));
+    const MemoryReport mr = memory_report(ps, expert_load(ps, Calibration{}), Calibration{});
+    if (dense_first) {
+      EXPECT_EQ(mr.pp_stage, 0);
+      EXPECT_EQ(mr.comm_buffers.value(), 0.0);
+    } else {
+      EXPECT_GT(mr.comm_buffers.value(), 0.0);
+    }
   }
 
   const ModelSpec q = load_model(d.write("q3.json", R"({"model_type": "qwen3_moe", "hidden_size": 256,
