@@ -42,6 +42,36 @@ std::vector<const OpSummary*> exposed_ops(const StepReport& r) {
 
 }  // namespace
 
+// The model as loaded, in a line: what a user checks a Hugging Face config was read as. Which layers
+// are MoE: "from layer k" for the usual shape, the list (shortened) for an interleaved one.
+std::string model_text(const ModelSpec& m) {
+  std::string t = m.name + ": " + std::to_string(m.layers) + " layers";
+  if (m.is_moe()) {
+    t += " (" + std::to_string(m.moe_layers()) + " MoE";
+    if (m.moe_map.empty()) {
+      if (m.dense_layers > 0) t += " from layer " + std::to_string(m.dense_layers);
+    } else {
+      std::vector<int> moe;
+      for (int l = 0; l < m.layers; ++l)
+        if (m.is_moe_layer(l)) moe.push_back(l);
+      t += ": ";
+      for (size_t i = 0; i < moe.size(); ++i) {
+        if (moe.size() > 6 && i == 3) {
+          t += " ... " + std::to_string(moe.back());
+          break;
+        }
+        t += (i ? ", " : "") + std::to_string(moe[i]);
+      }
+    }
+    t += "), " + std::to_string(m.experts) + " experts top-" + std::to_string(m.top_k);
+    if (m.shared_experts > 0) t += " + " + std::to_string(m.shared_experts) + " shared";
+  } else {
+    t += ", dense";
+  }
+  t += ", hidden " + std::to_string(m.hidden) + (m.attention.kind == AttentionKind::mla ? ", MLA" : ", GQA");
+  return t;
+}
+
 std::string layout_text(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   std::string t = "tp " + std::to_string(p.tp) + " x cp " + std::to_string(p.cp) + " x pp " + std::to_string(p.pp);
@@ -59,6 +89,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   const double step = r.step_time.value();
   const Scenario& scen = *r.scenario;
   out << r.name << "\n";
+  out << "  model                  " << model_text(scen.model) << "\n";
   out << "  GPUs                   " << r.gpus << " x " << scen.system.gpu().name << "; " << r.topology->domains()
       << " NVLink domain" << (r.topology->domains() > 1 ? "s (racks or nodes)" : " (rack or node)") << " used, "
       << r.topology->gpus_per_domain() << " GPUs of each domain's " << scen.system.domain.gpus() << "\n";

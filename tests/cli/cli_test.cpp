@@ -251,6 +251,14 @@ TEST(Cli, PredictReportsThePipelineLayout) {
   EXPECT_NE(folded.out.find("    stage 7              83-93 L\n"), std::string::npos) << folded.out;
   const Result t = run("predict " + ladder + " --top 1");
   ASSERT_EQ(t.code, 0) << t.out;
+  // The model as loaded heads the report: which layers are MoE, the experts, hidden, attention.
+  EXPECT_NE(t.out.find("\n  model                  deepseek_v3: 61 layers (58 MoE from layer 3), 256 experts top-8 + 1 "
+                       "shared, hidden 7168, MLA\n"),
+            std::string::npos)
+      << t.out;
+  const Result every2 = run("predict " + ladder + " --top 1 --set model.moe_layer_freq=2");
+  ASSERT_EQ(every2.code, 0) << every2.out;
+  EXPECT_NE(every2.out.find("(29 MoE: 4, 6, 8 ... 60)"), std::string::npos) << every2.out;
   EXPECT_NE(t.out.find("  pipeline layout        Et|(tt|)*30L (32 virtual stages, 4 per stage;"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("\n    stage 0              E 0 | 15-16 | 31-32 | 47-48\n"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("\n    stage 7              13-14 | 29-30 | 45-46 | L\n"), std::string::npos) << t.out;
