@@ -30,6 +30,21 @@ bool any_dense(const std::vector<char>& map) {
   return std::find(map.begin(), map.end(), 0) != map.end();
 }
 
+// Sets map[l] = value for every layer index l of a JSON list, each checked to be below the layer
+// count (`count_key`, as the file names it); `unique`: an index listed twice is an error.
+void mark_layers(const Node& list, const char* count_key, std::vector<char>& map, char value, bool unique) {
+  std::vector<char> seen(map.size(), 0);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Node e = list[i];
+    const int64_t l = e.as_nonneg_int(limits::kLayers);
+    if (l >= static_cast<int64_t>(map.size()))
+      e.fail("expected a layer index below " + std::string(count_key) + " (" + std::to_string(map.size()) + ")");
+    if (unique && seen[static_cast<size_t>(l)]) e.fail("layer " + std::to_string(l) + " is listed twice");
+    seen[static_cast<size_t>(l)] = 1;
+    map[static_cast<size_t>(l)] = value;
+  }
+}
+
 }  // namespace
 
 ModelSpec parse_own_model(const Node& n) {
@@ -85,13 +100,7 @@ ModelSpec parse_own_model(const Node& n) {
       // The MoE layers by index (Llama 4's every other layer): the rest have the dense FFN.
       if (n.has("dense_layers")) ls->fail("give either dense_layers or moe.layers, not both");
       std::vector<char> map(static_cast<size_t>(m.layers), 0);
-      for (size_t i = 0; i < ls->size(); ++i) {
-        const Node e = (*ls)[i];
-        const int64_t l = e.as_nonneg_int(limits::kLayers);
-        if (l >= m.layers) e.fail("expected a layer index below layers (" + std::to_string(m.layers) + ")");
-        if (map[static_cast<size_t>(l)]) e.fail("layer " + std::to_string(l) + " is listed twice");
-        map[static_cast<size_t>(l)] = 1;
-      }
+      mark_layers(*ls, "layers", map, 1, true);
       if (ls->size() == 0) ls->fail("expected at least one MoE layer (a dense model has no \"moe\" object)");
       set_moe_map(m, map);
     }
@@ -202,14 +211,7 @@ ModelSpec parse_hf_model(const Node& n) {
     const int64_t step = n.positive_int_or("decoder_sparse_step", 1, limits::kLayers);
     std::vector<char> map(static_cast<size_t>(m.layers), 0);
     for (int l = 0; l < m.layers; ++l) map[static_cast<size_t>(l)] = (l + 1) % step == 0;
-    if (auto mlp = n.get("mlp_only_layers")) {
-      for (size_t i = 0; i < mlp->size(); ++i) {
-        const Node e = (*mlp)[i];
-        const int64_t l = e.as_nonneg_int(limits::kLayers);
-        if (l >= m.layers) e.fail("expected a layer index below num_hidden_layers (" + std::to_string(m.layers) + ")");
-        map[static_cast<size_t>(l)] = 0;
-      }
-    }
+    if (auto mlp = n.get("mlp_only_layers")) mark_layers(*mlp, "num_hidden_layers", map, 0, false);
     if (std::find(map.begin(), map.end(), 1) == map.end())
       (n.has("decoder_sparse_step") ? n.at("decoder_sparse_step") : n.at("mlp_only_layers"))
           .fail("no layer is MoE (decoder_sparse_step and mlp_only_layers leave none)");
@@ -253,12 +255,7 @@ ModelSpec parse_hf_model(const Node& n) {
     m.router.score = RouterScore::sigmoid;
     std::vector<char> map(static_cast<size_t>(m.layers), 0);
     if (auto ls = n.get("moe_layers")) {
-      for (size_t i = 0; i < ls->size(); ++i) {
-        const Node e = (*ls)[i];
-        const int64_t l = e.as_nonneg_int(limits::kLayers);
-        if (l >= m.layers) e.fail("expected a layer index below num_hidden_layers (" + std::to_string(m.layers) + ")");
-        map[static_cast<size_t>(l)] = 1;
-      }
+      mark_layers(*ls, "num_hidden_layers", map, 1, false);
     } else {
       const int64_t step = n.positive_int_or("interleave_moe_layer_step", 1, limits::kLayers);
       for (int l = 0; l < m.layers; ++l) map[static_cast<size_t>(l)] = (l + 1) % step == 0;
