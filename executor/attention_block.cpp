@@ -3,6 +3,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <complex>
 
 #include "executor/attention_ref.h"
 #include "model/workload/flops.h"
@@ -13,6 +14,7 @@ namespace {
 
 enum : uint64_t { kGammaSeed = 31, kWSeed = 32, kProbeSeed = 35, kNormSeed = 36 };
 constexpr float kEps = 1e-6f;
+constexpr double kRopeBase = 10000.0;  // RoPE's theta (Llama, Mixtral, DeepSeek-V3); the base only sets the angles
 double D(int64_t v) { return static_cast<double>(v); }
 size_t Z(int64_t v) { return static_cast<size_t>(v); }
 // Bytes of an FP32 GEMM that reads A and B and writes C once.
@@ -42,6 +44,28 @@ void rms_bwd(const float* x, int64_t rows, int64_t cols, int64_t ld, const float
     for (int64_t i = 0; i < cols; ++i) {
       const float v = r * g[i] * gy[i] - c * xr[i];
       dx[t * dx_ld + i] = accumulate ? dx[t * dx_ld + i] + v : v;
+    }
+  }
+}
+
+// RoPE, rotate-half form (GPT-NeoX, Hugging Face's rotate_half, Megatron's default): in each of
+// `heads` heads (head_stride apart, rows row_stride apart), on the r dims from `off`, dims j and
+// j + r/2 turn by the angle of the token's position in its sequence times base^(-2j / r), read
+// from the tables cs/sn (seq x r/2); `inverse` turns them back (the backward: the rotation's
+// transpose).
+void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head_stride, int64_t row_stride, int64_t off, int64_t r,
+                const std::vector<float>& cs, const std::vector<float>& sn, bool inverse) {
+  const int64_t half = r / 2;
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* c = cs.data() + (t % seq) * half;
+    const float* s = sn.data() + (t % seq) * half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* e = x + t * row_stride + h * head_stride + off;
+      for (int64_t j = 0; j < half; ++j) {
+        const float a = e[j], b = e[j + half], sj = inverse ? -s[j] : s[j];
+        e[j] = a * c[j] - b * sj;
+        e[j + half] = b * c[j] + a * sj;
+      }
     }
   }
 }
@@ -104,6 +128,15 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   keys_ = attended_keys(d.seq, static_cast<int>(d.window));
   edges_ = masked_edges(true, d.window);  // causal, and the window's far edge
   core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
+  rope_ = d.mla ? d.rope_dim : d.head_dim;  // MLA rotates its rope part; GQA/MHA whole heads
+  rope_ -= rope_ % 2;
+  rope_cos_.resize(Z(d.seq * (rope_ / 2))), rope_sin_.resize(rope_cos_.size());
+  for (int64_t p = 0; p < d.seq; ++p)
+    for (int64_t j = 0; j < rope_ / 2; ++j) {
+      const double th = D(p) * std::pow(kRopeBase, -2.0 * D(j) / D(rope_));
+      rope_cos_[Z(p * (rope_ / 2) + j)] = static_cast<float>(std::cos(th));
+      rope_sin_[Z(p * (rope_ / 2) + j)] = static_cast<float>(std::sin(th));
+    }
   auto norm_weights = [](std::vector<float>& g, int64_t n, uint64_t seed) {
     g.resize(Z(n));
     fill(g.data(), n, seed, 0.1f);
@@ -157,20 +190,33 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
   } else {
     ckv_.resize(Z(T * (kl + rope))), cn_.resize(Z(T * kl)), crstd_.resize(Z(T)), kvb_.resize(Z(T * kvw));
     k_.resize(Z(T * kd_)), v_.resize(Z(T * vd_));
-    rec.time("attn.kv_proj",
-             gemm_bytes(fT, D(kl + rope), fH) + 8.0 * fT * D(kl) + gemm_bytes(fT, D(kvw), D(kl)) + 4.0 * fT * (D(kvw) + D(kd_ + vd_)),
+    rec.time("attn.kv_proj", gemm_bytes(fT, D(kl + rope), fH) + 8.0 * fT * D(kl) + gemm_bytes(fT, D(kvw), D(kl)),
              2.0 * fT * (fH * D(kl + rope) + D(kl) * D(kvw)), GemmShape{fT, D(d_.heads * (hd + vh)), D(kl)}, [&] {
                be.gemm(norm_.data(), w(lay_.kva), ckv_.data(), T, kl + rope, H, false, false, false);
                rms_fwd(ckv_.data(), T, kl, kl + rope, gkv_.data(), cn_.data(), crstd_.data());
                be.gemm(cn_.data(), w(lay_.kvb), kvb_.data(), T, kvw, kl, false, false, false);
-               for (int64_t t = 0; t < T; ++t)  // each head's K: its nope part and the shared rope part; its V
-                 for (int64_t h = 0; h < d_.heads; ++h) {
-                   const float* src = kvb_.data() + t * kvw + h * (nope + vh);
-                   std::copy(src, src + nope, k_.data() + t * kd_ + h * hd);
-                   std::copy(ckv_.data() + t * (kl + rope) + kl, ckv_.data() + t * (kl + rope) + kl + rope, k_.data() + t * kd_ + h * hd + nope);
-                   std::copy(src + nope, src + nope + vh, v_.data() + t * vd_ + h * vh);
-                 }
              });
+  }
+  // RoPE on Q and K, one pass as the model prices it; MLA's also assembles each head's K (its nope
+  // part and the shared rope part) and V, as Megatron's fused MLA rope kernels do.
+  const int64_t r = rope_;
+  if (!d_.mla) {
+    rec.time("attn.rope", 8.0 * fT * (fq + D(kd_)), 0, [&] {
+      rope_apply(q_.data(), T, d_.seq, d_.heads, hd, qd_, 0, r, rope_cos_, rope_sin_, false);
+      rope_apply(k_.data(), T, d_.seq, d_.kv_heads, hd, kd_ + vd_, 0, r, rope_cos_, rope_sin_, false);
+    });
+  } else {
+    rec.time("attn.rope", 4.0 * fT * (2.0 * fq + D(kvw) + D(rope) + D(kd_ + vd_)), 0, [&] {
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < d_.heads; ++h) {
+          const float* src = kvb_.data() + t * kvw + h * (nope + vh);
+          std::copy(src, src + nope, k_.data() + t * kd_ + h * hd);
+          std::copy(ckv_.data() + t * (kl + rope) + kl, ckv_.data() + t * (kl + rope) + kl + rope, k_.data() + t * kd_ + h * hd + nope);
+          std::copy(src + nope, src + nope + vh, v_.data() + t * vd_ + h * vh);
+        }
+      rope_apply(q_.data(), T, d_.seq, d_.heads, hd, qd_, nope, r, rope_cos_, rope_sin_, false);
+      rope_apply(k_.data(), T, d_.seq, d_.heads, hd, kd_, nope, r, rope_cos_, rope_sin_, false);
+    });
   }
   const float* K = k_.data();
   const float* V = d_.mla ? v_.data() : k_.data() + kd_;
@@ -225,6 +271,29 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
                                        head_view(dV + t0 * vld + kv * vh, S, vh, vld));
                          }
                      });
+  // RoPE's backward: the gradients of Q and K turned back; MLA's also takes each head's K and V
+  // gradients back to the up projection's layout, the rope part's summed over the heads.
+  std::vector<float> dkvb(Z(d_.mla ? T * kvw : 0)), dckv(Z(d_.mla ? T * (kl + rope) : 0), 0.0f);
+  const int64_t r = rope_;
+  if (!d_.mla) {
+    rec.time("attn.rope.bwd", 8.0 * fT * (fq + D(kd_)), 0, [&] {
+      rope_apply(dq.data(), T, d_.seq, d_.heads, hd, qd_, 0, r, rope_cos_, rope_sin_, true);
+      rope_apply(dk.data(), T, d_.seq, d_.kv_heads, hd, kd_ + vd_, 0, r, rope_cos_, rope_sin_, true);
+    });
+  } else {
+    rec.time("attn.rope.bwd", 4.0 * fT * (2.0 * fq + D(kd_ + vd_) + D(kvw) + D(rope)), 0, [&] {
+      rope_apply(dq.data(), T, d_.seq, d_.heads, hd, qd_, nope, r, rope_cos_, rope_sin_, true);
+      rope_apply(dk.data(), T, d_.seq, d_.heads, hd, kd_, nope, r, rope_cos_, rope_sin_, true);
+      std::fill(dckv.begin(), dckv.end(), 0.0f);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < d_.heads; ++h) {
+          const float* dkh = dk.data() + t * kd_ + h * hd;
+          std::copy(dkh, dkh + nope, dkvb.data() + t * kvw + h * (nope + vh));
+          std::copy(dv.data() + t * vd_ + h * vh, dv.data() + t * vd_ + (h + 1) * vh, dkvb.data() + t * kvw + h * (nope + vh) + nope);
+          for (int64_t j = 0; j < rope; ++j) dckv[Z(t * (kl + rope) + kl + j)] += dkh[nope + j];
+        }
+    });
+  }
   if (!d_.mla) {
     const double n = D(kd_ + vd_);
     rec.time("attn.kv_proj.dgrad", gemm_bytes(fT, fH, n), 2.0 * fT * n * fH, GemmShape{fT, fH, n},
@@ -232,18 +301,11 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
     rec.time("attn.kv_proj.wgrad", gemm_bytes(fH, n, fT), 2.0 * fT * n * fH, GemmShape{fH, n, fT},
              [&] { be.gemm(norm_.data(), dk.data(), g(lay_.kva), H, kd_ + vd_, T, true, false, false); });
   } else {
-    std::vector<float> dkvb(Z(T * kvw)), dcn(Z(T * kl)), dckv(Z(T * (kl + rope)), 0.0f);
+    std::vector<float> dcn(Z(T * kl));
     const double flops = 2.0 * fT * (fH * D(kl + rope) + D(kl) * D(kvw));
     const GemmShape shape{fT, D(d_.heads * (hd + vh)), D(kl)};  // the forward's, as the model prices it
     rec.time("attn.kv_proj.dgrad", gemm_bytes(fT, D(kl), D(kvw)) + 12.0 * fT * D(kl) + gemm_bytes(fT, fH, D(kl + rope)), flops,
              GemmShape{shape.m, shape.k, shape.n}, [&] {
-      for (int64_t t = 0; t < T; ++t)  // back to the up projection's layout; the rope part summed over the heads
-        for (int64_t h = 0; h < d_.heads; ++h) {
-          const float* dkh = dk.data() + t * kd_ + h * hd;
-          std::copy(dkh, dkh + nope, dkvb.data() + t * kvw + h * (nope + vh));
-          std::copy(dv.data() + t * vd_ + h * vh, dv.data() + t * vd_ + (h + 1) * vh, dkvb.data() + t * kvw + h * (nope + vh) + nope);
-          for (int64_t j = 0; j < rope; ++j) dckv[Z(t * (kl + rope) + kl + j)] += dkh[nope + j];
-        }
       be.gemm(dkvb.data(), w(lay_.kvb), dcn.data(), T, kl, kvw, false, true, false);
       rms_bwd(ckv_.data(), T, kl, kl + rope, gkv_.data(), crstd_.data(), dcn.data(), dckv.data(), kl + rope, false);
       be.gemm(dckv.data(), w(lay_.kva), dn.data(), T, H, kl + rope, false, true, false);
@@ -329,6 +391,20 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
       v.middleCols(h * vh, vh) = kvb.middleCols(h * (nope + vh) + nope, vh);
     }
   }
+  // RoPE in double from its definition: each pair (j, j + r/2) of a head's rotated dims, read as
+  // the complex number a + ib, times exp(i p base^(-2j/r)) at position p.
+  const int64_t r = (d.mla ? d.rope_dim : hd) - (d.mla ? d.rope_dim : hd) % 2, off = d.mla ? hd - d.rope_dim : 0;
+  auto rotate = [&](Eigen::MatrixXd& m, int64_t nh) {
+    for (int64_t p = 0; p < S; ++p)
+      for (int64_t h = 0; h < nh; ++h)
+        for (int64_t j = 0; j < r / 2; ++j) {
+          const std::complex<double> z(m(p, h * hd + off + j), m(p, h * hd + off + j + r / 2));
+          const std::complex<double> y = z * std::polar(1.0, D(p) * std::pow(kRopeBase, -2.0 * D(j) / D(r)));
+          m(p, h * hd + off + j) = y.real(), m(p, h * hd + off + j + r / 2) = y.imag();
+        }
+  };
+  rotate(q, heads);
+  rotate(k, kvh);
   Eigen::MatrixXd ctx = Eigen::MatrixXd::Zero(S, heads * vh);
   const double scale = 1.0 / std::sqrt(D(hd));
   for (int64_t h = 0; h < heads; ++h) {
@@ -402,7 +478,7 @@ std::string AttentionBlock::check_fsdp(Communicator& comm) const {
 std::vector<std::string> AttentionBlock::gates() const {
   std::vector<std::string> g;
   const std::string kind = d_.mla ? std::string("MLA") + (d_.q_lora > 0 ? " (low-rank Q)" : "") : d_.heads == d_.kv_heads ? "MHA" : "GQA";
-  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
+  g.push_back("attention block (RMSNorm, Q/KV projections, RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
               " core, output projection, residual): the first sequence equals a naive FP64 reference within 1e-4 of max |y| (" +
               fmt("%.2g", fwd_err_) + ")");
   g.push_back("attention block backward: the first sequence's input gradient along a random direction equals a central difference of "

@@ -4,11 +4,13 @@
 // backward of each. GQA/MHA, or DeepSeek's MLA: Q through its low-rank down projection, norm and up
 // projection; K/V from one down projection (the compressed KV and a rope part shared by the heads),
 // a norm and an up projection into each head's K (nope) and V. Every op is timed under the name the
-// cost model prices (attn.norm, attn.q_proj, attn.kv_proj, attn.core, attn.out_proj and their
+// cost model prices (attn.norm, attn.q_proj, attn.kv_proj, attn.rope, attn.core, attn.out_proj and their
 // .dgrad / .wgrad / .bwd; an MLA projection is its down and up GEMMs with the norm between them, as
 // the model counts it). With FSDP the block's weights are sharded over the ranks: gathered before
 // the forward (fsdp.all_gather), their gradients reduce-scattered after the backward
-// (fsdp.reduce_scatter). RoPE's rotation is not applied (an elementwise pass; the model prices none).
+// (fsdp.reduce_scatter). RoPE (rotate-half, theta 10000) turns Q and K after the projections
+// (attn.rope; for MLA the pass that also assembles each head's K and V) and their gradients back
+// after the core's backward (attn.rope.bwd), as the model prices them.
 #pragma once
 
 #include <string>
@@ -59,6 +61,8 @@ class AttentionBlock {
   BlockedAttention at_;                              // the core, one head of one sequence at a time
   int64_t group_ = 1;                               // Q heads per K/V head
   double keys_ = 0, core_flops_ = 0;                // mean keys per query; the core's FLOPs as the model counts them
+  int64_t rope_ = 0;                                // RoPE's rotated dims per head (even)
+  std::vector<float> rope_cos_, rope_sin_;          // its angles' cosines and sines, seq x rope_ / 2
   int edges_ = 1;                                    // masked edges per query: 1 causal, 2 with a window
   std::vector<float> gamma_, gq_, gkv_;             // the block's RMSNorm, MLA's q and kv norms (not sharded)
   std::vector<float> own_, full_;                   // own_: this rank's shard (FSDP); full_: the weights in use

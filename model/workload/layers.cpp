@@ -21,6 +21,7 @@ void Lowering::forward_layer(int l) {
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
        a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  rope(l, heads, kvh, qk, vd, true, true);
   if (p_.cp > 1)  // the attention core reads every rank's K and V
     wait_before_next_compute(comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather,
                                   Group::cp, t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()}));
@@ -65,6 +66,27 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   op.k = static_cast<int64_t>(std::max(1.0, std::round(fwd / (t_ * 2.0 * heads * (qk + vd)))));
   op.mask_edges = static_cast<uint8_t>(masked_edges(true, is_sliding(m_, l) ? m_.attention.sliding_window : 0));  // training attention is causal
   emit(std::move(op));
+}
+
+void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool q_part, bool k_part) {
+  // Fused RoPE kernels (Transformer Engine's fused_rope, Megatron's fused MLA rope) read each
+  // tensor and write it rotated, whole, in BF16; the backward rotates the gradients back the same
+  // way. MLA's kernels also assemble the heads: Q in place; K from the up projection's nope part and
+  // the rope part shared by the heads, V split off beside it (the backward sums the rope part's
+  // gradient over the heads). A recompute rotates again what it recomputed.
+  const AttentionSpec& a = m_.attention;
+  double per_token = 0;
+  if (a.kind == AttentionKind::mla) {
+    const double nope = a.qk_nope_head_dim, rp = a.qk_rope_head_dim;
+    if (q_part) per_token += 2.0 * heads * qk;
+    if (k_part) per_token += heads * (nope + vd) + rp + heads * (qk + vd);
+  } else {
+    if (q_part) per_token += 2.0 * heads * qk;
+    if (k_part) per_token += 2.0 * kvh * qk;
+  }
+  if (per_token <= 0) return;
+  const std::string name = phase_ == Phase::backward ? "attn.rope.bwd" : phase_ == Phase::recompute ? "attn.rope.recompute" : "attn.rope";
+  memory(name, l, t_ * per_token * 2.0);
 }
 
 void Lowering::backward_layer(int l) {
@@ -112,6 +134,7 @@ void Lowering::backward_layer(int l) {
   if (has(s_.memory.recompute, TensorClass::kv_proj))
     gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj / tp_, 0, dd, t_, kvh * (qk + vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   if (has(s_.memory.recompute, TensorClass::attn_out)) attention_core(l, f.core, heads, kvh, qk, vd, false);
   if (has(s_.memory.recompute, TensorClass::out_proj))
     gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
@@ -123,6 +146,7 @@ void Lowering::backward_layer(int l) {
     wait_before_next_compute(comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l,
                                   Collective::reduce_scatter, Group::cp, t_ * d(p_.cp) * kvh * (qk + vd) * 2.0,
                                   {last()}));
+  rope(l, heads, kvh, qk, vd, true, true);
   gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,

@@ -268,6 +268,9 @@ class Lowering {
   }
 
   void attention_core(int l, double core_per_token, double heads, double kvh, double qk, double vd, bool backward);
+  // Rotary position embedding on this rank's Q and K (and, for MLA, their assembly from the up
+  // projection and the shared rope part): one memory-bound pass, forward, backward or recompute.
+  void rope(int l, double heads, double kvh, double qk, double vd, bool q_part, bool k_part);
 
   // Without grouped GEMM the experts run as a batched (or looped) GEMM of one row count: dropless
   // needs every expert padded to the busiest expert's rows.

@@ -113,9 +113,9 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
     blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
     EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
     EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
-    for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
-                           "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad", "attn.q_proj.dgrad",
-                           "attn.q_proj.wgrad", "attn.norm.bwd"})
+    for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.rope", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
+                           "attn.out_proj.wgrad", "attn.core.bwd", "attn.rope.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad",
+                           "attn.q_proj.dgrad", "attn.q_proj.wgrad", "attn.norm.bwd"})
       EXPECT_EQ(ops.count(op), 1u) << op;
     EXPECT_TRUE(ops["attn.core"].attention);
     EXPECT_EQ(ops["attn.core"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);  // causal, and the window's edge

@@ -60,7 +60,7 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   for (int e : {5, 6, 11}) EXPECT_EQ(j["expert_rows_histogram"][static_cast<size_t>(e)].get<double>(), 0.0) << e;
   EXPECT_NE(r.out.find("experts 5, 6, 11 got no tokens"), std::string::npos) << r.out;
   // The layer's attention block ran before the MoE block, under the model's op names, and passed its gates.
-  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, causal GQA core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, RoPE, causal GQA core"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gate ok: attention block backward"), std::string::npos) << r.out;
   for (const char* op : {"moe.dispatch", "moe.expert_fc1", "moe.expert_fc1.wgrad", "moe.combine", "moe.unpermute", "attn.norm", "attn.q_proj",
                          "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad", "attn.core.bwd", "attn.q_proj.wgrad", "attn.norm.bwd"}) {
@@ -125,7 +125,7 @@ TEST(Executor, WindowedAttentionWithFsdpGathersAndReduceScattersItsWeights) {
   std::ofstream(d.path("s.json")) << sc.dump();
   const Result r = sh(mpirun(2) + MOEPERF_CLI + " run " + d.path("s.json") + " --steps 1 --warmup 0 --out " + d.path("m.json"));
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, windowed causal GQA core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, RoPE, windowed causal GQA core"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gate ok: FSDP: the attention weights gathered from 2 shards equal the full weights"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(std::ifstream(d.path("m.json")));
   for (const char* op : {"fsdp.all_gather", "fsdp.reduce_scatter"}) {
@@ -145,7 +145,7 @@ TEST(Executor, DeepSeekV3ScaledDownRunsItsMlaBlock) {
   const Result r = sh(std::string(MOEPERF_CLI) + " run " + source("examples/deepseek-v3/h800-dualpipe.json") +
                       " --scale 32 --steps 1 --warmup 0 --out " + d.path("m.json"));
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, causal MLA (low-rank Q) core"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate ok: attention block (RMSNorm, Q/KV projections, RoPE, causal MLA (low-rank Q) core"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gate ok: attention block backward"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(std::ifstream(d.path("m.json")));
   const auto& a = j["dims"]["attention"];
@@ -159,6 +159,11 @@ TEST(Executor, DeepSeekV3ScaledDownRunsItsMlaBlock) {
   const double T = j["dims"]["tokens_per_rank"].get<double>(), H = j["dims"]["hidden"].get<double>();
   EXPECT_DOUBLE_EQ(j["ops"]["attn.kv_proj"]["flops_per_call"].get<double>(), 2 * T * (H * (16 + 64) + 16.0 * 4 * (128 + 128)));
   EXPECT_EQ(j["ops"]["attn.core"]["attention"]["head_dim"].get<double>(), (192.0 + 128) / 2);
+  // attn.rope: Q read and written, the up projection's K nope and V read with the shared rope part,
+  // each head's K and V written (FP32), as the model counts the fused MLA rope pass (in BF16).
+  const double qd = 4 * 192, kvw = 4 * (128 + 128), kd = 4 * 192, vd = 4 * 128;
+  EXPECT_DOUBLE_EQ(j["ops"]["attn.rope"]["bytes_per_call"].get<double>(), 4 * T * (2 * qd + kvw + 64 + kd + vd));
+  EXPECT_DOUBLE_EQ(j["ops"]["attn.rope.bwd"]["bytes_per_call"].get<double>(), 4 * T * (2 * qd + kvw + 64 + kd + vd));
 }
 
 // --machine: the exchanges priced on this machine's system (the suite's --write-system file) by the

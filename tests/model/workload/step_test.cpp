@@ -205,6 +205,40 @@ TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
   EXPECT_NEAR(recompute, expect, 1e-9 * expect);
 }
 
+// RoPE: one memory-bound pass per layer after the projections, its backward after the core's, and
+// again in the recompute when the projections are recomputed. GQA reads and writes Q and K; MLA's
+// fused pass also assembles K and V from the up projection and the shared rope part (in BF16).
+TEST(Step, RopeIsOnePassOverQAndKAsTheFusedKernelsMoveThem) {
+  auto rope_bytes = [](const StepGraph& g, const std::string& name) {
+    std::map<int, double> by_layer;
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == name && op.micro_batch == 0) by_layer[op.layer] += op.hbm_bytes.value();
+    return by_layer;
+  };
+  {  // DeepSeek-V3 (MLA): 128 heads, qk 192 (nope 128 + rope 64), v 128, recompute of q_proj and kv_proj
+    const Scenario s = scenario();
+    const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+    const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
+    const double per_token = 2.0 * 128 * 192 + 128 * (128 + 128) + 64 + 128 * (192 + 128);
+    for (const char* name : {"attn.rope", "attn.rope.bwd", "attn.rope.recompute"}) {
+      const auto b = rope_bytes(g, name);
+      ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
+      for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * per_token * 2.0) << name << " layer " << l;
+    }
+  }
+  {  // Qwen3-30B-A3B (GQA): 32 query heads and 4 K/V heads of 128, no recompute: no recomputed pass
+    Scenario s = scenario({"model=../models/qwen3-30b-a3b/config.json", "memory.recompute=[]", "memory.offload=[]"});
+    const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+    const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
+    for (const char* name : {"attn.rope", "attn.rope.bwd"}) {
+      const auto b = rope_bytes(g, name);
+      ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
+      for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * 2.0 * (32 + 4) * 128 * 2.0) << name << " layer " << l;
+    }
+    EXPECT_TRUE(rope_bytes(g, "attn.rope.recompute").empty());
+  }
+}
+
 TEST(Step, GroupedGemmVersusPaddedPerExpertLoop) {
   const Calibration cal;
   const Scenario grouped = scenario();
