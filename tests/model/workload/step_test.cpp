@@ -9,6 +9,7 @@
 #include "model/pricing/cost.h"
 #include "model/workload/flops.h"
 #include "model/io/load.h"
+#include "model/io/parts.h"
 #include "model/workload/memory.h"
 #include "model/study/predict.h"
 #include "model/sim/sim.h"
@@ -646,6 +647,21 @@ TEST(WhatIf, Gb200DiffersFromGb300ByItsNicsAndHbm) {
   EXPECT_TRUE(ra.memory.fits);
   EXPECT_FALSE(rb.memory.fits);
   EXPECT_NEAR(rb.memory.hbm_capacity / ra.memory.hbm_capacity, 189471.0 / 284208.0, 1e-12);
+}
+
+// With the shipped profiles too: B300 has B200's dense BF16/FP8 peaks, so its profile must not
+// price its GEMMs slower (two B300 records of other kernels once set its fractions to half of
+// B200's, and a GB300 NVL72 rack came out slower than a GB200 one in examples/compare/).
+TEST(WhatIf, WithTheShippedProfilesAGb300RackIsNotSlowerThanAGb200Rack) {
+  const std::string src = MOEPERF_SOURCE_DIR;
+  for (const char* m : {"deepseek-v3", "qwen3-235b"}) {
+    const Scenario a = io::load_scenario(src + "/examples/compare/" + m + "-gb300-nvl72.json");
+    const Scenario b = io::load_scenario(src + "/examples/compare/" + m + "-gb200-nvl72.json");
+    const Calibration ca = io::builtin_profile(a.system.gpu()), cb = io::builtin_profile(b.system.gpu());
+    for (Param p : {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8, Param::gemm_fraction_mxfp8})
+      EXPECT_GE(ca[p], cb[p]) << m;
+    EXPECT_LE(predict(a, ca).step_time.value(), predict(b, cb).step_time.value()) << m;
+  }
 }
 
 }  // namespace
