@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <complex>
+#include <tuple>
 
 #include "executor/attention_ref.h"
 #include "model/workload/flops.h"
@@ -144,6 +145,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   };
   norm_weights(gamma_, d.hidden, kGammaSeed);
   if (d.mla) norm_weights(gq_, d.q_lora, kNormSeed), norm_weights(gkv_, d.kv_lora, kNormSeed + 1);
+  if (!d.mla && d.qk_norm) norm_weights(gqn_, d.head_dim, kNormSeed + 2), norm_weights(gkn_, d.head_dim, kNormSeed + 3);
   full_ = full_weights(d, lay_);
   if (d.fsdp) {  // keep this rank's shard; full_ is gathered before each forward
     own_.assign(Z(shard()), 0.0f);
@@ -196,6 +198,17 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
                rms_fwd(ckv_.data(), T, kl, kl + rope, gkv_.data(), cn_.data(), crstd_.data());
                be.gemm(cn_.data(), w(lay_.kvb), kvb_.data(), T, kvw, kl, false, false, false);
              });
+  }
+  // QK-norm: each head of Q and K RMS-normalized, its inputs kept for the backward.
+  if (!d_.mla && d_.qk_norm) {
+    qpre_.assign(q_.begin(), q_.end()), kpre_.resize(Z(T * kd_)), qnr_.resize(Z(T * d_.heads)), knr_.resize(Z(T * d_.kv_heads));
+    rec.time("attn.qk_norm", 8.0 * fT * (fq + D(kd_)), 0, [&] {
+      rms_fwd(qpre_.data(), T * d_.heads, hd, hd, gqn_.data(), q_.data(), qnr_.data());
+      for (int64_t t = 0; t < T; ++t) {
+        std::copy(k_.data() + t * (kd_ + vd_), k_.data() + t * (kd_ + vd_) + kd_, kpre_.data() + t * kd_);
+        rms_fwd(kpre_.data() + t * kd_, d_.kv_heads, hd, hd, gkn_.data(), k_.data() + t * (kd_ + vd_), knr_.data() + t * d_.kv_heads);
+      }
+    });
   }
   // RoPE on Q and K, one pass as the model prices it; MLA's also assembles each head's K (its nope
   // part and the shared rope part) and V, as Megatron's fused MLA rope kernels do.
@@ -294,6 +307,14 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
         }
     });
   }
+  if (!d_.mla && d_.qk_norm) {  // QK-norm's backward, in place on the gradients of Q and K
+    rec.time("attn.qk_norm.bwd", 12.0 * fT * (fq + D(kd_)), 0, [&] {
+      rms_bwd(qpre_.data(), T * d_.heads, hd, hd, gqn_.data(), qnr_.data(), dq.data(), dq.data(), hd, false);
+      for (int64_t t = 0; t < T; ++t)
+        rms_bwd(kpre_.data() + t * kd_, d_.kv_heads, hd, hd, gkn_.data(), knr_.data() + t * d_.kv_heads, dk.data() + t * (kd_ + vd_),
+                dk.data() + t * (kd_ + vd_), hd, false);
+    });
+  }
   if (!d_.mla) {
     const double n = D(kd_ + vd_);
     rec.time("attn.kv_proj.dgrad", gemm_bytes(fT, fH, n), 2.0 * fT * n * fH, GemmShape{fT, fH, n},
@@ -370,7 +391,8 @@ Eigen::MatrixXd rms(const Eigen::MatrixXd& x, const std::vector<float>& g) {
 // The block's forward for the first sequence, in double, from the weights as written: each
 // projection as its textbook product, the attention from the full score matrix.
 Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, const std::vector<float>& w, const std::vector<float>& gamma,
-                            const std::vector<float>& gq, const std::vector<float>& gkv, const float* x0, const Eigen::MatrixXd* shift) {
+                            const std::vector<float>& gq, const std::vector<float>& gkv, const std::vector<float>& gqn,
+                            const std::vector<float>& gkn, const float* x0, const Eigen::MatrixXd* shift) {
   const int64_t S = d.seq, H = d.hidden, hd = d.head_dim, vh = d.v_dim, heads = d.heads, kvh = d.kv_heads;
   Eigen::MatrixXd x = Eigen::Map<const RM>(x0, S, H).cast<double>();
   if (shift) x += *shift;
@@ -403,6 +425,12 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
           m(p, h * hd + off + j) = y.real(), m(p, h * hd + off + j + r / 2) = y.imag();
         }
   };
+  if (!d.mla && d.qk_norm)  // each head's Q and K over its RMS, times the norm's weights
+    for (auto [m, nh, g] : {std::tuple{&q, heads, &gqn}, std::tuple{&k, kvh, &gkn}})
+      for (int64_t h = 0; h < nh; ++h) {
+        const Eigen::MatrixXd block = m->middleCols(h * hd, hd);
+        m->middleCols(h * hd, hd) = rms(block, *g);
+      }
   rotate(q, heads);
   rotate(k, kvh);
   Eigen::MatrixXd ctx = Eigen::MatrixXd::Zero(S, heads * vh);
@@ -430,7 +458,7 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
 
 std::string AttentionBlock::check_forward(const float* x0, const float* x) const {
   const std::vector<float> w = full_weights(d_, lay_);
-  const Eigen::MatrixXd ref = naive_block(d_, lay_, w, gamma_, gq_, gkv_, x0, nullptr);
+  const Eigen::MatrixXd ref = naive_block(d_, lay_, w, gamma_, gq_, gkv_, gqn_, gkn_, x0, nullptr);
   double err = 0, mag = 0;
   for (int64_t t = 0; t < d_.seq; ++t)
     for (int64_t i = 0; i < d_.hidden; ++i)
@@ -449,7 +477,7 @@ std::string AttentionBlock::check_backward(const float* x0, const float* dx, con
     for (int64_t i = 0; i < H; ++i) u(t, i) = 2 * uniform(kProbeSeed, static_cast<uint64_t>(t * H + i)) - 1;
   const double eps = 1e-3;
   const Eigen::MatrixXd up = eps * u, dn = -eps * u;
-  const Eigen::MatrixXd yp = naive_block(d_, lay_, w, gamma_, gq_, gkv_, x0, &up), ym = naive_block(d_, lay_, w, gamma_, gq_, gkv_, x0, &dn);
+  const Eigen::MatrixXd yp = naive_block(d_, lay_, w, gamma_, gq_, gkv_, gqn_, gkn_, x0, &up), ym = naive_block(d_, lay_, w, gamma_, gq_, gkv_, gqn_, gkn_, x0, &dn);
   double fd = 0, an = 0, scale = 0;
   for (int64_t t = 0; t < S; ++t)
     for (int64_t i = 0; i < H; ++i) {
@@ -478,7 +506,7 @@ std::string AttentionBlock::check_fsdp(Communicator& comm) const {
 std::vector<std::string> AttentionBlock::gates() const {
   std::vector<std::string> g;
   const std::string kind = d_.mla ? std::string("MLA") + (d_.q_lora > 0 ? " (low-rank Q)" : "") : d_.heads == d_.kv_heads ? "MHA" : "GQA";
-  g.push_back("attention block (RMSNorm, Q/KV projections, RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
+  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.qk_norm && !d_.mla ? "QK-norm, " : "") + "RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
               " core, output projection, residual): the first sequence equals a naive FP64 reference within 1e-4 of max |y| (" +
               fmt("%.2g", fwd_err_) + ")");
   g.push_back("attention block backward: the first sequence's input gradient along a random direction equals a central difference of "

@@ -8,7 +8,8 @@
 // .dgrad / .wgrad / .bwd; an MLA projection is its down and up GEMMs with the norm between them, as
 // the model counts it). With FSDP the block's weights are sharded over the ranks: gathered before
 // the forward (fsdp.all_gather), their gradients reduce-scattered after the backward
-// (fsdp.reduce_scatter). RoPE (rotate-half, theta 10000) turns Q and K after the projections
+// (fsdp.reduce_scatter). With QK-norm (GQA/MHA models that have it) each head of Q and K is
+// RMS-normalized after the projections (attn.qk_norm, attn.qk_norm.bwd). RoPE (rotate-half, theta 10000) turns Q and K after the projections
 // (attn.rope; for MLA the pass that also assembles each head's K and V) and their gradients back
 // after the core's backward (attn.rope.bwd), as the model prices them.
 #pragma once
@@ -65,6 +66,8 @@ class AttentionBlock {
   std::vector<float> rope_cos_, rope_sin_;          // its angles' cosines and sines, seq x rope_ / 2
   int edges_ = 1;                                    // masked edges per query: 1 causal, 2 with a window
   std::vector<float> gamma_, gq_, gkv_;             // the block's RMSNorm, MLA's q and kv norms (not sharded)
+  std::vector<float> gqn_, gkn_;                    // QK-norm's per-head weights (head_dim each; not sharded)
+  std::vector<float> qpre_, kpre_, qnr_, knr_;      // QK-norm's inputs and their 1 / rms, per token and head
   std::vector<float> own_, full_;                   // own_: this rank's shard (FSDP); full_: the weights in use
   // Saved for the backward: the block norm, MLA's down projections before and after their norms.
   std::vector<float> norm_, rstd_, qa_, qan_, qrstd_, ckv_, cn_, crstd_, kvb_, q_, k_, v_, ctx_;

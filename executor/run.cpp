@@ -61,6 +61,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
         d.kv_lora = scaled(a.kv_lora_rank);
       } else {
         d.head_dim = d.v_dim = a.head_dim;
+        d.qk_norm = a.qk_norm;
         d.kv_heads = std::max<int64_t>(1, std::llround(a.kv_heads / o.scale));
         d.heads = std::max<int64_t>(d.kv_heads, std::llround(a.heads / o.scale));
         if (d.heads % d.kv_heads != 0) d.heads = d.kv_heads * std::max<int64_t>(1, d.heads / d.kv_heads);

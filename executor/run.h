@@ -73,6 +73,7 @@ struct Dims {
   // heads; q_lora 0 means a plain Q projection. GQA/MHA: v_dim = head_dim.
   bool mla = false;
   int64_t q_lora = 0, kv_lora = 0, rope_dim = 0, v_dim = 0;
+  bool qk_norm = false;  // GQA/MHA: an RMSNorm over each head of Q and K after the projections (Qwen3, OLMoE)
   bool fsdp = false;  // the attention weights sharded over the ranks: gathered before use, gradients reduce-scattered
 };
 

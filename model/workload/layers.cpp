@@ -21,6 +21,7 @@ void Lowering::forward_layer(int l) {
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
        a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  qk_norm(l, heads, kvh, qk, true, true);
   rope(l, heads, kvh, qk, vd, true, true);
   if (p_.cp > 1)  // the attention core reads every rank's K and V
     wait_before_next_compute(comm("cp.all_gather", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather,
@@ -89,6 +90,15 @@ void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool 
   memory(name, l, t_ * per_token * 2.0);
 }
 
+void Lowering::qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part) {
+  if (!m_.attention.qk_norm || m_.attention.kind == AttentionKind::mla) return;
+  const double per_token = ((q_part ? heads : 0.0) + (k_part ? kvh : 0.0)) * qk;
+  if (per_token <= 0) return;
+  const bool bwd = phase_ == Phase::backward;
+  memory(bwd ? "attn.qk_norm.bwd" : phase_ == Phase::recompute ? "attn.qk_norm.recompute" : "attn.qk_norm", l,
+         t_ * per_token * 2.0 * (bwd ? 3.0 : 2.0));
+}
+
 void Lowering::backward_layer(int l) {
   issue_gathers(l);
   const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
@@ -134,6 +144,7 @@ void Lowering::backward_layer(int l) {
   if (has(s_.memory.recompute, TensorClass::kv_proj))
     gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj / tp_, 0, dd, t_, kvh * (qk + vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   if (has(s_.memory.recompute, TensorClass::attn_out)) attention_core(l, f.core, heads, kvh, qk, vd, false);
   if (has(s_.memory.recompute, TensorClass::out_proj))
@@ -147,6 +158,7 @@ void Lowering::backward_layer(int l) {
                                   Collective::reduce_scatter, Group::cp, t_ * d(p_.cp) * kvh * (qk + vd) * 2.0,
                                   {last()}));
   rope(l, heads, kvh, qk, vd, true, true);
+  qk_norm(l, heads, kvh, qk, true, true);
   gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,

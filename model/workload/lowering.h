@@ -271,6 +271,10 @@ class Lowering {
   // Rotary position embedding on this rank's Q and K (and, for MLA, their assembly from the up
   // projection and the shared rope part): one memory-bound pass, forward, backward or recompute.
   void rope(int l, double heads, double kvh, double qk, double vd, bool q_part, bool k_part);
+  // QK-norm (Qwen3, OLMoE, GLM-4.5 with use_qk_norm, Llama 4): an RMSNorm over each head of Q and K
+  // after the projections; forward reads and writes them, the backward reads input and gradient
+  // and writes the gradient.
+  void qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part);
 
   // Without grouped GEMM the experts run as a batched (or looped) GEMM of one row count: dropless
   // needs every expert padded to the busiest expert's rows.

@@ -90,14 +90,14 @@ TEST(BlockedAttention, BackwardEqualsCentralDifferences) {
 moeperf::exec::Dims block_dims(const std::string& kind) {
   moeperf::exec::Dims d;
   d.tokens = 256, d.hidden = 64, d.seq = 128;
-  if (kind == "gqa") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.window = 48;
+  if (kind == "gqa" || kind == "gqa-qk-norm") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.window = 48, d.qk_norm = kind != "gqa";
   else d.mla = true, d.heads = d.kv_heads = 3, d.head_dim = 24, d.rope_dim = 8, d.v_dim = 16, d.kv_lora = 20, d.q_lora = kind == "mla" ? 32 : 0;
   return d;
 }
 
 TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
   using namespace moeperf::exec;
-  for (const std::string kind : {"gqa", "mla", "mla-plain-q"}) {
+  for (const std::string kind : {"gqa", "gqa-qk-norm", "mla", "mla-plain-q"}) {
     SCOPED_TRACE(kind);
     const Dims d = block_dims(kind);
     auto be = make_backend("cpu");
@@ -117,6 +117,7 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
                            "attn.out_proj.wgrad", "attn.core.bwd", "attn.rope.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad",
                            "attn.q_proj.dgrad", "attn.q_proj.wgrad", "attn.norm.bwd"})
       EXPECT_EQ(ops.count(op), 1u) << op;
+    for (const char* op : {"attn.qk_norm", "attn.qk_norm.bwd"}) EXPECT_EQ(ops.count(op), d.qk_norm ? 1u : 0u) << op;
     EXPECT_TRUE(ops["attn.core"].attention);
     EXPECT_EQ(ops["attn.core"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);  // causal, and the window's edge
     EXPECT_EQ(ops["attn.core.bwd"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);

@@ -206,10 +206,11 @@ TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
   EXPECT_NEAR(recompute, expect, 1e-9 * expect);
 }
 
-// RoPE: one memory-bound pass per layer after the projections, its backward after the core's, and
+// RoPE (and QK-norm where the model has it): one memory-bound pass per layer after the
+// projections, its backward after the core's, and
 // again in the recompute when the projections are recomputed. GQA reads and writes Q and K; MLA's
 // fused pass also assembles K and V from the up projection and the shared rope part (in BF16).
-TEST(Step, RopeIsOnePassOverQAndKAsTheFusedKernelsMoveThem) {
+TEST(Step, RopeAndQkNormAreOnePassOverQAndKAsTheFusedKernelsMoveThem) {
   auto rope_bytes = [](const StepGraph& g, const std::string& name) {
     std::map<int, double> by_layer;
     for (const Op& op : g.classes[0].ops)
@@ -237,6 +238,19 @@ TEST(Step, RopeIsOnePassOverQAndKAsTheFusedKernelsMoveThem) {
       for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * 2.0 * (32 + 4) * 128 * 2.0) << name << " layer " << l;
     }
     EXPECT_TRUE(rope_bytes(g, "attn.rope.recompute").empty());
+    // Qwen3's QK-norm: an RMSNorm over each head of Q and K, read and written; its backward reads
+    // input and gradient and writes the gradient.
+    ASSERT_TRUE(s.model.attention.qk_norm);
+    for (auto [name, passes] : {std::pair{"attn.qk_norm", 2.0}, std::pair{"attn.qk_norm.bwd", 3.0}}) {
+      const auto b = rope_bytes(g, name);
+      ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
+      for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * (32 + 4) * 128 * 2.0 * passes) << name << " layer " << l;
+    }
+  }
+  {  // MLA has no QK-norm (its latent norms are inside the projections)
+    const Scenario s = scenario();
+    const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+    EXPECT_TRUE(rope_bytes(g, "attn.qk_norm").empty());
   }
 }
 
