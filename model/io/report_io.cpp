@@ -140,7 +140,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << " s   (the busiest rank's ops back to back, uncontended: no overlap and no pipeline waits)\n";
   if (scen.parallelism.pp > 1)
     out << "  pipeline bubble        " << f(r.idle.value(), 3) << " s   (" << f(step > 0 ? 100 * r.idle.value() / step : 0, 1)
-        << " % of the step: the reported stage runs no kernel, waiting for other stages)\n";
+        << " % of the step: the reported stage runs no kernel, waiting for other stages; per stage under rank classes)\n";
   else if (r.idle.value() > 0)
     out << "  idle                   " << f(r.idle.value(), 3) << " s   (" << f(step > 0 ? 100 * r.idle.value() / step : 0, 1)
         << " % of the step: no kernel runs)\n";
@@ -215,6 +215,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       const SimClass& sc = r.sim->classes[c];
       out << "    " << rc.name << " (" << rc.ranks << " GPU" << (rc.ranks > 1 ? "s" : "") << "): finishes at "
           << f(sc.finish.value(), 3) << " s";
+      if (const double idle = idle_time(rc, sc).value(); idle >= 0.0005) out << ", no kernel for " << f(idle, 3) << " s";
       if (sc.wait.value() > 0) out << ", its collectives waited " << f(sc.wait.value(), 3) << " s for a slower class";
       out << "\n";
     }
@@ -332,7 +333,8 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   for (size_t c = 0; c < r.graph->classes.size(); ++c)
     j["rank_classes"].push_back({{"name", r.graph->classes[c].name}, {"ranks", r.graph->classes[c].ranks},
                                  {"finish_s", r.sim->classes[c].finish.value()},
-                                 {"collective_wait_s", r.sim->classes[c].wait.value()}});
+                                 {"collective_wait_s", r.sim->classes[c].wait.value()},
+                                 {"idle_s", idle_time(r.graph->classes[c], r.sim->classes[c]).value()}});
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
