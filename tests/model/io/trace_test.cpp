@@ -238,6 +238,8 @@ TEST(KernelPatterns, TheShippedOnesKnowTheLibrariesKernels) {
       {"void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>(...)", "memory"},
       {"void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn_align8>(...)", "gemm"},
       {"deep_gemm::sm90_m_grouped_fp8_gemm_contiguous_1d1d_impl", "grouped_gemm"},
+      {"void transformer_engine::fused_rope_forward_kernel<__nv_bfloat16, __nv_bfloat16>(...)", "memory"},
+      {"rotary_fwd_kv_kernel", "memory"},
   };
   for (const auto& [n, cls] : names) EXPECT_EQ(p.classify(n), cls) << n;
   EXPECT_EQ(p.classify("my_custom_rope_kernel"), "");
