@@ -71,6 +71,12 @@ void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head
   }
 }
 
+// The dims RoPE turns in each head: MLA's rope part, a GQA/MHA head whole; even.
+int64_t rope_dims(const Dims& d) {
+  const int64_t r = d.mla ? d.rope_dim : d.head_dim;
+  return r - r % 2;
+}
+
 AttentionBlock::Layout layout_of(const Dims& d) {
   AttentionBlock::Layout l;
   const int64_t H = d.hidden, qd = d.heads * d.head_dim, cd = d.heads * d.v_dim;
@@ -117,7 +123,7 @@ std::vector<float> AttentionBlock::full_weights(const Dims& d, const Layout& l) 
 
 AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims), ranks_(ranks) {
   if (d_.v_dim == 0) d_.v_dim = d_.head_dim;
-  if (d_.mla) d_.kv_heads = d_.heads;
+  if (d_.mla) d_.kv_heads = d_.heads, d_.qk_norm = false;  // MLA's latent norms are inside its projections
   const Dims& d = d_;
   lay_ = layout_of(d);
   qd_ = d.heads * d.head_dim;
@@ -129,8 +135,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   keys_ = attended_keys(d.seq, static_cast<int>(d.window));
   edges_ = masked_edges(true, d.window);  // causal, and the window's far edge
   core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
-  rope_ = d.mla ? d.rope_dim : d.head_dim;  // MLA rotates its rope part; GQA/MHA whole heads
-  rope_ -= rope_ % 2;
+  rope_ = rope_dims(d);
   rope_cos_.resize(Z(d.seq * (rope_ / 2))), rope_sin_.resize(rope_cos_.size());
   for (int64_t p = 0; p < d.seq; ++p)
     for (int64_t j = 0; j < rope_ / 2; ++j) {
@@ -145,7 +150,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   };
   norm_weights(gamma_, d.hidden, kGammaSeed);
   if (d.mla) norm_weights(gq_, d.q_lora, kNormSeed), norm_weights(gkv_, d.kv_lora, kNormSeed + 1);
-  if (!d.mla && d.qk_norm) norm_weights(gqn_, d.head_dim, kNormSeed + 2), norm_weights(gkn_, d.head_dim, kNormSeed + 3);
+  if (d.qk_norm) norm_weights(gqn_, d.head_dim, kNormSeed + 2), norm_weights(gkn_, d.head_dim, kNormSeed + 3);
   full_ = full_weights(d, lay_);
   if (d.fsdp) {  // keep this rank's shard; full_ is gathered before each forward
     own_.assign(Z(shard()), 0.0f);
@@ -161,6 +166,13 @@ void AttentionBlock::gather(Communicator& comm, Recorder& rec) {
   rec.time("fsdp.all_gather", 4.0 * D(shard() * ranks_), 0,
            [&] { comm.allgather(own_.data(), shard() * static_cast<int64_t>(sizeof(float)), all.data()); });
   std::copy(all.begin(), all.begin() + lay_.total, full_.begin());
+}
+
+void AttentionBlock::rotate_qk(float* q, float* k, bool inverse) const {
+  // Q: every head, rows of qd_. K: GQA's K/V heads in rows of K then V; MLA's heads in rows of K.
+  const int64_t hd = d_.head_dim, off = d_.mla ? hd - d_.rope_dim : 0;
+  rope_apply(q, d_.tokens, d_.seq, d_.heads, hd, qd_, off, rope_, rope_cos_, rope_sin_, inverse);
+  rope_apply(k, d_.tokens, d_.seq, d_.kv_heads, hd, d_.mla ? kd_ : kd_ + vd_, off, rope_, rope_cos_, rope_sin_, inverse);
 }
 
 void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, const float* x0, float* x) {
@@ -200,7 +212,7 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
              });
   }
   // QK-norm: each head of Q and K RMS-normalized, its inputs kept for the backward.
-  if (!d_.mla && d_.qk_norm) {
+  if (d_.qk_norm) {
     qpre_.assign(q_.begin(), q_.end()), kpre_.resize(Z(T * kd_)), qnr_.resize(Z(T * d_.heads)), knr_.resize(Z(T * d_.kv_heads));
     rec.time("attn.qk_norm", 8.0 * fT * (fq + D(kd_)), 0, [&] {
       rms_fwd(qpre_.data(), T * d_.heads, hd, hd, gqn_.data(), q_.data(), qnr_.data());
@@ -212,12 +224,8 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
   }
   // RoPE on Q and K, one pass as the model prices it; MLA's also assembles each head's K (its nope
   // part and the shared rope part) and V, as Megatron's fused MLA rope kernels do.
-  const int64_t r = rope_;
   if (!d_.mla) {
-    rec.time("attn.rope", 8.0 * fT * (fq + D(kd_)), 0, [&] {
-      rope_apply(q_.data(), T, d_.seq, d_.heads, hd, qd_, 0, r, rope_cos_, rope_sin_, false);
-      rope_apply(k_.data(), T, d_.seq, d_.kv_heads, hd, kd_ + vd_, 0, r, rope_cos_, rope_sin_, false);
-    });
+    rec.time("attn.rope", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(q_.data(), k_.data(), false); });
   } else {
     rec.time("attn.rope", 4.0 * fT * (2.0 * fq + D(kvw) + D(rope) + D(kd_ + vd_)), 0, [&] {
       for (int64_t t = 0; t < T; ++t)
@@ -227,8 +235,7 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
           std::copy(ckv_.data() + t * (kl + rope) + kl, ckv_.data() + t * (kl + rope) + kl + rope, k_.data() + t * kd_ + h * hd + nope);
           std::copy(src + nope, src + nope + vh, v_.data() + t * vd_ + h * vh);
         }
-      rope_apply(q_.data(), T, d_.seq, d_.heads, hd, qd_, nope, r, rope_cos_, rope_sin_, false);
-      rope_apply(k_.data(), T, d_.seq, d_.heads, hd, kd_, nope, r, rope_cos_, rope_sin_, false);
+      rotate_qk(q_.data(), k_.data(), false);
     });
   }
   const float* K = k_.data();
@@ -287,16 +294,11 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
   // RoPE's backward: the gradients of Q and K turned back; MLA's also takes each head's K and V
   // gradients back to the up projection's layout, the rope part's summed over the heads.
   std::vector<float> dkvb(Z(d_.mla ? T * kvw : 0)), dckv(Z(d_.mla ? T * (kl + rope) : 0), 0.0f);
-  const int64_t r = rope_;
   if (!d_.mla) {
-    rec.time("attn.rope.bwd", 8.0 * fT * (fq + D(kd_)), 0, [&] {
-      rope_apply(dq.data(), T, d_.seq, d_.heads, hd, qd_, 0, r, rope_cos_, rope_sin_, true);
-      rope_apply(dk.data(), T, d_.seq, d_.kv_heads, hd, kd_ + vd_, 0, r, rope_cos_, rope_sin_, true);
-    });
+    rec.time("attn.rope.bwd", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(dq.data(), dk.data(), true); });
   } else {
     rec.time("attn.rope.bwd", 4.0 * fT * (2.0 * fq + D(kd_ + vd_) + D(kvw) + D(rope)), 0, [&] {
-      rope_apply(dq.data(), T, d_.seq, d_.heads, hd, qd_, nope, r, rope_cos_, rope_sin_, true);
-      rope_apply(dk.data(), T, d_.seq, d_.heads, hd, kd_, nope, r, rope_cos_, rope_sin_, true);
+      rotate_qk(dq.data(), dk.data(), true);
       std::fill(dckv.begin(), dckv.end(), 0.0f);
       for (int64_t t = 0; t < T; ++t)
         for (int64_t h = 0; h < d_.heads; ++h) {
@@ -307,7 +309,7 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
         }
     });
   }
-  if (!d_.mla && d_.qk_norm) {  // QK-norm's backward, in place on the gradients of Q and K
+  if (d_.qk_norm) {  // QK-norm's backward, in place on the gradients of Q and K
     rec.time("attn.qk_norm.bwd", 12.0 * fT * (fq + D(kd_)), 0, [&] {
       rms_bwd(qpre_.data(), T * d_.heads, hd, hd, gqn_.data(), qnr_.data(), dq.data(), dq.data(), hd, false);
       for (int64_t t = 0; t < T; ++t)
@@ -415,7 +417,7 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
   }
   // RoPE in double from its definition: each pair (j, j + r/2) of a head's rotated dims, read as
   // the complex number a + ib, times exp(i p base^(-2j/r)) at position p.
-  const int64_t r = (d.mla ? d.rope_dim : hd) - (d.mla ? d.rope_dim : hd) % 2, off = d.mla ? hd - d.rope_dim : 0;
+  const int64_t r = rope_dims(d), off = d.mla ? hd - d.rope_dim : 0;
   auto rotate = [&](Eigen::MatrixXd& m, int64_t nh) {
     for (int64_t p = 0; p < S; ++p)
       for (int64_t h = 0; h < nh; ++h)
@@ -425,7 +427,7 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
           m(p, h * hd + off + j) = y.real(), m(p, h * hd + off + j + r / 2) = y.imag();
         }
   };
-  if (!d.mla && d.qk_norm)  // each head's Q and K over its RMS, times the norm's weights
+  if (d.qk_norm)  // each head's Q and K over its RMS, times the norm's weights
     for (auto [m, nh, g] : {std::tuple{&q, heads, &gqn}, std::tuple{&k, kvh, &gkn}})
       for (int64_t h = 0; h < nh; ++h) {
         const Eigen::MatrixXd block = m->middleCols(h * hd, hd);
@@ -506,7 +508,7 @@ std::string AttentionBlock::check_fsdp(Communicator& comm) const {
 std::vector<std::string> AttentionBlock::gates() const {
   std::vector<std::string> g;
   const std::string kind = d_.mla ? std::string("MLA") + (d_.q_lora > 0 ? " (low-rank Q)" : "") : d_.heads == d_.kv_heads ? "MHA" : "GQA";
-  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.qk_norm && !d_.mla ? "QK-norm, " : "") + "RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
+  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.qk_norm ? "QK-norm, " : "") + "RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
               " core, output projection, residual): the first sequence equals a naive FP64 reference within 1e-4 of max |y| (" +
               fmt("%.2g", fwd_err_) + ")");
   g.push_back("attention block backward: the first sequence's input gradient along a random direction equals a central difference of "

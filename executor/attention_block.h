@@ -51,6 +51,8 @@ class AttentionBlock {
 
  private:
   void gather(Communicator& comm, Recorder& rec);
+  // RoPE on this block's Q and K layouts (q: tokens x qd_; k: K rows as the core reads them), or back.
+  void rotate_qk(float* q, float* k, bool inverse) const;
   int64_t shard() const { return (lay_.total + ranks_ - 1) / ranks_; }
   const float* w(int64_t off) const { return full_.data() + off; }
   static std::vector<float> full_weights(const Dims& d, const Layout& l);

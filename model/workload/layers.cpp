@@ -53,7 +53,7 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   const double io = t_ * (heads * qk + kvh * (qk + vd) + heads * vd) * 2.0;
   Op op;
   const bool recompute = phase_ == Phase::recompute;
-  op.name = backward ? "attn.core.bwd" : recompute ? "attn.core.recompute" : "attn.core";
+  op.name = backward ? "attn.core.bwd" : phased("attn.core");
   op.category = Category::attention;
   op.layer = l;
   op.flops = Flops(backward ? kAttentionBwdWork * fwd : fwd);
@@ -70,11 +70,12 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
 }
 
 void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool q_part, bool k_part) {
-  // Fused RoPE kernels (Transformer Engine's fused_rope, Megatron's fused MLA rope) read each
-  // tensor and write it rotated, whole, in BF16; the backward rotates the gradients back the same
-  // way. MLA's kernels also assemble the heads: Q in place; K from the up projection's nope part and
-  // the rope part shared by the heads, V split off beside it (the backward sums the rope part's
-  // gradient over the heads). A recompute rotates again what it recomputed.
+  // Fused RoPE kernels (Transformer Engine's fused_rope, XLA's fusion around the concatenation)
+  // read each tensor and write it rotated, whole, in BF16; the backward rotates the gradients back
+  // the same way. For MLA the pass also assembles the heads: Q whole (a kernel that rotates only
+  // Q's rope part in place would move less); K from the up projection's nope part and the rope part
+  // shared by the heads, V split off beside it (the backward sums the rope part's gradient over the
+  // heads). A recompute rotates again what it recomputed.
   const AttentionSpec& a = m_.attention;
   double per_token = 0;
   if (a.kind == AttentionKind::mla) {
@@ -86,17 +87,14 @@ void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool 
     if (k_part) per_token += 2.0 * kvh * qk;
   }
   if (per_token <= 0) return;
-  const std::string name = phase_ == Phase::backward ? "attn.rope.bwd" : phase_ == Phase::recompute ? "attn.rope.recompute" : "attn.rope";
-  memory(name, l, t_ * per_token * 2.0);
+  memory(phased("attn.rope"), l, t_ * per_token * 2.0);
 }
 
 void Lowering::qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part) {
   if (!m_.attention.qk_norm || m_.attention.kind == AttentionKind::mla) return;
   const double per_token = ((q_part ? heads : 0.0) + (k_part ? kvh : 0.0)) * qk;
   if (per_token <= 0) return;
-  const bool bwd = phase_ == Phase::backward;
-  memory(bwd ? "attn.qk_norm.bwd" : phase_ == Phase::recompute ? "attn.qk_norm.recompute" : "attn.qk_norm", l,
-         t_ * per_token * 2.0 * (bwd ? 3.0 : 2.0));
+  memory(phased("attn.qk_norm"), l, t_ * per_token * 2.0 * (phase_ == Phase::backward ? 3.0 : 2.0));
 }
 
 void Lowering::backward_layer(int l) {

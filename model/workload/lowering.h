@@ -98,6 +98,11 @@ class Lowering {
     return emit(std::move(op));
   }
 
+  // An op's name in the current phase: base, base.recompute or base.bwd.
+  std::string phased(const char* base) const {
+    return std::string(base) + (phase_ == Phase::backward ? ".bwd" : phase_ == Phase::recompute ? ".recompute" : "");
+  }
+
   int32_t memory(std::string name, int layer, double bytes, Category cat = Category::memory,
                  std::vector<int32_t> deps = {}) {
     Op op;

@@ -211,7 +211,7 @@ TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
 // again in the recompute when the projections are recomputed. GQA reads and writes Q and K; MLA's
 // fused pass also assembles K and V from the up projection and the shared rope part (in BF16).
 TEST(Step, RopeAndQkNormAreOnePassOverQAndKAsTheFusedKernelsMoveThem) {
-  auto rope_bytes = [](const StepGraph& g, const std::string& name) {
+  auto bytes_by_layer = [](const StepGraph& g, const std::string& name) {
     std::map<int, double> by_layer;
     for (const Op& op : g.classes[0].ops)
       if (op.name == name && op.micro_batch == 0) by_layer[op.layer] += op.hbm_bytes.value();
@@ -223,7 +223,7 @@ TEST(Step, RopeAndQkNormAreOnePassOverQAndKAsTheFusedKernelsMoveThem) {
     const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
     const double per_token = 2.0 * 128 * 192 + 128 * (128 + 128) + 64 + 128 * (192 + 128);
     for (const char* name : {"attn.rope", "attn.rope.bwd", "attn.rope.recompute"}) {
-      const auto b = rope_bytes(g, name);
+      const auto b = bytes_by_layer(g, name);
       ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
       for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * per_token * 2.0) << name << " layer " << l;
     }
@@ -233,16 +233,16 @@ TEST(Step, RopeAndQkNormAreOnePassOverQAndKAsTheFusedKernelsMoveThem) {
     const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
     const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
     for (const char* name : {"attn.rope", "attn.rope.bwd"}) {
-      const auto b = rope_bytes(g, name);
+      const auto b = bytes_by_layer(g, name);
       ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
       for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * 2.0 * (32 + 4) * 128 * 2.0) << name << " layer " << l;
     }
-    EXPECT_TRUE(rope_bytes(g, "attn.rope.recompute").empty());
+    EXPECT_TRUE(bytes_by_layer(g, "attn.rope.recompute").empty());
     // Qwen3's QK-norm: an RMSNorm over each head of Q and K, read and written; its backward reads
     // input and gradient and writes the gradient.
     ASSERT_TRUE(s.model.attention.qk_norm);
     for (auto [name, passes] : {std::pair{"attn.qk_norm", 2.0}, std::pair{"attn.qk_norm.bwd", 3.0}}) {
-      const auto b = rope_bytes(g, name);
+      const auto b = bytes_by_layer(g, name);
       ASSERT_EQ(b.size(), static_cast<size_t>(s.model.layers)) << name;
       for (auto [l, bytes] : b) EXPECT_DOUBLE_EQ(bytes, t * (32 + 4) * 128 * 2.0 * passes) << name << " layer " << l;
     }
@@ -250,7 +250,7 @@ TEST(Step, RopeAndQkNormAreOnePassOverQAndKAsTheFusedKernelsMoveThem) {
   {  // MLA has no QK-norm (its latent norms are inside the projections)
     const Scenario s = scenario();
     const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
-    EXPECT_TRUE(rope_bytes(g, "attn.qk_norm").empty());
+    EXPECT_TRUE(bytes_by_layer(g, "attn.qk_norm").empty());
   }
 }
 
