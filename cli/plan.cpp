@@ -69,8 +69,8 @@ int cmd_plan(const Opts& o) {
     for (const auto& e : r.best) {
       const StepReport& x = e.report;
       j["best"].push_back({{"layout", e.layout}, {"set", e.sets}, {"objective", e.objective},
-                           {"step_time_s", x.step_time.value()}, {"step_time_s_low", x.step_time.value() * (1 - x.band)},
-                           {"step_time_s_high", x.step_time.value() * (1 + x.band)},
+                           {"step_time_s", x.step_time.value()}, {"step_time_s_low", x.step_low()},
+                           {"step_time_s_high", x.step_high()},
                            {"tokens_per_s_per_gpu", x.tokens_per_s_per_gpu}, {"cluster_tokens_per_s", x.cluster_tokens_per_s},
                            {"model_tflops_per_gpu", x.model_tflops_per_gpu}, {"mfu", x.mfu},
                            {"exposed_comm_fraction", x.exposed_comm_fraction},
@@ -94,7 +94,7 @@ int cmd_plan(const Opts& o) {
     const StepReport& x = e.report;
     std::printf("  %d. %s\n", ++rank, e.layout.c_str());
     std::printf("     step %.3f s (%.3f - %.3f), %.0f tokens/s/GPU, %.1f TFLOPS/GPU, MFU %.1f %%, exposed comm %.1f %%, %.1f GB/GPU",
-                x.step_time.value(), x.step_time.value() * (1 - x.band), x.step_time.value() * (1 + x.band), x.tokens_per_s_per_gpu,
+                x.step_time.value(), x.step_low(), x.step_high(), x.tokens_per_s_per_gpu,
                 x.model_tflops_per_gpu, 100 * x.mfu, 100 * x.exposed_comm_fraction, x.memory.hbm_total.value() / 1e9);
     if (o.objective == "time_to_train") std::printf(", %.1f days", e.objective);
     if (o.objective == "cost") std::printf(", $%.2f per million tokens", e.objective);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace moeperf {
 
@@ -89,6 +90,17 @@ class Calibration {
   // the RMS of log(predicted / measured) over the records it was fitted and checked on. Empty for
   // the defaults (no fit behind them).
   std::map<std::string, double> residual_rms;
+  // End-to-end errors of the published training runs (`moeperf accuracy --out`; the shipped
+  // calibration/accuracy/end-to-end.json unless a scenario names another or "none"): each case's
+  // software stack and its measured step over the predicted one. Never fitted: predict widens the
+  // step's band by the cases of the scenario's stack (tests of the whole, not inputs of a fit).
+  struct EndToEndCase {
+    std::string name;
+    std::string stack;       // the case's stack name ("" : the built-in defaults)
+    double step_ratio = 1;   // measured step / predicted step (> 1: the run was slower than predicted)
+  };
+  std::vector<EndToEndCase> end_to_end;
+  std::string end_to_end_source;  // the file they came from ("" : none)
 
  private:
   std::array<double, kParamCount> v_{};

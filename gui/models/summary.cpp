@@ -6,7 +6,7 @@ std::vector<SummaryItem> summary_items(const StepReport& r) {
   const double step = r.step_time.value();
   std::vector<SummaryItem> out;
   out.push_back({QStringLiteral("step"), QStringLiteral("Step"),
-                 QStringLiteral("%1 s (%2 – %3)").arg(step, 0, 'f', 3).arg(step * (1 - r.band), 0, 'f', 3).arg(step * (1 + r.band), 0, 'f', 3),
+                 QStringLiteral("%1 s (%2 – %3)").arg(step, 0, 'f', 3).arg(r.step_low(), 0, 'f', 3).arg(r.step_high(), 0, 'f', 3),
                  false});
   out.push_back({QStringLiteral("tokens_per_s_per_gpu"), QStringLiteral("Tokens/s/GPU"), QString::number(r.tokens_per_s_per_gpu, 'f', 0), false});
   out.push_back({QStringLiteral("tflops"), QStringLiteral("TFLOPS/GPU"), QString::number(r.model_tflops_per_gpu, 'f', 1), false});

@@ -1,6 +1,7 @@
 #include "gui/models/timeline_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace moeperf::gui {
 
@@ -19,7 +20,10 @@ QString format_seconds(double s) {
 
 QString format_step(const StepReport& r) {
   QString s = format_seconds(r.step_time.value());
-  if (r.band > 0) s += QStringLiteral(" ± %1 %").arg(100 * r.band, 0, 'f', 0);
+  if (std::abs(r.band_high - r.band_low) >= 0.005)
+    s += QStringLiteral(" −%1 / +%2 %").arg(100 * r.band_low, 0, 'f', 0).arg(100 * r.band_high, 0, 'f', 0);
+  else if (r.band_high > 0)
+    s += QStringLiteral(" ± %1 %").arg(100 * r.band_high, 0, 'f', 0);
   return s;
 }
 

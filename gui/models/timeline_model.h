@@ -60,7 +60,8 @@ double op_bytes(const Op& op);
 // Achieved rate over the simulated duration: bytes/s for communication, FLOP/s for compute.
 double op_rate(const Op& op, double seconds);
 QString format_seconds(double s);
-// The step time with its error band when the profile has one: "4.166 s ± 5 %".
+// The step time with its error band when there is one: "4.166 s ± 5 %", or "4.166 s −5 / +34 %"
+// when the end-to-end term widens one side.
 QString format_step(const StepReport& r);
 QString format_bytes(double b);
 QString format_flops(double f);

@@ -314,6 +314,16 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     const Calibration base = s.calibration;
     s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
   }
+  // The end-to-end errors that widen the band: the shipped ones, another file's, or none.
+  {
+    EndToEndErrors e = builtin_end_to_end();
+    if (auto x = n.get("end_to_end")) {
+      if (x->is_string() && x->as_string() == "none") e = {};
+      else e = {refs.follow(*x, "end_to_end", [](const Node& y) { return parse_end_to_end(y); }), x->is_string() ? x->as_string() : "the scenario"};
+    }
+    s.calibration.end_to_end = std::move(e.cases);
+    s.calibration.end_to_end_source = std::move(e.source);
+  }
   if (auto fl = n.get("fleet")) {
     fl->allow_only(scenario_keys("fleet"));
     if (auto sg = fl->get("speed_sigma")) {
@@ -625,6 +635,10 @@ Validated validate_file(const std::string& path) {
     int changed = 0;
     for (const ParamDef& d : param_defs()) changed += !c.is_default(d.id);
     return {kind, std::to_string(changed) + " of " + std::to_string(param_defs().size()) + " parameters set"};
+  }
+  if (kind == "end_to_end") {
+    const auto cases = parse_end_to_end(root);
+    return {kind, std::to_string(cases.size()) + " end-to-end errors of published runs (the band's end-to-end term)"};
   }
   if (kind == "accuracy_cases")
     return {kind, std::to_string(load_accuracy_cases(path).size()) + " end-to-end cases for moeperf accuracy"};

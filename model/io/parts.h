@@ -48,4 +48,14 @@ Calibration builtin_profile(const GpuSpec& gpu);
 // Names of the shipped profiles and their JSON text.
 const std::vector<std::pair<std::string, std::string>>& builtin_profiles();
 
+// End-to-end errors (`moeperf accuracy --out`, "kind": "end_to_end"): each published case's stack
+// and measured step over predicted step. The shipped file (calibration/accuracy/end-to-end.json,
+// built into the binary) is what a scenario's band uses unless it names another or "none".
+struct EndToEndErrors {
+  std::vector<Calibration::EndToEndCase> cases;
+  std::string source;
+};
+EndToEndErrors load_end_to_end(const std::string& path);
+EndToEndErrors builtin_end_to_end();
+
 }  // namespace moeperf::io

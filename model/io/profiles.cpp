@@ -49,6 +49,27 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
   return c;
 }
 
+std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n) {
+  n.expect_object();
+  n.allow_only({"kind", "description", "note", "cases_file", "mape", "cases"});
+  if (!n.has("kind") || n.at("kind").as_string() != "end_to_end")
+    n.fail("expected end-to-end errors (\"kind\": \"end_to_end\", from moeperf accuracy --out)");
+  const Node cs = n.at("cases");
+  if (!cs.is_array()) cs.fail("expected an array of cases");
+  std::vector<Calibration::EndToEndCase> out;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Node c = cs[i];
+    c.allow_only({"name", "scenario", "stack", "profile", "metric", "published", "predicted", "error", "step_ratio", "source"});
+    Calibration::EndToEndCase x;
+    x.name = c.at("name").as_string();
+    x.stack = c.at("stack").as_string();
+    x.step_ratio = c.at("step_ratio").as_positive_number();
+    if (!std::isfinite(x.step_ratio)) c.at("step_ratio").fail("expected a finite ratio of measured to predicted step time");
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 }  // namespace detail
 
 namespace {
@@ -62,6 +83,10 @@ double round_sig(double v, int digits = 6) {
 
 const std::vector<std::pair<std::string, std::string>> kBuiltin = {
 #include "builtin_profiles.inc"
+};
+
+const std::vector<std::pair<std::string, std::string>> kBuiltinEndToEnd = {
+#include "builtin_end_to_end.inc"
 };
 
 }  // namespace
@@ -137,6 +162,22 @@ Calibration builtin_profile(const GpuSpec& gpu) {
     return c;
   }
   return Calibration{};
+}
+
+EndToEndErrors load_end_to_end(const std::string& path) {
+  detail::Refs refs;
+  const detail::Node root = refs.open(path);
+  return {detail::parse_end_to_end(root), path};
+}
+
+EndToEndErrors builtin_end_to_end() {
+  for (const auto& [name, text] : kBuiltinEndToEnd) {
+    if (name != "end-to-end") continue;
+    const detail::json doc = detail::json::parse(text);
+    const std::string shown = "calibration/accuracy/end-to-end.json";
+    return {detail::parse_end_to_end(detail::Node(doc, shown + " (built in)", "")), shown};
+  }
+  return {};
 }
 
 }  // namespace moeperf::io

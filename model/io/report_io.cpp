@@ -117,18 +117,39 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << scen.micro_batches() << " micro-batch" << (scen.micro_batches() > 1 ? "es" : "") << " of " << scen.batch.micro_batch
       << " per data-parallel rank\n";
   out << "  step time              " << f(step, 3) << " s";
-  if (r.band > 0) out << " (+/- " << f(100 * r.band, 0) << " %)";
+  const bool lopsided = std::abs(r.band_high - r.band_low) >= 0.005;
+  if (lopsided) out << " (-" << f(100 * r.band_low, 0) << " % / +" << f(100 * r.band_high, 0) << " %)";
+  else if (r.band_high > 0) out << " (+/- " << f(100 * r.band_high, 0) << " %)";
   out << "   (simulated: streams overlap, links shared)\n";
+  if (r.band > 0 || r.end_to_end) {
+    out << "    band                 " << f(r.step_low(), 3) << " - " << f(r.step_high(), 3) << " s";
+    if (r.end_to_end) out << ": the parts' and the end-to-end term in quadrature";
+    out << "\n";
+  }
   if (r.band > 0) {
-    out << "    band                 " << f(step * (1 - r.band), 3) << " - " << f(step * (1 + r.band), 3)
-        << " s: per op class its share of the step x its fit spread (";
+    out << "      parts              +/- " << f(100 * r.band, 1) << " %: per op class its share of the step x its fit spread (";
     bool first = true;
     for (auto& [cls, t] : r.band_terms) {
       if (t < 0.0005) continue;
       out << (first ? "" : ", ") << cls << " " << f(100 * t, 1) << " %";
       first = false;
     }
-    out << "), in quadrature\n";
+    out << ")\n";
+  }
+  if (const auto& e = r.end_to_end) {
+    const std::string stack = e->stack.empty() ? "the built-in defaults" : "stack " + e->stack;
+    const std::string ran = e->cases == 1 ? "ran " + f(e->slowest, 2) + "x"
+                                          : "ran " + f(e->fastest, 2) + "x to " + f(e->slowest, 2) + "x";
+    const double over = std::max(0.0, e->slowest - 1), under = std::max(0.0, 1 - e->fastest);
+    std::string side = over > 0 ? "+" + f(100 * over, 0) + " %" : "";
+    if (under > 0) side += (side.empty() ? "" : " / ") + ("-" + f(100 * under, 0) + " %");
+    out << "      end to end         " << (side.empty() ? std::string("0 %") : side) << ": ";
+    if (e->own_stack)
+      out << "the " << (e->cases == 1 ? std::string("published case") : std::to_string(e->cases) + " published cases") << " of "
+          << stack << " " << ran;
+    else
+      out << "no published case ran on " << stack << "; the " << e->cases << " cases of every stack " << ran;
+    out << " the predicted step (" << e->source << "; tests, never fitted)\n";
   }
   out << "  profile                " << r.profile << "\n";
   out << "  stack                  "
@@ -246,10 +267,15 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   j["name"] = r.name;
   j["gpus"] = r.gpus;
   j["step_time_s"] = r.step_time.value();
-  j["step_time_s_low"] = r.step_time.value() * (1 - r.band);
-  j["step_time_s_high"] = r.step_time.value() * (1 + r.band);
+  j["step_time_s_low"] = r.step_low();
+  j["step_time_s_high"] = r.step_high();
   j["band"] = r.band;
   j["band_terms"] = r.band_terms;
+  j["band_low"] = r.band_low;
+  j["band_high"] = r.band_high;
+  if (const auto& e = r.end_to_end)
+    j["band_end_to_end"] = {{"stack", e->stack}, {"own_stack", e->own_stack}, {"cases", e->cases},
+                            {"slowest", e->slowest}, {"fastest", e->fastest}, {"source", e->source}};
   j["profile"] = r.profile;
   j["stack"] = r.stack;
   j["serial_step_time_s"] = r.serial_step_time.value();

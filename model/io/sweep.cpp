@@ -333,8 +333,8 @@ SweepRow run_point(const SweepSpec& sp, size_t i) {
     const StepReport rep = predict(s, s.calibration);
     r.predicted = true;
     r.step_time_s = rep.step_time.value();
-    r.step_time_low_s = r.step_time_s * (1 - rep.band);
-    r.step_time_high_s = r.step_time_s * (1 + rep.band);
+    r.step_time_low_s = rep.step_low();
+    r.step_time_high_s = rep.step_high();
     r.tokens_per_s_per_gpu = rep.tokens_per_s_per_gpu;
     r.model_tflops_per_gpu = rep.model_tflops_per_gpu;
     r.mfu = rep.mfu;

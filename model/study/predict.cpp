@@ -199,6 +199,25 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     }
     r.band = std::sqrt(sq);
   }
+  r.band_low = r.band_high = r.band;
+  if (!cal.end_to_end.empty()) {
+    StepReport::EndToEndTerm e;
+    e.stack = s.stack.name;
+    e.source = cal.end_to_end_source;
+    std::vector<double> ratios;
+    for (const auto& c : cal.end_to_end)
+      if (c.stack == s.stack.name) ratios.push_back(c.step_ratio);
+    if (ratios.empty()) {
+      e.own_stack = false;
+      for (const auto& c : cal.end_to_end) ratios.push_back(c.step_ratio);
+    }
+    e.cases = static_cast<int>(ratios.size());
+    e.slowest = *std::max_element(ratios.begin(), ratios.end());
+    e.fastest = *std::min_element(ratios.begin(), ratios.end());
+    r.band_high = std::hypot(r.band, std::max(0.0, e.slowest - 1));
+    r.band_low = std::min(0.99, std::hypot(r.band, std::max(0.0, 1 - e.fastest)));
+    r.end_to_end = e;
+  }
   r.profile = cal.profile;
   r.stack = s.stack.name;
   r.memory = memory_report(s, r.load, cal);

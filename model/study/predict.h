@@ -70,8 +70,23 @@ struct StepReport {
   // fit spread (Calibration::residual_rms), added in quadrature. 0 without a fitted profile.
   std::string profile;
   std::string stack;  // the software stack's name ("" : the built-in defaults)
-  double band = 0;                              // relative: step_time x (1 -/+ band)
+  double band = 0;                              // the parts' band, relative: step_time x (1 -/+ band)
   std::map<std::string, double> band_terms;     // per class: share x spread
+  // The band with the end-to-end term: the published cases of the scenario's stack (of every case
+  // when none ran on it) ran `slowest` to `fastest` times the predicted step; above 1 widens the
+  // high side, below 1 the low side, each in quadrature with the parts' band. Equal to `band`
+  // without end-to-end errors (Calibration::end_to_end empty).
+  double band_low = 0, band_high = 0;           // step_time x (1 - band_low) .. (1 + band_high)
+  struct EndToEndTerm {
+    std::string stack;     // the scenario's stack ("" : the built-in defaults)
+    bool own_stack = true; // false: no case ran on it, every case's ratios are used
+    int cases = 0;
+    double slowest = 1, fastest = 1;  // max and min measured / predicted step over those cases
+    std::string source;
+  };
+  std::optional<EndToEndTerm> end_to_end;
+  double step_low() const { return step_time.value() * (1 - band_low); }
+  double step_high() const { return step_time.value() * (1 + band_high); }
   // The pieces, for traces and views.
   std::shared_ptr<const Scenario> scenario;
   std::shared_ptr<const Topology> topology;

@@ -199,6 +199,29 @@ TEST(Cli, PredictEchoesWhatItSimulated) {
   EXPECT_NE(j["name"].get<std::string>().find("--set gpus=256"), std::string::npos);
 }
 
+// The band: the parts' (the profile's fit spreads) and the end-to-end term (the shipped published
+// cases of the scenario's stack, calibration/accuracy/end-to-end.json); "none" leaves the parts'.
+TEST(Cli, PredictBandWidensByThePublishedCasesOfItsStack) {
+  const auto e2e = nlohmann::json::parse(std::ifstream(source("calibration/accuracy/end-to-end.json")));
+  double ratio = 0;
+  for (const auto& c : e2e["cases"])
+    if (c["stack"] == "maxtext-te-2026-09") ratio = std::max(ratio, c["step_ratio"].get<double>());
+  ASSERT_GT(ratio, 0);
+  const auto j = predict_json(kOptimized);
+  const double step = j["step_time_s"].get<double>(), parts = j["band"].get<double>();
+  EXPECT_EQ(j["band_end_to_end"]["stack"], "maxtext-te-2026-09");
+  EXPECT_NEAR(j["band_high"].get<double>(), std::hypot(parts, std::max(0.0, ratio - 1)), 1e-9);
+  EXPECT_NEAR(j["step_time_s_high"].get<double>(), step * (1 + j["band_high"].get<double>()), 1e-9);
+  const Result r = run("predict " + kOptimized);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("      end to end         +"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of stack maxtext-te-2026-09 ran"), std::string::npos) << r.out;
+  const auto none = predict_json(kOptimized + " --set end_to_end=none");
+  EXPECT_FALSE(none.contains("band_end_to_end"));
+  EXPECT_DOUBLE_EQ(none["step_time_s"].get<double>(), step);  // the step itself never moves
+  EXPECT_NEAR(none["step_time_s_high"].get<double>(), step * (1 + parts), 1e-9);
+}
+
 // Under pipeline parallelism the step holds a bubble; the report names it and says that the sum of
 // op times leaves it (and the overlap) out, so a step longer than that sum is explained.
 TEST(Cli, PredictReportsThePipelineBubble) {

@@ -120,8 +120,11 @@ class TimelineModelTest : public QObject {
     StepReport r;
     r.step_time = Seconds(4.166);
     QCOMPARE(format_step(r), QStringLiteral("4.166 s"));
-    r.band = 0.05;
+    r.band = r.band_low = r.band_high = 0.05;
     QCOMPARE(format_step(r), QStringLiteral("4.166 s ± 5 %"));
+    // The end-to-end term widens the slow side: both sides shown.
+    r.band_high = 0.35;
+    QCOMPARE(format_step(r), QStringLiteral("4.166 s −5 / +35 %"));
   }
   void passesModelTester() {
     const LoadResult r = load_and_predict(kOptimized);

@@ -24,6 +24,7 @@ SystemSpec parse_system(Refs& refs, const Node& n);
 // A calibration profile ({"kind": "calibration", "params": {...}}): the parameters it names, each
 // within its range, over `base`; its name (and residual spread, when it has one) for reports.
 Calibration parse_calibration(const Node& n, const Calibration& base);
+std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n);
 
 // A number format ("bf16", "mxfp8", ...) and a list of saved-tensor classes ("q_proj", ...).
 Dtype parse_dtype(const Node& n);

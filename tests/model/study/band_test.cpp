@@ -1,0 +1,134 @@
+// The step's error band: the parts' term (each op class's share of the step times its fit spread,
+// in quadrature) and the end-to-end term (the measured-over-predicted step ratios of the published
+// cases run on the scenario's stack), which widens each side in quadrature and never moves the step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/error.h"
+#include "model/io/errors.h"
+#include "model/io/load.h"
+#include "model/io/parts.h"
+#include "model/study/predict.h"
+
+namespace moeperf {
+namespace {
+
+std::string source(const char* rel) { return std::string(MOEPERF_SOURCE_DIR) + "/" + rel; }
+
+Scenario optimized() { return io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json")); }
+
+TEST(Band, PartsAreEachClassShareOfTheStepTimesItsSpread) {
+  Scenario s = optimized();
+  s.calibration.end_to_end.clear();
+  s.calibration.residual_rms = {{"gemm", 0.10}};
+  const StepReport a = predict(s, s.calibration);
+  const double gemm_share = a.breakdown[static_cast<size_t>(Category::gemm)].value() / a.step_time.value();
+  ASSERT_GT(gemm_share, 0.2);
+  EXPECT_NEAR(a.band, std::min(1.0, gemm_share) * 0.10, 1e-12);
+  EXPECT_DOUBLE_EQ(a.band_low, a.band);
+  EXPECT_DOUBLE_EQ(a.band_high, a.band);
+  EXPECT_FALSE(a.end_to_end.has_value());
+  // A second class adds in quadrature.
+  s.calibration.residual_rms["attention"] = 0.20;
+  const StepReport b = predict(s, s.calibration);
+  const double attn_share = b.breakdown[static_cast<size_t>(Category::attention)].value() / b.step_time.value();
+  EXPECT_NEAR(b.band, std::hypot(std::min(1.0, gemm_share) * 0.10, std::min(1.0, attn_share) * 0.20), 1e-12);
+  EXPECT_NEAR(b.band_terms.at("attention"), std::min(1.0, attn_share) * 0.20, 1e-12);
+}
+
+TEST(Band, EndToEndWidensEachSideByTheCasesOfTheScenariosStack) {
+  Scenario s = optimized();
+  ASSERT_EQ(s.stack.name, "maxtext-te-2026-09");
+  s.calibration.end_to_end.clear();
+  const StepReport parts = predict(s, s.calibration);
+  ASSERT_GT(parts.band, 0);  // the shipped profile's fit spread
+
+  // Two cases of its stack (one slower than predicted, one faster) and one of another stack.
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.30}, {"b", "maxtext-te-2026-09", 0.90}, {"c", "megatron-core", 3.0}};
+  s.calibration.end_to_end_source = "test";
+  const StepReport r = predict(s, s.calibration);
+  EXPECT_DOUBLE_EQ(r.step_time.value(), parts.step_time.value());  // tests, never fitted: the step does not move
+  EXPECT_DOUBLE_EQ(r.band, parts.band);
+  EXPECT_NEAR(r.band_high, std::hypot(parts.band, 0.30), 1e-12);
+  EXPECT_NEAR(r.band_low, std::hypot(parts.band, 0.10), 1e-12);
+  EXPECT_NEAR(r.step_high(), r.step_time.value() * (1 + std::hypot(parts.band, 0.30)), 1e-9);
+  ASSERT_TRUE(r.end_to_end.has_value());
+  EXPECT_TRUE(r.end_to_end->own_stack);
+  EXPECT_EQ(r.end_to_end->cases, 2);
+  EXPECT_DOUBLE_EQ(r.end_to_end->slowest, 1.30);
+  EXPECT_DOUBLE_EQ(r.end_to_end->fastest, 0.90);
+
+  // Every case slower than predicted: the low side stays the parts' band.
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.5}, {"b", "maxtext-te-2026-09", 1.2}};
+  const StepReport slow = predict(s, s.calibration);
+  EXPECT_NEAR(slow.band_high, std::hypot(parts.band, 0.5), 1e-12);
+  EXPECT_NEAR(slow.band_low, parts.band, 1e-12);
+
+  // No case ran on its stack: every case's ratios, and the report says so.
+  s.calibration.end_to_end = {{"c", "megatron-core", 2.0}, {"d", "", 0.8}};
+  const StepReport other = predict(s, s.calibration);
+  ASSERT_TRUE(other.end_to_end.has_value());
+  EXPECT_FALSE(other.end_to_end->own_stack);
+  EXPECT_EQ(other.end_to_end->cases, 2);
+  EXPECT_NEAR(other.band_high, std::hypot(parts.band, 1.0), 1e-12);
+  EXPECT_NEAR(other.band_low, std::hypot(parts.band, 0.2), 1e-12);
+
+  // A run far faster than predicted cannot take the low end to zero or below.
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 0.001}};
+  EXPECT_LE(predict(s, s.calibration).band_low, 0.99);
+}
+
+TEST(Band, TheShippedEndToEndErrorsAreEveryAccuracyCaseWithItsStack) {
+  const io::EndToEndErrors e = io::builtin_end_to_end();
+  const auto cases = io::load_accuracy_cases(source("examples/accuracy/cases.json"));
+  ASSERT_EQ(e.cases.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Scenario s = io::load_scenario(cases[i].scenario);
+    EXPECT_EQ(e.cases[i].stack, s.stack.name) << cases[i].scenario;
+    EXPECT_GT(e.cases[i].step_ratio, 0.1);
+  }
+  // A scenario gets them unless it says "none" (or names another file).
+  EXPECT_EQ(optimized().calibration.end_to_end.size(), cases.size());
+  const Scenario none = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"), {io::parse_override("end_to_end=\"none\"")});
+  EXPECT_TRUE(none.calibration.end_to_end.empty());
+  const StepReport r = predict(none, none.calibration);
+  EXPECT_DOUBLE_EQ(r.band_high, r.band);
+}
+
+TEST(Band, ABadEndToEndFileNamesTheFileAndPath) {
+  const std::string dir = ::testing::TempDir();
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string p = dir + "/" + name;
+    FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+    return p;
+  };
+  const std::string neg = write("e2e-neg.json", R"({"kind": "end_to_end", "cases": [{"name": "x", "stack": "", "step_ratio": -1}]})");
+  try {
+    io::load_end_to_end(neg);
+    FAIL() << "a negative ratio loaded";
+  } catch (const io::SpecError& e) {
+    EXPECT_EQ(e.json_path(), "/cases/0/step_ratio");
+    EXPECT_NE(std::string(e.what()).find("e2e-neg.json"), std::string::npos) << e.what();
+  }
+  const std::string kind = write("e2e-kind.json", R"({"kind": "calibration", "cases": []})");
+  try {
+    io::load_end_to_end(kind);
+    FAIL() << "a calibration profile loaded as end-to-end errors";
+  } catch (const io::SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("end_to_end"), std::string::npos) << e.what();
+  }
+  const std::string missing = write("e2e-missing.json", R"({"kind": "end_to_end", "cases": [{"name": "x", "step_ratio": 1.2}]})");
+  try {
+    io::load_end_to_end(missing);
+    FAIL() << "a case without its stack loaded";
+  } catch (const io::SpecError& e) {
+    EXPECT_EQ(e.json_path(), "/cases/0");
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
