@@ -226,6 +226,17 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
             return;
           }
         }
+        // The third: the step scheduled without contention, a fraction of a simulation's cost and
+        // within a few percent of it where little overlaps (most slow layouts are slow by their
+        // exposed communication and bubbles, which the first two bounds do not see).
+        {
+          const double sb = schedule_bound(*low.graph, pr, c.s.stack).value();
+          std::lock_guard<std::mutex> lk(mu);
+          if (sb > kth()) {
+            ++res.schedule_bounded;
+            return;
+          }
+        }
         // Ranked by the simulated step alone (every objective orders as the step does: the GPUs
         // and the tokens per step are the same for every candidate); the best are predicted
         // whole below.

@@ -8,7 +8,9 @@
 // is priced and simulated, and skipped when a lower bound of its step already exceeds the K-th
 // best step found: first its FLOPs at the fastest calibrated GEMM rate, stretched by the pipeline
 // fill; then, lowered, its compute ops priced (compute_bound) and each collective queue's
-// uncontended time (comm_bound). Candidates go cheapest FLOP bound first; the rest are simulated
+// uncontended time (comm_bound); then the whole step scheduled without contention
+// (schedule_bound: dependencies and queue order kept, every op at its priced time alone).
+// Candidates go cheapest FLOP bound first; the rest are simulated
 // (step time only, collectives priced once per group of GPUs across candidates), and the best K
 // predicted whole, with what the runner-up loses.
 //
@@ -54,6 +56,7 @@ struct PlanResult {
   size_t bounded = 0;   // pruned: their FLOP bound already exceeds the K-th best step found
   size_t compute_bounded = 0;  // pruned: their compute ops, priced, already exceed it (compute_bound)
   size_t comm_bounded = 0;     // pruned: one of their collective queues already exceeds it (comm_bound)
+  size_t schedule_bounded = 0; // pruned: their step scheduled without contention exceeds it (schedule_bound)
   int64_t global_batch = 0;
   // For the runner-up: its step terms minus the best's (step_terms), largest first.
   std::vector<std::pair<std::string, double>> runner_up_loss;

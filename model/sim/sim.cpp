@@ -18,6 +18,21 @@ int queue_of(Stream s, bool multistream) {
   return static_cast<int>(s);                             // ep 1, fsdp 2, tp 3, pp 4
 }
 
+// A collective's priced cost on a class (its NVLink and network slowdowns applied), and its
+// time alone: the latency, then its bytes at the bottleneck resource's rate. Max-min sharing only
+// lowers the rate, so the simulator never runs it faster.
+CollectiveCost class_comm_cost(const Pricer& pricer, const RankClass& rc, const Op& op) {
+  CollectiveCost cc = pricer.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
+  cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
+  cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
+  cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
+  return cc;
+}
+double uncontended_comm_s(const CollectiveCost& cc, const Op& op) {
+  const double bytes = std::max(op.bytes, op.recv_bytes).value();
+  return cc.bottleneck_s_per_byte() == 0 ? cc.latency.value() : cc.latency.value() + bytes * cc.bottleneck_s_per_byte();
+}
+
 struct Running {
   int cls = 0;
   int32_t op = 0;
@@ -206,6 +221,67 @@ class Engine {
     return out;
   }
 
+  // The step with no contention: every op starts when the simulator's conditions hold (its queue's
+  // previous op done, its dependencies and matched send done, issued by the host, a synchronized
+  // collective's peers arrived) and runs its priced time alone (a compute op at all the SMs, a
+  // collective at its bottleneck's rate). Each condition is a max over ends, and the simulator
+  // never runs an op faster than that, so by induction no op starts or ends earlier in the
+  // simulation: the finish is a lower bound of simulate()'s step. One pass over the ops (a queue
+  // head advances while it can; passes repeat while any did), no events, no rates.
+  double uncontended() {
+    std::vector<std::vector<double>> qend(cls_.size()), arrival(cls_.size());
+    for (size_t c = 0; c < cls_.size(); ++c) {
+      qend[c].assign(cls_[c].queues.size(), 0.0);
+      if (!sync_[c].empty()) arrival[c].assign(g_.classes[c].ops.size(), -1.0);
+    }
+    double finish = 0;
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (size_t c = 0; c < cls_.size(); ++c) {
+        ClassState& cs = cls_[c];
+        const RankClass& rc = g_.classes[c];
+        advance_host(c);
+        for (size_t q = 0; q < cs.queues.size(); ++q) {
+          while (cs.head[q] < cs.queues[q].size()) {
+            const int32_t i = cs.queues[q][cs.head[q]];
+            const size_t k = static_cast<size_t>(i);
+            if (!ready(c, i) || k >= cs.host_next) break;
+            const Op& op = rc.ops[k];
+            double t = std::max(qend[c][q], cs.issue[k]);
+            for (int32_t dep : op.deps)
+              if (dep >= 0) t = std::max(t, cs.timing[static_cast<size_t>(dep)].end.value());
+            const auto [pc, pi] = cs.peer[k];
+            if (pc >= 0) t = std::max(t, cls_[static_cast<size_t>(pc)].timing[static_cast<size_t>(pi)].end.value());
+            if (!sync_[c].empty() && is_group_collective(op)) {
+              arrival[c][k] = t;
+              bool all = true;
+              for (size_t o : sync_[c]) {
+                if (cls_[o].done[k]) t = std::max(t, cls_[o].timing[k].start.value());
+                else if (arrival[o][k] < 0) all = false;
+                else t = std::max(t, arrival[o][k]);
+              }
+              if (!all) break;
+            }
+            double d = 0;
+            if (op.collective == Collective::none) d = pr_.compute_time(op).value() * rc.compute_slowdown;
+            else if (pc < 0) d = uncontended_comm_s(class_comm_cost(pr_, rc, op), op);  // a matched receive ends with its send
+            cs.timing[k].start = Seconds(t);
+            cs.timing[k].end = Seconds(t + d);
+            cs.done[k] = 1;
+            qend[c][q] = t + d;
+            ++cs.head[q];
+            finish = std::max(finish, t + d);
+            progress = true;
+            advance_host(c);
+          }
+        }
+      }
+    }
+    if (!all_done()) throw std::logic_error("uncontended schedule deadlocked: an op waits for one that never runs");
+    return finish;
+  }
+
   bool all_done() const {
     for (const ClassState& cs : cls_)
       for (size_t q = 0; q < cs.queues.size(); ++q)
@@ -310,10 +386,7 @@ class Engine {
       r.memory_bound = op.category == Category::memory || op.category == Category::optimizer;
       r.latency_bound = op.one_shot_peers > 0;
     } else {
-      CollectiveCost cc = pr_.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
-      cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
-      cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
-      cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
+      const CollectiveCost cc = class_comm_cost(pr_, rc, op);
       r.comm = true;
       r.offload = op.category == Category::offload;
       // A fused EP kernel holds the SMs the stack gives it; other collectives comm_sm_fraction.
@@ -531,6 +604,11 @@ Seconds serial_time(const RankClass& rc, const Pricer& pricer) {
   return t;
 }
 
+Seconds schedule_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack) {
+  Engine e(g, pricer, stack);
+  return Seconds(e.uncontended());
+}
+
 Seconds compute_bound(const StepGraph& g, const Pricer& pricer) {
   Seconds best;
   for (const RankClass& rc : g.classes) {
@@ -548,12 +626,7 @@ Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions&
     std::map<int, double> per_queue;
     for (const Op& op : rc.ops) {
       if (op.collective == Collective::none || op.collective == Collective::send_recv) continue;
-      CollectiveCost cc = pricer.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
-      cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
-      cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
-      cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
-      const double bytes = std::max(op.bytes, op.recv_bytes).value();
-      const double t = cc.bottleneck_s_per_byte() == 0 ? cc.latency.value() : cc.latency.value() + bytes * cc.bottleneck_s_per_byte();
+      const double t = uncontended_comm_s(class_comm_cost(pricer, rc, op), op);
       // The queue the Engine gives it: its stream's, on the op's lane (a lane's queues apart).
       per_queue[queue_of(op.stream, stack.multistream_collectives) + op.lane * kStreamCount] += t;
     }

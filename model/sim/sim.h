@@ -84,4 +84,11 @@ Seconds compute_bound(const StepGraph& g, const Pricer& pricer);
 // and receives are left out (a matched receive ends with its send).
 Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
 
+// The tightest of the three: the step scheduled with no contention (schedule_bound). Every op
+// starts when the simulator would let it (queue order, dependencies, matched sends, the host's
+// issue, synchronized peers) and runs its priced time alone; the simulator only adds (SMs shared
+// with communication kernels, links shared max-min), so its step is at least this finish. Costs
+// one pass over the ops, no events: a fraction of a simulation.
+Seconds schedule_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
+
 }  // namespace moeperf

@@ -944,7 +944,7 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_EQ(n["candidates"].get<size_t>(), n["invalid"].get<size_t>() + n["too_many_passes"].get<size_t>() +
                                                n["do_not_fit"].get<size_t>() + n["pruned_by_bound"].get<size_t>() +
                                                n["pruned_by_compute_bound"].get<size_t>() + n["pruned_by_comm_bound"].get<size_t>() +
-                                               n["predicted"].get<size_t>() + n["failed"].get<size_t>());
+                                               n["pruned_by_schedule_bound"].get<size_t>() + n["predicted"].get<size_t>() + n["failed"].get<size_t>());
   EXPECT_GT(n["predicted"].get<size_t>(), 10u);
   ASSERT_EQ(j["best"].size(), 3u);
   double last = 0;
@@ -973,7 +973,7 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
     EXPECT_DOUBLE_EQ(aj["best"][i]["step_time_s"].get<double>(), j["best"][i]["step_time_s"].get<double>());
   }
   EXPECT_EQ(aj["searched"]["pruned_by_bound"].get<size_t>() + aj["searched"]["pruned_by_compute_bound"].get<size_t>() +
-                aj["searched"]["pruned_by_comm_bound"].get<size_t>(),
+                aj["searched"]["pruned_by_comm_bound"].get<size_t>() + aj["searched"]["pruned_by_schedule_bound"].get<size_t>(),
             0u);
   EXPECT_GT(aj["searched"]["predicted"].get<size_t>(), n["predicted"].get<size_t>());
   // MoE parallel folding is searched (ETP 1 across TP ranks, 2, 4): among the best 20 unpruned

@@ -2,6 +2,8 @@
 // bound on a synthetic step where F, B and W are known, then the lowered programs on the simulator.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <algorithm>
 #include <array>
 #include <deque>
@@ -267,6 +269,37 @@ TEST(DualPipe, TooFewMicroBatchesIsAnError) {
   }
 }
 
+// With nothing to contend for (one GPU: no bytes moved, no offload copy sharing HBM, no SMs held by
+// communication kernels) the simulator
+// runs every op at its priced time, and the uncontended schedule is its step exactly; a pipeline
+// of four stages (its sends and receives the only communication) keeps the bound below the step.
+TEST(PlanBounds, WithNothingToShareTheUncontendedScheduleIsTheSimulatedStep) {
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"gpus=1", "parallelism.ep=1", "parallelism.fsdp=1", "memory.offload=[]", "batch.global_batch=2",
+                                 "batch.micro_batch=1", "model=../models/qwen3-30b-a3b/config.json"},
+        std::vector<std::string>{"gpus=4", "parallelism.ep=1", "parallelism.fsdp=1", "parallelism.pp=4", "memory.offload=[]",
+                                 "batch.global_batch=8", "batch.micro_batch=1", "model=../models/qwen3-30b-a3b/config.json"}}) {
+    Scenario s = gb300(sets);
+    // The group-of-one dispatch and combine still launch (their latency): their kernels would hold
+    // SMs from a concurrent compute kernel; none here.
+    s.calibration.set(Param::comm_sm_fraction, 0);
+    SCOPED_TRACE(sets.front());
+    const Lowered low = lower(s, s.calibration);
+    const Topology t = Topology::build(s.system, s.gpus);
+    const Pricer pr(s, t, s.calibration);
+    const double step = simulate(*low.graph, pr, s.stack).step_time.value();
+    const double sb = schedule_bound(*low.graph, pr, s.stack).value();
+    if (s.gpus == 1) {
+      for (const Op& op : low.graph->classes.front().ops)  // a group of one moves nothing
+        if (op.collective != Collective::none) ASSERT_EQ(op.bytes.value(), 0.0) << op.name;
+      EXPECT_NEAR(sb, step, 1e-9 * step);
+    } else {
+      EXPECT_LE(sb, step * (1 + 1e-12));
+      EXPECT_GT(sb, 0.9 * step);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moeperf
 
@@ -428,6 +461,12 @@ TEST(PlanBounds, NeverExceedTheSimulatedStepAndAMemoChangesNothing) {
     EXPECT_LE(qb, step * (1 + 1e-12));
     EXPECT_GT(cb, 0.0);
     EXPECT_GT(qb, 0.0);
+    // The step scheduled without contention: below the simulated step, and close to it (contention
+    // is SMs shared with communication kernels and links shared; the rest of the step it sees).
+    const double sb = schedule_bound(*low.graph, pr, s.stack).value();
+    EXPECT_LE(sb, step * (1 + 1e-12));
+    EXPECT_GT(sb, 0.6 * step);
+    std::printf("%-60.60s step %.4f s  compute %.3f  comm %.3f  schedule %.3f of it\n", s.name.c_str(), step, cb / step, qb / step, sb / step);
     // Where plans look (a tuned stack, compute-bound), the compute bound is most of the step; on
     // the BF16 baseline host overheads and waits make most of it, and neither bound sees them.
     if (&s == &cases.front()) {
