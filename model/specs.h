@@ -161,6 +161,9 @@ struct AttentionSpec {
   int sliding_window = 0;              // 0: none
   std::vector<bool> sliding_layers;    // per layer: true if the layer uses the sliding window
   bool sinks = false;                  // GPT-OSS learned attention sinks (one scalar per head)
+  // Per layer: true where the layer applies no rotary embedding (Llama 4's NoPE layers, global
+  // attention without RoPE and without QK-norm); empty: every layer rotates.
+  std::vector<bool> nope_layers;
   // MLA (DeepSeek-V3 / Kimi-K2); q_lora_rank 0 means a plain q projection
   int q_lora_rank = 0;
   int kv_lora_rank = 0;

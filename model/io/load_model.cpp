@@ -245,9 +245,24 @@ ModelSpec parse_hf_model(const Node& n) {
     // if given, else every interleave_moe_layer_step-th ((layer + 1) % step == 0: Maverick's odd
     // layers); the others have intermediate_size_mlp. Chunked local attention
     // (attention_chunk_size) is priced as full causal attention: exact while the sequence is no
-    // longer than a chunk.
+    // longer than a chunk (the NoPE layers attend globally).
     gqa();
     a.qk_norm = n.bool_or("use_qk_norm", false);
+    // NoPE layers: no_rope_layers (1 rotates, 0 does not, one per layer) when given and not empty,
+    // else every no_rope_layer_interval-th layer ((layer + 1) % interval == 0), as Llama4TextConfig.
+    a.nope_layers.assign(static_cast<size_t>(m.layers), false);
+    if (auto nr = n.get("no_rope_layers"); nr && !nr->is_array()) nr->fail("expected an array of 0 or 1 per layer (1: the layer uses RoPE)");
+    if (auto nr = n.get("no_rope_layers"); nr && nr->size() > 0) {
+      if (nr->size() != static_cast<size_t>(m.layers))
+        nr->fail("expected one entry per layer (num_hidden_layers " + std::to_string(m.layers) + "), got " + std::to_string(nr->size()));
+      for (size_t i = 0; i < nr->size(); ++i) {
+        const int64_t v = (*nr)[i].as_nonneg_int(1);
+        a.nope_layers[i] = v == 0;
+      }
+    } else {
+      const int64_t every = n.positive_int_or("no_rope_layer_interval", 4, limits::kLayers);
+      for (int l = 0; l < m.layers; ++l) a.nope_layers[static_cast<size_t>(l)] = (l + 1) % every == 0;
+    }
     m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
     m.expert_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
@@ -283,7 +298,7 @@ const std::vector<std::string>& hf_keys() {
   static const std::vector<std::string> k = {
       "_name_or_path", "decoder_sparse_step", "experts_per_token", "first_k_dense_replace", "head_dim", "hidden_size",
       "interleave_moe_layer_step", "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
-      "moe_layer_freq", "moe_layers", "n_group", "n_routed_experts", "n_shared_experts", "num_attention_heads", "num_experts",
+      "moe_layer_freq", "moe_layers", "n_group", "n_routed_experts", "n_shared_experts", "no_rope_layer_interval", "no_rope_layers", "num_attention_heads", "num_experts",
       "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_local_experts", "num_nextn_predict_layers",
       "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "scoring_func", "shared_expert_intermediate_size",
       "sliding_window", "tie_word_embeddings", "topk_group", "topk_method", "use_qk_norm", "v_head_dim", "vocab_size"};

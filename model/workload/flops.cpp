@@ -8,6 +8,11 @@ bool is_sliding(const ModelSpec& m, int layer) {
          s[static_cast<size_t>(layer)];
 }
 
+bool uses_rope(const ModelSpec& m, int layer) {
+  const auto& n = m.attention.nope_layers;
+  return !(layer >= 0 && static_cast<size_t>(layer) < n.size() && n[static_cast<size_t>(layer)]);
+}
+
 namespace {
 
 double d(int64_t v) { return static_cast<double>(v); }

@@ -45,6 +45,8 @@ inline constexpr double kAttentionBwdWork = 2.5;
 
 // Whether `layer` attends through the model's sliding window (false for full-attention layers).
 bool is_sliding(const ModelSpec& m, int layer);
+// Whether the layer rotates Q and K (false on Llama 4's NoPE layers; an MTP layer past the map rotates).
+bool uses_rope(const ModelSpec& m, int layer);
 
 LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq_len);
 

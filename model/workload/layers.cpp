@@ -77,6 +77,7 @@ void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool 
   // shared by the heads, V split off beside it (the backward sums the rope part's gradient over the
   // heads). A recompute rotates again what it recomputed.
   const AttentionSpec& a = m_.attention;
+  if (!uses_rope(m_, l)) return;  // a NoPE layer (Llama 4): nothing to rotate
   double per_token = 0;
   if (a.kind == AttentionKind::mla) {
     const double nope = a.qk_nope_head_dim, rp = a.qk_rope_head_dim;
@@ -91,7 +92,8 @@ void Lowering::rope(int l, double heads, double kvh, double qk, double vd, bool 
 }
 
 void Lowering::qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part) {
-  if (!m_.attention.qk_norm || m_.attention.kind == AttentionKind::mla) return;
+  // Llama 4 normalizes Q and K only in the layers that rotate them.
+  if (!m_.attention.qk_norm || m_.attention.kind == AttentionKind::mla || !uses_rope(m_, l)) return;
   const double per_token = ((q_part ? heads : 0.0) + (k_part ? kvh : 0.0)) * qk;
   if (per_token <= 0) return;
   memory(phased("attn.qk_norm"), l, t_ * per_token * 2.0 * (phase_ == Phase::backward ? 3.0 : 2.0));

@@ -200,6 +200,26 @@ TEST(LoadModel, InterleavedMoeLayers) {
   }
   EXPECT_EQ(expert_layers, (std::set<int>{1, 3, 5, 7}));
   EXPECT_EQ(dense_layers, (std::set<int>{0, 2, 4, 6}));
+  // NoPE layers (no_rope_layer_interval, 4 by default: layers 3 and 7) rotate nothing and, with
+  // use_qk_norm, normalize nothing; an explicit no_rope_layers list (1 rotates) overrides it.
+  auto rotating = [](const StepGraph& sg, const char* name) {
+    std::set<int> out;
+    for (const Op& op : sg.classes.at(0).ops)
+      if (op.name == name) out.insert(op.layer);
+    return out;
+  };
+  EXPECT_EQ(rotating(g, "attn.rope"), (std::set<int>{0, 1, 2, 4, 5, 6}));
+  EXPECT_EQ(rotating(g, "attn.qk_norm"), (std::set<int>{0, 1, 2, 4, 5, 6}));
+  EXPECT_EQ(rotating(g, "attn.rope.bwd"), (std::set<int>{0, 1, 2, 4, 5, 6}));
+  const Scenario listed = load_scenario(sc, {parse_override("model.text_config.no_rope_layers=[0,1,1,1,1,1,1,0]")});
+  const StepGraph lg = lower_step(listed, expert_load(listed, Calibration{}));
+  EXPECT_EQ(rotating(lg, "attn.rope"), (std::set<int>{1, 2, 3, 4, 5, 6}));
+  try {
+    load_scenario(sc, {parse_override("model.text_config.no_rope_layers=[1,1]")});
+    ADD_FAILURE() << "a no_rope_layers list of the wrong length loaded";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.json_path(), "/model/text_config/no_rope_layers");  // the --set value, in the scenario
+  }
   // --set reaches into text_config; a key set beside it would be ignored, so it is an error.
   EXPECT_EQ(load_scenario(sc, {parse_override("model.text_config.interleave_moe_layer_step=1")}).model.moe_layers(), 8);
   try {
