@@ -215,9 +215,12 @@ bool ScenarioForm::save(const QString& out, QString* error) {
   QJsonObject doc = doc_;
   for (const auto& [p, v] : edits_) put(doc, p.split(QLatin1Char('.')), 0, parse_value(v));
   const QDir from = QFileInfo(path_).absoluteDir(), to = QFileInfo(out).absoluteDir();
-  for (const char* key : {"model", "system", "calibration"}) {
+  // References to files, relative to the scenario's folder, follow it; a value that names no file
+  // beside it ("none", a shipped stack's name) stays as it is.
+  for (const char* key : {"model", "system", "calibration", "stack", "end_to_end"}) {
     const QJsonValue ref = doc.value(QLatin1String(key));
     if (!ref.isString() || QDir::isAbsolutePath(ref.toString())) continue;
+    if (!QFileInfo(from.absoluteFilePath(ref.toString())).isFile()) continue;
     doc.insert(QLatin1String(key), to.relativeFilePath(from.absoluteFilePath(ref.toString())));
   }
   QSaveFile f(out);  // writes a temporary beside OUT and renames it on commit()

@@ -603,7 +603,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases, sweep_grid) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases, end_to_end, sweep_grid) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;

@@ -229,10 +229,17 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         // The third: the step scheduled without contention, a fraction of a simulation's cost and
         // within a few percent of it where little overlaps (most slow layouts are slow by their
         // exposed communication and bubbles, which the first two bounds do not see).
+        // Not computed while it cannot prune (the first K, or --no-prune). The simulator may end
+        // an op up to 1e-12 of its time early: a tie with the K-th best is kept.
+        bool can_prune;
         {
+          std::lock_guard<std::mutex> lk(mu);
+          can_prune = kth() < 1e300;
+        }
+        if (can_prune) {
           const double sb = schedule_bound(*low.graph, pr, c.s.stack).value();
           std::lock_guard<std::mutex> lk(mu);
-          if (sb > kth()) {
+          if (sb > kth() * (1 + 1e-9)) {
             ++res.schedule_bounded;
             return;
           }

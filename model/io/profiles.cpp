@@ -55,7 +55,7 @@ std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n) {
   if (!n.has("kind") || n.at("kind").as_string() != "end_to_end")
     n.fail("expected end-to-end errors (\"kind\": \"end_to_end\", from moeperf accuracy --out)");
   const Node cs = n.at("cases");
-  if (!cs.is_array()) cs.fail("expected an array of cases");
+  if (!cs.is_array() || cs.size() == 0) cs.fail("expected a non-empty array of cases (moeperf accuracy --out writes one per published case)");
   std::vector<Calibration::EndToEndCase> out;
   for (size_t i = 0; i < cs.size(); ++i) {
     const Node c = cs[i];
@@ -171,13 +171,17 @@ EndToEndErrors load_end_to_end(const std::string& path) {
 }
 
 EndToEndErrors builtin_end_to_end() {
-  for (const auto& [name, text] : kBuiltinEndToEnd) {
-    if (name != "end-to-end") continue;
-    const detail::json doc = detail::json::parse(text);
-    const std::string shown = "calibration/accuracy/end-to-end.json";
-    return {detail::parse_end_to_end(detail::Node(doc, shown + " (built in)", "")), shown};
-  }
-  return {};
+  // Parsed once: plan and sweep load thousands of scenarios.
+  static const EndToEndErrors shipped = [] {
+    for (const auto& [name, text] : kBuiltinEndToEnd) {
+      if (name != "end-to-end") continue;
+      const detail::json doc = detail::json::parse(text);
+      const std::string shown = "calibration/accuracy/end-to-end.json";
+      return EndToEndErrors{detail::parse_end_to_end(detail::Node(doc, shown + " (built in)", "")), shown};
+    }
+    return EndToEndErrors{};
+  }();
+  return shipped;
 }
 
 }  // namespace moeperf::io

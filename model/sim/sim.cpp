@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
+#include <tuple>
 
 namespace moeperf {
 namespace {
@@ -90,6 +93,21 @@ class Engine {
     // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
     // Partners are stage classes; a class that copies a stage's program (straggler, typical EP
     // ranks) receives from the same sends as its stage class.
+    // Each class's sends indexed once by (name suffix, micro-batch, chunk, receiving stage), the
+    // first of equal keys kept (a scan of the peer's ops per receive was receives x ops).
+    using SendKey = std::tuple<std::string, int, int, int>;
+    std::vector<std::optional<std::map<SendKey, int32_t>>> sends(g.classes.size());
+    auto sends_of = [&](size_t c) -> const std::map<SendKey, int32_t>& {
+      if (!sends[c]) {
+        sends[c].emplace();
+        const auto& ops = g.classes[c].ops;
+        for (size_t j = 0; j < ops.size(); ++j)
+          if (ops[j].name.rfind("pp.send", 0) == 0)
+            sends[c]->try_emplace(SendKey{ops[j].name.substr(7), ops[j].micro_batch, ops[j].chunk, ops[j].peer_stage},
+                                  static_cast<int32_t>(j));
+      }
+      return *sends[c];
+    };
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const auto& ops = g.classes[c].ops;
       cls_[c].peer.assign(ops.size(), {-1, -1});
@@ -99,14 +117,9 @@ class Engine {
         // pp.recv, pp.recv.bwd, pp.recv.grad pair with pp.send, pp.send.bwd, pp.send.grad.
         if (op.name.rfind("pp.recv", 0) != 0) continue;
         if (op.peer_stage < 0 || static_cast<size_t>(op.peer_stage) >= g.classes.size()) continue;
-        const std::string want = "pp.send" + op.name.substr(7);
-        const auto& pops = g.classes[static_cast<size_t>(op.peer_stage)].ops;
-        for (size_t j = 0; j < pops.size(); ++j)
-          if (pops[j].name == want && pops[j].micro_batch == op.micro_batch && pops[j].chunk == op.peer_chunk &&
-              pops[j].peer_stage == self) {
-            cls_[c].peer[i] = {op.peer_stage, static_cast<int32_t>(j)};
-            break;
-          }
+        const auto& index = sends_of(static_cast<size_t>(op.peer_stage));
+        if (const auto it = index.find(SendKey{op.name.substr(7), op.micro_batch, op.peer_chunk, self}); it != index.end())
+          cls_[c].peer[i] = {op.peer_stage, it->second};
       }
     }
   }

@@ -84,7 +84,9 @@ Seconds compute_bound(const StepGraph& g, const Pricer& pricer);
 // and receives are left out (a matched receive ends with its send).
 Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack);
 
-// The tightest of the three: the step scheduled with no contention (schedule_bound). Every op
+// The step scheduled with no contention (schedule_bound): most often the tightest of the three
+// (with fwd/bwd overlap its two lanes' compute kernels run side by side at full speed, where
+// compute_bound adds them, so it may come out below compute_bound; both are bounds). Every op
 // starts when the simulator would let it (queue order, dependencies, matched sends, the host's
 // issue, synchronized peers) and runs its priced time alone; the simulator only adds (SMs shared
 // with communication kernels, links shared max-min), so its step is at least this finish. Costs

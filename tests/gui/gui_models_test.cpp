@@ -9,6 +9,10 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <cmath>
 #include <QTemporaryDir>
 
 #include "gui/models/hardware_run.h"
@@ -457,6 +461,39 @@ class ScenarioFormTest : public QObject {
     // The same prediction as the file with the overrides.
     QCOMPARE(predict(got, got.calibration).step_time.value(), predict(want, want.calibration).step_time.value());
     QVERIFY(QDir(dir.path()).entryList(QDir::Files) == QStringList{QStringLiteral("saved.json")});  // no temporary left
+  }
+  void saveKeepsFileReferencesAndNames() {
+    // A scenario beside its own end-to-end file, on a shipped stack by name: saved into another
+    // folder, the file reference follows it and the stack's name stays a name.
+    QTemporaryDir a, b;
+    QVERIFY(a.isValid() && b.isValid());
+    QFile src(kSmall);
+    QVERIFY(src.open(QIODevice::ReadOnly));
+    QJsonObject doc = QJsonDocument::fromJson(src.readAll()).object();
+    const QDir home = QFileInfo(kSmall).absoluteDir();
+    for (const char* key : {"model", "system"})
+      if (doc.value(QLatin1String(key)).isString())
+        doc.insert(QLatin1String(key), home.absoluteFilePath(doc.value(QLatin1String(key)).toString()));
+    doc.insert(QStringLiteral("stack"), QStringLiteral("megatron-core"));
+    doc.insert(QStringLiteral("end_to_end"), QStringLiteral("e2e.json"));
+    auto write = [](const QString& path, const QByteArray& text) {
+      QFile f(path);
+      return f.open(QIODevice::WriteOnly) && f.write(text) == text.size();
+    };
+    QVERIFY(write(a.filePath(QStringLiteral("scn.json")), QJsonDocument(doc).toJson()));
+    QVERIFY(write(a.filePath(QStringLiteral("e2e.json")),
+                  R"({"kind": "end_to_end", "cases": [{"name": "x", "stack": "megatron-core", "step_ratio": 1.5}]})"));
+    ScenarioForm f;
+    QVERIFY(f.load(a.filePath(QStringLiteral("scn.json"))));
+    QString error;
+    QVERIFY2(f.save(b.filePath(QStringLiteral("saved.json")), &error), qPrintable(error));
+    const Scenario got = io::load_scenario(b.filePath(QStringLiteral("saved.json")).toStdString());
+    QCOMPARE(got.stack.name, std::string("megatron-core"));
+    QCOMPARE(got.calibration.end_to_end.size(), size_t{1});
+    QCOMPARE(got.calibration.end_to_end.front().step_ratio, 1.5);
+    const StepReport r = predict(got, got.calibration);
+    QVERIFY(r.end_to_end && r.end_to_end->own_stack);
+    QVERIFY(std::abs(r.band_high - std::hypot(r.band, 0.5)) < 1e-12);
   }
 };
 

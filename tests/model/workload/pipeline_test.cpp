@@ -2,8 +2,6 @@
 // bound on a synthetic step where F, B and W are known, then the lowered programs on the simulator.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-
 #include <algorithm>
 #include <array>
 #include <deque>
@@ -466,7 +464,6 @@ TEST(PlanBounds, NeverExceedTheSimulatedStepAndAMemoChangesNothing) {
     const double sb = schedule_bound(*low.graph, pr, s.stack).value();
     EXPECT_LE(sb, step * (1 + 1e-12));
     EXPECT_GT(sb, 0.6 * step);
-    std::printf("%-60.60s step %.4f s  compute %.3f  comm %.3f  schedule %.3f of it\n", s.name.c_str(), step, cb / step, qb / step, sb / step);
     // Where plans look (a tuned stack, compute-bound), the compute bound is most of the step; on
     // the BF16 baseline host overheads and waits make most of it, and neither bound sees them.
     if (&s == &cases.front()) {
