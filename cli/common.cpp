@@ -5,12 +5,14 @@
 #include <cmath>
 #include <thread>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iomanip>
 #include <sstream>
+#include <unistd.h>
 
 #include "model/error.h"
 
@@ -70,6 +72,42 @@ Scenario load_named(const std::string& file, const std::vector<std::string>& set
   Scenario s = io::load_scenario(file, overrides(sets));
   name_overrides(s, sets);
   return s;
+}
+
+std::string duration_text(double s) {
+  char b[48];
+  if (s < 90) std::snprintf(b, sizeof b, "%.0f s", s);
+  else if (s < 5400) std::snprintf(b, sizeof b, "%.0f min %02.0f s", std::floor(s / 60), std::fmod(s, 60));
+  else std::snprintf(b, sizeof b, "%.1f h", s / 3600);
+  return b;
+}
+
+Progress::Progress(std::string what, std::string unit, size_t total, size_t done)
+    : what_(std::move(what)), unit_(std::move(unit)), total_(total), first_(done), tty_(isatty(STDERR_FILENO) != 0),
+      t0_(std::chrono::steady_clock::now()), shown_(t0_) {}
+
+void Progress::update(size_t done, bool last) {
+  const auto now = std::chrono::steady_clock::now();
+  const double el = std::chrono::duration<double>(now - t0_).count();
+  const double rate = el > 0 ? static_cast<double>(done - first_) / el : 0;
+  const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
+  char line[200];
+  if (tty_) {
+    if (!last && std::chrono::duration<double>(now - shown_).count() < 0.1) return;
+    const int w = 30, fill = total_ ? static_cast<int>(w * done / total_) : w;
+    std::snprintf(line, sizeof line, "\r%s [%s%s] %zu/%zu %s, %.1f/s, ETA %s   ", what_.c_str(),
+                  std::string(static_cast<size_t>(fill), '#').c_str(), std::string(static_cast<size_t>(w - fill), '.').c_str(), done,
+                  total_, unit_.c_str(), rate, duration_text(eta).c_str());
+    std::cerr << line << (last ? "\n" : "") << std::flush;
+  } else {
+    const size_t tenth = total_ ? 10 * done / total_ : 10;
+    if (!last && tenth == tenth_ && std::chrono::duration<double>(now - shown_).count() < 30) return;
+    tenth_ = tenth;
+    std::snprintf(line, sizeof line, "%s: %zu/%zu %s, %.1f/s, ETA %s\n", what_.c_str(), done, total_, unit_.c_str(), rate,
+                  duration_text(eta).c_str());
+    std::cerr << line << std::flush;
+  }
+  shown_ = now;
 }
 
 int run_on_threads(int jobs, std::vector<std::function<void()>>& work) {

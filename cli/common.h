@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,6 +34,23 @@ CLI::Validator whole_at_least(long long min, const std::string& what);
 CLI::Validator whole_at_least_one(const std::string& what);
 CLI::Validator positive_number(const std::string& what);
 CLI::Validator gpu_count();
+
+// Progress of long work on stderr: a bar redrawn in place on a terminal ("sweep [####....] 40/100
+// points, 3.2/s, ETA 19 s"); otherwise a plain line at every tenth, or each half minute.
+class Progress {
+ public:
+  Progress(std::string what, std::string unit, size_t total, size_t done = 0);
+  void update(size_t done, bool last = false);
+
+ private:
+  std::string what_, unit_;
+  size_t total_, first_;
+  bool tty_;
+  size_t tenth_ = 0;
+  std::chrono::steady_clock::time_point t0_, shown_{};
+};
+// "42 s", "3 min 05 s", "1.6 h".
+std::string duration_text(double s);
 
 // Threads for independent jobs: `jobs` (<= 0: every core) threads take the next job until none is
 // left. Returns the thread count used.

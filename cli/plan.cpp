@@ -2,6 +2,7 @@
 // predicted figures and bands, and what the runner-up loses to the best.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,15 @@ int cmd_plan(const Opts& o) {
         for (const auto& f : j["found"]) found.emplace_back(f[0].get<size_t>(), f[1].get<double>());
       }
       return true;
+    };
+  }
+  // Progress on stderr (rank 0's share of the candidates under MPI): a search of thousands of
+  // layouts takes a minute.
+  std::unique_ptr<Progress> bar;
+  if (rk.rank() == 0) {
+    po.progress = [&bar](size_t done, size_t total) {
+      if (!bar) bar = std::make_unique<Progress>("plan", "layouts", total);
+      bar->update(done, done == total);
     };
   }
   const auto t0 = std::chrono::steady_clock::now();

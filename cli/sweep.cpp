@@ -34,48 +34,6 @@ struct Opts {
   bool resume = false;
 };
 
-std::string duration(double s) {
-  char b[48];
-  if (s < 90) std::snprintf(b, sizeof b, "%.0f s", s);
-  else if (s < 5400) std::snprintf(b, sizeof b, "%.0f min %02.0f s", std::floor(s / 60), std::fmod(s, 60));
-  else std::snprintf(b, sizeof b, "%.1f h", s / 3600);
-  return b;
-}
-
-// A bar redrawn in place on a terminal; plain lines at every tenth (or each half minute) otherwise.
-class Progress {
- public:
-  Progress(size_t total, size_t done) : total_(total), first_(done), tty_(isatty(STDERR_FILENO) != 0) {}
-  void update(size_t done, bool last = false) {
-    const auto now = std::chrono::steady_clock::now();
-    const double el = std::chrono::duration<double>(now - t0_).count();
-    const double rate = el > 0 ? static_cast<double>(done - first_) / el : 0;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
-    char line[160];
-    if (tty_) {
-      if (!last && std::chrono::duration<double>(now - shown_).count() < 0.1) return;
-      const int w = 30, fill = total_ ? static_cast<int>(w * done / total_) : w;
-      std::snprintf(line, sizeof line, "\rsweep [%s%s] %zu/%zu points, %.1f/s, ETA %s   ",
-                    std::string(static_cast<size_t>(fill), '#').c_str(), std::string(static_cast<size_t>(w - fill), '.').c_str(),
-                    done, total_, rate, duration(eta).c_str());
-      std::cerr << line << (last ? "\n" : "") << std::flush;
-    } else {
-      const size_t tenth = total_ ? 10 * done / total_ : 10;
-      if (!last && tenth == tenth_ && std::chrono::duration<double>(now - shown_).count() < 30) return;
-      tenth_ = tenth;
-      std::snprintf(line, sizeof line, "sweep: %zu/%zu points, %.1f/s, ETA %s\n", done, total_, rate, duration(eta).c_str());
-      std::cerr << line << std::flush;
-    }
-    shown_ = now;
-  }
-
- private:
-  size_t total_, first_;
-  bool tty_;
-  size_t tenth_ = 0;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now(), shown_{};
-};
-
 // --resume: the complete lines of `path` that are this sweep's first points, in order. Returns how
 // many there are and their bytes (a partial last line, from a kill mid-write, is dropped).
 std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& path, bool csv, const std::string& header) {
@@ -205,7 +163,7 @@ int cmd_sweep(const Opts& o) {
     for (auto& t : pool) t.join();
     return kExitOk;
   }
-  Progress bar(n, start);
+  Progress bar("sweep", "points", n, start);
   std::map<std::string, size_t> counts;
   const auto t0 = std::chrono::steady_clock::now();
   // Rows go out in point order as soon as every earlier one is done, so an interrupted file holds a

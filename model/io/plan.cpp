@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "model/error.h"
@@ -258,6 +259,16 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         ++res.failed;
       }
     });
+  }
+  if (o.progress) {
+    const size_t total = jobs.size();
+    auto finished = std::make_shared<size_t>(0);
+    for (auto& j : jobs)
+      j = [&mu, &o, inner = std::move(j), total, finished] {
+        inner();
+        std::lock_guard<std::mutex> lk(mu);
+        o.progress(++*finished, total);
+      };
   }
   if (run) run(jobs);
   else

@@ -40,6 +40,8 @@ struct PlanOptions {
   // plan() returns the counts of their shard and no layouts.
   int shard = 0, shards = 1;
   std::function<bool(PlanResult&, std::vector<std::pair<size_t, double>>&)> merge;
+  // Called (one thread at a time) as each of this process's candidates is done: how many of how many.
+  std::function<void(size_t done, size_t total)> progress;
 };
 
 struct PlanEntry {

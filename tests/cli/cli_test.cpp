@@ -40,6 +40,8 @@ Result sh(const std::string& cmd) {
 }
 
 Result run(const std::string& args) { return sh(std::string(MOEPERF_CLI) + " " + args); }
+// stdout alone (a command's progress on stderr left out): for output parsed as JSON.
+Result run_stdout(const std::string& args) { return sh("(" + std::string(MOEPERF_CLI) + " " + args + " 2>/dev/null)"); }
 
 TEST(Cli, TopoGb200Nvl72) {
   const Result r = run("topo " + source("topologies/gb200-nvl72.json") + " --format json");
@@ -827,9 +829,9 @@ TEST(CliMpi, SweepOnRanksEqualsOneProcessByteForByteAndResumes) {
 TEST(CliMpi, PlanOnRanksFindsTheSameBestLayouts) {
   if (!have_mpi_cli()) GTEST_SKIP() << "mpirun or moeperf-mpi (built when MPI is found) is not available";
   const std::string args = " plan " + source(kSeed) + " --gpus 4 --top 3 --format json --jobs 1 --set model=../models/qwen3-30b-a3b/config.json";
-  const Result one = run(args);
+  const Result one = run_stdout(args);
   ASSERT_EQ(one.code, 0) << one.out;
-  const Result many = sh(mpirun(3) + MOEPERF_CLI + args);
+  const Result many = sh("(" + mpirun(3) + MOEPERF_CLI + args + " 2>/dev/null)");
   ASSERT_EQ(many.code, 0) << many.out;
   auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(many.out.substr(many.out.find('{')));
   EXPECT_EQ(b["searched"]["processes"], 3);
@@ -937,7 +939,7 @@ TEST(CliCapacity, ClusterThroughputGpusHeldAndTimeToTrain) {
 // best first. Qwen3-30B-A3B on 4 GB300 keeps the search small enough for the sanitizer pass.
 TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
-  const Result r = run("plan " + source(kSeed) + " --gpus 4 --top 3 --format json" + small);
+  const Result r = run_stdout("plan " + source(kSeed) + " --gpus 4 --top 3 --format json" + small);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const auto& n = j["searched"];
@@ -964,7 +966,7 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_TRUE(pj["fits_in_memory"].get<bool>());
   // The bounds lose nothing: without pruning the same layouts come out, with the same figures, and
   // more of them were simulated.
-  const Result all = run("plan " + source(kSeed) + " --gpus 4 --top 3 --format json --no-prune" + small);
+  const Result all = run_stdout("plan " + source(kSeed) + " --gpus 4 --top 3 --format json --no-prune" + small);
   ASSERT_EQ(all.code, 0) << all.out;
   const auto aj = nlohmann::json::parse(all.out);
   ASSERT_EQ(aj["best"].size(), 3u);
@@ -978,7 +980,7 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_GT(aj["searched"]["predicted"].get<size_t>(), n["predicted"].get<size_t>());
   // MoE parallel folding is searched (ETP 1 across TP ranks, 2, 4): among the best 20 unpruned
   // layouts (the 15th on 2026-12-01) is a folded one with ETP 2, and its --set list predicts its step.
-  const Result every = run("plan " + source(kSeed) + " --gpus 4 --top 20 --format json --no-prune" + small);
+  const Result every = run_stdout("plan " + source(kSeed) + " --gpus 4 --top 20 --format json --no-prune" + small);
   ASSERT_EQ(every.code, 0) << every.out;
   const auto ej = nlohmann::json::parse(every.out);
   EXPECT_EQ(ej["best"].size(), 20u);
@@ -995,6 +997,10 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const Result t = run("plan " + source(kSeed) + " --gpus 4 --top 2" + small);
   EXPECT_NE(t.out.find("the runner-up loses"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("predict the best: moeperf predict"), std::string::npos) << t.out;
+  // Progress on stderr (not a terminal here: a line at each tenth), ending with every candidate done.
+  const std::string all_done = "plan: " + std::to_string(n["candidates"].get<size_t>()) + "/" +
+                               std::to_string(n["candidates"].get<size_t>()) + " layouts, ";
+  EXPECT_NE(t.out.find(all_done), std::string::npos) << t.out;
   // An objective the system cannot price is bad input.
   const Result c = run("plan " + source(kSeed) + " --gpus 4 --objective cost" + small);
   EXPECT_EQ(c.code, 2) << c.out;
