@@ -70,6 +70,26 @@ Pricer::Pricer(const Scenario& s, const Topology& t, const Calibration& cal, Col
   }
 }
 
+std::optional<Param> rate_param(const Op& op, const GpuSpec& gpu) {
+  if (op.collective != Collective::none) return std::nullopt;
+  switch (op.category) {
+    case Category::gemm: {
+      Dtype priced = op.dtype;
+      gemm_peak(op.dtype, gpu, &priced);
+      switch (op.dtype == Dtype::mxfp8 ? Dtype::mxfp8 : priced) {
+        case Dtype::fp8: return Param::gemm_fraction_fp8;
+        case Dtype::mxfp8: return Param::gemm_fraction_mxfp8;
+        case Dtype::nvfp4: return Param::gemm_fraction_nvfp4;
+        default: return Param::gemm_fraction_bf16;
+      }
+    }
+    case Category::attention: return op.phase == Phase::backward ? Param::attention_bwd_fraction : Param::attention_fwd_fraction;
+    case Category::memory:
+    case Category::optimizer: return Param::hbm_fraction;
+    default: return std::nullopt;
+  }
+}
+
 Seconds Pricer::compute_time(const Op& op) const {
   const GpuSpec& g = s_.system.gpu();
   switch (op.category) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -48,6 +49,12 @@ class CollectiveMemo {
   std::mutex mu_;
   std::map<Key, std::vector<CollectiveCost>> map_;
 };
+
+// The parameter that sets a compute op's rate: a GEMM's dtype fraction (as gemm_peak() prices the
+// dtype), attention's forward or backward fraction, the HBM fraction of a memory-bound kernel;
+// none for communication and host waits. predict names those still at their default in a fitted
+// profile (no measurement set them).
+std::optional<Param> rate_param(const Op& op, const GpuSpec& gpu);
 
 class Pricer {
  public:

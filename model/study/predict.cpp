@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "model/pricing/cost.h"
@@ -146,9 +147,11 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   }
   // Kernel time per category, per op, exposed communication: the reported class.
   std::map<std::string, size_t> index;
+  std::map<Param, double> at_default;  // compute seconds priced by a parameter no measurement set
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = kernel_time(sc.ops[i]);
+    if (const auto p = rate_param(op, s.system.gpu()); p && cal.is_default(*p)) at_default[*p] += d.value();
     r.breakdown[static_cast<size_t>(op.category)] += d;
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
     if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}, {}, {}, {}});
@@ -218,6 +221,20 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     r.band_high = std::hypot(r.band, std::max(0.0, e.slowest - 1));
     r.band_low = std::min(0.99, std::hypot(r.band, std::max(0.0, 1 - e.fastest)));
     r.end_to_end = e;
+  }
+  // A fitted profile may leave a parameter at its default where no record of the generation moves
+  // it (Hopper's BF16 GEMMs and attention backward): the band does not cover that, so say it.
+  if (cal.profile != "defaults") {
+    for (const auto& [p, sec] : at_default) {
+      const double share = sec / std::max(r.step_time.value(), 1e-300);
+      if (share < 0.05) continue;
+      const ParamDef& d = param_def(p);
+      char value[32], pct[32];
+      std::snprintf(value, sizeof value, "%g", d.value);
+      std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
+      r.notes.push_back(std::string(d.name) + " = " + value + " is its default, not a fit: no measurement of the profile's " +
+                        "GPU generation sets it, and it prices " + pct + " of the step's kernel time (the band does not cover it)");
+    }
   }
   r.profile = cal.profile;
   r.stack = s.stack.name;

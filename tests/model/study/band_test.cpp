@@ -97,6 +97,31 @@ TEST(Band, TheShippedEndToEndErrorsAreEveryAccuracyCaseWithItsStack) {
   EXPECT_DOUBLE_EQ(r.band_high, r.band);
 }
 
+// A fitted profile that leaves a rate at its default (Hopper's BF16 GEMMs: no Hopper BF16 GEMM
+// record in calibration/published/) says so when that rate prices a share of the step; a fitted
+// value, or a step priced with the defaults throughout, says nothing.
+TEST(Band, ARateNoMeasurementSetIsNamed) {
+  auto notes_on = [](const Scenario& s, const std::string& what) {
+    const StepReport r = predict(s, s.calibration);
+    int n = 0;
+    for (const std::string& x : r.notes) n += x.rfind(what, 0) == 0;
+    return n;
+  };
+  Scenario h = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"));
+  ASSERT_NE(h.calibration.profile.find("hopper"), std::string::npos);
+  ASSERT_TRUE(h.calibration.is_default(Param::gemm_fraction_bf16));
+  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16 = 0.8 is its default, not a fit"), 1);
+  h.calibration.set(Param::gemm_fraction_bf16, 0.7);  // as a fit would
+  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);
+  h.calibration.profile = "defaults";  // no profile: every rate is a default, nothing to single out
+  h.calibration.set(Param::gemm_fraction_bf16, 0.8);
+  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);
+  // Blackwell Ultra's GEMM and attention rates are fitted (or inherited from Blackwell's fit).
+  const Scenario g = optimized();
+  EXPECT_EQ(notes_on(g, "gemm_fraction"), 0);
+  EXPECT_EQ(notes_on(g, "attention_"), 0);
+}
+
 TEST(Band, ABadEndToEndFileNamesTheFileAndPath) {
   const std::string dir = ::testing::TempDir();
   auto write = [&](const std::string& name, const std::string& text) {
