@@ -1,5 +1,7 @@
 #include "gui/models/summary.h"
 
+#include "model/io/report_io.h"
+
 namespace moeperf::gui {
 
 std::vector<SummaryItem> summary_items(const StepReport& r) {
@@ -31,6 +33,17 @@ std::vector<SummaryItem> summary_items(const StepReport& r) {
                      .arg(r.domains_used)
                      .arg(r.domains_used == 1 ? QString() : QStringLiteral("s")),
                  false});
+  return out;
+}
+
+QStringList summary_notes(const StepReport& r) {
+  QStringList out;
+  for (const auto& [term, text] : io::band_terms_text(r))
+    out << QStringLiteral("Band, %1: %2").arg(QString::fromStdString(term), QString::fromStdString(text));
+  out << QStringLiteral("Priced by profile %1, stack %2")
+             .arg(QString::fromStdString(r.profile),
+                  r.stack.empty() ? QStringLiteral("built-in defaults") : QString::fromStdString(r.stack));
+  for (const std::string& n : r.notes) out << QStringLiteral("Note: ") + QString::fromStdString(n);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <QString>
+#include <QStringList>
 #include <vector>
 
 #include "model/study/predict.h"
@@ -20,5 +21,10 @@ struct SummaryItem {
 };
 
 std::vector<SummaryItem> summary_items(const StepReport& r);
+
+// What the CLI's text report says beside the figures, as lines under them: the band's terms (the
+// parts' fit spread, the end-to-end term), the profile and stack that priced the step, and every
+// note of the prediction (a rate no measurement set, routing simplified, EP groups across racks).
+QStringList summary_notes(const StepReport& r);
 
 }  // namespace moeperf::gui

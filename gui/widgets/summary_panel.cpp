@@ -22,6 +22,7 @@ SummaryPanel::SummaryPanel(QWidget* parent) : QWidget(parent) {
 
 void SummaryPanel::setReport(const StepReport* r) {
   values_.clear();
+  notes_.clear();
   if (!r) {
     text_->setText(tr("No scenario: File > Open"));
     return;
@@ -32,7 +33,11 @@ void SummaryPanel::setReport(const StepReport* r) {
     cells << QStringLiteral("<span style='color:#555'>%1</span> <b%2>%3</b>")
                  .arg(i.label.toHtmlEscaped(), i.warn ? QStringLiteral(" style='color:#b00020'") : QString(), i.value.toHtmlEscaped());
   }
-  text_->setText(cells.join(QStringLiteral(" &nbsp;·&nbsp; ")));
+  notes_ = summary_notes(*r);
+  QString html = cells.join(QStringLiteral(" &nbsp;·&nbsp; "));
+  for (const QString& n : notes_)
+    html += QStringLiteral("<br><span style='color:#555; font-size:small'>%1</span>").arg(n.toHtmlEscaped());
+  text_->setText(html);
 }
 
 QString SummaryPanel::value(const QString& key) const {

@@ -1,6 +1,7 @@
 // The headline figures of the scenario shown (gui/models/summary.h), in a strip above the views.
 #pragma once
 
+#include <QStringList>
 #include <QWidget>
 #include <map>
 
@@ -17,10 +18,13 @@ class SummaryPanel : public QWidget {
   void setReport(const StepReport* r);  // null: empty
   // The value shown for a key of summary_items ("step", "memory", ...), empty when none.
   QString value(const QString& key) const;
+  // The lines under the figures: the band's terms, the profile and stack, the prediction's notes.
+  const QStringList& notes() const { return notes_; }
 
  private:
   QLabel* text_;
   std::map<QString, QString> values_;
+  QStringList notes_;
 };
 
 }  // namespace moeperf::gui

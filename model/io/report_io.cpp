@@ -85,6 +85,36 @@ std::string layout_text(const Scenario& s) {
   return t;
 }
 
+std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (r.band > 0) {
+    std::string t = "+/- " + f(100 * r.band, 1) + " %: per op class its share of the step x its fit spread (";
+    bool first = true;
+    for (auto& [cls, v] : r.band_terms) {
+      if (v < 0.0005) continue;
+      t += (first ? "" : ", ") + cls + " " + f(100 * v, 1) + " %";
+      first = false;
+    }
+    out.emplace_back("parts", t + ")");
+  }
+  if (const auto& e = r.end_to_end) {
+    const std::string stack = e->stack.empty() ? "the built-in defaults" : "stack " + e->stack;
+    const std::string ran = e->cases == 1 ? "ran " + f(e->slowest, 2) + "x"
+                                          : "ran " + f(e->fastest, 2) + "x to " + f(e->slowest, 2) + "x";
+    const double over = std::max(0.0, e->slowest - 1), under = std::max(0.0, 1 - e->fastest);
+    std::string side = over > 0 ? "+" + f(100 * over, 0) + " %" : "";
+    if (under > 0) side += (side.empty() ? "" : " / ") + ("-" + f(100 * under, 0) + " %");
+    std::string t = (side.empty() ? std::string("0 %") : side) + ": ";
+    if (e->own_stack)
+      t += "the " + (e->cases == 1 ? std::string("published case") : std::to_string(e->cases) + " published cases") + " of " + stack +
+           " " + ran;
+    else
+      t += "no published case ran on " + stack + "; the " + std::to_string(e->cases) + " cases of every stack " + ran;
+    out.emplace_back("end to end", t + " the predicted step (" + e->source + "; tests, never fitted)");
+  }
+  return out;
+}
+
 void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int top, double train_tokens) {
   const double step = r.step_time.value();
   const Scenario& scen = *r.scenario;
@@ -126,31 +156,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
     if (r.end_to_end) out << ": the parts' and the end-to-end term in quadrature";
     out << "\n";
   }
-  if (r.band > 0) {
-    out << "      parts              +/- " << f(100 * r.band, 1) << " %: per op class its share of the step x its fit spread (";
-    bool first = true;
-    for (auto& [cls, t] : r.band_terms) {
-      if (t < 0.0005) continue;
-      out << (first ? "" : ", ") << cls << " " << f(100 * t, 1) << " %";
-      first = false;
-    }
-    out << ")\n";
-  }
-  if (const auto& e = r.end_to_end) {
-    const std::string stack = e->stack.empty() ? "the built-in defaults" : "stack " + e->stack;
-    const std::string ran = e->cases == 1 ? "ran " + f(e->slowest, 2) + "x"
-                                          : "ran " + f(e->fastest, 2) + "x to " + f(e->slowest, 2) + "x";
-    const double over = std::max(0.0, e->slowest - 1), under = std::max(0.0, 1 - e->fastest);
-    std::string side = over > 0 ? "+" + f(100 * over, 0) + " %" : "";
-    if (under > 0) side += (side.empty() ? "" : " / ") + ("-" + f(100 * under, 0) + " %");
-    out << "      end to end         " << (side.empty() ? std::string("0 %") : side) << ": ";
-    if (e->own_stack)
-      out << "the " << (e->cases == 1 ? std::string("published case") : std::to_string(e->cases) + " published cases") << " of "
-          << stack << " " << ran;
-    else
-      out << "no published case ran on " << stack << "; the " << e->cases << " cases of every stack " << ran;
-    out << " the predicted step (" << e->source << "; tests, never fitted)\n";
-  }
+  for (const auto& [term, text] : band_terms_text(r)) out << "      " << term << std::string(19 - term.size(), ' ') << text << "\n";
   out << "  profile                " << r.profile << "\n";
   out << "  stack                  "
       << (r.stack.empty() ? std::string("built-in defaults (an inline stack without a base)") : r.stack);
