@@ -212,7 +212,22 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
         << f(r.load.max_rank_tile_rows, 0) << "\n";
   const MemoryReport& m = r.memory;
   out << "  memory per GPU         " << gb(m.hbm_total) << " of " << gb(m.hbm_capacity) << " usable HBM"
-      << (m.fits_hbm ? "" : "  DOES NOT FIT: short by " + gb(m.hbm_shortfall)) << "\n";
+      << (m.fits_hbm ? "" : "  DOES NOT FIT: short by " + gb(m.hbm_shortfall));
+  if (m.hbm_by_stage.size() > 1) out << " (pipeline stage " << m.pp_stage << ", the fullest; below: its parts)";
+  out << "\n";
+  if (m.hbm_by_stage.size() > 1) {
+    // Every stage's HBM: an uneven layout or 1F1B's warm-up fills the first stages most.
+    out << "    per stage (GB)";
+    const size_t n = m.hbm_by_stage.size();
+    for (size_t st = 0; st < n; ++st) {
+      if (n > 16 && st == 8) {
+        out << " ... (" << n - 12 << " more: --format json)";
+        st = n - 4;
+      }
+      out << (st == 0 ? " " : ", ") << f(m.hbm_by_stage[st].value() / 1e9, 1);
+    }
+    out << "\n";
+  }
   out << "    weights " << gb(m.weights) << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
       << ", FSDP buffers " << gb(m.fsdp_buffers) << "\n";
   const double mif = m.micro_batches_in_flight;
@@ -347,6 +362,9 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   mem["offloaded_to_host"] = r.memory.offloaded_to_host.value();
   mem["hbm_shortfall"] = r.memory.hbm_shortfall.value();
   mem["host_shortfall"] = r.memory.host_shortfall.value();
+  mem["pp_stage"] = r.memory.pp_stage;
+  mem["hbm_by_stage"] = nlohmann::json::array();
+  for (const Bytes& b : r.memory.hbm_by_stage) mem["hbm_by_stage"].push_back(b.value());
   for (int c = 0; c < kTensorClassCount; ++c)
     mem["activations_by_class"][to_string(static_cast<TensorClass>(c))] = r.memory.activations_by_class[static_cast<size_t>(c)].value();
   j["memory"] = mem;

@@ -62,6 +62,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
   const double dense_opt_div = zero1 ? d(p.dense_data_parallel()) : 1.0;
   const double expert_opt_div = zero1 ? d(p.expert_data_parallel()) : 1.0;
   MemoryReport best;
+  std::vector<Bytes> by_stage;
   for (int st = 0; st < p.pp; ++st) {
     MemoryReport r;
     r.pp_stage = st;
@@ -140,8 +141,10 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     r.fits = r.fits_hbm && r.fits_host;
     if (!r.fits_hbm) r.hbm_shortfall = r.hbm_total - r.hbm_capacity;
     if (!r.fits_host) r.host_shortfall = r.offloaded_to_host - r.host_capacity;
+    by_stage.push_back(r.hbm_total);
     if (st == 0 || r.hbm_total > best.hbm_total) best = r;
   }
+  best.hbm_by_stage = std::move(by_stage);
   return best;
 }
 

@@ -30,6 +30,7 @@ struct MemoryReport {
   bool fits_hbm = true, fits_host = true, fits = true;
   Bytes hbm_shortfall, host_shortfall;  // how much is missing when it does not fit
   int pp_stage = 0;                     // the stage reported (the one with the most HBM)
+  std::vector<Bytes> hbm_by_stage;      // every pipeline stage's HBM total (one entry without PP)
 };
 
 MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal);

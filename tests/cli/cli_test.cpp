@@ -291,6 +291,13 @@ TEST(Cli, PredictReportsThePipelineLayout) {
   EXPECT_EQ(j["pipeline_layout"]["spec"], "Et|(tt|)*30L");
   EXPECT_EQ(j["pipeline_layout"]["virtual_stages"], 32);
   EXPECT_EQ(j["pipeline_layout"]["stages"][7][3], "L");
+  // Every stage's HBM, the fullest shown whole: text and JSON agree.
+  ASSERT_EQ(j["memory"]["hbm_by_stage"].size(), 8u);
+  const int fullest = j["memory"]["pp_stage"].get<int>();
+  EXPECT_DOUBLE_EQ(j["memory"]["hbm_by_stage"][static_cast<size_t>(fullest)].get<double>(), j["peak_memory_bytes_per_gpu"].get<double>());
+  EXPECT_NE(t.out.find("(pipeline stage " + std::to_string(fullest) + ", the fullest; below: its parts)\n    per stage (GB) "),
+            std::string::npos)
+      << t.out;
   // Each stage's time without a kernel: the reported stage's is the pipeline bubble; with the
   // uneven layout the lighter end stages (the embedding and one layer; the loss) wait longest, a
   // middle stage of eight MoE layers only for the fill and drain.

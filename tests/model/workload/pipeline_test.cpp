@@ -379,6 +379,17 @@ TEST(PipelineLayout, MegatronsDeepSeekLayoutPlacesLayersAsCounted) {
   const MemoryReport m = memory_report(s, expert_load(s, s.calibration), s.calibration);
   EXPECT_LE(m.weights.value(), heaviest * (1 + 1e-9));
   EXPECT_GT(m.weights.value(), 0.8 * heaviest);
+  // Every stage's HBM is reported; the one shown is the fullest.
+  ASSERT_EQ(m.hbm_by_stage.size(), size_t{8});
+  EXPECT_EQ(m.hbm_by_stage[static_cast<size_t>(m.pp_stage)].value(), m.hbm_total.value());
+  for (const Bytes& b : m.hbm_by_stage) EXPECT_LE(b.value(), m.hbm_total.value());
+  // The lopsided layout puts 60 layers' weights and 1F1B's deepest warm-up on stage 0, one layer on stage 1.
+  const Scenario lop = ladder({"parallelism.vpp=1", "parallelism.schedule=\"1f1b\"", "parallelism.pp=2", "parallelism.ep=64",
+                               "gpus=128", "batch.global_batch=512", "parallelism.layout=\"Et*60|tL\""});
+  const MemoryReport ml = memory_report(lop, expert_load(lop, lop.calibration), lop.calibration);
+  ASSERT_EQ(ml.hbm_by_stage.size(), size_t{2});
+  EXPECT_EQ(ml.pp_stage, 0);
+  EXPECT_GT(ml.hbm_by_stage[0].value(), 5 * ml.hbm_by_stage[1].value());
 }
 
 // A lopsided layout lengthens the step: 1F1B over 2 stages with 60 layers on the first and one on
