@@ -288,8 +288,11 @@ TEST(PlanBounds, WithNothingToShareTheUncontendedScheduleIsTheSimulatedStep) {
     const double step = simulate(*low.graph, pr, s.stack).step_time.value();
     const double sb = schedule_bound(*low.graph, pr, s.stack).value();
     if (s.gpus == 1) {
-      for (const Op& op : low.graph->classes.front().ops)  // a group of one moves nothing
-        if (op.collective != Collective::none) ASSERT_EQ(op.bytes.value(), 0.0) << op.name;
+      for (const Op& op : low.graph->classes.front().ops) {  // a group of one moves nothing
+        if (op.collective != Collective::none) {
+          ASSERT_EQ(op.bytes.value(), 0.0) << op.name;
+        }
+      }
       EXPECT_NEAR(sb, step, 1e-9 * step);
     } else {
       EXPECT_LE(sb, step * (1 + 1e-12));
