@@ -10,17 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/io/parts.h"
 #include "model/study/predict.h"
 
 namespace moeperf::cli {
 namespace {
 
-// Rounded so that the file reads well and reruns give the same bytes.
-double round4(double v) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  const double scale = std::pow(10.0, 3 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
-  return std::round(v * scale) / scale;
-}
+double round4(double v) { return io::round_sig(v, 4); }
 
 int cmd_accuracy(const std::string& file, const std::string& format, const std::string& out) {
   check_output_path("--out", out);

@@ -37,6 +37,10 @@ std::optional<Calibration> parts_calibration(const std::string& path, const Cali
 // file references resolve against shown_path's folder, errors name shown_path.
 std::vector<PartRecord> parts_from_document(const nlohmann::json& doc, const std::string& shown_path);
 
+// `v` to `digits` significant digits: files written by a fit or a test run read well, and a rerun
+// gives the same bytes on any machine.
+double round_sig(double v, int digits = 6);
+
 // A calibration profile for a fit: every parameter, the files and, per parameter, the records it
 // was fitted on; per class the errors before and after and the residual spread (the band).
 std::string calibration_profile_json(const FitReport& f, const std::vector<std::string>& files,

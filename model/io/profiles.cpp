@@ -74,12 +74,6 @@ std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n) {
 
 namespace {
 
-// Rounded so that the file reads well and refits give the same bytes on any machine.
-double round_sig(double v, int digits = 6) {
-  if (v == 0 || !std::isfinite(v)) return v;
-  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
-  return std::round(v * scale) / scale;
-}
 
 const std::vector<std::pair<std::string, std::string>> kBuiltin = {
 #include "builtin_profiles.inc"
@@ -90,6 +84,12 @@ const std::vector<std::pair<std::string, std::string>> kBuiltinEndToEnd = {
 };
 
 }  // namespace
+
+double round_sig(double v, int digits) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const double scale = std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(v)))));
+  return std::round(v * scale) / scale;
+}
 
 std::string calibration_profile_json(const FitReport& f, const std::vector<std::string>& files, const std::string& name,
                                      const std::string& start_name) {

@@ -76,12 +76,7 @@ std::optional<Param> rate_param(const Op& op, const GpuSpec& gpu) {
     case Category::gemm: {
       Dtype priced = op.dtype;
       gemm_peak(op.dtype, gpu, &priced);
-      switch (op.dtype == Dtype::mxfp8 ? Dtype::mxfp8 : priced) {
-        case Dtype::fp8: return Param::gemm_fraction_fp8;
-        case Dtype::mxfp8: return Param::gemm_fraction_mxfp8;
-        case Dtype::nvfp4: return Param::gemm_fraction_nvfp4;
-        default: return Param::gemm_fraction_bf16;
-      }
+      return priced_fraction_param(op.dtype, priced);
     }
     case Category::attention: return op.phase == Phase::backward ? Param::attention_bwd_fraction : Param::attention_fwd_fraction;
     case Category::memory:

@@ -8,14 +8,18 @@
 
 namespace moeperf {
 
-double gemm_fraction(Dtype d, const Calibration& cal) {
+Param gemm_fraction_param(Dtype d) {
   switch (d) {
-    case Dtype::fp8: return cal[Param::gemm_fraction_fp8];
-    case Dtype::mxfp8: return cal[Param::gemm_fraction_mxfp8];
-    case Dtype::nvfp4: return cal[Param::gemm_fraction_nvfp4];
-    default: return cal[Param::gemm_fraction_bf16];
+    case Dtype::fp8: return Param::gemm_fraction_fp8;
+    case Dtype::mxfp8: return Param::gemm_fraction_mxfp8;
+    case Dtype::nvfp4: return Param::gemm_fraction_nvfp4;
+    default: return Param::gemm_fraction_bf16;
   }
 }
+
+Param priced_fraction_param(Dtype d, Dtype priced) { return gemm_fraction_param(d == Dtype::mxfp8 ? Dtype::mxfp8 : priced); }
+
+double gemm_fraction(Dtype d, const Calibration& cal) { return cal[gemm_fraction_param(d)]; }
 
 namespace {
 
@@ -33,12 +37,8 @@ double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibratio
   return padding * wave_eff * k / (k + cal[Param::gemm_k_half]);
 }
 
-// The fraction for `d` priced as `priced`: the dtype's own, except a format the GPU lacks and
-// prices as another (NVFP4 as MXFP8 or FP8) takes that one's; MXFP8 priced at the FP8 rate stays
-// block-scaled.
-double priced_fraction(Dtype d, Dtype priced, const Calibration& cal) {
-  return gemm_fraction(d == Dtype::mxfp8 ? Dtype::mxfp8 : priced, cal);
-}
+// The fraction for `d` priced as `priced` (priced_fraction_param).
+double priced_fraction(Dtype d, Dtype priced, const Calibration& cal) { return cal[priced_fraction_param(d, priced)]; }
 
 }  // namespace
 

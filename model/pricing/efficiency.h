@@ -39,6 +39,11 @@ struct GemmShape {
 // The sustained fraction of the dense peak a GEMM in `d` reaches. Block-scaled FP8 keeps its own
 // fraction where the GPU prices it at the FP8 rate (Hopper: the scales are applied in the K loop).
 double gemm_fraction(Dtype d, const Calibration& cal);
+// The parameter gemm_fraction reads for `d`; and the one a GEMM in `d` priced as `priced` (what
+// gemm_peak() prices it as) uses: the dtype's own, except a format the GPU lacks takes the one it is
+// priced as, and MXFP8 priced at the FP8 rate stays block-scaled.
+Param gemm_fraction_param(Dtype d);
+Param priced_fraction_param(Dtype d, Dtype priced);
 // Fraction of the dense peak (of the dtype gemm_peak() prices `d` as) a GEMM of this shape sustains.
 double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal);
 // Seconds for a GEMM of this shape executing `flops` (<= 0: the shape's own) and moving `hbm_bytes`.

@@ -202,8 +202,8 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     }
     r.band = std::sqrt(sq);
   }
-  r.band_low = r.band_high = r.band;
-  r.band_low = std::min(0.99, r.band_low);  // a step's low end stays above zero
+  r.band_high = r.band;
+  r.band_low = std::min(0.99, r.band);  // a step's low end stays above zero
   if (!cal.end_to_end.empty()) {
     StepReport::EndToEndTerm e;
     e.stack = s.stack.name;
