@@ -73,6 +73,7 @@ void rope_apply(float* x, int64_t rows, int64_t seq, int64_t heads, int64_t head
 
 // The dims RoPE turns in each head: MLA's rope part, a GQA/MHA head whole; even.
 int64_t rope_dims(const Dims& d) {
+  if (!d.mla && !d.rope) return 0;  // a NoPE layer (Llama 4): no rotation
   const int64_t r = d.mla ? d.rope_dim : d.head_dim;
   return r - r % 2;
 }
@@ -129,10 +130,10 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   qd_ = d.heads * d.head_dim;
   kd_ = d.kv_heads * d.head_dim;
   vd_ = d.kv_heads * d.v_dim;
-  at_ = BlockedAttention{d.seq, d.head_dim, d.window, true};
+  at_ = BlockedAttention{d.seq, d.head_dim, d.window, true, d.chunk};
   group_ = d.heads / d.kv_heads;
   // The cost model's count of the core: 2 x keys x heads x (qk + v dims) per query.
-  keys_ = attended_keys(d.seq, static_cast<int>(d.window));
+  keys_ = attended_keys(d.seq, static_cast<int>(d.window), d.chunk);
   edges_ = masked_edges(true, d.window);  // causal, and the window's far edge
   core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
   rope_ = rope_dims(d);
@@ -225,7 +226,7 @@ void AttentionBlock::forward(Backend& be, Communicator& comm, Recorder& rec, con
   // RoPE on Q and K, one pass as the model prices it; MLA's also assembles each head's K (its nope
   // part and the shared rope part) and V, as Megatron's fused MLA rope kernels do.
   if (!d_.mla) {
-    rec.time("attn.rope", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(q_.data(), k_.data(), false); });
+    if (d_.rope) rec.time("attn.rope", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(q_.data(), k_.data(), false); });
   } else {
     rec.time("attn.rope", 4.0 * fT * (2.0 * fq + D(kvw) + D(rope) + D(kd_ + vd_)), 0, [&] {
       for (int64_t t = 0; t < T; ++t)
@@ -295,7 +296,7 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
   // gradients back to the up projection's layout, the rope part's summed over the heads.
   std::vector<float> dkvb(Z(d_.mla ? T * kvw : 0)), dckv(Z(d_.mla ? T * (kl + rope) : 0), 0.0f);
   if (!d_.mla) {
-    rec.time("attn.rope.bwd", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(dq.data(), dk.data(), true); });
+    if (d_.rope) rec.time("attn.rope.bwd", 8.0 * fT * (fq + D(kd_)), 0, [&] { rotate_qk(dq.data(), dk.data(), true); });
   } else {
     rec.time("attn.rope.bwd", 4.0 * fT * (2.0 * fq + D(kd_ + vd_) + D(kvw) + D(rope)), 0, [&] {
       rotate_qk(dq.data(), dk.data(), true);
@@ -444,7 +445,7 @@ Eigen::MatrixXd naive_block(const Dims& d, const AttentionBlock::Layout& l, cons
       Eigen::VectorXd p(S);
       double mx = -INFINITY;
       for (int64_t j = 0; j < S; ++j) {
-        const bool masked = j > i || (d.window > 0 && j < i - d.window + 1);
+        const bool masked = j > i || (d.window > 0 && j < i - d.window + 1) || (d.chunk > 0 && j / d.chunk != i / d.chunk);
         p(j) = masked ? -INFINITY : s(i, j);
         mx = std::max(mx, p(j));
       }
@@ -508,7 +509,7 @@ std::string AttentionBlock::check_fsdp(Communicator& comm) const {
 std::vector<std::string> AttentionBlock::gates() const {
   std::vector<std::string> g;
   const std::string kind = d_.mla ? std::string("MLA") + (d_.q_lora > 0 ? " (low-rank Q)" : "") : d_.heads == d_.kv_heads ? "MHA" : "GQA";
-  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.qk_norm ? "QK-norm, " : "") + "RoPE, " + std::string(d_.window > 0 ? "windowed " : "") + "causal " + kind +
+  g.push_back("attention block (RMSNorm, Q/KV projections, " + std::string(d_.qk_norm ? "QK-norm, " : "") + std::string(rope_ > 0 ? "RoPE, " : "no RoPE, ") + std::string(d_.window > 0 ? "windowed " : "") + std::string(d_.chunk > 0 ? "chunked " : "") + "causal " + kind +
               " core, output projection, residual): the first sequence equals a naive FP64 reference within 1e-4 of max |y| (" +
               fmt("%.2g", fwd_err_) + ")");
   g.push_back("attention block backward: the first sequence's input gradient along a random direction equals a central difference of "

@@ -33,12 +33,19 @@ inline Eigen::Map<RowMat, 0, Eigen::OuterStride<>> head_view(float* base, int64_
 struct BlockedAttention {
   int64_t seq = 0, hd = 0, window = 0;  // window 0: none
   bool causal = false;
+  int64_t chunk = 0;  // chunked local attention (Llama 4): a query sees only its own chunk's keys; 0: none
   static constexpr int64_t kBlock = 64;
 
-  bool masked(int64_t qi, int64_t kj) const { return (causal && kj > qi) || (window > 0 && kj < qi - window + 1); }
+  bool masked(int64_t qi, int64_t kj) const {
+    return (causal && kj > qi) || (window > 0 && kj < qi - window + 1) || (chunk > 0 && kj / chunk != qi / chunk);
+  }
   std::pair<int64_t, int64_t> keys(int64_t q0, int64_t rows) const {
     int64_t k0 = 0, k1 = causal ? q0 + rows : seq;
     if (window > 0) k0 = std::max<int64_t>(0, q0 - window + 1);
+    if (chunk > 0) {  // from the first row's chunk to the last row's chunk end (masked() trims each row)
+      k0 = std::max(k0, q0 / chunk * chunk);
+      if (!causal) k1 = std::min(seq, ((q0 + rows - 1) / chunk + 1) * chunk);
+    }
     return {k0, k1};
   }
   // P = softmax(mask(Q_b K^T / sqrt(d))) for the block.

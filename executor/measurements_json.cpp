@@ -20,7 +20,7 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
                {"shared_ffn", r.dims.shared_ffn}, {"experts", r.dims.experts}, {"top_k", r.dims.top_k}, {"scale", o.scale}};
   if (r.dims.heads > 0)
     j["dims"]["attention"] = {{"type", r.dims.mla ? "mla" : "gqa"}, {"heads", r.dims.heads}, {"kv_heads", r.dims.kv_heads},
-                              {"head_dim", r.dims.head_dim}, {"v_head_dim", r.dims.v_dim}, {"seq", r.dims.seq}, {"window", r.dims.window},
+                              {"head_dim", r.dims.head_dim}, {"v_head_dim", r.dims.v_dim}, {"seq", r.dims.seq}, {"window", r.dims.window}, {"chunk", r.dims.chunk},
                               {"causal", true}, {"qk_norm", r.dims.qk_norm}, {"fsdp", r.dims.fsdp}};
   if (r.dims.mla)
     j["dims"]["attention"].update({{"q_lora_rank", r.dims.q_lora}, {"kv_lora_rank", r.dims.kv_lora}, {"qk_rope_head_dim", r.dims.rope_dim}});

@@ -10,6 +10,7 @@
 #include "executor/attention_block.h"
 #include "executor/run_parts.h"
 #include "model/pricing/collective.h"
+#include "model/workload/flops.h"
 
 namespace moeperf::exec {
 
@@ -75,6 +76,11 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
                            a.sliding_layers[static_cast<size_t>(first_moe)];
       d.window = sliding ? std::max<int64_t>(1, scaled(a.sliding_window)) : 0;
       if (d.window >= d.seq) d.window = 0;
+      d.chunk = is_chunked(m, first_moe) ? std::max<int64_t>(1, scaled(a.chunk_size)) : 0;
+      if (d.chunk >= d.seq) d.chunk = 0;
+      // Llama 4's NoPE layers rotate nothing and (its QK-norm being where it rotates) normalize nothing.
+      d.rope = uses_rope(m, first_moe);
+      if (!d.rope && a.kind != AttentionKind::mla) d.qk_norm = false;
       d.fsdp = par.fsdp > 1 && ranks > 1;
       if (par.fsdp > 1 && par.fsdp != ranks)
         res.notes += "the attention weights are sharded over the " + std::to_string(ranks) + " launched ranks (the scenario says fsdp = " +

@@ -69,6 +69,8 @@ struct Dims {
   // The attention block before the MoE block (heads = 0: not run): GQA/MHA heads of head_dim over
   // sequences of seq tokens (tokens / seq of them), causal, with a sliding window when window > 0.
   int64_t heads = 0, kv_heads = 0, head_dim = 0, seq = 0, window = 0;
+  int64_t chunk = 0;  // chunked local attention (Llama 4's chunked layers): keys of the query's own chunk only
+  bool rope = true;   // false: a NoPE layer (Llama 4's global layers rotate nothing; MLA always rotates its rope part)
   // MLA (DeepSeek-V3, Kimi-K2): head_dim is the Q/K dim (nope + rope), v_dim the V dim, kv_heads =
   // heads; q_lora 0 means a plain Q projection. GQA/MHA: v_dim = head_dim.
   bool mla = false;

@@ -161,6 +161,10 @@ struct AttentionSpec {
   int sliding_window = 0;              // 0: none
   std::vector<bool> sliding_layers;    // per layer: true if the layer uses the sliding window
   bool sinks = false;                  // GPT-OSS learned attention sinks (one scalar per head)
+  // Chunked local attention (Llama 4's attention_chunk_size): on a chunked layer a query attends to
+  // the earlier keys of its own chunk of chunk_size tokens only; 0: none.
+  int chunk_size = 0;
+  std::vector<bool> chunked_layers;    // per layer: true if the layer attends within its chunk
   // Per layer: true where the layer applies no rotary embedding (Llama 4's NoPE layers, global
   // attention without RoPE and without QK-norm); empty: every layer rotates.
   std::vector<bool> nope_layers;

@@ -7,6 +7,7 @@
 
 #include "model/io/load.h"
 #include "model/limits.h"
+#include "model/workload/flops.h"
 
 namespace moeperf::io {
 namespace detail {
@@ -69,7 +70,8 @@ ModelSpec parse_own_model(const Node& n) {
     m.attention.qk_rope_head_dim = static_cast<int>(a.at("qk_rope_head_dim").as_positive_int(limits::kHidden));
     m.attention.v_head_dim = static_cast<int>(a.at("v_head_dim").as_positive_int(limits::kHidden));
   } else {
-    a.allow_only({"type", "heads", "kv_heads", "head_dim", "qk_norm", "sliding_window", "sliding_layers", "sinks"});
+    a.allow_only({"type", "heads", "kv_heads", "head_dim", "qk_norm", "sliding_window", "sliding_layers", "sinks", "chunk_size",
+                  "chunked_layers"});
     m.attention.kv_heads = static_cast<int>(a.at("kv_heads").as_positive_int(limits::kHeads));
     m.attention.head_dim = static_cast<int>(a.positive_int_or("head_dim", m.hidden / m.attention.heads, limits::kHidden));
     m.attention.qk_norm = a.bool_or("qk_norm", false);
@@ -80,6 +82,19 @@ ModelSpec parse_own_model(const Node& n) {
         l->fail("expected one entry per layer (" + std::to_string(m.layers) + "), got " + std::to_string(l->size()));
       for (size_t i = 0; i < l->size(); ++i) m.attention.sliding_layers.push_back((*l)[i].as_bool());
     }
+    // Chunked local attention: every layer unless chunked_layers names them.
+    if (auto c = a.get("chunk_size")) m.attention.chunk_size = static_cast<int>(c->as_nonneg_int(limits::kSeqLen));
+    if (auto l = a.get("chunked_layers")) {
+      if (l->size() != static_cast<size_t>(m.layers))
+        l->fail("expected one entry per layer (" + std::to_string(m.layers) + "), got " + std::to_string(l->size()));
+      for (size_t i = 0; i < l->size(); ++i) m.attention.chunked_layers.push_back((*l)[i].as_bool());
+    } else if (m.attention.chunk_size > 0) {
+      m.attention.chunked_layers.assign(static_cast<size_t>(m.layers), true);
+    }
+    for (int l = 0; l < m.layers; ++l)
+      if (is_sliding(m, l) && is_chunked(m, l))
+        (a.has("chunked_layers") ? a.at("chunked_layers")[static_cast<size_t>(l)] : a.at("chunk_size"))
+            .fail("layer " + std::to_string(l) + " has both a sliding window and a chunk: a layer attends through one or the other");
   }
   if (auto moe = n.get("moe")) {
     moe->allow_only({"experts", "top_k", "shared_experts", "expert_ffn", "router", "layers"});
@@ -243,9 +258,10 @@ ModelSpec parse_hf_model(const Node& n) {
     // transformers' Llama4TextConfig: routed experts of intermediate_size plus one shared expert of
     // the same width in every MoE layer, top-k over sigmoid scores; the MoE layers are moe_layers
     // if given, else every interleave_moe_layer_step-th ((layer + 1) % step == 0: Maverick's odd
-    // layers); the others have intermediate_size_mlp. Chunked local attention
-    // (attention_chunk_size) is priced as full causal attention: exact while the sequence is no
-    // longer than a chunk (the NoPE layers attend globally).
+    // layers); the others have intermediate_size_mlp. Chunked local attention: a query of a
+    // chunked layer attends within its attention_chunk_size tokens; the chunked layers are
+    // layer_types' "chunked_attention" when given, else the layers that rotate (the NoPE layers
+    // attend globally), as Llama4TextConfig sets them.
     gqa();
     a.qk_norm = n.bool_or("use_qk_norm", false);
     // NoPE layers: no_rope_layers (1 rotates, 0 does not, one per layer) when given and not empty,
@@ -262,6 +278,17 @@ ModelSpec parse_hf_model(const Node& n) {
     } else {
       const int64_t every = n.positive_int_or("no_rope_layer_interval", 4, limits::kLayers);
       for (int l = 0; l < m.layers; ++l) a.nope_layers[static_cast<size_t>(l)] = (l + 1) % every == 0;
+    }
+    if (auto c = n.get("attention_chunk_size"); c && !c->is_null()) {
+      a.chunk_size = static_cast<int>(c->as_nonneg_int(limits::kSeqLen));
+      if (auto lt = n.get("layer_types")) {
+        if (lt->size() != static_cast<size_t>(m.layers))
+          lt->fail("expected one entry per layer (num_hidden_layers " + std::to_string(m.layers) + "), got " + std::to_string(lt->size()));
+        for (size_t i = 0; i < lt->size(); ++i)
+          a.chunked_layers.push_back((*lt)[i].as_enum<bool>({{"chunked_attention", true}, {"full_attention", false}}));
+      } else {
+        for (int l = 0; l < m.layers; ++l) a.chunked_layers.push_back(!a.nope_layers[static_cast<size_t>(l)]);
+      }
     }
     m.experts = static_cast<int>(n.at("num_local_experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(n.at("num_experts_per_tok").as_positive_int(limits::kExperts));
@@ -296,7 +323,7 @@ ModelSpec parse_hf_model(const Node& n) {
 
 const std::vector<std::string>& hf_keys() {
   static const std::vector<std::string> k = {
-      "_name_or_path", "decoder_sparse_step", "experts_per_token", "first_k_dense_replace", "head_dim", "hidden_size",
+      "_name_or_path", "attention_chunk_size", "decoder_sparse_step", "experts_per_token", "first_k_dense_replace", "head_dim", "hidden_size",
       "interleave_moe_layer_step", "intermediate_size", "intermediate_size_mlp", "kv_lora_rank", "layer_types", "mlp_only_layers", "model_type", "moe_intermediate_size",
       "moe_layer_freq", "moe_layers", "n_group", "n_routed_experts", "n_shared_experts", "no_rope_layer_interval", "no_rope_layers", "num_attention_heads", "num_experts",
       "num_experts_per_tok", "num_hidden_layers", "num_key_value_heads", "num_local_experts", "num_nextn_predict_layers",

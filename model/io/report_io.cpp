@@ -1,5 +1,7 @@
 #include "model/io/report_io.h"
 
+#include "model/workload/flops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -69,6 +71,14 @@ std::string model_text(const ModelSpec& m) {
     t += ", dense";
   }
   t += ", hidden " + std::to_string(m.hidden) + (m.attention.kind == AttentionKind::mla ? ", MLA" : ", GQA");
+  // Local attention, where a model has it: how many layers attend through a window or a chunk.
+  int sliding = 0, chunked = 0;
+  for (int l = 0; l < m.layers; ++l) {
+    sliding += is_sliding(m, l);
+    chunked += is_chunked(m, l);
+  }
+  if (sliding > 0) t += ", window " + std::to_string(m.attention.sliding_window) + " on " + std::to_string(sliding) + " layers";
+  if (chunked > 0) t += ", chunks of " + std::to_string(m.attention.chunk_size) + " on " + std::to_string(chunked) + " layers";
   return t;
 }
 

@@ -38,8 +38,8 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
                ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router.groups, ma.router.topk_groups, ma.moe_map) !=
           std::tie(mb.hidden, mb.layers, mb.dense_layers, mb.dense_ffn, mb.vocab, mb.tie_embeddings, mb.experts, mb.top_k,
                    mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router.groups, mb.router.topk_groups, mb.moe_map) ||
-      std::tie(aa.kind, aa.heads, aa.kv_heads, aa.head_dim, aa.kv_lora_rank, aa.q_lora_rank, aa.sliding_window) !=
-          std::tie(ab.kind, ab.heads, ab.kv_heads, ab.head_dim, ab.kv_lora_rank, ab.q_lora_rank, ab.sliding_window))
+      std::tie(aa.kind, aa.heads, aa.kv_heads, aa.head_dim, aa.kv_lora_rank, aa.q_lora_rank, aa.sliding_window, aa.chunk_size) !=
+          std::tie(ab.kind, ab.heads, ab.kv_heads, ab.head_dim, ab.kv_lora_rank, ab.q_lora_rank, ab.sliding_window, ab.chunk_size))
     out.emplace_back("model");
   const SystemSpec &sa = a.system, &sb = b.system;
   const GpuSpec &ga = sa.gpu(), &gb = sb.gpu();

@@ -1,11 +1,23 @@
 #include "model/workload/flops.h"
 
+#include <cmath>
+
 namespace moeperf {
 
 bool is_sliding(const ModelSpec& m, int layer) {
   const auto& s = m.attention.sliding_layers;
   return m.attention.sliding_window > 0 && layer >= 0 && static_cast<size_t>(layer) < s.size() &&
          s[static_cast<size_t>(layer)];
+}
+
+bool is_chunked(const ModelSpec& m, int layer) {
+  const auto& c = m.attention.chunked_layers;
+  return m.attention.chunk_size > 0 && layer >= 0 && static_cast<size_t>(layer) < c.size() && c[static_cast<size_t>(layer)];
+}
+
+double layer_attended_keys(const ModelSpec& m, int layer, int64_t seq_len) {
+  return attended_keys(seq_len, is_sliding(m, layer) ? m.attention.sliding_window : 0,
+                       is_chunked(m, layer) ? m.attention.chunk_size : 0);
 }
 
 bool uses_rope(const ModelSpec& m, int layer) {
@@ -46,8 +58,12 @@ double expert_weights(const ModelSpec& m) { return 3.0 * d(m.hidden) * d(m.exper
 
 }  // namespace
 
-double attended_keys(int64_t seq_len, int window) {
+double attended_keys(int64_t seq_len, int window, int64_t chunk) {
   const double s = d(seq_len);
+  if (chunk > 0 && chunk < seq_len) {
+    const double c = d(chunk), full = std::floor(s / c), r = s - full * c;
+    return (full * c * c + r * r) / (2.0 * s);  // the loaders refuse a window and a chunk on one layer
+  }
   if (window <= 0 || window >= seq_len) return s / 2.0;
   const double w = window;
   return (w * (w + 1) / 2.0 + (s - w) * w) / s;
@@ -63,7 +79,7 @@ LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq
   // Scores Q K^T and values P V: 2 x keys x heads x (qk_dim + v_dim) per query.
   const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
   const double v = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
-  const double keys = attended_keys(seq_len, is_sliding(m, layer) ? a.sliding_window : 0);
+  const double keys = layer_attended_keys(m, layer, seq_len);
   f.core = 2 * keys * a.heads * (qk + v);
   if (!m.is_moe_layer(layer)) {
     f.dense_ffn = 2 * 3 * d(m.hidden) * d(m.dense_ffn);

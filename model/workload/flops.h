@@ -33,7 +33,9 @@ struct LayerForwardFlops {
 
 // Average number of keys a query attends to: (S + 1) / 2 for causal attention is written S / 2
 // in MaxText's count; with a sliding window W < S the exact average is (W(W+1)/2 + (S-W)W) / S.
-double attended_keys(int64_t seq_len, int window);
+// With chunked attention of chunk C < S (Llama 4) each chunk is causal on its own, counted the same
+// way: (floor(S/C) C^2 + r^2) / (2 S), r = S mod C; a window or a chunk >= S changes nothing.
+double attended_keys(int64_t seq_len, int window, int64_t chunk = 0);
 
 // Masked edges of a query's key range, each costing a kernel about half a query tile of scores
 // computed and masked (attention_tile_rows): the causal diagonal, a sliding window's far edge.
@@ -45,6 +47,10 @@ inline constexpr double kAttentionBwdWork = 2.5;
 
 // Whether `layer` attends through the model's sliding window (false for full-attention layers).
 bool is_sliding(const ModelSpec& m, int layer);
+// Whether `layer` attends within its chunk (Llama 4's chunked local attention).
+bool is_chunked(const ModelSpec& m, int layer);
+// The keys a query of `layer` attends to on average at `seq_len` (its window or chunk applied).
+double layer_attended_keys(const ModelSpec& m, int layer, int64_t seq_len);
 // Whether the layer rotates Q and K (false on Llama 4's NoPE layers; an MTP layer past the map rotates).
 bool uses_rope(const ModelSpec& m, int layer);
 

@@ -27,20 +27,42 @@ RowMat random(int64_t r, int64_t c, uint64_t seed) {
 struct Case {
   int64_t seq, hd, window;
   bool causal;
+  int64_t chunk = 0;
 };
 
-// Sequences that are not a multiple of the 64-query block, windows shorter and longer than a block.
-const Case kCases[] = {{100, 16, 0, false}, {100, 16, 0, true}, {200, 8, 30, true}, {130, 32, 100, true}, {64, 4, 1, true}};
+// Sequences that are not a multiple of the 64-query block, windows shorter and longer than a block,
+// chunks (Llama 4's chunked layers) that a 64-query block straddles or fits, causal or not.
+const Case kCases[] = {{100, 16, 0, false}, {100, 16, 0, true}, {200, 8, 30, true}, {130, 32, 100, true}, {64, 4, 1, true},
+                       {200, 8, 0, true, 48}, {130, 16, 0, true, 64}, {100, 16, 0, false, 30}};
 
 TEST(BlockedAttention, ForwardEqualsTheTextbookForm) {
   for (const Case& c : kCases) {
-    const BlockedAttention a{c.seq, c.hd, c.window, c.causal};
+    const BlockedAttention a{c.seq, c.hd, c.window, c.causal, c.chunk};
     const RowMat q = random(c.seq, c.hd, 1), k = random(c.seq, c.hd, 2), v = random(c.seq, c.hd, 3);
     RowMat o(c.seq, c.hd), ref;
     a.forward(q, k, v, o);
     moeperf::exec::naive_attention(a, q, k, v, ref);
-    EXPECT_LT((o - ref).cwiseAbs().maxCoeff(), 1e-5f) << c.seq << " " << c.window << " " << c.causal;
+    EXPECT_LT((o - ref).cwiseAbs().maxCoeff(), 1e-5f) << c.seq << " " << c.window << " " << c.causal << " " << c.chunk;
   }
+}
+
+// Chunked attention is causal attention of each chunk on its own (an independent check of the
+// mask, which the textbook form above shares).
+TEST(BlockedAttention, ChunksAreSeparateCausalSequences) {
+  const int64_t seq = 130, hd = 8, chunk = 48;
+  const RowMat q = random(seq, hd, 21), k = random(seq, hd, 22), v = random(seq, hd, 23);
+  RowMat o(seq, hd);
+  BlockedAttention{seq, hd, 0, true, chunk}.forward(q, k, v, o);
+  for (int64_t c0 = 0; c0 < seq; c0 += chunk) {
+    const int64_t n = std::min(chunk, seq - c0);
+    const RowMat qc = q.middleRows(c0, n), kc = k.middleRows(c0, n), vc = v.middleRows(c0, n);
+    RowMat oc(n, hd);
+    BlockedAttention{n, hd, 0, true}.forward(qc, kc, vc, oc);
+    EXPECT_LT((oc - RowMat(o.middleRows(c0, n))).cwiseAbs().maxCoeff(), 1e-6f) << c0;
+  }
+  RowMat full(seq, hd);
+  BlockedAttention{seq, hd, 0, true}.forward(q, k, v, full);
+  EXPECT_GT((full.bottomRows(seq - chunk) - o.bottomRows(seq - chunk)).cwiseAbs().maxCoeff(), 1e-3f);  // the chunk matters
 }
 
 // A strided head inside a token-major buffer gives the same result as the contiguous copy.
@@ -63,7 +85,7 @@ TEST(BlockedAttention, HeadViewsOfAWideBufferEqualContiguousHeads) {
 // d/dX of sum(dO . O) along a random direction against a central difference of the forward in double.
 TEST(BlockedAttention, BackwardEqualsCentralDifferences) {
   for (const Case& c : kCases) {
-    const BlockedAttention a{c.seq, c.hd, c.window, c.causal};
+    const BlockedAttention a{c.seq, c.hd, c.window, c.causal, c.chunk};
     const RowMat q = random(c.seq, c.hd, 7), k = random(c.seq, c.hd, 8), v = random(c.seq, c.hd, 9), dout = random(c.seq, c.hd, 10);
     RowMat o(c.seq, c.hd), dq(c.seq, c.hd), dk = RowMat::Zero(c.seq, c.hd), dv = RowMat::Zero(c.seq, c.hd);
     a.forward(q, k, v, o);
@@ -80,7 +102,7 @@ TEST(BlockedAttention, BackwardEqualsCentralDifferences) {
       const double eps = 1e-2;
       const double fd = (f(w, eps) - f(w, -eps)) / (2 * eps);
       const double an = (grads[w]->cast<double>().array() * u.cast<double>().array()).sum();
-      EXPECT_NEAR(an, fd, 2e-3 * (1 + std::fabs(fd))) << "input " << w << ", seq " << c.seq << " window " << c.window << " causal " << c.causal;
+      EXPECT_NEAR(an, fd, 2e-3 * (1 + std::fabs(fd))) << "input " << w << ", seq " << c.seq << " window " << c.window << " causal " << c.causal << " chunk " << c.chunk;
     }
   }
 }
@@ -91,13 +113,15 @@ moeperf::exec::Dims block_dims(const std::string& kind) {
   moeperf::exec::Dims d;
   d.tokens = 256, d.hidden = 64, d.seq = 128;
   if (kind == "gqa" || kind == "gqa-qk-norm") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.window = 48, d.qk_norm = kind != "gqa";
+  else if (kind == "gqa-chunked") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.chunk = 48, d.qk_norm = true;
+  else if (kind == "gqa-nope") d.heads = 4, d.kv_heads = 2, d.head_dim = d.v_dim = 16, d.rope = false;
   else d.mla = true, d.heads = d.kv_heads = 3, d.head_dim = 24, d.rope_dim = 8, d.v_dim = 16, d.kv_lora = 20, d.q_lora = kind == "mla" ? 32 : 0;
   return d;
 }
 
 TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
   using namespace moeperf::exec;
-  for (const std::string kind : {"gqa", "gqa-qk-norm", "mla", "mla-plain-q"}) {
+  for (const std::string kind : {"gqa", "gqa-qk-norm", "gqa-chunked", "gqa-nope", "mla", "mla-plain-q"}) {
     SCOPED_TRACE(kind);
     const Dims d = block_dims(kind);
     auto be = make_backend("cpu");
@@ -113,16 +137,18 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
     blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
     EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
     EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
-    for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.rope", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
-                           "attn.out_proj.wgrad", "attn.core.bwd", "attn.rope.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad",
+    for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
+                           "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad",
                            "attn.q_proj.dgrad", "attn.q_proj.wgrad", "attn.norm.bwd"})
       EXPECT_EQ(ops.count(op), 1u) << op;
+    for (const char* op : {"attn.rope", "attn.rope.bwd"}) EXPECT_EQ(ops.count(op), d.rope ? 1u : 0u) << op;  // NoPE: none
     for (const char* op : {"attn.qk_norm", "attn.qk_norm.bwd"}) EXPECT_EQ(ops.count(op), d.qk_norm ? 1u : 0u) << op;
     EXPECT_TRUE(ops["attn.core"].attention);
     EXPECT_EQ(ops["attn.core"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);  // causal, and the window's edge
     EXPECT_EQ(ops["attn.core.bwd"].attention_shape.masked_edges, d.window > 0 ? 2 : 1);
     // The model's FLOP count of the core: 2 x keys x heads x (qk + v dims) per token.
-    const double keys = d.window > 0 ? (48.0 * 49 / 2 + 80.0 * 48) / 128 : 64.0;
+    // 128-token sequences: a 48-token window, or chunks of 48, 48 and 32 ((2 x 48^2 + 32^2) / 2 / 128 = 22).
+    const double keys = d.window > 0 ? (48.0 * 49 / 2 + 80.0 * 48) / 128 : d.chunk > 0 ? 22.0 : 64.0;
     EXPECT_DOUBLE_EQ(ops["attn.core"].flops, 256.0 * 2 * keys * static_cast<double>(d.heads * (d.head_dim + d.v_dim)));
     EXPECT_DOUBLE_EQ(ops["attn.core"].attention_shape.head_dim, static_cast<double>(d.head_dim + d.v_dim) / 2);
     if (d.mla) {  // the projections as the model prices them: down and up together, at the up projection's shape

@@ -11,6 +11,7 @@
 #include "model/workload/memory.h"
 #include "model/workload/step.h"
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include "temp_dir.h"
@@ -222,6 +223,33 @@ TEST(LoadModel, InterleavedMoeLayers) {
   }
   // --set reaches into text_config; a key set beside it would be ignored, so it is an error.
   EXPECT_EQ(load_scenario(sc, {parse_override("model.text_config.interleave_moe_layer_step=1")}).model.moe_layers(), 8);
+  // Chunked attention (attention_chunk_size): on the layers that rotate, unless layer_types says.
+  EXPECT_EQ(m.attention.chunk_size, 0);
+  const ModelSpec chunked = load_scenario(sc, {parse_override("model.text_config.attention_chunk_size=128")}).model;
+  EXPECT_EQ(chunked.attention.chunk_size, 128);
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(is_chunked(chunked, l), l != 3 && l != 7) << l;
+  const ModelSpec typed = load_scenario(sc, {parse_override("model.text_config.attention_chunk_size=128"),
+                                             parse_override(R"(model.text_config.layer_types=["full_attention","chunked_attention",)"
+                                                            R"("chunked_attention","full_attention","chunked_attention","chunked_attention",)"
+                                                            R"("chunked_attention","chunked_attention"])")})
+                              .model;
+  for (int l = 0; l < 8; ++l) EXPECT_EQ(is_chunked(typed, l), l != 0 && l != 3) << l;
+  {  // the attention op's keys follow the chunk: 256-token sequences, 128-token chunks
+    const Scenario cs = load_scenario(sc, {parse_override("model.text_config.attention_chunk_size=128")});
+    const StepGraph cg = lower_step(cs, expert_load(cs, Calibration{}));
+    std::map<int, int64_t> keys;
+    for (const Op& op : cg.classes.at(0).ops)
+      if (op.name == "attn.core") keys[op.layer] = op.k;
+    EXPECT_EQ(keys.at(0), 64);   // chunked: C / 2
+    EXPECT_EQ(keys.at(3), 128);  // NoPE, global: S / 2
+  }
+  try {
+    load_scenario(sc, {parse_override("model.text_config.attention_chunk_size=128"),
+                       parse_override(R"(model.text_config.layer_types=["full_attention"])")});
+    ADD_FAILURE() << "a layer_types list of the wrong length loaded";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.json_path(), "/model/text_config/layer_types");
+  }
   try {
     load_scenario(sc, {parse_override("model.interleave_moe_layer_step=1")});
     ADD_FAILURE() << "a llama4 key set beside text_config loaded";
@@ -284,6 +312,36 @@ TEST(LoadModel, InterleavedMoeLayers) {
            {"[1, 4]", "/moe/layers/1: expected a layer index below layers (4)"},
            {"[1, 1]", "/moe/layers/1: layer 1 is listed twice"},
            {"[]", "/moe/layers: expected at least one MoE layer"}}) {
+    try {
+      load_model(d.write("bad.json", with(bad)));
+      ADD_FAILURE() << bad << " loaded";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LoadModel, OwnFormatChunkedAttention) {
+  TempDir d;
+  const std::string own = R"({"kind": "model", "name": "own", "hidden": 256, "layers": 4, "vocab": 1000, "dense_ffn": 512,
+    "attention": {"type": "gqa", "heads": 4, "kv_heads": 2, "head_dim": 64, ATTN}})";
+  auto with = [&](const std::string& x) { return std::string(own).replace(own.find("ATTN"), 4, x); };
+  const ModelSpec all = load_model(d.write("a.json", with(R"("chunk_size": 1024)")));
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(is_chunked(all, l)) << l;
+  const ModelSpec some = load_model(d.write("b.json", with(R"("chunk_size": 1024, "chunked_layers": [true, false, true, false])")));
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(is_chunked(some, l), l % 2 == 0) << l;
+  // A window and a chunk on one layer: refused (a layer attends through one or the other).
+  const ModelSpec apart = load_model(d.write("c.json", with(R"("chunk_size": 1024, "chunked_layers": [true, false, true, false],
+    "sliding_window": 128, "sliding_layers": [false, true, false, true])")));
+  EXPECT_TRUE(is_sliding(apart, 1));
+  EXPECT_TRUE(is_chunked(apart, 0));
+  for (const auto& [bad, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"("chunk_size": 1024, "sliding_window": 128, "sliding_layers": [false, true, false, false])",
+            "/attention/chunk_size: layer 1 has both a sliding window and a chunk"},
+           {R"("chunk_size": 1024, "chunked_layers": [true, true, false, false], "sliding_window": 128, "sliding_layers": [false, true, false, false])",
+            "/attention/chunked_layers/1: layer 1 has both"},
+           {R"("chunk_size": 1024, "chunked_layers": [true])", "/attention/chunked_layers: expected one entry per layer (4), got 1"},
+           {R"("chunk_size": -1)", "/attention/chunk_size"}}) {
     try {
       load_model(d.write("bad.json", with(bad)));
       ADD_FAILURE() << bad << " loaded";

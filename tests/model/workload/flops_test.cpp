@@ -82,6 +82,28 @@ TEST(Flops, SlidingWindowLayersAttendToFewerKeys) {
   EXPECT_DOUBLE_EQ(slide / full, attended_keys(4096, 128) / 2048.0);
 }
 
+TEST(Flops, ChunkedLayersAttendWithinTheirChunk) {
+  // Each chunk is causal on its own, counted as full causal attention is (S / 2 per query).
+  EXPECT_DOUBLE_EQ(attended_keys(16384, 0, 8192), 4096.0);  // two whole chunks: C / 2
+  EXPECT_DOUBLE_EQ(attended_keys(20000, 0, 8192), (2.0 * 8192 * 8192 + 3616.0 * 3616) / (2 * 20000));
+  EXPECT_DOUBLE_EQ(attended_keys(8192, 0, 8192), 4096.0);  // a sequence no longer than a chunk: plain causal
+  EXPECT_DOUBLE_EQ(attended_keys(4096, 0, 8192), 2048.0);
+  ModelSpec m = model("qwen3-235b-a22b/config.json");
+  m.attention.chunk_size = 8192;
+  m.attention.chunked_layers.assign(static_cast<size_t>(m.layers), false);
+  m.attention.chunked_layers[1] = true;
+  EXPECT_TRUE(is_chunked(m, 1));
+  EXPECT_FALSE(is_chunked(m, 0));
+  EXPECT_FALSE(is_chunked(m, m.layers));  // past the map (an MTP layer): global
+  const double seq = 32768;
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, 1, 32768).core, 2 * 4096.0 * 64 * (128 + 128));
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, 0, 32768).core, 2 * (seq / 2) * 64 * (128 + 128));
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, 1, 8192).core, layer_forward_flops(m, 0, 8192).core);
+  // The model FLOPs count the chunks too (MaxText counts Llama 4's chunked layers so).
+  const double core_all = model_flops_per_token(m, 32768, false).attention_core;
+  EXPECT_DOUBLE_EQ(core_all, 3.0 * ((m.layers - 1) * 2 * (seq / 2) + 2 * 4096.0) * 64 * 256);
+}
+
 TEST(Flops, DenseModelFollowsSixNPlusAttention) {
   ModelSpec m;  // a 7B-class dense GQA-free model
   m.hidden = 4096;
