@@ -43,6 +43,10 @@ QStringList summary_notes(const StepReport& r) {
   out << QStringLiteral("Priced by profile %1, stack %2")
              .arg(QString::fromStdString(r.profile),
                   r.stack.empty() ? QStringLiteral("built-in defaults") : QString::fromStdString(r.stack));
+  if (const std::string st = io::stage_memory_text(r.memory); !st.empty())
+    out << QStringLiteral("Memory per pipeline stage (GB): %1; stage %2 the fullest")
+               .arg(QString::fromStdString(st))
+               .arg(r.memory.pp_stage);
   for (const std::string& n : r.notes) out << QStringLiteral("Note: ") + QString::fromStdString(n);
   return out;
 }

@@ -95,6 +95,20 @@ std::string layout_text(const Scenario& s) {
   return t;
 }
 
+std::string stage_memory_text(const MemoryReport& m) {
+  std::string t;
+  const size_t n = m.hbm_by_stage.size();
+  if (n < 2) return t;
+  for (size_t st = 0; st < n; ++st) {
+    if (n > 16 && st == 8) {
+      t += " ... (" + std::to_string(n - 12) + " more: --format json)";
+      st = n - 4;
+    }
+    t += (st == 0 ? "" : ", ") + f(m.hbm_by_stage[st].value() / 1e9, 1);
+  }
+  return t;
+}
+
 std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r) {
   std::vector<std::pair<std::string, std::string>> out;
   if (r.band > 0) {
@@ -225,19 +239,8 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
       << (m.fits_hbm ? "" : "  DOES NOT FIT: short by " + gb(m.hbm_shortfall));
   if (m.hbm_by_stage.size() > 1) out << " (pipeline stage " << m.pp_stage << ", the fullest; below: its parts)";
   out << "\n";
-  if (m.hbm_by_stage.size() > 1) {
-    // Every stage's HBM: an uneven layout or 1F1B's warm-up fills the first stages most.
-    out << "    per stage (GB)";
-    const size_t n = m.hbm_by_stage.size();
-    for (size_t st = 0; st < n; ++st) {
-      if (n > 16 && st == 8) {
-        out << " ... (" << n - 12 << " more: --format json)";
-        st = n - 4;
-      }
-      out << (st == 0 ? " " : ", ") << f(m.hbm_by_stage[st].value() / 1e9, 1);
-    }
-    out << "\n";
-  }
+  // Every stage's HBM: an uneven layout or 1F1B's warm-up fills the first stages most.
+  if (m.hbm_by_stage.size() > 1) out << "    per stage (GB) " << stage_memory_text(m) << "\n";
   out << "    weights " << gb(m.weights) << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
       << ", FSDP buffers " << gb(m.fsdp_buffers) << "\n";
   const double mif = m.micro_batches_in_flight;

@@ -18,6 +18,9 @@ std::string layout_text(const Scenario& s);
 // The band's terms as the text report prints them: {"parts", "+/- 4.8 %: per op class ..."},
 // {"end to end", "+34 %: the published case of stack ... ran 1.34x the predicted step (...)"}.
 std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r);
+// Every pipeline stage's HBM in GB, "112.1, 108.3, ..." (the middle elided past 16 stages); empty
+// without pipeline parallelism.
+std::string stage_memory_text(const MemoryReport& m);
 std::string report_json(const StepReport& r, int indent = 2, double train_tokens = 0);
 void write_report_csv(const StepReport& r, std::ostream& out);
 

@@ -22,6 +22,8 @@
 #include "model/io/load.h"
 #include "model/io/stacks.h"
 #include "gui/models/study_data.h"
+#include "gui/models/summary.h"
+#include "model/io/report_io.h"
 #include "gui/models/topology_data.h"
 #include "gui/models/timeline_data.h"
 #include "gui/models/timeline_geometry.h"
@@ -129,6 +131,20 @@ class TimelineModelTest : public QObject {
     // The end-to-end term widens the slow side: both sides shown.
     r.band_high = 0.35;
     QCOMPARE(format_step(r), QStringLiteral("4.166 s −5 / +35 %"));
+  }
+  void notesListEveryStagesMemory() {
+    // With pipeline stages, the notes under the figures list each stage's HBM as the CLI does.
+    StepReport r;
+    r.profile = "hopper";
+    QVERIFY(!summary_notes(r).join(QStringLiteral("\n")).contains(QStringLiteral("per pipeline stage")));
+    r.memory.hbm_by_stage = {Bytes(112.14e9), Bytes(119.36e9), Bytes(83.5e9)};
+    r.memory.pp_stage = 1;
+    const QStringList notes = summary_notes(r);
+    QVERIFY(notes.contains(QStringLiteral("Memory per pipeline stage (GB): 112.1, 119.4, 83.5; stage 1 the fullest")));
+    QCOMPARE(QString::fromStdString(io::stage_memory_text(r.memory)), QStringLiteral("112.1, 119.4, 83.5"));
+    r.memory.hbm_by_stage.assign(20, Bytes(1e9));  // past 16 stages the middle is elided, as in the CLI
+    QCOMPARE(QString::fromStdString(io::stage_memory_text(r.memory)),
+             QStringLiteral("1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 ... (8 more: --format json), 1.0, 1.0, 1.0, 1.0"));
   }
   void passesModelTester() {
     const LoadResult r = load_and_predict(kOptimized);
