@@ -4,10 +4,14 @@
 // `--out` writes each case's stack and measured-over-predicted step ratio ("kind": "end_to_end"):
 // the shipped calibration/accuracy/end-to-end.json widens every prediction's band by the cases of
 // its stack. Predictions here carry the band of the parts alone (their own errors would be circular).
+// The cases are predicted on --jobs threads (progress on stderr) and printed in the file's order.
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "model/io/parts.h"
@@ -18,9 +22,35 @@ namespace {
 
 double round4(double v) { return io::round_sig(v, 4); }
 
-int cmd_accuracy(const std::string& file, const std::string& format, const std::string& out) {
+int cmd_accuracy(const std::string& file, const std::string& format, const std::string& out, int jobs) {
   check_output_path("--out", out);
   const auto cases = io::load_accuracy_cases(file);
+  // Every scenario loaded first (a bad one stops the run before any prediction, as before), then
+  // the predictions on threads: each is independent and deterministic, so the order of the output
+  // and every figure are those of one thread.
+  std::vector<Scenario> scenarios;
+  for (const io::AccuracyCase& c : cases) {
+    Scenario s = io::load_scenario(c.scenario);
+    s.calibration.end_to_end.clear();  // the parts' band alone: these cases are what the end-to-end term is made of
+    s.calibration.end_to_end_source.clear();
+    scenarios.push_back(std::move(s));
+  }
+  std::vector<std::optional<StepReport>> reports(cases.size());
+  {
+    Progress bar("accuracy", "cases", cases.size());
+    std::mutex mu;
+    size_t done = 0;
+    std::vector<std::function<void()>> work;
+    for (size_t i = 0; i < cases.size(); ++i)
+      work.emplace_back([&, i] {
+        StepReport r = predict(scenarios[i], scenarios[i].calibration);
+        const std::lock_guard<std::mutex> lock(mu);
+        reports[i] = std::move(r);
+        const size_t d = ++done;
+        bar.update(d, d == cases.size());
+      });
+    run_on_threads(jobs, work);
+  }
   nlohmann::ordered_json j, e2e;
   j["cases_file"] = file;
   e2e["kind"] = "end_to_end";
@@ -32,11 +62,10 @@ int cmd_accuracy(const std::string& file, const std::string& format, const std::
   double sum = 0;
   if (format == "text")
     std::printf("%-58s %-14s %10s %18s %8s\n", "case", "metric", "published", "predicted (band)", "error");
-  for (const io::AccuracyCase& c : cases) {
-    Scenario s = io::load_scenario(c.scenario);
-    s.calibration.end_to_end.clear();  // the parts' band alone: these cases are what the end-to-end term is made of
-    s.calibration.end_to_end_source.clear();
-    const StepReport r = predict(s, s.calibration);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const io::AccuracyCase& c = cases[i];
+    const Scenario& s = scenarios[i];
+    const StepReport& r = *reports[i];
     double v = r.model_tflops_per_gpu, lo = 0, hi = 0;
     if (c.metric == "tokens_per_s_per_gpu") v = r.tokens_per_s_per_gpu;
     if (c.metric == "step_time_s") {
@@ -75,6 +104,7 @@ int cmd_accuracy(const std::string& file, const std::string& format, const std::
 Command add_accuracy(CLI::App& app) {
   struct Opts {
     std::string file = "examples/accuracy/cases.json", format = "text", out;
+    int jobs = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* sub = app.add_subcommand("accuracy", "Predict the shipped end-to-end cases and compare with the published figures (MAPE)");
@@ -83,7 +113,8 @@ Command add_accuracy(CLI::App& app) {
   sub->add_option("--out", o->out,
                   "write each case's stack and measured/predicted step ratio (\"kind\": \"end_to_end\"): the band's end-to-end "
                   "term; the shipped one is calibration/accuracy/end-to-end.json");
-  return {sub, [o] { return cmd_accuracy(o->file, o->format, o->out); }};
+  sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
+  return {sub, [o] { return cmd_accuracy(o->file, o->format, o->out, o->jobs); }};
 }
 
 }  // namespace moeperf::cli

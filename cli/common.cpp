@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <mutex>
 #include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -113,12 +115,27 @@ void Progress::update(size_t done, bool last) {
 int run_on_threads(int jobs, std::vector<std::function<void()>>& work) {
   const int n = std::max(1, jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
+  // A job that throws stops the hand-out of jobs; the exception of the lowest-numbered failed job
+  // is rethrown here once every thread has stopped (a worker's exception would otherwise end the
+  // process without its message).
+  std::mutex mu;
+  std::exception_ptr error;
+  size_t error_job = work.size();
   std::vector<std::thread> pool;
   for (int t = 0; t < n; ++t)
     pool.emplace_back([&] {
-      for (size_t i = next++; i < work.size(); i = next++) work[i]();
+      for (size_t i = next++; i < work.size(); i = next++) {
+        try {
+          work[i]();
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(mu);
+          if (i < error_job) error = std::current_exception(), error_job = i;
+          next = work.size();
+        }
+      }
     });
   for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
   return n;
 }
 

@@ -53,7 +53,8 @@ class Progress {
 std::string duration_text(double s);
 
 // Threads for independent jobs: `jobs` (<= 0: every core) threads take the next job until none is
-// left. Returns the thread count used.
+// left. Returns the thread count used. A job that throws stops the hand-out; once the threads are
+// done, the exception of the lowest-numbered failed job is rethrown.
 int run_on_threads(int jobs, std::vector<std::function<void()>>& work);
 
 // Parses the command line, then runs `work`: a usage error exits 2 (help and --version 0), an

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <functional>
+#include <atomic>
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/io/temp_dir.h"
+#include "cli/common.h"
 #include "../model/io/trace_fixtures.h"
 
 namespace {
@@ -42,6 +46,54 @@ Result sh(const std::string& cmd) {
 Result run(const std::string& args) { return sh(std::string(MOEPERF_CLI) + " " + args); }
 // stdout alone (a command's progress on stderr left out): for output parsed as JSON.
 Result run_stdout(const std::string& args) { return sh("(" + std::string(MOEPERF_CLI) + " " + args + " 2>/dev/null)"); }
+
+// Jobs on threads: a job that throws stops the hand-out, and the lowest-numbered failure is the one
+// rethrown, whatever the thread count (a worker's exception must not end the process).
+TEST(Cli, ThreadsRethrowTheFirstFailedJob) {
+  for (int jobs : {1, 2, 4}) {
+    std::vector<std::function<void()>> work;
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 20; ++i)
+      work.emplace_back([i, &ran] {
+        ++ran;
+        if (i == 7 || i == 12) throw std::runtime_error("job " + std::to_string(i));
+      });
+    try {
+      moeperf::cli::run_on_threads(jobs, work);
+      ADD_FAILURE() << "no exception with " << jobs << " threads";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "job 7") << jobs;
+    }
+    EXPECT_GE(ran.load(), 8) << jobs;  // jobs 0-7 ran
+    if (jobs == 1) {
+      EXPECT_EQ(ran.load(), 8);  // one thread stops at the failure
+    }
+  }
+  std::vector<std::function<void()>> fine(5, [] {});
+  EXPECT_EQ(moeperf::cli::run_on_threads(3, fine), 3);
+}
+
+// accuracy predicts its cases on threads and prints what one thread prints, in the file's order.
+TEST(Cli, AccuracyOnThreadsPrintsWhatOneThreadPrints) {
+  TempDir d;
+  const std::string cases = d.path("cases.json");
+  std::ofstream(cases) << R"({"kind": "accuracy_cases", "cases": [
+    {"scenario": ")" << source("examples/executor/cpu-small.json") << R"(", "metric": "step_time_s", "published": 1.0, "source": "t"},
+    {"scenario": ")" << source("examples/deepseek-v3/gb300-baseline.json") << R"(", "metric": "tflops_per_gpu", "published": 103, "source": "t"},
+    {"scenario": ")" << source("examples/deepseek-v3/gb300-optimized.json") << R"(", "metric": "tflops_per_gpu", "published": 1068, "source": "t"}]})";
+  const Result one = run_stdout("accuracy " + cases + " --format json --jobs 1");
+  const Result three = run_stdout("accuracy " + cases + " --format json --jobs 3");
+  ASSERT_EQ(one.code, 0) << one.out;
+  ASSERT_EQ(three.code, 0) << three.out;
+  EXPECT_EQ(one.out, three.out);
+  const auto j = nlohmann::json::parse(three.out);
+  ASSERT_EQ(j["cases"].size(), 3u);
+  EXPECT_EQ(j["cases"][2]["published"], 1068);
+  // Progress on stderr, the last line at 3/3.
+  const Result all = run("accuracy " + cases + " --jobs 2");
+  EXPECT_NE(all.out.find("accuracy: 3/3 cases"), std::string::npos) << all.out;
+  EXPECT_EQ(run("accuracy " + cases + " --jobs 0").code, 2);  // a thread count is at least one
+}
 
 TEST(Cli, TopoGb200Nvl72) {
   const Result r = run("topo " + source("topologies/gb200-nvl72.json") + " --format json");
