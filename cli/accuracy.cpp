@@ -57,7 +57,8 @@ int cmd_accuracy(const std::string& file, const std::string& format, const std::
   e2e["description"] =
       "Written by moeperf accuracy --out: each published end-to-end case's software stack and its measured step over "
       "the predicted one (step_ratio > 1: the run was slower than predicted). Tests of the model, never fitted: "
-      "predict widens a step's band, in quadrature with the parts' band, by the ratios of the cases of its stack.";
+      "predict widens a step's band, in quadrature with the parts' band, by the ratios of the cases of its stack as configured "
+      "(name and stack_overrides; else of every case of its stack's name).";
   e2e["cases_file"] = file;
   double sum = 0;
   if (format == "text")
@@ -86,7 +87,8 @@ int cmd_accuracy(const std::string& file, const std::string& format, const std::
                           {"profile", r.profile}, {"source", c.source}});
     // measured step / predicted step: for a rate, predicted rate / published rate
     const double ratio = c.metric == "step_time_s" ? c.published / v : v / c.published;
-    e2e["cases"].push_back({{"name", s.name}, {"scenario", c.scenario}, {"stack", s.stack.name}, {"metric", c.metric},
+    e2e["cases"].push_back({{"name", s.name}, {"scenario", c.scenario}, {"stack", s.stack.name}, {"stack_overrides", s.stack.overrides},
+                            {"metric", c.metric},
                             {"published", c.published}, {"predicted", round4(v)}, {"step_ratio", round4(ratio)},
                             {"source", c.source}});
   }

@@ -98,6 +98,9 @@ class Calibration {
     std::string name;
     std::string stack;       // the case's stack name ("" : the built-in defaults)
     double step_ratio = 1;   // measured step / predicted step (> 1: the run was slower than predicted)
+    // The case's overrides of its stack (StackOptions::overrides); nullopt: the file does not say
+    // (written before moeperf recorded them), so the case matches on the name alone.
+    std::optional<std::vector<std::string>> overrides;
   };
   std::vector<EndToEndCase> end_to_end;
   std::string end_to_end_source;  // the file they came from ("" : none)

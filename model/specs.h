@@ -347,6 +347,10 @@ struct AblationStep {
 // with its source). A scenario names a stack and may override fields.
 struct StackOptions {
   std::string name;  // the stack file's name ("maxtext-te-2026-09"); "" for the built-in defaults
+  // The fields a scenario set on top of its named stack (its "stack" object beside "base", --set
+  // stack.X), each "field=JSON value", sorted: with `name`, what tells one configuration of a
+  // stack from another (the end-to-end band's cases are matched on both). Empty: the stack as named.
+  std::vector<std::string> overrides;
   ExpertGemm expert_gemm = ExpertGemm::grouped;
   bool grouped_gemm() const { return expert_gemm == ExpertGemm::grouped; }
   Dispatcher dispatcher = Dispatcher::alltoall;

@@ -59,10 +59,16 @@ std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n) {
   std::vector<Calibration::EndToEndCase> out;
   for (size_t i = 0; i < cs.size(); ++i) {
     const Node c = cs[i];
-    c.allow_only({"name", "scenario", "stack", "profile", "metric", "published", "predicted", "error", "step_ratio", "source"});
+    c.allow_only({"name", "scenario", "stack", "stack_overrides", "profile", "metric", "published", "predicted", "error", "step_ratio",
+                  "source"});
     Calibration::EndToEndCase x;
     x.name = c.at("name").as_string();
     x.stack = c.at("stack").as_string();
+    if (auto o = c.get("stack_overrides")) {
+      if (!o->is_array()) o->fail("expected an array of \"field=value\" strings (the case's overrides of its stack)");
+      x.overrides.emplace();
+      for (size_t k = 0; k < o->size(); ++k) x.overrides->push_back((*o)[k].as_string());
+    }
     x.step_ratio = c.at("step_ratio").as_positive_number();
     if (!std::isfinite(x.step_ratio)) c.at("step_ratio").fail("expected a finite ratio of measured to predicted step time");
     out.push_back(std::move(x));

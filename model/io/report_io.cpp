@@ -131,7 +131,7 @@ std::vector<std::pair<std::string, std::string>> band_terms_text(const StepRepor
     std::string t = (side.empty() ? std::string("0 %") : side) + ": ";
     if (e->own_stack)
       t += "the " + (e->cases == 1 ? std::string("published case") : std::to_string(e->cases) + " published cases") + " of " + stack +
-           " " + ran;
+           (e->same_config ? " as configured here " : " (none as configured here) ") + ran;
     else
       t += "no published case ran on " + stack + "; the " + std::to_string(e->cases) + " cases of every stack " + ran;
     out.emplace_back("end to end", t + " the predicted step (" + e->source + "; tests, never fitted)");
@@ -308,7 +308,7 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   j["band_low"] = r.band_low;
   j["band_high"] = r.band_high;
   if (const auto& e = r.end_to_end)
-    j["band_end_to_end"] = {{"stack", e->stack}, {"own_stack", e->own_stack}, {"cases", e->cases},
+    j["band_end_to_end"] = {{"stack", e->stack}, {"own_stack", e->own_stack}, {"same_config", e->same_config}, {"cases", e->cases},
                             {"slowest", e->slowest}, {"fastest", e->fastest}, {"source", e->source}};
   j["profile"] = r.profile;
   j["stack"] = r.stack;

@@ -137,6 +137,22 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
     keys.erase(std::remove(keys.begin(), keys.end(), "base"), keys.end());
     n.allow_only(keys);
     apply_fields(n, s.stack);
+    // The switched field joins the scenario's overrides of its stack, as a scenario would write it
+    // ("overlap={...}" for a field inside "overlap"), so the state's band matches its configuration.
+    auto& ov = s.stack.overrides;
+    const std::string top = obj.begin().key();
+    json value = obj.begin().value();
+    auto it = std::find_if(ov.begin(), ov.end(), [&](const std::string& o) { return o.rfind(top + "=", 0) == 0; });
+    if (it != ov.end()) {
+      if (value.is_object()) {
+        json merged = json::parse(it->substr(top.size() + 1));
+        merged.merge_patch(value);
+        value = merged;
+      }
+      ov.erase(it);
+    }
+    ov.push_back(top + "=" + value.dump());
+    std::sort(ov.begin(), ov.end());
     return;
   }
   const Node n(v, file, at);
@@ -213,6 +229,10 @@ StackOptions parse_stack_ref(Refs& refs, const Node& field) {
   StackOptions o;
   if (auto b = field.get("base")) o = base_of(*b);
   apply_fields(field, o);
+  o.overrides.clear();
+  for (auto it = field.raw().begin(); it != field.raw().end(); ++it)
+    if (it.key() != "base") o.overrides.push_back(it.key() + "=" + it.value().dump());
+  std::sort(o.overrides.begin(), o.overrides.end());  // one order, however they were written
   return o;
 }
 

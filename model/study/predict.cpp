@@ -208,9 +208,15 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     StepReport::EndToEndTerm e;
     e.stack = s.stack.name;
     e.source = cal.end_to_end_source;
+    // The cases of this very configuration of the stack first (the same name and overrides: the
+    // published run closest to what is priced here), else every case of the stack's name, else all.
     std::vector<double> ratios;
     for (const auto& c : cal.end_to_end)
-      if (c.stack == s.stack.name) ratios.push_back(c.step_ratio);
+      if (c.stack == s.stack.name && c.overrides && *c.overrides == s.stack.overrides) ratios.push_back(c.step_ratio);
+    e.same_config = !ratios.empty();
+    if (ratios.empty())
+      for (const auto& c : cal.end_to_end)
+        if (c.stack == s.stack.name) ratios.push_back(c.step_ratio);
     if (ratios.empty()) {
       e.own_stack = false;
       for (const auto& c : cal.end_to_end) ratios.push_back(c.step_ratio);

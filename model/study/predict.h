@@ -80,6 +80,9 @@ struct StepReport {
   struct EndToEndTerm {
     std::string stack;     // the scenario's stack ("" : the built-in defaults)
     bool own_stack = true; // false: no case ran on it, every case's ratios are used
+    // true: the cases are those of the scenario's very configuration of its stack (same overrides);
+    // false with own_stack: none ran so configured, every case of the stack's name is used.
+    bool same_config = false;
     int cases = 0;
     double slowest = 1, fastest = 1;  // max and min measured / predicted step over those cases
     std::string source;

@@ -269,7 +269,8 @@ TEST(Cli, PredictBandWidensByThePublishedCasesOfItsStack) {
   const Result r = run("predict " + kOptimized);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("      end to end         +"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("of stack maxtext-te-2026-09 ran"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of stack maxtext-te-2026-09 as configured here ran"), std::string::npos) << r.out;
+  EXPECT_TRUE(j["band_end_to_end"]["same_config"].get<bool>());
   const auto none = predict_json(kOptimized + " --set end_to_end=none");
   EXPECT_FALSE(none.contains("band_end_to_end"));
   EXPECT_DOUBLE_EQ(none["step_time_s"].get<double>(), step);  // the step itself never moves

@@ -2,6 +2,8 @@
 // in quadrature) and the end-to-end term (the measured-over-predicted step ratios of the published
 // cases run on the scenario's stack), which widens each side in quadrature and never moves the step.
 #include <gtest/gtest.h>
+#include "model/io/report_io.h"
+#include "model/io/stacks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -95,6 +97,56 @@ TEST(Band, TheShippedEndToEndErrorsAreEveryAccuracyCaseWithItsStack) {
   EXPECT_TRUE(none.calibration.end_to_end.empty());
   const StepReport r = predict(none, none.calibration);
   EXPECT_DOUBLE_EQ(r.band_high, r.band);
+}
+
+// The cases of the scenario's very configuration of its stack (name and overrides) come first: the
+// ladder's last step is megatron-core as named, its first step megatron-core with the mechanisms
+// of the later steps switched off; a scenario as configured as neither takes every case of the name.
+TEST(Band, EndToEndPrefersTheCasesOfTheSameStackConfiguration) {
+  const Scenario last = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"));
+  EXPECT_TRUE(last.stack.overrides.empty());
+  const Scenario first = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json"));
+  EXPECT_EQ(first.stack.overrides.size(), 10u);
+  EXPECT_NE(std::find(first.stack.overrides.begin(), first.stack.overrides.end(), "dispatcher=\"alltoall\""), first.stack.overrides.end());
+  EXPECT_TRUE(std::is_sorted(first.stack.overrides.begin(), first.stack.overrides.end()));
+
+  Scenario s = last;
+  s.calibration.end_to_end = {{"a", "megatron-core", 1.4, std::vector<std::string>{}},
+                              {"b", "megatron-core", 2.5, first.stack.overrides},
+                              {"c", "megatron-core", 1.9}};  // a file that does not say: the name alone
+  s.calibration.end_to_end_source = "test";
+  const StepReport r = predict(s, s.calibration);
+  ASSERT_TRUE(r.end_to_end.has_value());
+  EXPECT_TRUE(r.end_to_end->same_config);
+  EXPECT_EQ(r.end_to_end->cases, 1);
+  EXPECT_DOUBLE_EQ(r.end_to_end->slowest, 1.4);
+  EXPECT_NE(io::band_terms_text(r).back().second.find("the published case of stack megatron-core as configured here ran 1.40x"),
+            std::string::npos) << io::band_terms_text(r).back().second;
+
+  Scenario b = first;
+  b.calibration = s.calibration;
+  const StepReport rb = predict(b, b.calibration);
+  EXPECT_TRUE(rb.end_to_end->same_config);
+  EXPECT_DOUBLE_EQ(rb.end_to_end->slowest, 2.5);
+
+  // Configured as no case was (--set stack.ep_sms=24): every case of the name, and the text says so.
+  Scenario other = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+                                     {io::parse_override("stack.ep_sms=24")});
+  EXPECT_EQ(other.stack.overrides, std::vector<std::string>{"ep_sms=24"});
+  other.calibration = s.calibration;
+  const StepReport ro = predict(other, other.calibration);
+  EXPECT_FALSE(ro.end_to_end->same_config);
+  EXPECT_TRUE(ro.end_to_end->own_stack);
+  EXPECT_EQ(ro.end_to_end->cases, 3);
+  EXPECT_DOUBLE_EQ(ro.end_to_end->slowest, 2.5);
+  EXPECT_NE(io::band_terms_text(ro).back().second.find("(none as configured here)"), std::string::npos);
+
+  // compare --ablate's states carry the fields their steps switched: the ablation's start is
+  // configured as the ladder's first step (the fields the ladder's steps map to switched off).
+  const auto states = io::ablation_states(last);
+  ASSERT_FALSE(states.empty());
+  EXPECT_FALSE(states.front().scenario.stack.overrides.empty());
+  EXPECT_TRUE(states.back().scenario.stack.overrides.empty());
 }
 
 // A fitted profile that leaves a rate at its default (Hopper's BF16 GEMMs: no Hopper BF16 GEMM
