@@ -141,17 +141,17 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
     // ("overlap={...}" for a field inside "overlap"), so the state's band matches its configuration.
     auto& ov = s.stack.overrides;
     const std::string top = obj.begin().key();
-    json value = obj.begin().value();
+    json switched = obj.begin().value();
     auto it = std::find_if(ov.begin(), ov.end(), [&](const std::string& o) { return o.rfind(top + "=", 0) == 0; });
     if (it != ov.end()) {
-      if (value.is_object()) {
+      if (switched.is_object()) {
         json merged = json::parse(it->substr(top.size() + 1));
-        merged.merge_patch(value);
-        value = merged;
+        merged.merge_patch(switched);
+        switched = merged;
       }
       ov.erase(it);
     }
-    ov.push_back(top + "=" + value.dump());
+    ov.push_back(top + "=" + switched.dump());
     std::sort(ov.begin(), ov.end());
     return;
   }

@@ -48,7 +48,7 @@ TEST(Band, EndToEndWidensEachSideByTheCasesOfTheScenariosStack) {
   ASSERT_GT(parts.band, 0);  // the shipped profile's fit spread
 
   // Two cases of its stack (one slower than predicted, one faster) and one of another stack.
-  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.30}, {"b", "maxtext-te-2026-09", 0.90}, {"c", "megatron-core", 3.0}};
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.30, std::nullopt}, {"b", "maxtext-te-2026-09", 0.90, std::nullopt}, {"c", "megatron-core", 3.0, std::nullopt}};
   s.calibration.end_to_end_source = "test";
   const StepReport r = predict(s, s.calibration);
   EXPECT_DOUBLE_EQ(r.step_time.value(), parts.step_time.value());  // tests, never fitted: the step does not move
@@ -63,13 +63,13 @@ TEST(Band, EndToEndWidensEachSideByTheCasesOfTheScenariosStack) {
   EXPECT_DOUBLE_EQ(r.end_to_end->fastest, 0.90);
 
   // Every case slower than predicted: the low side stays the parts' band.
-  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.5}, {"b", "maxtext-te-2026-09", 1.2}};
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 1.5, std::nullopt}, {"b", "maxtext-te-2026-09", 1.2, std::nullopt}};
   const StepReport slow = predict(s, s.calibration);
   EXPECT_NEAR(slow.band_high, std::hypot(parts.band, 0.5), 1e-12);
   EXPECT_NEAR(slow.band_low, parts.band, 1e-12);
 
   // No case ran on its stack: every case's ratios, and the report says so.
-  s.calibration.end_to_end = {{"c", "megatron-core", 2.0}, {"d", "", 0.8}};
+  s.calibration.end_to_end = {{"c", "megatron-core", 2.0, std::nullopt}, {"d", "", 0.8, std::nullopt}};
   const StepReport other = predict(s, s.calibration);
   ASSERT_TRUE(other.end_to_end.has_value());
   EXPECT_FALSE(other.end_to_end->own_stack);
@@ -78,7 +78,7 @@ TEST(Band, EndToEndWidensEachSideByTheCasesOfTheScenariosStack) {
   EXPECT_NEAR(other.band_low, std::hypot(parts.band, 0.2), 1e-12);
 
   // A run far faster than predicted cannot take the low end to zero or below.
-  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 0.001}};
+  s.calibration.end_to_end = {{"a", "maxtext-te-2026-09", 0.001, std::nullopt}};
   EXPECT_LE(predict(s, s.calibration).band_low, 0.99);
 }
 
@@ -113,7 +113,7 @@ TEST(Band, EndToEndPrefersTheCasesOfTheSameStackConfiguration) {
   Scenario s = last;
   s.calibration.end_to_end = {{"a", "megatron-core", 1.4, std::vector<std::string>{}},
                               {"b", "megatron-core", 2.5, first.stack.overrides},
-                              {"c", "megatron-core", 1.9}};  // a file that does not say: the name alone
+                              {"c", "megatron-core", 1.9, std::nullopt}};  // a file that does not say: the name alone
   s.calibration.end_to_end_source = "test";
   const StepReport r = predict(s, s.calibration);
   ASSERT_TRUE(r.end_to_end.has_value());
