@@ -3,7 +3,8 @@
 // and the mean absolute percentage error. End-to-end results are tests of the model, never fitted.
 // `--out` writes each case's stack and measured-over-predicted step ratio ("kind": "end_to_end"):
 // the shipped calibration/accuracy/end-to-end.json widens every prediction's band by the cases of
-// its stack. Predictions here carry the band of the parts alone (their own errors would be circular).
+// its stack as configured (name and overrides; else of the stack's name). Predictions here carry the
+// band of the parts alone (their own errors would be circular).
 // The cases are predicted on --jobs threads (progress on stderr) and printed in the file's order.
 #include <cmath>
 #include <cstdio>
