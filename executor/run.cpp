@@ -72,9 +72,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       d.seq = d.tokens % nseq == 0 ? d.tokens / nseq : d.tokens;
       int first_moe = 0;  // the executor runs the first MoE layer's attention shape
       while (first_moe + 1 < m.layers && !m.is_moe_layer(first_moe)) ++first_moe;
-      const bool sliding = a.sliding_window > 0 && static_cast<size_t>(first_moe) < a.sliding_layers.size() &&
-                           a.sliding_layers[static_cast<size_t>(first_moe)];
-      d.window = sliding ? std::max<int64_t>(1, scaled(a.sliding_window)) : 0;
+      d.window = is_sliding(m, first_moe) ? std::max<int64_t>(1, scaled(a.sliding_window)) : 0;
       if (d.window >= d.seq) d.window = 0;
       d.chunk = is_chunked(m, first_moe) ? std::max<int64_t>(1, scaled(a.chunk_size)) : 0;
       if (d.chunk >= d.seq) d.chunk = 0;
