@@ -226,12 +226,36 @@ StackOptions parse_stack_ref(Refs& refs, const Node& field) {
     field.fail("expected a stack name (" + builtin_names() + "), a path to a stack file or an object with a \"base\", got " +
                field.raw().dump());
   field.allow_only(scenario_keys("stack"));
-  StackOptions o;
-  if (auto b = field.get("base")) o = base_of(*b);
+  StackOptions base;
+  if (auto b = field.get("base")) base = base_of(*b);
+  StackOptions o = base;
   apply_fields(field, o);
   o.overrides.clear();
-  for (auto it = field.raw().begin(); it != field.raw().end(); ++it)
-    if (it.key() != "base") o.overrides.push_back(it.key() + "=" + it.value().dump());
+  // A field counts as an override only where it changes the base: one that restates the base's
+  // value (or, inside "overlap", the members that do) leaves the configuration as shipped, and the
+  // end-to-end band matches configurations by their overrides.
+  Scenario as_shipped;
+  as_shipped.stack = base;
+  auto changes = [&](const std::string& key, const json& value) {
+    const json one = {{key, value}};
+    Scenario x = as_shipped;
+    apply_fields(Node(one, field.file(), field.path()), x.stack);
+    return !differing_fields(as_shipped, x).empty();
+  };
+  for (auto it = field.raw().begin(); it != field.raw().end(); ++it) {
+    if (it.key() == "base") continue;
+    json value = it.value();
+    if (value.is_object() && it.key() == "overlap") {
+      json kept = json::object();
+      for (auto m = value.begin(); m != value.end(); ++m)
+        if (changes(it.key(), json{{m.key(), m.value()}})) kept[m.key()] = m.value();
+      if (kept.empty()) continue;
+      value = kept;
+    } else if (!changes(it.key(), value)) {
+      continue;
+    }
+    o.overrides.push_back(it.key() + "=" + value.dump());
+  }
   std::sort(o.overrides.begin(), o.overrides.end());  // one order, however they were written
   return o;
 }

@@ -141,6 +141,23 @@ TEST(Band, EndToEndPrefersTheCasesOfTheSameStackConfiguration) {
   EXPECT_DOUBLE_EQ(ro.end_to_end->slowest, 2.5);
   EXPECT_NE(io::band_terms_text(ro).back().second.find("(none as configured here)"), std::string::npos);
 
+  // A field that restates the base's value (megatron-core ships HybridEP and router fusion; inside
+  // "overlap" grad_reduce is on) is no override: the stack as shipped, matched as such. The member
+  // of "overlap" that does change the base stays, alone.
+  Scenario same = io::load_scenario(
+      source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+      {io::parse_override("stack.ep_kernel=\"hybridep\""), io::parse_override("stack.router_fusion=true"),
+       io::parse_override("stack.overlap.grad_reduce=true")});
+  EXPECT_TRUE(same.stack.overrides.empty()) << ::testing::PrintToString(same.stack.overrides);
+  same.calibration = s.calibration;
+  const StepReport rs = predict(same, same.calibration);
+  EXPECT_TRUE(rs.end_to_end->same_config);
+  EXPECT_DOUBLE_EQ(rs.end_to_end->slowest, 1.4);
+  const Scenario mixed = io::load_scenario(
+      source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+      {io::parse_override("stack.overlap.grad_reduce=true"), io::parse_override("stack.overlap.fwd_bwd=true")});
+  EXPECT_EQ(mixed.stack.overrides, std::vector<std::string>{"overlap={\"fwd_bwd\":true}"});
+
   // compare --ablate's states carry the fields their steps switched: the ablation's start is
   // configured as the ladder's first step (the fields the ladder's steps map to switched off).
   const auto states = io::ablation_states(last);
