@@ -92,6 +92,7 @@ Seconds Pricer::compute_time(const Op& op) const {
       // Without a shape (a GEMM given only by its FLOPs), a square one of the same work.
       GemmShape shape{static_cast<double>(op.m), static_cast<double>(op.n), static_cast<double>(op.k),
                       static_cast<double>(std::max<int64_t>(1, op.groups)), op.groups > 1};
+      shape.m_padded = op.m_padded;
       if (op.m <= 0 || op.n <= 0 || op.k <= 0) {
         const double side = std::cbrt(std::max(1.0, op.flops.value() / 2.0));
         shape = GemmShape{side, side, side, 1, false};

@@ -28,7 +28,7 @@ double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibratio
   const double m = std::max(1.0, s.m), n = std::max(1.0, s.n), k = std::max(1.0, s.k), g = std::max(1.0, s.groups);
   const double tm = cal[Param::gemm_tile_m], tn = cal[Param::gemm_tile_n];
   const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
-  const double padding = (m * n) / (tiles_m * tm * tiles_n * tn);
+  const double padding = (s.m_padded ? 1.0 : m / (tiles_m * tm)) * n / (tiles_n * tn);
   // Stream-K: every tile's K blocks are spread evenly over the SMs; the last wave of blocks leaves
   // the rest of the SMs idle.
   const double units = g * tiles_m * tiles_n * std::ceil(k / cal[Param::gemm_tile_k]);

@@ -33,6 +33,9 @@ struct GemmShape {
   double m = 0, n = 0, k = 0;  // per group
   double groups = 1;           // problems in a batched or grouped GEMM
   bool ragged = false;         // grouped (experts with their own row counts): pays gemm_group_overhead_s per group
+  // The FLOPs priced already count each group's rows padded to the tile (m is the unpadded mean):
+  // the efficiency leaves out the M padding, which would count it twice.
+  bool m_padded = false;
   double flops() const { return 2.0 * m * n * k * groups; }
 };
 

@@ -91,6 +91,7 @@ class Lowering {
     op.k = static_cast<int64_t>(std::llround(k));
     op.groups = groups;
     op.launches = launches;
+    op.m_padded = padded_rows_ && !ends_with(op.name, ".wgrad");  // a weight gradient's rows are its K
     // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16.
     const double in = bytes_per_element(dt);
     op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0));
@@ -296,6 +297,9 @@ class Lowering {
     int launches = 1;
     double rows_exec = 0;        // rows computed (padding included)
     double rows_gemm = 0;        // rows of the GEMM shape (for its efficiency)
+    // rows_exec pads each expert's rows to the tile (a ragged grouped GEMM): the shape's M padding
+    // is in the FLOPs already (Op::m_padded); else rows_exec is what the GEMMs run, unpadded.
+    bool rows_padded = false;
   };
   ExpertGemms expert_gemms(int l, std::vector<int32_t> after);
 
@@ -469,6 +473,8 @@ class Lowering {
     int micro_batch;
   };
   bool defer_wgrad_ = false;
+  // While on, gemm() emits expert GEMMs whose FLOPs count tile-padded rows (see Op::m_padded).
+  bool padded_rows_ = false;
   struct DeferredUnit {
     std::vector<DeferredGemm> gemms;
     bool reduce = false;  // the step's last backward of its chunk: reduce its layers' gradients after it

@@ -5,13 +5,14 @@
 namespace moeperf::detail {
 
 Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) {
-  ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows};
+  ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows, true};
   if (s_.stack.expert_gemm == ExpertGemm::grouped) return g;
   if (s_.stack.expert_gemm == ExpertGemm::masked_dense) {
     // jax.lax.ragged_dot lowered by XLA's RaggedDotRewriter: every local expert's weights against
     // every row of the ragged buffer, the rows of other experts masked to zero.
     const double e_local = d(m_.experts) / d(p_.ep);
     g.rows_exec = g.rows_gemm = e_local * buffer_rows();
+    g.rows_padded = false;
     return g;
   }
   Op sync;
@@ -22,6 +23,7 @@ Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) 
   g.after = {emit(std::move(sync))};
   g.launches = static_cast<int>(d(m_.experts) / d(p_.ep));
   g.rows_exec = g.rows_gemm = padded_rows();
+  g.rows_padded = false;
   return g;
 }
 
@@ -44,12 +46,14 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
   const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
   const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;  // FLOPs per row
+  padded_rows_ = eg.rows_padded;
   const int32_t fc1 = gemm("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de,
                            rows_gemm / e_local * etp, 2 * ffn / etp, h, static_cast<int64_t>(e_local), launches, after);
   (void)fc1;
   memory("moe.act", l, rows_max * (2 * ffn * 2.0 + ffn * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de)));
   gemm("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local * etp, h, ffn / etp,
        static_cast<int64_t>(e_local), launches);
+  padded_rows_ = false;
   etp_collective(l, "moe.combine.etp_reduce_scatter", Collective::reduce_scatter, bc);
   const double fan = dispatch_fanout();
   local_sort(l, "moe.unsort", bc, {last()});
@@ -178,6 +182,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
   const double rows_mean = load_.mean_rows, rows_max = load_.max_rows;
   const double fc1_w = 2.0 * h * 2.0 * ffn, fc2_w = 2.0 * ffn * h;
+  padded_rows_ = eg.rows_padded;
   if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
     phase_ = Phase::recompute;
     after = {gemm("moe.expert_fc1.recompute", Category::gemm, l, rows_exec * fc1_w, 0, de, rows_gemm / e_local * etp,
@@ -197,6 +202,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   memory("moe.act.bwd", l, rows_max * (2 * ffn * 2.0 * 2 + ffn * 2.0));
   gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local * etp,
            2 * ffn / etp, h, static_cast<int64_t>(e_local), launches);
+  padded_rows_ = false;
   const double bd = bg;
   etp_collective(l, "moe.dispatch.bwd.etp_reduce_scatter", Collective::reduce_scatter, bd);
   local_sort(l, "moe.unsort.bwd", bd, {last()});

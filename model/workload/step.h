@@ -56,6 +56,9 @@ struct Op {
   Dtype dtype = Dtype::bf16;
   int64_t m = 0, n = 0, k = 0;  // GEMM shape (m: rows per group for grouped GEMMs)
   int64_t groups = 1;           // experts in a grouped GEMM or loop
+  // A GEMM whose rows (m) are a ragged grouped GEMM's: its FLOPs already count each group's rows
+  // padded to the tile (ExpertLoad::max_rank_tile_rows), so its shape pads M no further.
+  bool m_padded = false;
   int launches = 1;             // kernel launches (a per-expert loop launches one per expert)
   double rows = 0;              // memory-bound row gathers (permute, un-permute, sort): rows moved
   // Communication

@@ -279,6 +279,44 @@ TEST(Step, GroupedGemmVersusPaddedPerExpertLoop) {
   EXPECT_GT(Pricer(loop, t, cal).time(fc1(l)), Pricer(grouped, t, cal).time(fc1(g)));
 }
 
+// A grouped GEMM's FLOPs count each expert's rows padded to the tile (max_rank_tile_rows); its
+// shape (m: the unpadded rows per expert) must not pad them again. So the rows-as-M expert GEMMs
+// (forward, recompute, dgrad) are marked m_padded, the weight gradients (rows as K) and the
+// per-expert loop (FLOPs unpadded) are not, and the price leaves out exactly the M padding factor.
+TEST(Step, GroupedGemmPadsItsRowsOnce) {
+  const Calibration cal;
+  const Scenario grouped = scenario({"memory.recompute=[\"moe_mlpwi\"]"});
+  const Scenario loop = scenario({"stack.grouped_gemm=false"});
+  const ExpertLoad load = expert_load(grouped, cal);
+  const StepGraph g = lower_step(grouped, load), l = lower_step(loop, load);
+  auto find = [](const StepGraph& x, const std::string& name) {
+    for (const Op& op : x.classes[0].ops)
+      if (op.name == name) return op;
+    ADD_FAILURE() << "no op " << name;
+    return Op{};
+  };
+  for (const char* n : {"moe.expert_fc1", "moe.expert_fc2", "moe.expert_fc1.recompute", "moe.expert_fc1.dgrad",
+                        "moe.expert_fc2.dgrad"})
+    EXPECT_TRUE(find(g, n).m_padded) << n;
+  for (const char* n : {"moe.expert_fc1.wgrad", "moe.expert_fc2.wgrad", "attn.q_proj", "moe.shared_fc1"})
+    EXPECT_FALSE(find(g, n).m_padded) << n;
+  EXPECT_FALSE(find(l, "moe.expert_fc1").m_padded);
+
+  // The price: the same op unmarked costs exactly the M padding factor more in its compute term.
+  const Topology t = Topology::build(grouped.system, grouped.gpus);
+  const Pricer pr(grouped, t, cal);
+  Op op = find(g, "moe.expert_fc1");
+  op.hbm_bytes = Bytes(0);  // compute-bound: the ratio is the efficiency's
+  const double fixed = op.launches * cal[Param::kernel_launch_s] + static_cast<double>(op.groups) * cal[Param::gemm_group_overhead_s];
+  const double once = pr.compute_time(op).value() - fixed;
+  op.m_padded = false;
+  const double twice = pr.compute_time(op).value() - fixed;
+  const double m = static_cast<double>(op.m), tm = cal[Param::gemm_tile_m];
+  const double m_padding = m / (std::ceil(m / tm) * tm);
+  ASSERT_LT(m_padding, 1.0);  // the test's shape is not a whole number of tiles
+  EXPECT_NEAR(once / twice, m_padding, 1e-12);
+}
+
 TEST(Pricing, GemmRooflineClosedForm) {
   const Scenario s = scenario();
   const Topology t = Topology::build(s.system, s.gpus);
