@@ -26,8 +26,10 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "NVFP4/MXFP4 GEMMs over the FP4 dense peak."},
     {Param::gemm_k_half, "gemm_k_half", 0, "elements", 0, 16384,
      "Each output tile's K loop has a prologue (filling the shared-memory pipeline) and an epilogue "
-     "(converting and storing the tile) that do no MMA work: efficiency x K / (K + gemm_k_half). Small-K "
-     "GEMMs (the expert FC2 at K = 2048, attention projections at K = 512) pay most."},
+     "(converting and storing the tile) that do no MMA work: efficiency x K / (K + gemm_k_half x r). Small-K "
+     "GEMMs (the expert FC2 at K = 2048, attention projections at K = 512) pay most. Counted in K elements "
+     "at the FP8 tensor rate: the fixed time is r = dtype peak / FP8 peak as many elements of another "
+     "dtype's mainloop (BF16 0.5; NVFP4 2 on B200, 3 on B300)."},
     {Param::gemm_tile_m, "gemm_tile_m", 128, "rows", 1, 1024,
      "CTA tile rows (cuBLAS, CUTLASS and DeepGEMM use 128-row tiles on Hopper and Blackwell): M is padded to "
      "a multiple, per expert in a grouped GEMM, and the padding is computed and wasted."},

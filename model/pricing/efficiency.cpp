@@ -23,8 +23,18 @@ double gemm_fraction(Dtype d, const Calibration& cal) { return cal[gemm_fraction
 
 namespace {
 
+// gemm_k_half counts K elements of the mainloop at the GPU's FP8 tensor rate. The prologue and the
+// epilogue it stands for take a fixed time per tile (the pipeline's first loads: the same bytes per
+// K block in every dtype; the output tile's conversion and store: the same BF16 tile), and that time
+// is fewer K elements of a slower dtype's mainloop (BF16: half) and more of a faster one's (NVFP4:
+// twice). `peak` is the rate the GEMM is priced at.
+double k_half_scale(double peak, const GpuSpec& gpu) {
+  const double fp8 = gpu.dense_fp8.value();
+  return fp8 > 0 && peak > 0 ? peak / fp8 : 1.0;
+}
+
 // Tile padding x the stream-K wave tail x the K roll-off: what the shape leaves of the fraction.
-double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibration& cal) {
+double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibration& cal, double peak) {
   const double m = std::max(1.0, s.m), n = std::max(1.0, s.n), k = std::max(1.0, s.k), g = std::max(1.0, s.groups);
   const double tm = cal[Param::gemm_tile_m], tn = cal[Param::gemm_tile_n];
   const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
@@ -34,7 +44,7 @@ double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibratio
   const double units = g * tiles_m * tiles_n * std::ceil(k / cal[Param::gemm_tile_k]);
   const double sms = std::max(1, gpu.sms);
   const double wave_eff = units / (std::ceil(units / sms) * sms);
-  return padding * wave_eff * k / (k + cal[Param::gemm_k_half]);
+  return padding * wave_eff * k / (k + cal[Param::gemm_k_half] * k_half_scale(peak, gpu));
 }
 
 // The fraction for `d` priced as `priced` (priced_fraction_param).
@@ -44,8 +54,8 @@ double priced_fraction(Dtype d, Dtype priced, const Calibration& cal) { return c
 
 double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Calibration& cal) {
   Dtype priced = d;
-  gemm_peak(d, gpu, &priced);
-  return priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal);
+  const double peak = gemm_peak(d, gpu, &priced).value();
+  return priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal, peak);
 }
 
 Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes, const GpuSpec& gpu,
@@ -53,7 +63,7 @@ Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes
   Dtype priced = d;
   const double peak = gemm_peak(d, gpu, &priced).value();
   const double f = flops > 0 ? flops : s.flops();
-  const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal));
+  const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal, peak));
   const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
   const double groups = s.ragged ? s.groups * cal[Param::gemm_group_overhead_s] : 0.0;
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);

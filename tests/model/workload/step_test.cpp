@@ -337,6 +337,25 @@ TEST(Pricing, GemmRooflineClosedForm) {
   EXPECT_NEAR(pr.compute_time(op).value(), 1e12 / (8e12 * 0.85) + 4e-6, 1e-12);
 }
 
+// gemm_k_half counts K elements at the FP8 rate: a tile's fixed prologue and epilogue time is half
+// as many elements of a BF16 mainloop (half the rate) and twice as many of an NVFP4 one.
+TEST(Pricing, GemmKRollOffIsAFixedTimeInEveryDtype) {
+  const Scenario s = scenario();
+  const GpuSpec& g = s.system.gpu();
+  ASSERT_DOUBLE_EQ(g.dense_fp8.value(), 2.0 * g.dense_bf16.value());
+  ASSERT_TRUE(g.dense_nvfp4.has_value());
+  ASSERT_DOUBLE_EQ(g.dense_nvfp4->value(), 3.0 * g.dense_fp8.value());  // B300: 15 / 5 PFLOPS
+  Calibration cal;
+  cal.set(Param::gemm_k_half, 512);
+  Calibration flat;  // the same without the roll-off
+  const GemmShape shape{4096, 4096, 1024, 1, false};
+  auto rolloff = [&](Dtype d) { return gemm_efficiency(shape, d, g, cal) / gemm_efficiency(shape, d, g, flat); };
+  EXPECT_NEAR(rolloff(Dtype::fp8), 1024.0 / (1024 + 512), 1e-12);
+  EXPECT_NEAR(rolloff(Dtype::mxfp8), 1024.0 / (1024 + 512), 1e-12);
+  EXPECT_NEAR(rolloff(Dtype::bf16), 1024.0 / (1024 + 256), 1e-12);
+  EXPECT_NEAR(rolloff(Dtype::nvfp4), 1024.0 / (1024 + 1536), 1e-12);
+}
+
 TEST(Pricing, HopperHasNoMxfp8AndSaysWhatItPricedInstead) {
   const Scenario s = scenario({"system=" + std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h200-cluster.json",
                                "gpus=8", "parallelism.ep=8", "parallelism.fsdp=1", "batch.global_batch=48",
