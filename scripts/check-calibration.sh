@@ -18,7 +18,9 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=60.6    # MAPE in %, pinned: lower it when the model improves (64.0 -> 59.0 when RoPE got its pass:
+ceiling=60.5    # MAPE in %, pinned: lower it when the model improves (60.6 -> 60.5 (MAPE 60.42 %) when the router's
+                # score function got its backward kernels, twelve of them unfused on the ladder's first steps;
+                # 64.0 -> 59.0 when RoPE got its pass:
                 # 58.9 %; raised to 60.6 (MAPE 60.52 %) when two B300 GEMM records of other kernels stopped setting
                 # B300's GEMM rates to half of B200's: a truer input, the GB300 cases were too slow for
                 # the wrong reason; 16 cases since DeepSeek's own H800 run joined,

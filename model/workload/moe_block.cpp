@@ -218,6 +218,11 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here
     for (int32_t x : take_tp_outputs()) permute_bwd_deps.push_back(x);
   op(memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps))).rows = t_sp_ * fan;
+  // The score function's backward (softmax or sigmoid, the bias-free normalization of the top-k):
+  // the gates' gradient (from the un-permute's backward) into the router logits' gradient, reading
+  // the saved FP32 scores and writing the [tokens, experts] gradient; unfused, one kernel per op of
+  // the router's forward (host_cost), as autograd replays them.
+  memory("moe.topk.bwd", l, t_sp_ * (d(m_.experts) * 4.0 * 2.0 + d(m_.top_k) * 4.0));
   gemm_bwd("moe.router", Category::gemm, l, t_sp_ * f.router, t_sp_ * f.router, Dtype::bf16, t_sp_, d(m_.experts), h);
   if (s_.stack.a2a_with_shared_expert) {
     shared_expert_backward(l, f, dd);

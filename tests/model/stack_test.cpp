@@ -400,6 +400,17 @@ TEST(Stacks, FusionsChangeKernelsAndHostOps) {
   EXPECT_DOUBLE_EQ(tu.hbm_bytes.value(), tf.hbm_bytes.value() * 6.0);
   EXPECT_DOUBLE_EQ(tu.host_ops, 12.0);
   EXPECT_DOUBLE_EQ(tf.host_ops, 3.0);
+  // The score function's backward: one per MoE layer and micro-batch, as many as the forward's,
+  // reading the saved FP32 scores and writing the logits' gradient ([tokens, 256 experts] x 4 B,
+  // twice, plus the top-8 gates' gradient); unfused, autograd replays the router's 12 ops.
+  const auto bf = named(gf, "moe.topk.bwd");
+  EXPECT_EQ(bf.size(), named(gf, "moe.topk").size());
+  const double tokens = 4096;  // micro-batch 1 x 4096, no TP or CP
+  EXPECT_DOUBLE_EQ(bf.front()->hbm_bytes.value(), tokens * (256 * 4.0 * 2.0 + 8 * 4.0));
+  EXPECT_EQ(bf.front()->phase, Phase::backward);
+  const Op& bu = *named(gu, "moe.topk.bwd").front();
+  EXPECT_EQ(bu.launches, 12);
+  EXPECT_DOUBLE_EQ(bu.host_ops, 12.0);
   EXPECT_EQ(named(gu, "moe.permute").front()->launches, 6);
   EXPECT_EQ(named(gf, "attn.q_proj.quant").front()->launches, 0);  // PDL
   EXPECT_EQ(named(gu, "attn.q_proj.quant").front()->launches, 2);
