@@ -18,7 +18,10 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=60.5    # MAPE in %, pinned: lower it when the model improves (60.6 -> 60.5 (MAPE 60.42 %) when the router's
+ceiling=60.7    # MAPE in %, pinned: lower it when the model improves (raised 60.5 -> 60.7 (MAPE 60.69 %) when the
+                # ladder's first four steps got their published recompute modules, mlp + mla_up_proj without moe_act:
+                # autograd keeps the expert activation there, a truer input, and those steps were already too fast;
+                # 60.6 -> 60.5 (MAPE 60.42 %) when the router's
                 # score function got its backward kernels, twelve of them unfused on the ladder's first steps;
                 # 64.0 -> 59.0 when RoPE got its pass:
                 # 58.9 %; raised to 60.6 (MAPE 60.52 %) when two B300 GEMM records of other kernels stopped setting

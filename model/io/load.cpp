@@ -678,7 +678,8 @@ std::vector<TensorClass> parse_tensor_classes(const Node& n) {
     out.push_back(n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
                                               {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
                                               {"moe_mlpwi", TensorClass::moe_mlpwi},
-                                              {"moe_mlpwo", TensorClass::moe_mlpwo}, {"mlp", TensorClass::mlp},
+                                              {"moe_mlpwo", TensorClass::moe_mlpwo}, {"moe_act", TensorClass::moe_act},
+                                              {"mlp", TensorClass::mlp},
                                               {"router", TensorClass::router}, {"norm", TensorClass::norm}}));
   return out;
 }

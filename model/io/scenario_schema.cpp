@@ -9,7 +9,7 @@ namespace {
 constexpr std::string_view kDtype = "\"fp32\" | \"bf16\" | \"fp16\" | \"fp8\" | \"mxfp8\" | \"nvfp4\"";
 constexpr std::string_view kTensorClasses =
     "array of \"norm\" | \"q_proj\" | \"kv_proj\" | \"attn_out\" | \"out_proj\" | \"mlp\" | \"router\" | "
-    "\"moe_mlpwi\" | \"moe_mlpwo\"";
+    "\"moe_mlpwi\" | \"moe_mlpwo\" | \"moe_act\"";
 }  // namespace
 
 const std::vector<FieldDoc>& scenario_fields() {
@@ -53,7 +53,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"precision.master_weights_fp32", "boolean", "", "false", "false", "Keeps an FP32 copy of the weights with the optimizer states (4 bytes per parameter)."},
       // ---------------------------------------------------------------- memory
       {"memory", "object", "", "all defaults below", "", "Which saved activations are rebuilt or moved to host memory, and how much HBM may be used."},
-      {"memory.recompute", kTensorClasses, "", "[]", "[]", "Saved tensors (MaxText checkpoint names) rebuilt in the backward pass: less activation memory, recompute ops."},
+      {"memory.recompute", kTensorClasses, "", "[]", "[]", "Saved tensors (MaxText checkpoint names) rebuilt in the backward pass: less activation memory, recompute ops. moe_act (the routed experts' activation output) matters under PyTorch's autograd (stack.remat_dispatch false: kept unless listed, Megatron's --recompute-modules moe_act); JAX's remat always rebuilds it."},
       {"memory.offload", kTensorClasses, "", "[]", "[]", "Saved tensors copied to host memory and back (host-link copies on their own stream, staging buffers in HBM)."},
       {"memory.usable_hbm_fraction", "number in (0, 1]", "", "1", "1", "Share of the GPU's usable HBM the framework may take (JAX's XLA_PYTHON_CLIENT_MEM_FRACTION): the fit check."},
       {"memory.host_offload_limit", "bytes", "bytes", "the host memory per GPU", "", "Host memory a GPU may offload into, e.g. \"180 GB\": the host fit check."},

@@ -24,6 +24,7 @@ const char* to_string(TensorClass c) {
     case TensorClass::router: return "router";
     case TensorClass::moe_mlpwi: return "moe_mlpwi";
     case TensorClass::moe_mlpwo: return "moe_mlpwo";
+    case TensorClass::moe_act: return "moe_act";
     case TensorClass::kCount: break;
   }
   return "?";

@@ -189,16 +189,21 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
                   2 * ffn / etp, h, static_cast<int64_t>(e_local), launches, after)};
     phase_ = Phase::backward;
   }
-  // The FC2 input (activation output) is rebuilt from the saved FC1 outputs by the act kernel.
-  memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, after);
+  // The FC2 input (activation output) is rebuilt from the saved FC1 outputs by the act kernel:
+  // always under JAX's remat (it has no checkpoint name); under autograd only when it is in the
+  // recompute list (Megatron's moe_act), else autograd kept it.
+  // `after` (the rows and gradients the expert GEMMs need) goes to the first of these ops that runs;
+  // the rest follow it on the stream.
+  if (s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act))
+    memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, std::exchange(after, {}));
   if (has(s_.memory.recompute, TensorClass::moe_mlpwo)) {
     phase_ = Phase::recompute;
     gemm("moe.expert_fc2.recompute", Category::gemm, l, rows_exec * fc2_w, 0, de, rows_gemm / e_local * etp, h, ffn / etp,
-         static_cast<int64_t>(e_local), launches);
+         static_cast<int64_t>(e_local), launches, std::exchange(after, {}));
     phase_ = Phase::backward;
   }
   gemm_bwd("moe.expert_fc2", Category::gemm, l, rows_exec * fc2_w, rows_mean * fc2_w, de, rows_gemm / e_local * etp, h, ffn / etp,
-           static_cast<int64_t>(e_local), launches);
+           static_cast<int64_t>(e_local), launches, std::exchange(after, {}));
   memory("moe.act.bwd", l, rows_max * (2 * ffn * 2.0 * 2 + ffn * 2.0));
   gemm_bwd("moe.expert_fc1", Category::gemm, l, rows_exec * fc1_w, rows_mean * fc1_w, de, rows_gemm / e_local * etp,
            2 * ffn / etp, h, static_cast<int64_t>(e_local), launches);

@@ -31,6 +31,11 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     const double shared = d(m.expert_ffn) * m.shared_experts / tp;
     at(TensorClass::moe_mlpwi) = load.max_rows * 2.0 * d(m.expert_ffn) * 2.0 + t * 2.0 * shared * 2.0;
     at(TensorClass::moe_mlpwo) = t_sp * h * 2.0;  // the combined expert output, one row per token
+    // The activation's output, the FC2 input in BF16 (or its quantized copy for an FP8 FC2, as the
+    // moe.act op writes it): kept by autograd only; JAX's remat rebuilds it from moe_mlpwi.
+    const Dtype de = s.precision.expert_gemm;
+    if (!s.stack.remat_dispatch)
+      at(TensorClass::moe_act) = load.max_rows * d(m.expert_ffn) * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de);
   } else {
     at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
   }

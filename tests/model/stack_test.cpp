@@ -379,9 +379,59 @@ TEST(Stacks, AutogradKeepsTheExpertRowsRematRebuildsThem) {
   EXPECT_TRUE(named(gt, "moe.dispatch.recompute").empty());
   EXPECT_TRUE(named(gt, "moe.permute.recompute").empty());
   const StepReport rj = predict(jax, jax.calibration), rt = predict(torch, torch.calibration);
-  const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;  // one micro-batch in flight
-  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows, 1.0);
+  // One micro-batch in flight, 58 MoE layers: autograd keeps the expert input rows and the experts'
+  // activation output (moe_act, not in this scenario's recompute list), both in the GEMMs' MXFP8.
+  const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;
+  const double act = l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) * 58;
+  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act, 1.0);
   EXPECT_LT(rt.step_time.value(), rj.step_time.value());
+}
+
+// The routed experts' activation output (moe_act): JAX's remat rebuilds it in every backward;
+// PyTorch's autograd keeps it (activation memory) unless the run recomputes it (Megatron's
+// --recompute-modules moe_act, the ladder from step 5 on). Either way the FC2 weight and input
+// gradients wait for the combine's backward, which brings their output gradient.
+TEST(Stacks, TheExpertActivationIsKeptByAutogradUnlessRecomputed) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario recomputed = load(ladder);
+  ASSERT_NE(std::find(recomputed.memory.recompute.begin(), recomputed.memory.recompute.end(), TensorClass::moe_act),
+            recomputed.memory.recompute.end());
+  const Scenario kept = load(ladder, {"memory.recompute=[\"mlp\"]"});
+  const Scenario jax = load(kOptimized);
+  const ExpertLoad l = expert_load(recomputed, recomputed.calibration);
+  const StepGraph gr = lower_step(recomputed, l), gk = lower_step(kept, l);
+  EXPECT_EQ(named(gr, "moe.act.recompute").size(), named(gr, "moe.act.bwd").size());
+  EXPECT_TRUE(named(gk, "moe.act.recompute").empty());
+  const ExpertLoad lj = expert_load(jax, jax.calibration);
+  const StepGraph gj = lower_step(jax, lj);
+  EXPECT_EQ(named(gj, "moe.act.recompute").size(), 58u);  // JAX: always, with no moe_act listed
+  // Memory: the kept activation is the busiest rank's rows x the expert FFN in the FC2 input's
+  // format (MXFP8 here), per MoE layer of the fullest stage and micro-batch in flight; JAX keeps none.
+  const StepReport rr = predict(recomputed, recomputed.calibration), rk = predict(kept, kept.calibration);
+  const auto act = static_cast<size_t>(TensorClass::moe_act);
+  EXPECT_DOUBLE_EQ(rr.memory.activations_by_class[act].value(), 0.0);
+  ASSERT_EQ(rk.memory.pp_stage, 2);  // layers 3-4, 19-20, 35-36 and 51-52: eight MoE layers
+  const double per_layer = l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8);
+  EXPECT_NEAR(rk.memory.activations_by_class[act].value(), 8 * per_layer * rk.memory.micro_batches_in_flight, 1.0);
+  EXPECT_DOUBLE_EQ(predict(jax, jax.calibration).memory.activations_by_class[act].value(), 0.0);
+  // Without the recompute the FC2 data gradient itself waits for the combine's backward.
+  for (const StepGraph* g : {&gr, &gk}) {
+    const auto& ops = g->classes[0].ops;
+    for (const Op* dg : named(*g, "moe.expert_fc2.dgrad")) {
+      // The first compute op after the combine's backward carries the dependency on it.
+      const size_t i = static_cast<size_t>(dg - ops.data());
+      size_t first = i;
+      if (ops[first - 1].name == "moe.expert_fc2.dgrad.quant") --first;  // MXFP8: its operands' quantization
+      if (g == &gr) {
+        ASSERT_EQ(ops[first - 1].name, "moe.act.recompute");
+        --first;
+      }
+      bool waits = false;
+      for (int32_t dep : ops[first].deps)
+        waits = waits || ops[static_cast<size_t>(dep)].name == "moe.combine.bwd";
+      EXPECT_TRUE(waits) << ops[first].name << " at " << first << " does not wait for moe.combine.bwd";
+    }
+  }
 }
 
 // Fusions the PyTorch stack names: an unfused router is more kernels over the scores, an unfused
