@@ -116,6 +116,7 @@ std::vector<Knob> knobs(const Scenario& base) {
   flip("permute_fusion", &StackOptions::permute_fusion);
   flip("pdl_quantize", &StackOptions::pdl_quantize);
   flip("norm_quantize_fusion", &StackOptions::norm_quantize_fusion);
+  flip("residual_fusion", &StackOptions::residual_fusion);
   return k;
 }
 

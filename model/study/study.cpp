@@ -119,6 +119,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.graph_launch_s", oa.graph_launch_s, ob.graph_launch_s);
   cmp("stack.pdl_quantize", oa.pdl_quantize, ob.pdl_quantize);
   cmp("stack.norm_quantize_fusion", oa.norm_quantize_fusion, ob.norm_quantize_fusion);
+  cmp("stack.residual_fusion", oa.residual_fusion, ob.residual_fusion);
   cmp("train_mtp", a.train_mtp, b.train_mtp);
   cmp("fleet.speed_sigma", a.speed_sigma, b.speed_sigma);
   if (a.stragglers.size() != b.stragglers.size()) {
@@ -211,6 +212,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
          o.graph_launch_s = t.graph_launch_s;
          o.pdl_quantize = t.pdl_quantize;
          o.norm_quantize_fusion = t.norm_quantize_fusion;
+         o.residual_fusion = t.residual_fusion;
        }},
       {"everything else", "model, system, layout, batch, routing", [&](Scenario& s) { s = to; }},
   };

@@ -14,7 +14,7 @@ void Lowering::forward_layer(int l) {
   const double qk = a.kind == AttentionKind::mla ? a.qk_nope_head_dim + a.qk_rope_head_dim : a.head_dim;
   const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
   const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
-  auto first = memory("attn.norm", l, 3.0 * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
+  auto first = memory("attn.norm", l, norm_passes() * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
   layer_start_.record(l, phase_, first);
   tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
@@ -29,7 +29,8 @@ void Lowering::forward_layer(int l) {
   attention_core(l, f.core, heads, kvh, qk, vd, false);
   gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, true);
-  memory("mlp.norm", l, 3.0 * t_sp_ * h * 2.0);
+  residual_add(l, "attn.residual");
+  memory("mlp.norm", l, norm_passes() * t_sp_ * h * 2.0);
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     tp_collective(l, "tp.all_gather", Collective::all_gather, true);
@@ -40,6 +41,7 @@ void Lowering::forward_layer(int l) {
   } else {
     moe_forward(l, f);
   }
+  residual_add(l, "mlp.residual");
   last_compute_[lane_] = last_on(Stream::compute);
   // Offload: the layer's offloaded activations go to host memory once the layer is done.
   if (const double b = offloaded_bytes(l); b > 0)
@@ -99,6 +101,24 @@ void Lowering::qk_norm(int l, double heads, double kvh, double qk, bool q_part, 
   memory(phased("attn.qk_norm"), l, t_ * per_token * 2.0 * (phase_ == Phase::backward ? 3.0 : 2.0));
 }
 
+// The residual stream around a normalization, in passes over the [tokens, hidden] BF16 state.
+// Fused (XLA): the norm's kernel reads the stream and the branch's output and writes the normalized
+// input (3), and its backward reads the input, the output gradient and the skip gradient and
+// writes the input gradient (4). Unfused (Megatron): the residual add is a kernel of its own (reads
+// two, writes one: 3) before a norm of 2, and backward a norm of 3 then autograd's sum of the skip
+// gradient into the input gradient (3).
+double Lowering::norm_passes() const { return s_.stack.residual_fusion ? 3.0 : 2.0; }
+
+void Lowering::residual_add(int l, const char* name) {
+  if (!s_.stack.residual_fusion) memory(name, l, 3.0 * t_sp_ * d(m_.hidden) * 2.0);
+}
+
+void Lowering::norm_backward(int l, const std::string& block) {
+  const double x = t_sp_ * d(m_.hidden) * 2.0;
+  memory(block + ".norm.bwd", l, (s_.stack.residual_fusion ? 4.0 : 3.0) * x);
+  if (!s_.stack.residual_fusion) memory(block + ".residual.bwd", l, 3.0 * x);
+}
+
 void Lowering::backward_layer(int l) {
   issue_gathers(l);
   const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
@@ -116,8 +136,10 @@ void Lowering::backward_layer(int l) {
     if (prev >= 0) deps.push_back(prev);
     first_deps.push_back(comm("offload.h2d", Category::offload, Stream::offload, l, Collective::h2d, Group::none, b, deps));
   }
-  const int32_t first = memory("mlp.norm.bwd", l, 4.0 * t_sp_ * h * 2.0, Category::memory, first_deps);
-  layer_start_.record(l, phase_, first);
+  // The layer's backward starts with its MLP's (the normalization's backward needs the MLP's input
+  // gradient): the weights' gathers and the activations' copy back gate its first compute op.
+  for (int32_t x : first_deps) wait_before_next_compute(x);
+  layer_start_.record(l, phase_, static_cast<int32_t>(rc_.ops.size()));
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     if (has(s_.memory.recompute, TensorClass::mlp)) {
@@ -134,6 +156,7 @@ void Lowering::backward_layer(int l) {
   } else {
     moe_backward(l, f);
   }
+  norm_backward(l, "mlp");
   // The attention block's output gradient, gathered while the projections are recomputed.
   const int32_t attn_grad = tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, false);
   // Attention: recompute the projections the policy did not keep, then the backward.
@@ -164,7 +187,7 @@ void Lowering::backward_layer(int l) {
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
            a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
-  memory("attn.norm.bwd", l, 4.0 * t_sp_ * h * 2.0);
+  norm_backward(l, "attn");
   const int32_t wgrads_done = last();
   // The layer's data-parallel gradient reduction waits for its weight gradients and nothing waits
   // for it but the optimizer: it is emitted at the end of the unit (flush_grad_reduces), after the
@@ -213,13 +236,14 @@ void Lowering::head(bool backward, const std::string& name) {
     if (gather)
       wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                     Collective::all_gather, Group::dense_shard, weights * bw_, {}));
-    memory(name + ".norm", -1, 3.0 * t_sp_ * h * 2.0);
+    memory(name + ".norm", -1, norm_passes() * t_sp_ * h * 2.0);
     gemm(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     memory(name + ".loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
   } else {
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
-    memory(name + ".norm.bwd", -1, 4.0 * t_sp_ * h * 2.0);
+    // Nothing to sum in: the final norm's input feeds the head alone (an MTP module's norm aside).
+    memory(name + ".norm.bwd", -1, (s_.stack.residual_fusion ? 4.0 : 3.0) * t_sp_ * h * 2.0);
     if (gather)
       comm("fsdp.reduce_scatter.head", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
            Group::dense_shard, weights * bg_, {last()});

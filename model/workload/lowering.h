@@ -215,6 +215,7 @@ class Lowering {
     const bool moe_layer = op.layer >= 0 && is_moe_layer(op.layer);
     unsigned part = 0;
     if (starts("attn.") || starts("cp.")) part = static_cast<unsigned>(GraphScope::attn);
+    else if (starts("mlp.residual")) part = static_cast<unsigned>(moe_layer ? GraphScope::moe : GraphScope::mlp);
     else if (starts("mlp.norm")) part = static_cast<unsigned>(moe_layer ? GraphScope::moe_router : GraphScope::mlp);
     else if (starts("mlp.")) part = static_cast<unsigned>(GraphScope::mlp);
     else if (starts("moe.router") || starts("moe.topk")) part = static_cast<unsigned>(GraphScope::moe_router);
@@ -281,6 +282,9 @@ class Lowering {
   // after the projections; forward reads and writes them, the backward reads input and gradient
   // and writes the gradient.
   void qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part);
+  double norm_passes() const;  // a layer norm's forward passes over the hidden state (layers.cpp)
+  void residual_add(int l, const char* name);           // unfused stacks: the residual add's kernel
+  void norm_backward(int l, const std::string& block);  // the norm's backward and the skip gradient's sum
 
   // Without grouped GEMM the experts run as a batched (or looped) GEMM of one row count: dropless
   // needs every expert padded to the busiest expert's rows.

@@ -476,5 +476,58 @@ TEST(Stacks, FusionsChangeKernelsAndHostOps) {
   EXPECT_NEAR(qn.hbm_bytes.value() - qf.hbm_bytes.value(), 2.0 * static_cast<double>(q.m * q.k), 1.0);
 }
 
+// Megatron's residual adds are kernels of their own (bias-dropout-add), and backward autograd sums
+// the skip gradient into the norm's input gradient in one more; XLA fuses both into the norm. In
+// passes over the [tokens, hidden] BF16 state X: fused norm 3 / 4, unfused norm 2 / 3 + add 3 / 3.
+// The MLP's norm runs backward after the MLP's backward, whose input gradient it needs.
+TEST(Stacks, ResidualAddsAreKernelsOfTheirOwnUnlessFused) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario mcore = load(ladder);
+  ASSERT_FALSE(mcore.stack.residual_fusion);
+  const Scenario fused = load(ladder, {"stack.residual_fusion=true"});
+  const ExpertLoad l = expert_load(mcore, mcore.calibration);
+  const StepGraph gu = lower_step(mcore, l), gf = lower_step(fused, l);
+  const double x = 4096.0 * 7168 * 2.0;  // micro-batch 1 x 4096 tokens, no TP or CP, BF16
+  // Stage 0 runs layers 0 (dense), 15, 16, 31, 32, 47, 48 over 64 micro-batches.
+  const size_t per_stage = 7 * 64;
+  for (const char* name : {"attn.residual", "mlp.residual", "attn.residual.bwd", "mlp.residual.bwd"}) {
+    const auto u = named(gu, name);
+    ASSERT_EQ(u.size(), per_stage) << name;
+    for (const Op* op : u) EXPECT_DOUBLE_EQ(op->hbm_bytes.value(), 3.0 * x) << name;
+    EXPECT_TRUE(named(gf, name).empty()) << name;
+  }
+  for (auto [name, unfused, fusedx] : {std::tuple{"attn.norm", 2.0, 3.0}, std::tuple{"mlp.norm", 2.0, 3.0},
+                                       std::tuple{"attn.norm.bwd", 3.0, 4.0}, std::tuple{"mlp.norm.bwd", 3.0, 4.0}}) {
+    ASSERT_EQ(named(gu, name).size(), per_stage) << name;
+    EXPECT_DOUBLE_EQ(named(gu, name).front()->hbm_bytes.value(), unfused * x) << name;
+    EXPECT_DOUBLE_EQ(named(gf, name).front()->hbm_bytes.value(), fusedx * x) << name;
+  }
+  // CUDA graphs (attn, mlp, moe_router, shared_expert): the attention's add is in the attention's
+  // graph, the MLP's in the dense MLP's graph but eager after the routed experts.
+  for (const Op* op : named(gu, "attn.residual")) EXPECT_NE(op->graph, 0u);
+  for (const Op* op : named(gu, "mlp.residual")) EXPECT_EQ(op->graph != 0u, op->layer == 0) << op->layer;
+  // Order within one layer's backward (micro-batch 0 of layer 16): the MoE block's last ops, then
+  // the norm and the sum, then the attention's backward, its norm and sum.
+  const auto& ops = gu.classes.front().ops;
+  auto at = [&](const std::string& name) {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].layer == 16 && ops[i].micro_batch == 0) return static_cast<long>(i);
+    ADD_FAILURE() << name << " not found";
+    return -1L;
+  };
+  EXPECT_LT(at("moe.router.dgrad"), at("mlp.norm.bwd"));
+  EXPECT_LT(at("moe.permute.bwd"), at("mlp.norm.bwd"));
+  EXPECT_LT(at("mlp.norm.bwd"), at("mlp.residual.bwd"));
+  EXPECT_LT(at("mlp.residual.bwd"), at("attn.out_proj.dgrad"));
+  EXPECT_LT(at("attn.q_proj.dgrad"), at("attn.norm.bwd"));
+  EXPECT_LT(at("attn.norm.bwd"), at("attn.residual.bwd"));
+  EXPECT_LT(at("attn.out_proj"), at("attn.residual"));
+  EXPECT_LT(at("attn.residual"), at("mlp.norm"));
+  EXPECT_LT(at("moe.unpermute"), at("mlp.residual"));
+  // The unfused stack moves more bytes: per layer and micro-batch 4 X forward, 4 X backward.
+  const StepReport ru = predict(mcore, mcore.calibration), rf = predict(fused, fused.calibration);
+  EXPECT_GT(ru.step_time.value(), rf.step_time.value());
+}
+
 }  // namespace
 }  // namespace moeperf
