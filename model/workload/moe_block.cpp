@@ -74,6 +74,9 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
     shared_expert(l, f, dd);
     for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
   }
+  // Unfused (Megatron's MoELayer.combine): the shared expert's output is added to the routed
+  // output in a kernel of its own, reading both and writing the sum.
+  if (!s_.stack.residual_fusion && m_.shared_experts > 0) memory("moe.output_add", l, 3.0 * t_sp_ * h * 2.0);
 }
 
 void Lowering::moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
@@ -232,6 +235,14 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   if (s_.stack.a2a_with_shared_expert) {
     shared_expert_backward(l, f, dd);
     for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);  // summed into the block's input gradient
+  }
+  // Unfused (PyTorch autograd): the block's input gradient has a contribution per consumer of the
+  // normalized input - the permute's backward (which reads the routed rows' gradients), the
+  // router's dgrad and the shared expert's FC1 dgrad - and each one after the first is summed in
+  // a kernel of its own (3 passes). Fused stacks sum them inside the permute's backward.
+  if (!s_.stack.residual_fusion) {
+    const int sums = 1 + (m_.shared_experts > 0 ? 1 : 0);
+    for (int i = 0; i < sums; ++i) memory("moe.grad_sum.bwd", l, 3.0 * t_sp_ * h * 2.0);
   }
 }
 

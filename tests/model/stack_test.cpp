@@ -477,7 +477,8 @@ TEST(Stacks, FusionsChangeKernelsAndHostOps) {
 }
 
 // Megatron's residual adds are kernels of their own (bias-dropout-add), and backward autograd sums
-// the skip gradient into the norm's input gradient in one more; XLA fuses both into the norm. In
+// the skip gradient into the norm's input gradient in one more (and, in the MoE block, the shared
+// expert's output into the routed one, and the gradients of the norm's output); XLA fuses them. In
 // passes over the [tokens, hidden] BF16 state X: fused norm 3 / 4, unfused norm 2 / 3 + add 3 / 3.
 // The MLP's norm runs backward after the MLP's backward, whose input gradient it needs.
 TEST(Stacks, ResidualAddsAreKernelsOfTheirOwnUnlessFused) {
@@ -502,6 +503,18 @@ TEST(Stacks, ResidualAddsAreKernelsOfTheirOwnUnlessFused) {
     EXPECT_DOUBLE_EQ(named(gu, name).front()->hbm_bytes.value(), unfused * x) << name;
     EXPECT_DOUBLE_EQ(named(gf, name).front()->hbm_bytes.value(), fusedx * x) << name;
   }
+  // The MoE block (DeepSeek-V3: one shared expert, 6 MoE layers of stage 0): the shared expert's
+  // output added to the routed output (3 X), and backward the router's and the shared expert's
+  // input gradients summed into the permute's (2 kernels of 3 X); eager, outside every graph.
+  const auto add = named(gu, "moe.output_add"), sum = named(gu, "moe.grad_sum.bwd");
+  ASSERT_EQ(add.size(), 6u * 64);
+  ASSERT_EQ(sum.size(), 2u * 6 * 64);
+  EXPECT_DOUBLE_EQ(add.front()->hbm_bytes.value(), 3.0 * x);
+  EXPECT_DOUBLE_EQ(sum.front()->hbm_bytes.value(), 3.0 * x);
+  EXPECT_DOUBLE_EQ(sum.front()->host_ops, 3.0);
+  EXPECT_EQ(add.front()->graph, 0u);
+  EXPECT_TRUE(named(gf, "moe.output_add").empty());
+  EXPECT_TRUE(named(gf, "moe.grad_sum.bwd").empty());
   // CUDA graphs (attn, mlp, moe_router, shared_expert): the attention's add is in the attention's
   // graph, the MLP's in the dense MLP's graph but eager after the routed experts.
   for (const Op* op : named(gu, "attn.residual")) EXPECT_NE(op->graph, 0u);
@@ -523,7 +536,10 @@ TEST(Stacks, ResidualAddsAreKernelsOfTheirOwnUnlessFused) {
   EXPECT_LT(at("attn.norm.bwd"), at("attn.residual.bwd"));
   EXPECT_LT(at("attn.out_proj"), at("attn.residual"));
   EXPECT_LT(at("attn.residual"), at("mlp.norm"));
-  EXPECT_LT(at("moe.unpermute"), at("mlp.residual"));
+  EXPECT_LT(at("moe.unpermute"), at("moe.output_add"));
+  EXPECT_LT(at("moe.output_add"), at("mlp.residual"));
+  EXPECT_LT(at("moe.router.dgrad"), at("moe.grad_sum.bwd"));
+  EXPECT_LT(at("moe.grad_sum.bwd"), at("mlp.norm.bwd"));
   // The unfused stack moves more bytes: per layer and micro-batch 4 X forward, 4 X backward.
   const StepReport ru = predict(mcore, mcore.calibration), rf = predict(fused, fused.calibration);
   EXPECT_GT(ru.step_time.value(), rf.step_time.value());
