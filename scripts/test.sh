@@ -28,12 +28,13 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   CC=clang CXX=clang++ MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMOEPERF_WERROR=ON -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
     -DMOEPERF_FUZZ=ON "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
-  # Three tests that repeat whole predictions of large scenarios (the 2,048-GPU DualPipe run four
-  # times, the 13 ladder steps, the 15 accuracy cases with their fits) take 55-75 s each under the
-  # sanitizers and reach no code the others do not: they run in the first pass only.
+  # Four tests that repeat whole predictions of large scenarios (the 2,048-GPU DualPipe run four
+  # times, the 13 ladder steps, the 16 accuracy cases with their fits, the README's outputs) take
+  # 55-75 s or more each under the sanitizers and reach no code the others do not: they run in the
+  # first pass only.
   (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-      -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current)$')
+      -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current|readme_current)$')
   if [ "${MOEPERF_FUZZ_SECONDS:-30}" != 0 ]; then
     echo
     echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-30} s each =="
