@@ -57,13 +57,16 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::attention_hd_half, "attention_hd_half", 0, "dims", 0, 1024,
      "Softmax (exp on the MUFU units) is per score, the matmuls are per score x head dim: small head dims "
      "are more exp-bound, efficiency x hd / (hd + attention_hd_half)."},
-    {Param::attention_tile_rows, "attention_tile_rows", 0, "rows", 0, 512,
+    {Param::attention_tile_rows, "attention_tile_rows", 128, "rows", 0, 512,
      "A flash-attention kernel walks the queries in tiles of this many rows and computes every tile it "
      "touches whole: at a causal diagonal (and a sliding window's far edge) the tile's masked scores are "
      "computed and thrown away, about half a tile of keys per query and masked edge. So efficiency x "
      "keys / (keys + attention_kv_half + edges x attention_tile_rows / 2), edges 0 for full attention, "
-     "1 causal, 2 causal with a window. A fact of the kernel's source (moeperf's CPU reference: 64 rows), "
-     "fitted here so the suite can check it."},
+     "1 causal, 2 causal with a window. A fact of the kernel's source, fitted where records tell it from "
+     "attention_kv_half (the executor's suite: moeperf's CPU reference computes 64-row tiles); else "
+     "128, the GPU kernels' tile at a masked edge (FlashAttention-3 hopper/tile_size.h, "
+     "tile_size_fwd_sm90: 128 x 128 for causal or local attention at head dim 128 and at 192 with "
+     "a value dim of 128). 0 would price a 128-key window as if no masked score were computed."},
     {Param::hbm_fraction, "hbm_fraction", 0.85, "fraction", 0.05, 1.0,
      "A device-to-device copy or STREAM kernel moves 84-90 % of the HBM datasheet bandwidth; gathers, "
      "scatters and reductions of elementwise kernels run a little below a plain copy."},
