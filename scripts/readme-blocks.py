@@ -7,7 +7,7 @@ A fenced block whose opening line is preceded by a comment
 
 gets the command's standard output (run from the repository root through sh, `moeperf` being
 build/bin/moeperf, or the binary named by --moeperf). A block whose first line starts with "$ "
-keeps that line (the command as a reader types it). A pipe in the command (`| grep ...`) picks an
+keeps that line and its continuation lines (the command as a reader types it). A pipe in the command (`| grep ...`) picks an
 excerpt.
 
     scripts/readme-blocks.py            rewrite README.md in place, list the blocks that changed
@@ -68,7 +68,11 @@ def main() -> int:
                 return 2
             new = r.stdout.rstrip("\n").split("\n")
             if old and old[0].startswith("$ "):
-                new = [old[0]] + new
+                # the command as a reader types it, with its continuation lines
+                keep = 1
+                while keep < len(old) and old[keep - 1].rstrip().endswith("\\"):
+                    keep += 1
+                new = old[:keep] + new
             if new != old:
                 stale.append(f"{a.readme}:{start + 1}: {cmd}")
             out.extend(new)

@@ -34,7 +34,7 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   # first pass only.
   (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900 -j "$(nproc)" \
-      -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current|readme_current)$')
+      -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current|readme_current|studies_readme_current)$')
   if [ "${MOEPERF_FUZZ_SECONDS:-30}" != 0 ]; then
     echo
     echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-30} s each =="
