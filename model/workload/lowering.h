@@ -309,6 +309,7 @@ class Lowering {
 
   // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
   double dispatch_fanout() const {
+    if (p_.ep <= 1) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
     switch (s_.stack.dispatcher) {
       case Dispatcher::alltoall: return m_.top_k;
       case Dispatcher::fused_dedup: return load_.distinct_ranks;

@@ -116,7 +116,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
     // A stage whose layers are all dense (Qwen's mlp_only_layers at the front) holds no MoE buffers.
     const bool stage_moe = std::any_of(layers.begin(), layers.end(), [&](int l) { return m.is_moe_layer(l); });
-    if (stage_moe) {
+    if (stage_moe && p.ep > 1) {  // without expert parallelism nothing is exchanged
       const double rows = ragged_buffer_rows(s, load);
       r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
     }

@@ -886,3 +886,42 @@ TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// Without expert parallelism nothing is exchanged, whatever the dispatcher: no dispatch or combine
+// (nor their backward and recompute), no sort of rows received from other ranks, no all-to-all
+// buffers; the permute writes a row per routing choice (no rank to de-duplicate over). With EP 8
+// the same scenario has all of them.
+TEST(Step, WithoutExpertParallelismNothingIsExchanged) {
+  for (const char* disp : {"alltoall", "fused_dedup", "allgather"}) {
+    const std::string d = std::string("stack.dispatcher=\"") + disp + "\"";
+    const Scenario s = scenario({"parallelism.ep=1", "parallelism.fsdp=128", d});
+    const Scenario s8 = scenario({d});
+    ASSERT_EQ(s8.parallelism.ep, 8);
+    const Calibration cal;
+    const ExpertLoad load = expert_load(s, cal), load8 = expert_load(s8, cal);
+    const StepGraph g = lower_step(s, load), g8 = lower_step(s8, load8);
+    int ep_ops = 0, sorts = 0, ep_ops8 = 0, permutes = 0;
+    const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len), h = static_cast<double>(s.model.hidden);
+    for (const Op& op : g.classes[0].ops) {
+      ep_ops += op.category == Category::ep_comm;
+      sorts += op.name.rfind("moe.sort", 0) == 0 || op.name.rfind("moe.unsort", 0) == 0;
+      if (op.name == "moe.permute") {
+        ++permutes;
+        EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), t * h * 2.0 + t * 8 * h * bytes_per_element(s.precision.dispatch)) << disp;
+      }
+    }
+    for (const Op& op : g8.classes[0].ops) ep_ops8 += op.category == Category::ep_comm;
+    EXPECT_EQ(ep_ops, 0) << disp;
+    EXPECT_EQ(sorts, 0) << disp;
+    EXPECT_GT(permutes, 0) << disp;
+    EXPECT_GT(ep_ops8, 0) << disp;
+    EXPECT_EQ(memory_report(s, load, cal).comm_buffers.value(), 0.0) << disp;
+    EXPECT_GT(memory_report(s8, load8, cal).comm_buffers.value(), 0.0) << disp;
+  }
+}
+
+}  // namespace
+}  // namespace moeperf
