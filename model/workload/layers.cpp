@@ -242,7 +242,9 @@ void Lowering::head(bool backward, const std::string& name) {
   } else {
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
-    // Nothing to sum in: the final norm's input feeds the head alone (an MTP module's norm aside).
+    // Unfused, the norm's backward alone (3): the final norm's input feeds the head and nothing
+    // else (an MTP module's norm aside, left out). Fused stacks keep the 4 of a layer's norm, one
+    // pass more than the head needs (once per micro-batch: left as it was).
     memory(name + ".norm.bwd", -1, (s_.stack.residual_fusion ? 4.0 : 3.0) * t_sp_ * h * 2.0);
     if (gather)
       comm("fsdp.reduce_scatter.head", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
