@@ -108,6 +108,7 @@ void Lowering::qk_norm(int l, double heads, double kvh, double qk, bool q_part, 
 // two, writes one: 3) before a norm of 2, and backward a norm of 3 then autograd's sum of the skip
 // gradient into the input gradient (3).
 double Lowering::norm_passes() const { return s_.stack.residual_fusion ? 3.0 : 2.0; }
+double Lowering::norm_bwd_passes() const { return s_.stack.residual_fusion ? 4.0 : 3.0; }
 
 void Lowering::residual_add(int l, const char* name) {
   if (!s_.stack.residual_fusion) memory(name, l, 3.0 * t_sp_ * d(m_.hidden) * 2.0);
@@ -115,7 +116,7 @@ void Lowering::residual_add(int l, const char* name) {
 
 void Lowering::norm_backward(int l, const std::string& block) {
   const double x = t_sp_ * d(m_.hidden) * 2.0;
-  memory(block + ".norm.bwd", l, (s_.stack.residual_fusion ? 4.0 : 3.0) * x);
+  memory(block + ".norm.bwd", l, norm_bwd_passes() * x);
   if (!s_.stack.residual_fusion) memory(block + ".residual.bwd", l, 3.0 * x);
 }
 
@@ -245,7 +246,7 @@ void Lowering::head(bool backward, const std::string& name) {
     // Unfused, the norm's backward alone (3): the final norm's input feeds the head and nothing
     // else (an MTP module's norm aside, left out). Fused stacks keep the 4 of a layer's norm, one
     // pass more than the head needs (once per micro-batch: left as it was).
-    memory(name + ".norm.bwd", -1, (s_.stack.residual_fusion ? 4.0 : 3.0) * t_sp_ * h * 2.0);
+    memory(name + ".norm.bwd", -1, norm_bwd_passes() * t_sp_ * h * 2.0);
     if (gather)
       comm("fsdp.reduce_scatter.head", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
            Group::dense_shard, weights * bg_, {last()});

@@ -283,6 +283,7 @@ class Lowering {
   // and writes the gradient.
   void qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part);
   double norm_passes() const;  // a layer norm's forward passes over the hidden state (layers.cpp)
+  double norm_bwd_passes() const;  // and its backward's
   void residual_add(int l, const char* name);           // unfused stacks: the residual add's kernel
   void norm_backward(int l, const std::string& block);  // the norm's backward and the skip gradient's sum
 
