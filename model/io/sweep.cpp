@@ -22,6 +22,9 @@ using detail::json;
 
 // Points a sweep may have: beyond this a study is a plan (search), not an enumeration.
 constexpr size_t kMaxPoints = 10'000'000;
+// Values one range axis may have: a range is a study's knob (a few to a few hundred values); a
+// hundred thousand is already past any sweep that finishes, and each value is a string held in memory.
+constexpr size_t kMaxAxisValues = 100'000;
 
 std::string trim(const std::string& s) {
   size_t a = 0, b = s.size();
@@ -230,9 +233,20 @@ SweepAxis parse_vary(const std::string& arg) {
     if (!lo || !hi || !by || (geo && (*by <= 1 || *lo <= 0)) || (!geo && *by <= 0) || *hi < *lo)
       throw SpecError("--vary " + arg, "", std::string("expected a range A..B") + (geo ? "*F with 0 < A <= B and F > 1" : "+S with A <= B and S > 0") +
                                                ", e.g. gpus=128..4096*2 or parallelism.ep=8..64+8");
-    for (double v = *lo; v <= *hi * (1 + 1e-12); v = geo ? v * *by : v + *by) {
-      a.values.push_back(number_text(v));
-      if (a.values.size() > kMaxPoints) throw SpecError("--vary " + arg, "", "more than " + std::to_string(kMaxPoints) + " values");
+    // Count the values before making them: a range of 10^200 steps is refused at once, not after
+    // ten million strings; and the i-th value is A + i*S, so a step below the precision of A
+    // (1e90..1e91+2) cannot spin in place.
+    const double steps = geo ? std::log(*hi / *lo) / std::log(*by) : (*hi - *lo) / *by;
+    if (!(steps < static_cast<double>(kMaxAxisValues)))
+      throw SpecError("--vary " + arg, "", "more than " + std::to_string(kMaxAxisValues) + " values in the range");
+    const auto n = static_cast<size_t>(steps * (1 + 1e-12) + 1e-9) + 1;
+    double v = *lo;
+    for (size_t i = 0; i < n; ++i, v = geo ? v * *by : *lo + static_cast<double>(i) * *by) {
+      if (v > *hi * (1 + 1e-12)) break;
+      std::string text = number_text(v);
+      if (!a.values.empty() && text == a.values.back())
+        throw SpecError("--vary " + arg, "", "the step " + number_text(*by) + " is below the precision of the values it steps (" + text + ")");
+      a.values.push_back(std::move(text));
     }
     return a;
   }

@@ -928,6 +928,15 @@ TEST(CliSweep, RangesGridsAndBadArguments) {
   EXPECT_NE(r.out.find("--vary parallelism.ep: expected PATH=V1,V2,..."), std::string::npos) << r.out;
   r = run("sweep " + source(kSeed) + " --vary gpus=64 --derive 'parallelism.fsdp=gpus/(ep'");
   EXPECT_NE(r.out.find("--derive parallelism.fsdp=gpus/(ep: missing ')'"), std::string::npos) << r.out;
+  // Ranges counted before they are made (a fuzzer's 1e90..4e200+2 spun for minutes): too many
+  // values, and a step below the precision of the values it steps, are refused at once.
+  r = run("sweep " + source(kSeed) + " --vary 'gpus=1e90..4e200+2' --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--vary gpus=1e90..4e200+2: more than 100000 values in the range"), std::string::npos) << r.out;
+  r = run("sweep " + source(kSeed) + " --vary 'gpus=1e16..10000000000000004+0.5' --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("the step 0.5 is below the precision of the values it steps (10000000000000000)"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // moeperf sensitivity: each term is predict with that one thing changed, minus the scenario's step.
