@@ -356,9 +356,25 @@ double padded_lattice_max(const Process& p, const std::vector<Pmf>& per_expert, 
     for (size_t e = 0; e < per_expert.size(); ++e)  // uniform routing: one law for all experts
       law.push_back(e > 0 && per_expert[e][1] == per_expert[e - 1][1] ? law.back()
                                                                       : tile_law(tokens, per_expert[e][1], tile));
+    // A run of experts with one law is a power of it (by squaring: log n convolutions, not n), and
+    // a rank whose experts have the laws of the previous rank's is one more member of its block:
+    // under uniform routing every rank is one law, however many experts (a million: bench CliLimits).
+    auto same_law = [&](int e, int f) { return per_expert[static_cast<size_t>(e)][1] == per_expert[static_cast<size_t>(f)][1]; };
     for (int q = 0; q < ranks; ++q) {
+      const int first = q * per_rank, end = (q + 1) * per_rank;
+      bool as_before = q > 0;
+      for (int e = first; as_before && e < end; ++e) as_before = same_law(e, e - per_rank);
+      if (as_before) {
+        ++blocks.back().members;
+        continue;
+      }
       TileLaw sum{0, {1.0}};
-      for (int e = q * per_rank; e < (q + 1) * per_rank; ++e) sum = convolve(sum, law[e]);
+      for (int e = first; e < end;) {
+        int run = 1;
+        while (e + run < end && same_law(e + run, e)) ++run;
+        sum = convolve(sum, run == 1 ? law[static_cast<size_t>(e)] : power(law[static_cast<size_t>(e)], run));
+        e += run;
+      }
       blocks.push_back({{1.0}, {std::move(sum)}, 1});
     }
     return tile * lattice_max(blocks);

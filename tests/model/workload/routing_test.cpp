@@ -1,6 +1,7 @@
 // Routing / load-imbalance model: every figure against its closed form, an exact enumeration of the
 // Plackett-Luce draw, or a brute-force simulation of the same routing process (each token actually
 // draws its k distinct experts; the expected maximum is averaged over many micro-batches).
+#include "model/workload/expected_max.h"
 #include "model/workload/routing.h"
 
 #include <gtest/gtest.h>
@@ -477,6 +478,25 @@ TEST(Routing, TileRowsMatchBruteForce) {
     EXPECT_NEAR(model, sim.tile_rows, 0.01 * sim.tile_rows)
         << "R = " << c.ranks << ", tile = " << c.tile << ", groups = " << c.router.groups;
   }
+}
+
+// The two identities the lattice path leans on to price a million experts in under a second: n
+// experts of one law sum to its n-th power (by squaring), and R ranks of one law are one block of R
+// members. Both against the plain sequential form.
+TEST(Routing, OneLawsExpertsAreItsPowerAndItsRanksOneBlock) {
+  using namespace routing_detail;
+  const TileLaw law = tile_law(512, 8.0 / 64, 16);
+  ASSERT_GT(law.mass.size(), 2u);
+  TileLaw sum{0, {1.0}};
+  for (int e = 0; e < 8; ++e) sum = convolve(sum, law);
+  const TileLaw pow8 = power(law, 8);
+  ASSERT_EQ(pow8.first, sum.first);
+  ASSERT_EQ(pow8.mass.size(), sum.mass.size());
+  for (size_t i = 0; i < sum.mass.size(); ++i) EXPECT_NEAR(pow8.mass[i], sum.mass[i], 1e-14) << i;
+  const std::vector<LatticeBlock> ranks(8, LatticeBlock{{1.0}, {sum}, 1});
+  const double one_block = lattice_max({LatticeBlock{{1.0}, {sum}, 8}});
+  EXPECT_NEAR(one_block, lattice_max(ranks), 1e-12 * one_block);
+  EXPECT_GT(one_block, lattice_max({LatticeBlock{{1.0}, {sum}, 1}}));  // the busiest of 8 exceeds one
 }
 
 }  // namespace
