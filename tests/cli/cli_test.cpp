@@ -320,7 +320,8 @@ TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
 TEST(Cli, PredictReportsThePipelineLayout) {
   const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
-  const Result folded = run("predict " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " --top 1");
+  // (8 micro-batches, not 64: the layout is what is checked, not the step)
+  const Result folded = run("predict " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " --top 1 --set batch.global_batch=128");
   ASSERT_EQ(folded.code, 0) << folded.out;
   EXPECT_NE(folded.out.find("  layout                 tp 2 x cp 1 x pp 8 x dp 16; experts folded: etp 1 x ep 32 x edp 1, "
                             "schedule 1f1b\n"),
