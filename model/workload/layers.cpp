@@ -226,7 +226,7 @@ void Lowering::embedding(bool backward) {
 
 // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
 // shares the weights and does the same work.
-void Lowering::head(bool backward, const std::string& name) {
+void Lowering::head(bool backward, const std::string& name, int layer) {
   const double h = d(m_.hidden), v = d(m_.vocab);
   const double f = t_ * lm_head_forward_flops(m_) / tp_;
   // Under FSDP the head's weights (and the final norm) are gathered before the projection and
@@ -243,10 +243,14 @@ void Lowering::head(bool backward, const std::string& name) {
   } else {
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
-    // Unfused, the norm's backward alone (3): the final norm's input feeds the head and nothing
-    // else (an MTP module's norm aside, left out). Fused stacks keep the 4 of a layer's norm, one
-    // pass more than the head needs (once per micro-batch: left as it was).
-    memory(name + ".norm.bwd", -1, norm_bwd_passes() * t_sp_ * h * 2.0);
+    // The norm's backward reads its input and the output gradient and writes the input gradient
+    // (3). Its input, the last layer's output, has a second reader when an MTP module follows (the
+    // main model's for the first module, module k's for module k + 1): that module's gradient is
+    // summed in, in the norm's kernel when fused (4), by autograd's add kernel otherwise (3).
+    const bool feeds_mtp = s_.train_mtp && m_.mtp_layers > 0 && (name == "head" || layer + 1 < m_.layers + m_.mtp_layers);
+    const double x = t_sp_ * h * 2.0;
+    memory(name + ".norm.bwd", -1, (feeds_mtp && s_.stack.residual_fusion ? 4.0 : 3.0) * x);
+    if (feeds_mtp && !s_.stack.residual_fusion) memory(name + ".grad_sum.bwd", -1, 3.0 * x);
     if (gather)
       comm("fsdp.reduce_scatter.head", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
            Group::dense_shard, weights * bg_, {last()});
@@ -260,11 +264,14 @@ void Lowering::mtp_input(int l, bool backward) {
   const double f = t_ * 2.0 * 2.0 * h * h / tp_;
   if (!backward) {
     memory("mtp.embed.lookup", l, t_sp_ * h * 2.0 * 2.0);  // the next tokens' embeddings
-    memory("mtp.norm", l, 2.0 * 3.0 * t_sp_ * h * 2.0);
+    // Two RMSNorms (the previous depth's hidden state, the next token's embedding), each reading its
+    // input and writing the normalized copy: a residual add before the first, fused or not, is the
+    // head's that reads the same state.
+    memory("mtp.norm", l, 2.0 * 2.0 * t_sp_ * h * 2.0);
     gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
   } else {
     gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
-    memory("mtp.norm.bwd", l, 2.0 * 4.0 * t_sp_ * h * 2.0);
+    memory("mtp.norm.bwd", l, 2.0 * 3.0 * t_sp_ * h * 2.0);  // the hidden state's second gradient is summed at its head
     memory("mtp.embed.lookup.bwd", l, t_sp_ * h * 2.0 * 2.0);
   }
 }

@@ -215,7 +215,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           if (l == L) low.head(false);  // the main head before the MTP modules that follow it
           if (l >= L) low.mtp_input(l, false);
           low.forward_layer(l);
-          if (l >= L) low.head(false, "mtp.head");
+          if (l >= L) low.head(false, "mtp.head", l);
         }
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
         end = low.last();
@@ -224,7 +224,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true);
         for (auto it = vl.rbegin(); it != vl.rend(); ++it) {
-          if (*it >= L) low.head(true, "mtp.head");
+          if (*it >= L) low.head(true, "mtp.head", *it);
           low.backward_layer(*it);
           if (*it >= L) low.mtp_input(*it, true);
           if (*it == L) low.head(true);

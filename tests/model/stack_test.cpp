@@ -541,5 +541,38 @@ TEST(Stacks, ResidualAddsAreKernelsOfTheirOwnUnlessFused) {
   EXPECT_GT(ru.step_time.value(), rf.step_time.value());
 }
 
+// The head's norm backward: 3 passes (input, output gradient, input gradient), and one pass more
+// only where its input has a second reader, an MTP module, whose gradient is summed in: inside the
+// norm's kernel when fused, by a kernel of its own when not. An MTP module's two input norms are
+// plain norms (2 passes forward, 3 backward each).
+TEST(Stacks, TheHeadsNormSumsAGradientOnlyWhereAnMtpModuleReadsItsInput) {
+  const char* seed = "examples/deepseek-v3/gb300-optimized.json";
+  for (bool fused : {true, false}) {
+    for (bool mtp : {false, true}) {
+      SCOPED_TRACE(std::string(fused ? "fused" : "unfused") + (mtp ? ", MTP" : ", no MTP"));
+      const Scenario s = load(seed, {fused ? "stack.residual_fusion=true" : "stack.residual_fusion=false",
+                                     mtp ? "train_mtp=true" : "train_mtp=false"});
+      const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+      const auto norm = named(g, "head.norm"), bwd = named(g, "head.norm.bwd"), sum = named(g, "head.grad_sum.bwd");
+      ASSERT_FALSE(norm.empty());
+      ASSERT_EQ(bwd.size(), norm.size());
+      const double x = norm.front()->hbm_bytes.value() / (fused ? 3.0 : 2.0);  // one pass over [tokens, hidden]
+      EXPECT_DOUBLE_EQ(bwd.front()->hbm_bytes.value(), (mtp && fused ? 4.0 : 3.0) * x);
+      ASSERT_EQ(sum.size(), mtp && !fused ? bwd.size() : 0u);
+      if (!sum.empty()) EXPECT_DOUBLE_EQ(sum.front()->hbm_bytes.value(), 3.0 * x);
+      if (!mtp) {
+        EXPECT_TRUE(named(g, "mtp.norm").empty());
+        continue;
+      }
+      // DeepSeek-V3 has one MTP module: its head's input feeds nothing after it.
+      ASSERT_EQ(named(g, "mtp.head.norm.bwd").size(), bwd.size());
+      EXPECT_DOUBLE_EQ(named(g, "mtp.head.norm.bwd").front()->hbm_bytes.value(), 3.0 * x);
+      EXPECT_TRUE(named(g, "mtp.head.grad_sum.bwd").empty());
+      EXPECT_DOUBLE_EQ(named(g, "mtp.norm").front()->hbm_bytes.value(), 2.0 * 2.0 * x);
+      EXPECT_DOUBLE_EQ(named(g, "mtp.norm.bwd").front()->hbm_bytes.value(), 2.0 * 3.0 * x);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moeperf
