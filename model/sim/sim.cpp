@@ -122,6 +122,22 @@ class Engine {
           cls_[c].peer[i] = {op.peer_stage, it->second};
       }
     }
+    // Who must look again when an op of class p ends: p, the classes receiving p's pipeline sends,
+    // and the classes whose collectives start with p's.
+    listeners_.assign(g.classes.size(), {});
+    for (size_t c = 0; c < g.classes.size(); ++c) {
+      for (const auto& [pc, pi] : cls_[c].peer)
+        if (pc >= 0) listeners_[static_cast<size_t>(pc)].push_back(c);
+      for (size_t o : sync_[c]) listeners_[c].push_back(o);
+    }
+    for (auto& l : listeners_) {
+      std::sort(l.begin(), l.end());
+      l.erase(std::unique(l.begin(), l.end()), l.end());
+    }
+    dirty_.assign(g.classes.size(), 1);
+    class_wake_.assign(g.classes.size(), kInf);
+    scanned_.assign(g.classes.size(), 0);
+    by_class_.assign(g.classes.size(), {});
   }
 
   double now() const { return now_; }
@@ -132,13 +148,27 @@ class Engine {
     if (std::isfinite(wake_) && wake_ > now_) now_ = wake_;
   }
 
-  // Starts every op that heads its queue with its dependencies done.
+  // Starts every op that heads its queue with its dependencies done. Passes over the classes repeat
+  // while one may start something; a class is looked at only when something it waits for changed
+  // since it last was (dirty_: an op of its own or of a class it listens to ended or started at
+  // once, a collective peer started, or the time its host issues an op has come), so a pass costs
+  // the classes touched, not all of them. Starts happen in the order a scan of every class would.
   void schedule() {
-    bool started = true;
-    wake_ = kInf;
-    while (started) {
-      started = false;
+    for (size_t c = 0; c < cls_.size(); ++c) {
+      scanned_[c] = 0;
+      if (class_wake_[c] <= now_ + 1e-15) dirty_[c] = 1;
+    }
+    bool any = true;
+    while (any) {
+      any = false;
       for (size_t c = 0; c < cls_.size(); ++c) {
+        if (!dirty_[c]) continue;
+        dirty_[c] = 0;
+        if (!scanned_[c]) {  // its wake is recomputed from what its scans this call find blocked
+          scanned_[c] = 1;
+          class_wake_[c] = kInf;
+        }
+        scanning_ = c;
         ClassState& cs = cls_[c];
         advance_host(c);
         for (size_t q = 0; q < cs.queues.size(); ++q) {
@@ -155,10 +185,11 @@ class Engine {
             if (!peers_arrived(c, i)) continue;
           }
           start(c, i);
-          started = true;
         }
       }
+      for (size_t c = 0; c < cls_.size() && !any; ++c) any = dirty_[c] != 0;
     }
+    wake_ = *std::min_element(class_wake_.begin(), class_wake_.end());
   }
 
   // Advances to the next completion and retires what completed.
@@ -190,6 +221,7 @@ class Engine {
         cs.busy[static_cast<size_t>(q)] = 0;
         ++cs.head[static_cast<size_t>(q)];
         cs.finish = std::max(cs.finish, now_);
+        ended(static_cast<size_t>(r.cls));
       } else {
         keep.push_back(r);
       }
@@ -350,7 +382,7 @@ class Engine {
     if (static_cast<size_t>(i) >= cs.host_next) return false;
     const double t = cs.issue[static_cast<size_t>(i)];
     if (t <= now_ + 1e-15) return true;
-    wake_ = std::min(wake_, t);
+    class_wake_[scanning_] = std::min(class_wake_[scanning_], t);
     return false;
   }
 
@@ -388,6 +420,7 @@ class Engine {
     ClassState& cs = cls_[c];
     const Op& op = g_.classes[c].ops[static_cast<size_t>(i)];
     if (!arrived_[c].empty() && arrived_[c][static_cast<size_t>(i)] > 0) --spinning_[c];
+    for (size_t o : sync_[c]) dirty_[o] = 1;  // a peer waiting for this collective's start may go
     Running r;
     r.cls = static_cast<int>(c);
     r.op = i;
@@ -423,9 +456,16 @@ class Engine {
       cs.timing[static_cast<size_t>(i)].end = Seconds(now_);
       cs.busy[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)] = 0;
       ++cs.head[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)];
+      ended(c);
       return;
     }
     running_.push_back(r);
+  }
+
+  // An op of class c ended: c and the classes listening to it look again at the next pass.
+  void ended(size_t c) {
+    dirty_[c] = 1;
+    for (size_t o : listeners_[c]) dirty_[o] = 1;
   }
 
   // Compute ops run at full speed unless communication kernels of their class are running: each
@@ -435,20 +475,27 @@ class Engine {
   // ops in their byte phase share each resource max-min fairly (water filling).
   void rates() {
     const double f = pr_.calibration()[Param::comm_sm_fraction];
+    for (auto& v : by_class_) v.clear();
+    for (Running& r : running_) by_class_[static_cast<size_t>(r.cls)].push_back(&r);
     for (size_t c = 0; c < cls_.size(); ++c) {
+      if (by_class_[c].empty()) {  // nothing runs: every resource idle (a sample only when that is news)
+        auto& v = cls_[c].util;
+        if (v.empty() || v.back().util != std::array<double, kResourceCount>{}) v.push_back(UtilSample{Seconds(now_), {}});
+        continue;
+      }
       int compute_kernels = 0;
       double comm_sms = f * spinning_[c];
       std::vector<Running*> flows;
-      for (Running& r : running_) {
-        if (r.cls != static_cast<int>(c)) continue;
+      for (Running* rp : by_class_[c]) {
+        Running& r = *rp;
         if (r.comm && !r.offload) comm_sms += r.sm_share;
         if (!r.comm && !r.latency_bound) ++compute_kernels;
         if (r.comm && r.latency_left == 0) flows.push_back(&r);
       }
       // Compute kernels of two lanes running at once split the SMs left between them.
       const double compute_share = std::max(0.1, 1.0 - comm_sms) / std::max(1, compute_kernels);
-      for (Running& r : running_)
-        if (r.cls == static_cast<int>(c) && !r.comm) r.rate = r.latency_bound ? 1.0 : compute_share;
+      for (Running* r : by_class_[c])
+        if (!r->comm) r->rate = r->latency_bound ? 1.0 : compute_share;
       std::array<double, kResourceCount> cap;
       cap.fill(1.0);
       struct Log {
@@ -496,8 +543,8 @@ class Engine {
       for (Running* r : flows)
         if (std::isfinite(r->rate)) hbm_used += r->rate * (r->offload ? 1.0 : r->hbm_per_byte);
       const double left = std::max(0.1, 1.0 - hbm_used / hbm_bytes_per_s_);
-      for (Running& r : running_)
-        if (r.cls == static_cast<int>(c) && r.memory_bound) r.rate = std::min(r.rate, left);
+      for (Running* r : by_class_[c])
+        if (r->memory_bound) r->rate = std::min(r->rate, left);
     }
   }
 
@@ -515,6 +562,14 @@ class Engine {
   std::vector<int> spinning_;                   // per class: collectives launched, waiting for peers
   std::vector<Running> running_;
   double now_ = 0;
+  // The scheduler's bookkeeping (schedule()): per class, whether to look again, the earliest time
+  // its host issues an op it found blocked, whether this call scanned it yet; the classes that
+  // look again when one's op ends; the class being scanned; running ops by class (rates()).
+  std::vector<char> dirty_, scanned_;
+  std::vector<double> class_wake_;
+  std::vector<std::vector<size_t>> listeners_;
+  size_t scanning_ = 0;
+  std::vector<std::vector<Running*>> by_class_;
 };
 
 }  // namespace
