@@ -559,7 +559,9 @@ TEST(Stacks, TheHeadsNormSumsAGradientOnlyWhereAnMtpModuleReadsItsInput) {
       const double x = norm.front()->hbm_bytes.value() / (fused ? 3.0 : 2.0);  // one pass over [tokens, hidden]
       EXPECT_DOUBLE_EQ(bwd.front()->hbm_bytes.value(), (mtp && fused ? 4.0 : 3.0) * x);
       ASSERT_EQ(sum.size(), mtp && !fused ? bwd.size() : 0u);
-      if (!sum.empty()) EXPECT_DOUBLE_EQ(sum.front()->hbm_bytes.value(), 3.0 * x);
+      if (!sum.empty()) {
+        EXPECT_DOUBLE_EQ(sum.front()->hbm_bytes.value(), 3.0 * x);
+      }
       if (!mtp) {
         EXPECT_TRUE(named(g, "mtp.norm").empty());
         continue;
