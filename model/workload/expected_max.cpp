@@ -352,14 +352,13 @@ double padded_lattice_max(const Process& p, const std::vector<Pmf>& per_expert, 
   const int experts = p.experts, per_rank = experts / ranks, per_group = experts / p.groups;
   std::vector<LatticeBlock> blocks;
   if (p.groups == 1 || (per_rank % per_group != 0 && per_group % per_rank != 0)) {
+    auto same_law = [&](int e, int f) { return per_expert[static_cast<size_t>(e)][1] == per_expert[static_cast<size_t>(f)][1]; };
     std::vector<TileLaw> law;
-    for (size_t e = 0; e < per_expert.size(); ++e)  // uniform routing: one law for all experts
-      law.push_back(e > 0 && per_expert[e][1] == per_expert[e - 1][1] ? law.back()
-                                                                      : tile_law(tokens, per_expert[e][1], tile));
+    for (int e = 0; e < static_cast<int>(per_expert.size()); ++e)  // uniform routing: one law for all experts
+      law.push_back(e > 0 && same_law(e, e - 1) ? law.back() : tile_law(tokens, per_expert[static_cast<size_t>(e)][1], tile));
     // A run of experts with one law is a power of it (by squaring: log n convolutions, not n), and
     // a rank whose experts have the laws of the previous rank's is one more member of its block:
     // under uniform routing every rank is one law, however many experts (a million: bench CliLimits).
-    auto same_law = [&](int e, int f) { return per_expert[static_cast<size_t>(e)][1] == per_expert[static_cast<size_t>(f)][1]; };
     for (int q = 0; q < ranks; ++q) {
       const int first = q * per_rank, end = (q + 1) * per_rank;
       bool as_before = q > 0;

@@ -308,9 +308,13 @@ class Lowering {
   };
   ExpertGemms expert_gemms(int l, std::vector<int32_t> after);
 
+  // Whether the MoE block exchanges rows between GPUs: only with expert parallelism (at EP 1 the
+  // permuted rows are the experts' input as they are, and no dispatch, combine or sort runs).
+  bool ep_exchanges() const { return p_.ep > 1; }
+
   // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
   double dispatch_fanout() const {
-    if (p_.ep <= 1) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
+    if (!ep_exchanges()) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
     switch (s_.stack.dispatcher) {
       case Dispatcher::alltoall: return m_.top_k;
       case Dispatcher::fused_dedup: return load_.distinct_ranks;

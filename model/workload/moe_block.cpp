@@ -57,7 +57,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   etp_collective(l, "moe.combine.etp_reduce_scatter", Collective::reduce_scatter, bc);
   const double fan = dispatch_fanout();
   local_sort(l, "moe.unsort", bc, {last()});
-  if (p_.ep <= 1) {
+  if (!ep_exchanges()) {
     // No expert parallelism: the rows never left this GPU, nothing to exchange.
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
     comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
@@ -84,7 +84,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
 void Lowering::moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
   const double h = d(m_.hidden), r = d(p_.ep);
   const double fan = dispatch_fanout();
-  if (s_.stack.dispatcher == Dispatcher::allgather && p_.ep > 1) {
+  if (s_.stack.dispatcher == Dispatcher::allgather && ep_exchanges()) {
     // Every rank gathers every token of its EP group, then keeps the rows for its own experts.
     const int32_t g = comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
                            r * t_sp_ * h * bd, {last()});
@@ -97,7 +97,7 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   std::vector<int32_t> before{last()};
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
-  if (p_.ep > 1)  // without expert parallelism the permuted rows are the experts' input as they are
+  if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
          send * load_.max_rows / load_.mean_rows, fan);
   local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
@@ -117,7 +117,7 @@ void Lowering::local_sort(int l, const std::string& name, double bytes_per_elem,
   // After a ragged all-to-all the received rows are grouped by source rank; they are sorted by
   // local expert (and back before the combine), a gather over every row of the receive buffer.
   // Rows from a single source (no expert parallelism) are in expert order after the permute already.
-  if (s_.stack.dispatcher != Dispatcher::alltoall || m_.experts <= p_.ep || p_.ep <= 1) return;
+  if (s_.stack.dispatcher != Dispatcher::alltoall || m_.experts <= p_.ep || !ep_exchanges()) return;
   op(memory(name, l, buffer_rows() * d(m_.hidden) * bytes_per_elem * 2.0, Category::memory, std::move(deps))).rows = buffer_rows();
 }
 
@@ -166,7 +166,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double fan = dispatch_fanout();
   op(memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg))).rows = t_sp_ * fan;
   int32_t cb;
-  if (p_.ep <= 1) {
+  if (!ep_exchanges()) {
     cb = last();
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
@@ -220,7 +220,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double bd = bg;
   etp_collective(l, "moe.dispatch.bwd.etp_reduce_scatter", Collective::reduce_scatter, bd);
   local_sort(l, "moe.unsort.bwd", bd, {last()});
-  if (p_.ep <= 1) {
+  if (!ep_exchanges()) {
     // nothing to exchange
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
     comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::reduce_scatter, Group::ep,
