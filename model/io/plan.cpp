@@ -201,12 +201,16 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         return;
       }
       try {
-        const Lowered low = lower(c.s, c.s.calibration);
+        // Memory needs the expert load only: a layout that does not fit is never lowered (lowering
+        // every candidate first spent half of a plan's lowerings on layouts memory then refused).
+        Lowered low;
+        low.load = expert_load(c.s, c.s.calibration, &low.notes);
         if (!memory_report(c.s, low.load, c.s.calibration).fits) {
           std::lock_guard<std::mutex> lk(mu);
           ++res.no_fit;
           return;
         }
+        low.graph = std::make_shared<const StepGraph>(lower_step(c.s, low.load));
         // The second bound: the step lowered and its ops priced, not simulated: its compute work
         // (a few times cheaper than a prediction and far tighter than the FLOPs: attention,
         // memory-bound kernels, recompute, small-GEMM efficiency), then each collective queue's.

@@ -102,7 +102,7 @@ class Engine {
         sends[c].emplace();
         const auto& ops = g.classes[c].ops;
         for (size_t j = 0; j < ops.size(); ++j)
-          if (ops[j].name.rfind("pp.send", 0) == 0)
+          if (name_starts(ops[j].name, "pp.send"))
             sends[c]->try_emplace(SendKey{ops[j].name.substr(7), ops[j].micro_batch, ops[j].chunk, ops[j].peer_stage},
                                   static_cast<int32_t>(j));
       }
@@ -115,7 +115,7 @@ class Engine {
       for (size_t i = 0; i < ops.size(); ++i) {
         const Op& op = ops[i];
         // pp.recv, pp.recv.bwd, pp.recv.grad pair with pp.send, pp.send.bwd, pp.send.grad.
-        if (op.name.rfind("pp.recv", 0) != 0) continue;
+        if (!name_starts(op.name, "pp.recv")) continue;
         if (op.peer_stage < 0 || static_cast<size_t>(op.peer_stage) >= g.classes.size()) continue;
         const auto& index = sends_of(static_cast<size_t>(op.peer_stage));
         if (const auto it = index.find(SendKey{op.name.substr(7), op.micro_batch, op.peer_chunk, self}); it != index.end())

@@ -21,9 +21,6 @@ namespace moeperf::detail {
 
 inline double d(int64_t v) { return static_cast<double>(v); }
 inline bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
-inline bool ends_with(const std::string& s, std::string_view sfx) {
-  return s.size() >= sfx.size() && s.compare(s.size() - sfx.size(), sfx.size(), sfx) == 0;
-}
 
 // Builds one rank class's op list in program order.
 class Lowering {
@@ -38,7 +35,7 @@ class Lowering {
   }
 
   // ---------------------------------------------------------------- emitters
-  int32_t emit(Op op) {
+  int32_t emit(Op&& op) {
     op.micro_batch = mb_;
     if (op.stream == Stream::compute && !pending_.empty()) {
       op.deps.insert(op.deps.end(), pending_.begin(), pending_.end());
@@ -63,7 +60,7 @@ class Lowering {
     // forward/recompute and the dgrad. The weights' copies from the forward serve the recompute and
     // the dgrad unless FSDP gathers the weights again (in BF16) for the backward. Expert rows that
     // arrive in the GEMM's format (an MXFP8 dispatch) only need their column-wise copy.
-    auto ends = [&](const char* sfx) { return ends_with(name, sfx); };
+    auto ends = [&](const auto& lit) { return name_ends(name, lit); };
     if (const double q = quantize_bytes_per_element(dt); q > 0 && !ends(".wgrad")) {
       const bool again = ends(".dgrad") || ends(".recompute");
       const double qb = again && !fsdp() ? 0.0 : q;
@@ -91,7 +88,7 @@ class Lowering {
     op.k = static_cast<int64_t>(std::llround(k));
     op.groups = groups;
     op.launches = launches;
-    op.m_padded = padded_rows_ && !ends_with(op.name, ".wgrad");  // a weight gradient's rows are its K
+    op.m_padded = padded_rows_ && !name_ends(op.name, ".wgrad");  // a weight gradient's rows are its K
     // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16.
     const double in = bytes_per_element(dt);
     op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0));
@@ -190,8 +187,8 @@ class Lowering {
   void host_cost(Op& op) const {
     const StackOptions& st = s_.stack;
     const std::string& n = op.name;
-    auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
-    auto ends = [&](const char* sfx) { return ends_with(n, sfx); };
+    auto starts = [&](const auto& lit) { return name_starts(n, lit); };
+    auto ends = [&](const auto& lit) { return name_ends(n, lit); };
     double ops = st.host_ops_per_op * std::max(1, op.launches);
     if (ends(".quant")) {
       // One kernel per framework op (a separate allocation of the scales is a memset kernel);

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,17 @@ enum class Group : uint8_t { none, tp, cp, ep, fsdp, dense_shard, dp, dense_dp, 
 const char* to_string(Group g);
 
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };
+
+// Prefix and suffix tests of an op's name against a literal. The literal's length is a constant,
+// so the compare compiles to a few instructions: lowering and the simulator test names of every op.
+template <size_t N>
+bool name_starts(const std::string& name, const char (&lit)[N]) {
+  return name.size() >= N - 1 && std::memcmp(name.data(), lit, N - 1) == 0;
+}
+template <size_t N>
+bool name_ends(const std::string& name, const char (&lit)[N]) {
+  return name.size() >= N - 1 && std::memcmp(name.data() + name.size() - (N - 1), lit, N - 1) == 0;
+}
 
 struct Op {
   std::string name;
