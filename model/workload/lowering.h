@@ -53,7 +53,7 @@ class Lowering {
     return static_cast<int32_t>(rc_.ops.size() - 1);
   }
 
-  int32_t gemm(std::string name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
+  int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
     // copies of A and B); the weight-gradient GEMM reuses the column-wise copies made for the
@@ -73,7 +73,7 @@ class Lowering {
       const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt)
                         : (after_norm && s_.stack.norm_quantize_fusion) ? q - 2.0
                                                                          : q;
-      memory(name + ".quant", layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
+      memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
       deps = {};
     }
     Op op;
@@ -97,11 +97,11 @@ class Lowering {
   }
 
   // An op's name in the current phase: base, base.recompute or base.bwd.
-  std::string phased(const char* base) const {
-    return std::string(base) + (phase_ == Phase::backward ? ".bwd" : phase_ == Phase::recompute ? ".recompute" : "");
+  OpName phased(const char* base) const {
+    return OpName::cat(base, phase_ == Phase::backward ? ".bwd" : phase_ == Phase::recompute ? ".recompute" : "");
   }
 
-  int32_t memory(std::string name, int layer, double bytes, Category cat = Category::memory,
+  int32_t memory(OpName name, int layer, double bytes, Category cat = Category::memory,
                  std::vector<int32_t> deps = {}) {
     Op op;
     op.name = std::move(name);
@@ -112,7 +112,7 @@ class Lowering {
     return emit(std::move(op));
   }
 
-  int32_t comm(std::string name, Category cat, Stream stream, int layer, Collective c, Group g, double bytes,
+  int32_t comm(OpName name, Category cat, Stream stream, int layer, Collective c, Group g, double bytes,
                std::vector<int32_t> deps = {}, double recv = -1, double fanout = 0) {
     Op op;
     op.name = std::move(name);
@@ -142,7 +142,7 @@ class Lowering {
         // XLA's NCCL path (ragged_all_to_all_thunk.cc): the output offsets go all-to-all, the host
         // waits, copies the size/offset arrays down and waits again, then grouped send/recv.
         Op off;
-        off.name = op.name + ".offsets";
+        off.name = OpName::cat(op.name, ".offsets");
         off.category = cat;
         off.stream = stream;
         off.layer = layer;
@@ -151,7 +151,7 @@ class Lowering {
         off.bytes = off.recv_bytes = Bytes(4.0 * 8.0 * d(p_.ep));  // four int64 arrays, one entry per peer
         off.deps = std::move(deps);
         deps = {emit(std::move(off))};
-        for (int w = 0; w < s_.stack.ragged_a2a_host_waits; ++w) deps = {host_wait(op.name + ".host_wait", layer, deps)};
+        for (int w = 0; w < s_.stack.ragged_a2a_host_waits; ++w) deps = {host_wait(OpName::cat(op.name, ".host_wait"), layer, deps)};
       }
     }
     op.deps = std::move(deps);
@@ -160,7 +160,7 @@ class Lowering {
 
   // A host wait: the host blocks until the GPU has run everything issued before it on the compute
   // stream (and `deps`), copies a few bytes down, and only then issues what follows.
-  int32_t host_wait(std::string name, int layer, std::vector<int32_t> deps) {
+  int32_t host_wait(OpName name, int layer, std::vector<int32_t> deps) {
     Op w;
     w.name = std::move(name);
     w.category = Category::sync;
@@ -242,16 +242,16 @@ class Lowering {
     if (!fsdp()) return;
     const auto pos = static_cast<size_t>(std::find(order_.begin(), order_.end(), l) - order_.begin());
     const size_t depth = s_.stack.fsdp_prefetch ? static_cast<size_t>(s_.stack.fsdp_prefetch_depth) : 0;
-    const std::string sfx = phase_ == Phase::backward ? ".bwd" : "";
+    const std::string_view sfx = phase_ == Phase::backward ? ".bwd" : "";
     while (issued_ < order_.size() && issued_ <= pos + depth) {
       const int j = order_[issued_++];
       std::vector<int32_t> deps;
       if (last_compute_[lane_] >= 0) deps.push_back(last_compute_[lane_]);
       auto& ids = gathers_[j];
-      ids.push_back(comm("fsdp.all_gather" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j, Collective::all_gather,
+      ids.push_back(comm(OpName::cat("fsdp.all_gather", sfx), Category::fsdp_comm, Stream::fsdp_comm, j, Collective::all_gather,
                          Group::dense_shard, dense_params(j) * bw_, deps));
       if (is_moe_layer(j))
-        ids.push_back(comm("fsdp.all_gather_experts" + sfx, Category::fsdp_comm, Stream::fsdp_comm, j,
+        ids.push_back(comm(OpName::cat("fsdp.all_gather_experts", sfx), Category::fsdp_comm, Stream::fsdp_comm, j,
                            Collective::all_gather, Group::fsdp, local_expert_params(j) * bw_, deps));
     }
   }
@@ -345,14 +345,14 @@ class Lowering {
   std::vector<int32_t> take_tp_outputs() { return std::exchange(tp_outputs_, {}); }
 
   // Backward of a forward GEMM op: data gradient and weight gradient apart.
-  void gemm_bwd(const std::string& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
+  void gemm_bwd(const OpName& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
                 double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
-    gemm(name + ".dgrad", cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
+    gemm(OpName::cat(name, ".dgrad"), cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
     if (defer_wgrad_ && !deferred_.empty()) {
-      deferred_.back().gemms.push_back({name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
+      deferred_.back().gemms.push_back({OpName::cat(name, ".wgrad"), cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
       return;
     }
-    gemm(name + ".wgrad", cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
+    gemm(OpName::cat(name, ".wgrad"), cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches);        // dW = X^T dY
   }
 
   void backward_layer(int l);
@@ -470,7 +470,7 @@ class Lowering {
   uint8_t lane_ = 0;
   std::vector<int32_t> gate_;
   struct DeferredGemm {
-    std::string name;
+    OpName name;
     Category cat;
     int layer;
     double flops_exec, flops_model;

@@ -2,12 +2,64 @@
 // groups, saved activation bytes per tensor class, and straggler placement.
 #include "model/workload/step.h"
 
+#include <cstring>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
 #include "model/hardware/topology.h"
 #include "model/workload/lowering.h"
 
 namespace moeperf {
 
 using detail::d;
+
+namespace {
+
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+struct NameEq {
+  using is_transparent = void;
+  bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+};
+
+// The process's names: nodes of an unordered_set never move, so a pointer to one lives as long as
+// the process. Guarded by its mutex; each thread keeps a cache of the names it used.
+const std::string& intern_name(std::string_view s) {
+  thread_local std::unordered_map<std::string_view, const std::string*, NameHash, NameEq> cache;
+  if (const auto it = cache.find(s); it != cache.end()) return *it->second;
+  static std::mutex mu;
+  static std::unordered_set<std::string, NameHash, NameEq> names;
+  const std::string* p;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = names.find(s);
+    if (it == names.end()) it = names.emplace(s).first;
+    p = &*it;
+  }
+  cache.emplace(std::string_view(*p), p);
+  return *p;
+}
+
+}  // namespace
+
+OpName::OpName() noexcept {
+  static const std::string empty;
+  s_ = &empty;
+}
+
+OpName::OpName(std::string_view s) : s_(&intern_name(s)) {}
+
+OpName OpName::cat(std::string_view a, std::string_view b) {
+  char buf[128];
+  if (a.size() + b.size() > sizeof buf) return OpName(std::string(a).append(b));
+  std::memcpy(buf, a.data(), a.size());
+  std::memcpy(buf + a.size(), b.data(), b.size());
+  return OpName(std::string_view(buf, a.size() + b.size()));
+}
 
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int l) {
   const ModelSpec& m = s.model;

@@ -13,7 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/specs.h"
@@ -44,6 +46,53 @@ const char* to_string(Group g);
 
 enum class Phase : uint8_t { forward, backward, recompute, optimizer };
 
+// An op's name, interned: equal names share one string for the life of the process and an op
+// holds a pointer to it. A step has up to ~10^5 ops of a few hundred distinct names; a string of
+// its own per op (most names are past the 15 characters a std::string holds in place) was a third
+// of a plan's time in malloc, free and the graph's destructor. Reads as a const std::string&.
+// Thread-safe: each thread looks a name up in its own cache first, then in the shared table.
+class OpName {
+ public:
+  OpName() noexcept;
+  OpName(std::string_view s);  // NOLINT: implicit, as std::string's
+  OpName(const std::string& s) : OpName(std::string_view(s)) {}
+  OpName(const char* s) : OpName(std::string_view(s)) {}
+  // a + b, interned without a heap string in between (the lowering names ops by suffixes).
+  static OpName cat(std::string_view a, std::string_view b);
+  static OpName cat(const OpName& a, std::string_view b) { return cat(std::string_view(*a.s_), b); }
+  static OpName cat(const std::string& a, std::string_view b) { return cat(std::string_view(a), b); }
+  static OpName cat(const char* a, std::string_view b) { return cat(std::string_view(a), b); }
+  const std::string& str() const noexcept { return *s_; }
+  operator const std::string&() const noexcept { return *s_; }  // NOLINT: reads as the string
+  size_t size() const noexcept { return s_->size(); }
+  bool empty() const noexcept { return s_->empty(); }
+  const char* c_str() const noexcept { return s_->c_str(); }
+  const char* data() const noexcept { return s_->data(); }
+  size_t find(std::string_view x, size_t pos = 0) const noexcept { return s_->find(x, pos); }
+  size_t find(char c, size_t pos = 0) const noexcept { return s_->find(c, pos); }
+  size_t rfind(std::string_view x, size_t pos = std::string::npos) const noexcept { return s_->rfind(x, pos); }
+  size_t rfind(char c, size_t pos = std::string::npos) const noexcept { return s_->rfind(c, pos); }
+  std::string substr(size_t pos = 0, size_t n = std::string::npos) const { return s_->substr(pos, n); }
+  int compare(std::string_view x) const noexcept { return s_->compare(x); }
+  bool starts_with(std::string_view x) const noexcept { return std::string_view(*s_).starts_with(x); }
+  bool ends_with(std::string_view x) const noexcept { return std::string_view(*s_).ends_with(x); }
+  // One address is one name; the default's empty string is the one name not interned.
+  friend bool operator==(const OpName& a, const OpName& b) noexcept { return a.s_ == b.s_ || *a.s_ == *b.s_; }
+  friend bool operator==(const OpName& a, const std::string& b) noexcept { return *a.s_ == b; }
+  friend bool operator==(const OpName& a, std::string_view b) noexcept { return *a.s_ == b; }
+  friend bool operator==(const OpName& a, const char* b) noexcept { return *a.s_ == b; }
+  friend bool operator<(const OpName& a, const OpName& b) noexcept { return *a.s_ < *b.s_; }
+  friend std::string operator+(const OpName& a, std::string_view b) { return std::string(*a.s_).append(b); }
+  friend std::string operator+(const OpName& a, const char* b) { return *a.s_ + b; }
+  friend std::string operator+(const OpName& a, const std::string& b) { return *a.s_ + b; }
+  friend std::string operator+(const std::string& a, const OpName& b) { return a + *b.s_; }
+  friend std::string operator+(const char* a, const OpName& b) { return a + *b.s_; }
+  friend std::ostream& operator<<(std::ostream& os, const OpName& n) { return os << *n.s_; }
+
+ private:
+  const std::string* s_;
+};
+
 // Prefix and suffix tests of an op's name against a literal. The literal's length is a constant,
 // so the compare compiles to a few instructions: lowering and the simulator test names of every op.
 template <size_t N>
@@ -56,7 +105,7 @@ bool name_ends(const std::string& name, const char (&lit)[N]) {
 }
 
 struct Op {
-  std::string name;
+  OpName name;
   Category category = Category::memory;
   Stream stream = Stream::compute;
   Phase phase = Phase::forward;

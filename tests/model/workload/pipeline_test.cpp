@@ -212,7 +212,7 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
     for (const RankClass& rc : g.classes)
       if (rc.sync_with < 0)
         for (const Op& op : rc.ops)
-          if (op.name.size() > 6 && op.name.compare(op.name.size() - 6, 6, ".wgrad") == 0) ++out[op.name];
+          if (op.name.size() > 6 && op.name.ends_with(".wgrad")) ++out[op.name];
   };
   count(*r.graph, wgrads_dual);
   count(*r1.graph, wgrads_ofob);

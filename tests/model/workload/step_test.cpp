@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <thread>
 
 #include "model/pricing/cost.h"
 #include "model/workload/flops.h"
@@ -17,6 +18,39 @@
 
 namespace moeperf {
 namespace {
+
+// Op names are interned: equal names are one string (the same address), from any thread, and a
+// name built by OpName::cat is the concatenation, past the stack buffer's 128 characters too.
+TEST(OpNames, EqualNamesAreOneStringFromEveryThread) {
+  const OpName a("moe.expert_fc1.dgrad"), b(std::string("moe.expert_fc1") + ".dgrad");
+  EXPECT_EQ(&a.str(), &b.str());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(OpName::cat("moe.expert_fc1", ".dgrad"), a);
+  EXPECT_EQ(&OpName::cat(OpName("moe.expert_fc1"), ".dgrad").str(), &a.str());
+  EXPECT_NE(OpName("moe.expert_fc1"), a);
+  EXPECT_EQ(a, "moe.expert_fc1.dgrad");
+  EXPECT_EQ(std::string("moe.expert_fc1.dgrad"), a);
+  EXPECT_TRUE(a.ends_with(".dgrad"));
+  EXPECT_TRUE(name_starts(a, "moe.expert"));
+  EXPECT_FALSE(name_ends(a, ".wgrad"));
+  EXPECT_EQ(a + ".quant", "moe.expert_fc1.dgrad.quant");
+  EXPECT_TRUE(OpName().empty());
+  EXPECT_EQ(OpName(), OpName(""));  // the default's empty string and the interned "" compare equal
+  const std::string long_a(100, 'x'), long_b(60, 'y');
+  const OpName l = OpName::cat(long_a, long_b);
+  EXPECT_EQ(l.str(), long_a + long_b);
+  EXPECT_EQ(&l.str(), &OpName(long_a + long_b).str());
+  // Four threads intern the same 200 names at once; each must get the one address.
+  std::vector<std::vector<const std::string*>> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < seen.size(); ++t)
+    threads.emplace_back([&seen, t] {
+      for (int i = 0; i < 200; ++i) seen[t].push_back(&OpName::cat("op.threads.", std::to_string(i)).str());
+    });
+  for (std::thread& th : threads) th.join();
+  for (size_t t = 1; t < seen.size(); ++t) EXPECT_EQ(seen[t], seen[0]);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(*seen[0][static_cast<size_t>(i)], "op.threads." + std::to_string(i));
+}
 
 const std::string kOptimized = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-optimized.json";
 
