@@ -7,7 +7,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <vector>
 
 namespace moeperf {
 namespace {
@@ -95,7 +97,9 @@ class Engine {
     // ranks) receives from the same sends as its stage class.
     // Each class's sends indexed once by (name suffix, micro-batch, chunk, receiving stage), the
     // first of equal keys kept (a scan of the peer's ops per receive was receives x ops).
-    using SendKey = std::tuple<std::string, int, int, int>;
+    // The suffix is a view into the op's interned name (OpName: it lives as long as the process):
+    // no string is built per send or receive.
+    using SendKey = std::tuple<std::string_view, int, int, int>;
     std::vector<std::optional<std::map<SendKey, int32_t>>> sends(g.classes.size());
     auto sends_of = [&](size_t c) -> const std::map<SendKey, int32_t>& {
       if (!sends[c]) {
@@ -103,7 +107,7 @@ class Engine {
         const auto& ops = g.classes[c].ops;
         for (size_t j = 0; j < ops.size(); ++j)
           if (name_starts(ops[j].name, "pp.send"))
-            sends[c]->try_emplace(SendKey{ops[j].name.substr(7), ops[j].micro_batch, ops[j].chunk, ops[j].peer_stage},
+            sends[c]->try_emplace(SendKey{std::string_view(ops[j].name.str()).substr(7), ops[j].micro_batch, ops[j].chunk, ops[j].peer_stage},
                                   static_cast<int32_t>(j));
       }
       return *sends[c];
@@ -118,7 +122,8 @@ class Engine {
         if (!name_starts(op.name, "pp.recv")) continue;
         if (op.peer_stage < 0 || static_cast<size_t>(op.peer_stage) >= g.classes.size()) continue;
         const auto& index = sends_of(static_cast<size_t>(op.peer_stage));
-        if (const auto it = index.find(SendKey{op.name.substr(7), op.micro_batch, op.peer_chunk, self}); it != index.end())
+        if (const auto it = index.find(SendKey{std::string_view(op.name.str()).substr(7), op.micro_batch, op.peer_chunk, self});
+            it != index.end())
           cls_[c].peer[i] = {op.peer_stage, it->second};
       }
     }
@@ -690,15 +695,18 @@ Seconds compute_bound(const StepGraph& g, const Pricer& pricer) {
 
 Seconds comm_bound(const StepGraph& g, const Pricer& pricer, const StackOptions& stack) {
   Seconds best;
+  std::vector<double> per_queue;
   for (const RankClass& rc : g.classes) {
-    std::map<int, double> per_queue;
+    per_queue.clear();
     for (const Op& op : rc.ops) {
       if (op.collective == Collective::none || op.collective == Collective::send_recv) continue;
       const double t = uncontended_comm_s(class_comm_cost(pricer, rc, op), op);
       // The queue the Engine gives it: its stream's, on the op's lane (a lane's queues apart).
-      per_queue[queue_of(op.stream, stack.multistream_collectives) + op.lane * kStreamCount] += t;
+      const size_t q = static_cast<size_t>(queue_of(op.stream, stack.multistream_collectives) + op.lane * kStreamCount);
+      if (q >= per_queue.size()) per_queue.resize(q + 1, 0.0);
+      per_queue[q] += t;
     }
-    for (const auto& [q, t] : per_queue) best = std::max(best, Seconds(t));
+    for (const double t : per_queue) best = std::max(best, Seconds(t));
   }
   return best;
 }
