@@ -648,13 +648,15 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   c.source = std::string("moeperf run --suite calibrate, ") + date + ", " + MOEPERF_GIT_REVISION;
-  // Compute on every rank at once, rank 0's figures recorded: a training step's ranks run their
-  // ops at once, and so does the executor's layer (executor/run.cpp). On a CPU the ranks share
-  // caches, memory and the clock's headroom: timed on rank 0 while the others slept, the suite's
-  // GEMMs came out at 0.89 of the peak where the layer's ran at 0.77, and the fit priced the
-  // layer's GEMMs 15-45 % slow or fast by turns. The sections' choices (rounds, cases skipped
-  // for the budget) are each rank's own: no rank waits on another before the barrier below.
-  {
+  // On the CPU backend compute runs on every rank at once, rank 0's figures recorded: a training
+  // step's ranks run their ops at once, and so does the executor's layer (executor/run.cpp), and
+  // the ranks share the host's caches, memory and clock headroom: timed on rank 0 while the others
+  // slept, the suite's GEMMs came out at 0.89 of the peak where the layer's ran at 0.77, and the
+  // fit priced the layer's GEMMs 15-45 % slow or fast by turns. The sections' choices (rounds,
+  // cases skipped for the budget) are each rank's own: no rank waits on another before the
+  // barrier below. On a device backend rank 0 measures alone: its device is its own, and ranks
+  // launched without one each (every rank on device 0) would time each other's kernels.
+  if (comm.rank() == 0 || be.host_memory()) {
     // The peak is measured at the start (the sections' cost estimates) and after each compute
     // section, the median kept: the records' figures are medians over rounds, and on a shared VM
     // a slow spell at the start (seen: 29 of 40 GFLOP/s) set every record's fraction against a
