@@ -5,7 +5,6 @@
 // JSON in measurements_json.cpp.
 #include "executor/run.h"
 
-#include <algorithm>
 #include <csignal>
 
 #include "executor/attention_block.h"
@@ -502,11 +501,6 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     if (rec.record) measure_ceilings();
   }
   {
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    };
     std::vector<double> all(static_cast<size_t>(2 * ranks));
     const double mine[2] = {median(peaks), median(copies)};
     comm.allgather(mine, sizeof mine, all.data());

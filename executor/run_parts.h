@@ -20,6 +20,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 #include "executor/backend.h"
@@ -51,6 +52,11 @@ inline void fill(float* p, int64_t n, uint64_t seed, float scale) {
 }
 enum : uint64_t { kRouterSeed = 11, kBiasSeed = 12, kW1Seed = 13, kW2Seed = 14, kS1Seed = 15, kS2Seed = 16, kXSeed = 17, kDySeed = 18, kGumbelSeed = 19 };
 
+// The median (the mean of the middle two for an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 inline std::string fmt(const char* f, double a, double b = 0) {
   char buf[256];
   std::snprintf(buf, sizeof buf, f, a, b);

@@ -38,10 +38,7 @@ std::string section(const std::string& what, size_t done, const char* unit, size
 }
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using detail::median;
 
 // Median of timed runs after one warm-up (none if `warm` is false): at least 3 (1 without the
 // warm-up), more while under `min_total` (up to 25).
