@@ -226,8 +226,12 @@ struct ModelSpec {
 // dualpipe: DeepSeek's bidirectional DualPipe (the model in pp stages, stage s holding stages s and
 // pp - 1 - s, half the micro-batches entering at each end); dualpipev: its cut-in-half variant
 // (V placement over 2 pp virtual stages, every micro-batch entering at stage 0). Both run the
-// program of DeepSeek's dualpipe repository (model/workload/schedule.cpp).
-enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe, dualpipev };
+// program of DeepSeek's dualpipe repository (model/workload/schedule.cpp). zb_h1: the zero-bubble
+// paper's ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B's placement and
+// order of forwards and backwards, each backward without its weight gradients, which stage s defers
+// for its first s steady-state micro-batches and runs where 1F1B would idle; bubble
+// (pp - 1)(F + B - W) against 1F1B's (pp - 1)(F + B + W), at 1F1B's peak activation memory.
+enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe, dualpipev, zb_h1 };
 
 // One virtual stage of an explicit pipeline layout (Megatron's --pipeline-model-parallel-layout,
 // "Et|(tt|)*30L"): the embedding, `layers` decoder layers continuing the previous stage's, `mtp`

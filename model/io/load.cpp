@@ -205,7 +205,8 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     par.schedule = sch->as_enum<PipelineSchedule>({{"1f1b", PipelineSchedule::one_f_one_b},
                                                    {"interleaved", PipelineSchedule::interleaved},
                                                    {"dualpipe", PipelineSchedule::dualpipe},
-                                                   {"dualpipev", PipelineSchedule::dualpipev}});
+                                                   {"dualpipev", PipelineSchedule::dualpipev},
+                                                   {"zbh1", PipelineSchedule::zb_h1}});
   par.sequence_parallel = p.bool_or("sequence_parallel", true);
   par.distributed_optimizer = p.bool_or("distributed_optimizer", false);
   if (auto lay = p.get("layout")) {
@@ -479,6 +480,8 @@ void check_scenario(const Scenario& s, const std::string& file) {
     fail("/parallelism/vpp", "vpp = " + std::to_string(p.vpp) + " needs \"schedule\": \"interleaved\"");
   if (p.schedule == PipelineSchedule::dualpipe && (p.pp < 2 || p.pp % 2 != 0))
     fail("/parallelism/pp", "the dualpipe schedule needs an even pp >= 2, got " + std::to_string(p.pp));
+  if (p.schedule == PipelineSchedule::zb_h1 && p.pp < 2)
+    fail("/parallelism/pp", "the zbh1 schedule needs pp >= 2, got " + std::to_string(p.pp));
   if (p.schedule == PipelineSchedule::dualpipev && p.pp < 2)
     fail("/parallelism/pp", "the dualpipev schedule needs pp >= 2, got " + std::to_string(p.pp));
   if (p.schedule == PipelineSchedule::dualpipev && 2 * p.pp > m.layers && p.layout.empty())

@@ -29,6 +29,7 @@ const char* schedule_name(PipelineSchedule s) {
     case PipelineSchedule::interleaved: return "interleaved";
     case PipelineSchedule::dualpipe: return "dualpipe";
     case PipelineSchedule::dualpipev: return "dualpipev";
+    case PipelineSchedule::zb_h1: return "zbh1";
   }
   return "?";
 }

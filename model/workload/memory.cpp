@@ -41,6 +41,9 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
     // PP counts model stages): here in units of the stage's layers, which are two chunks.
     case PipelineSchedule::dualpipe: return std::min(d(p.pp + 1) / 2, all);
     case PipelineSchedule::dualpipev: return std::min(d(2 * p.pp + 1) / 2, all);
+    // ZB-H1 holds a micro-batch from its forward to its deferred weight gradients: stage s keeps
+    // back s of them, so every stage holds pp, 1F1B's peak (stage 0's), as the paper designs it.
+    case PipelineSchedule::zb_h1: return std::min(d(p.pp), all);
     case PipelineSchedule::one_f_one_b: break;
   }
   return std::min(d(p.pp - stage), all);

@@ -1,5 +1,5 @@
 // Pipeline schedules: which layers each (virtual) stage holds (1F1B, interleaved, DualPipe,
-// DualPipeV), DualPipe's program, and lower_step(), which runs Lowering over every micro-batch of
+// DualPipeV, ZB-H1), DualPipe's and ZB-H1's programs, and lower_step(), which runs Lowering over every micro-batch of
 // every stage in the schedule's order, then adds the gradient reduction, the optimizer step and the
 // rank classes of dropless imbalance and stragglers.
 #include <cmath>
@@ -26,7 +26,8 @@ int pipeline_chunks(const Scenario& s) {
     case PipelineSchedule::interleaved: return static_cast<int>(s.parallelism.vpp);
     case PipelineSchedule::dualpipe:
     case PipelineSchedule::dualpipev: return 2;
-    case PipelineSchedule::one_f_one_b: return 1;
+    case PipelineSchedule::one_f_one_b:
+    case PipelineSchedule::zb_h1: return 1;
   }
   return 1;
 }
@@ -93,6 +94,39 @@ std::vector<PipeAction> dualpipe_program(int ranks, int64_t micro_batches, int s
 std::vector<PipeAction> dualpipe_program(const Scenario& s, int stage) {
   return dualpipe_program(static_cast<int>(s.parallelism.pp), s.micro_batches(), stage,
                           s.parallelism.schedule == PipelineSchedule::dualpipe);
+}
+
+// ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 3.1 and figure 3):
+// 1F1B's warm-up of pp - stage - 1 forwards, its steady forward-backward pairs and its cool-down
+// backwards, every backward without its weight gradients (B) and each weight-gradient unit (W) run
+// after it, except that stage s keeps back the W of its first s steady pairs and runs them last,
+// where 1F1B's cool-down waits. The backward chain no longer carries W, so the bubble is
+// (pp - 1)(F + B - W) where 1F1B's is (pp - 1)(F + B + W) (W <= F), and every stage holds at most
+// pp micro-batches between a forward and its W: 1F1B's peak (stage 0's).
+std::vector<PipeAction> zb_h1_program(int ranks, int64_t micro_batches, int stage) {
+  using K = PipeAction::Kind;
+  std::vector<PipeAction> p;
+  const int64_t warm = std::min<int64_t>(ranks - stage - 1, micro_batches);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < warm; ++i) p.push_back({K::forward, 0, 0});
+  for (int64_t k = 0; k < micro_batches - warm; ++k) {
+    p.push_back({K::forward, 0, 0});
+    p.push_back({K::backward_input, 0, 0});
+    if (k >= stage) p.push_back({K::weight, 0, 0});
+    else ++kept;
+  }
+  for (int64_t i = 0; i < warm; ++i) {
+    p.push_back({K::backward_input, 0, 0});
+    p.push_back({K::weight, 0, 0});
+  }
+  for (int64_t i = 0; i < kept; ++i) p.push_back({K::weight, 0, 0});
+  return p;
+}
+
+std::vector<PipeAction> stage_program(const Scenario& s, int stage) {
+  if (s.parallelism.schedule == PipelineSchedule::zb_h1)
+    return zb_h1_program(static_cast<int>(s.parallelism.pp), s.micro_batches(), stage);
+  return dualpipe_program(s, stage);
 }
 
 std::vector<int> virtual_stage_layers(const Scenario& s, int v) {
@@ -174,7 +208,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     // (the last op of that unit here), and a steady-state forward waits for the backward before it
     // (1F1B keeps that many micro-batches in flight), so each forward pairs with one backward.
     const bool dual = dualpipe_family(s);
-    const bool overlap = s.stack.fwd_bwd_overlap || dual;
+    // A stage program (DualPipe's, ZB-H1's) runs action by action; ZB-H1's units run one at a time.
+    const bool programmed = dual || (p.pp > 1 && p.schedule == PipelineSchedule::zb_h1);
+    const bool overlap = (s.stack.fwd_bwd_overlap && !programmed) || dual;
     std::map<std::pair<int64_t, int>, int32_t> fwd_end, bwd_end_of;  // (micro-batch, chunk) -> unit's last op
     int32_t bwd_end = -1;
     // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this
@@ -245,10 +281,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       return end;
     };
     auto gate = [](int32_t id) { return id >= 0 ? std::vector<int32_t>{id} : std::vector<int32_t>{}; };
-    if (dual) {
-      // DualPipe / DualPipeV: the stage's program (dualpipe_program) action by action, each after
-      // the one before it; an overlapped pair runs its forward and its backward on the two lanes
-      // at once. DualPipe's chunk 1 carries the second half of the micro-batches.
+    if (programmed) {
+      // DualPipe / DualPipeV / ZB-H1: the stage's program (stage_program) action by action, each
+      // after the one before it; an overlapped pair runs its forward and its backward on the two
+      // lanes at once. DualPipe's chunk 1 carries the second half of the micro-batches.
       const int64_t base1 = s.parallelism.schedule == PipelineSchedule::dualpipe ? mbs / 2 : 0;
       std::array<int64_t, 2> next_fwd{0, base1}, next_bwd{0, base1};
       // Split weight gradients are kept for the stage's weight units; under FSDP a layer's gradient
@@ -277,7 +313,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         bwd_end_of[key] = end;
         return end;
       };
-      for (const PipeAction& a : dualpipe_program(s, st)) {
+      for (const PipeAction& a : stage_program(s, st)) {
         switch (a.kind) {
           case PipeAction::Kind::forward: prev = {forward(a.chunk, prev)}; break;
           case PipeAction::Kind::backward:
@@ -286,8 +322,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
             break;
           case PipeAction::Kind::weight:
             if (!low.has_deferred_unit()) break;
-            low.set_lane(1);
-            low.begin_unit(prev);
+            low.set_lane(overlap ? 1 : 0);
+            low.begin_unit(overlap ? prev : std::vector<int32_t>{});
             low.emit_deferred_unit();
             prev = {low.last()};
             break;
@@ -466,6 +502,14 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   if (dualpipe_family(s) && s.parallelism.fsdp > 1)
     g.notes.push_back("DualPipe's zero-bubble steps run whole backwards here: under FSDP a layer's gradient "
                       "reduce-scatter follows its backward, so weight gradients are not split from it");
+  if (p.pp > 1 && p.schedule == PipelineSchedule::zb_h1) {
+    if (p.fsdp > 1)
+      g.notes.push_back("ZB-H1 runs whole backwards here: under FSDP a layer's gradient reduce-scatter follows its "
+                        "backward, so weight gradients are not split from it (the schedule is 1F1B's)");
+    if (s.stack.fwd_bwd_overlap)
+      g.notes.push_back("ZB-H1 runs its forwards, backwards and weight gradients one at a time: the stack's "
+                        "forward-backward overlap (overlap.fwd_bwd) is not applied under it");
+  }
   return g;
 }
 

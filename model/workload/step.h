@@ -232,6 +232,10 @@ struct PipeAction {
 std::vector<PipeAction> dualpipe_program(const Scenario& s, int stage);
 // The same for `ranks` GPUs and `micro_batches` per step, bidirectional (dualpipe) or V (dualpipev).
 std::vector<PipeAction> dualpipe_program(int ranks, int64_t micro_batches, int stage, bool bidirectional);
+// ZB-H1's program of `stage` of `ranks` (one chunk; backward_input and weight actions).
+std::vector<PipeAction> zb_h1_program(int ranks, int64_t micro_batches, int stage);
+// The program lower_step runs on `stage`: ZB-H1's, or DualPipe's / DualPipeV's.
+std::vector<PipeAction> stage_program(const Scenario& s, int stage);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

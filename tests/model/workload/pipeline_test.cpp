@@ -1,5 +1,6 @@
-// DualPipe and DualPipeV: the stage programs against the papers' bubble formula and activation
-// bound on a synthetic step where F, B and W are known, then the lowered programs on the simulator.
+// DualPipe, DualPipeV and ZB-H1: the stage programs against the papers' bubble formulas and
+// activation bounds on a synthetic step where F, B and W are known, then the lowered programs on
+// the simulator.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,6 +181,98 @@ TEST(DualPipe, BubbleIsThePapersFormula) {
   EXPECT_LT(o.makespan - o.busy[0], 7 * 3);
 }
 
+// ZB-H1 on a synthetic step: a forward takes f, a backward without its weight gradients b - w, a
+// weight unit w (b is the whole backward, as above); transfers are free. One chunk per stage: a
+// forward waits for the stage before, a backward for the stage after (and its own forward).
+Outcome run_zb_h1(int ranks, int64_t mbs, UnitTimes t) {
+  std::vector<std::vector<PipeAction>> prog;
+  for (int r = 0; r < ranks; ++r) prog.push_back(zb_h1_program(ranks, mbs, r));
+  std::map<std::array<int64_t, 2>, double> fdone, bdone;  // (micro-batch, stage) -> end
+  const size_t n = static_cast<size_t>(ranks);
+  std::vector<size_t> pc(n, 0);
+  std::vector<double> now(n, 0.0);
+  std::vector<int64_t> nf(n, 0), nb(n, 0), nw(n, 0);
+  std::vector<int> in_flight(n, 0);
+  Outcome o;
+  o.busy.assign(n, 0.0);
+  o.peak_chunks.assign(n, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < ranks; ++r) {
+      const size_t ur = static_cast<size_t>(r);
+      while (pc[ur] < prog[ur].size()) {
+        const PipeAction& a = prog[ur][pc[ur]];
+        double start = now[ur], dur = 0;
+        if (a.kind == K::forward) {
+          const auto it = fdone.find({nf[ur], r - 1});
+          if (r > 0 && it == fdone.end()) break;
+          start = std::max(start, r > 0 ? it->second : 0.0);
+          dur = t.f;
+          fdone[{nf[ur]++, r}] = start + dur;
+          ++in_flight[ur];
+        } else if (a.kind == K::backward_input) {
+          const auto own = fdone.find({nb[ur], r});
+          const auto next = bdone.find({nb[ur], r + 1});
+          if (own == fdone.end() || (r < ranks - 1 && next == bdone.end())) break;
+          start = std::max({start, own->second, r < ranks - 1 ? next->second : 0.0});
+          dur = t.b - t.w;
+          bdone[{nb[ur]++, r}] = start + dur;
+        } else {
+          EXPECT_EQ(a.kind, K::weight);
+          EXPECT_LT(nw[ur], nb[ur]) << "a weight unit before its backward, stage " << r;
+          ++nw[ur];
+          dur = t.w;
+          --in_flight[ur];
+        }
+        o.peak_chunks[ur] = std::max(o.peak_chunks[ur], in_flight[ur]);
+        now[ur] = start + dur;
+        o.busy[ur] += dur;
+        ++pc[ur];
+        progress = true;
+      }
+    }
+  }
+  for (size_t r = 0; r < n; ++r) {
+    EXPECT_EQ(pc[r], prog[r].size()) << "stage " << r << " deadlocked";
+    EXPECT_EQ(nf[r], mbs);
+    EXPECT_EQ(nb[r], mbs);
+    EXPECT_EQ(nw[r], mbs);
+    o.makespan = std::max(o.makespan, now[r]);
+  }
+  return o;
+}
+
+// The zero-bubble paper's ZB-H1 (section 3.1): bubble (p - 1)(F + B - W) with B the backward
+// without weight gradients, against 1F1B's (p - 1)(F + B + W); every stage holds at most p
+// micro-batches between a forward and its weight gradients, 1F1B's peak. Exact for W <= F.
+TEST(ZbH1, BubbleIsThePapersFormula) {
+  struct Case {
+    int ranks;
+    int64_t mbs;
+    UnitTimes t;
+  };
+  const std::vector<Case> cases = {{4, 8, {1, 2, 1, 0}},     {4, 12, {1, 2, 0.7, 0}}, {8, 24, {1, 3, 1, 0}},
+                                   {6, 6, {1, 2, 0.5, 0}},   {4, 8, {1, 1.2, 0.2, 0}}, {2, 4, {1, 2, 1, 0}},
+                                   {16, 64, {1.3, 2.4, 1.1, 0}}};
+  for (const Case& c : cases) {
+    const Outcome o = run_zb_h1(c.ranks, c.mbs, c.t);
+    const double b_in = c.t.b - c.t.w;
+    for (size_t r = 0; r < o.busy.size(); ++r) {
+      EXPECT_NEAR(o.busy[r], static_cast<double>(c.mbs) * c.t.b + static_cast<double>(c.mbs) * c.t.f, 1e-9);
+      EXPECT_EQ(o.peak_chunks[r], std::min<int64_t>(c.ranks, c.mbs)) << "stage " << r;
+    }
+    // Every stage finishes at the same time here, so each one's idle time is the bubble.
+    EXPECT_NEAR(o.makespan - o.busy[0], (c.ranks - 1) * (c.t.f + b_in - c.t.w), 1e-9)
+        << c.ranks << " stages, " << c.mbs << " micro-batches, F " << c.t.f << " B " << b_in << " W " << c.t.w;
+    EXPECT_LT(o.makespan - o.busy[0], (c.ranks - 1) * (c.t.f + c.t.b) - 1e-9) << "no better than 1F1B";
+  }
+  // Fewer micro-batches than stages: the program still completes, each holding all of them.
+  for (int64_t mbs : {1, 2, 3}) {
+    const Outcome o = run_zb_h1(4, mbs, {1, 2, 1, 0});
+    EXPECT_EQ(*std::max_element(o.peak_chunks.begin(), o.peak_chunks.end()), mbs);
+  }
+}
+
 Scenario gb300(std::vector<std::string> sets) {
   std::vector<io::Override> o;
   for (auto& x : sets) o.push_back(io::parse_override(x));
@@ -253,6 +346,67 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
   // Memory: (pp + 1) / 2 of the stage's (doubled) layers in flight on every stage.
   for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 2.5);
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(with("dualpipev"), 1), 4.5);
+}
+
+// The lowered ZB-H1: the same weight gradients as 1F1B, each split from its backward and run once;
+// less idle time than 1F1B on the same mesh; pp micro-batches' activations on every stage. Under
+// FSDP the backward stays whole (the schedule is 1F1B's, and the report says so).
+TEST(ZbH1, LoweredProgramSplitsEveryWeightGradientAndIdlesLessThan1F1B) {
+  const std::vector<std::string> mesh = {"parallelism.pp=4", "parallelism.fsdp=1", "parallelism.dp=4",
+                                         "batch.micro_batch=1", "memory.offload=[]"};
+  auto with = [&](const char* schedule, std::vector<std::string> more = {}) {
+    std::vector<std::string> v = mesh;
+    v.push_back(std::string("parallelism.schedule=") + schedule);
+    for (auto& x : more) v.push_back(x);
+    return gb300(v);
+  };
+  const Scenario zb = with("zbh1"), ofob = with("1f1b");
+  const StepReport r = predict(zb, zb.calibration), r1 = predict(ofob, ofob.calibration);
+  std::map<std::string, int> wgrads_zb, wgrads_ofob;
+  auto count = [](const StepGraph& g, std::map<std::string, int>& out) {
+    for (const RankClass& rc : g.classes)
+      if (rc.sync_with < 0)
+        for (const Op& op : rc.ops)
+          if (op.name.size() > 6 && op.name.ends_with(".wgrad")) ++out[op.name];
+  };
+  count(*r.graph, wgrads_zb);
+  count(*r1.graph, wgrads_ofob);
+  ASSERT_FALSE(wgrads_ofob.empty());
+  EXPECT_EQ(wgrads_zb, wgrads_ofob);
+  // On the last stage the first backward's weight gradients run right after it under 1F1B; under
+  // ZB-H1 stage 3 keeps back its first three, so the first weight gradient starts after the fourth
+  // micro-batch's input gradient.
+  auto first_wgrad_mb = [](const StepGraph& g, int stage) {
+    for (const RankClass& rc : g.classes)
+      if (rc.sync_with < 0 && rc.pp_stage == stage) {
+        int last_bwd_mb = -1;
+        for (const Op& op : rc.ops) {
+          if (op.name.ends_with(".wgrad")) return last_bwd_mb;
+          if (op.phase == Phase::backward) last_bwd_mb = std::max(last_bwd_mb, op.micro_batch);
+        }
+      }
+    return -2;
+  };
+  EXPECT_EQ(first_wgrad_mb(*r1.graph, 3), 0);
+  EXPECT_EQ(first_wgrad_mb(*r.graph, 3), 3);
+  EXPECT_EQ(first_wgrad_mb(*r.graph, 0), 0);
+  EXPECT_LT(r.idle.value(), r1.idle.value());
+  EXPECT_LT(r.step_time.value(), r1.step_time.value());
+  for (int st = 0; st < 4; ++st) {
+    EXPECT_DOUBLE_EQ(micro_batches_in_flight(zb, st), 4.0);
+    EXPECT_DOUBLE_EQ(micro_batches_in_flight(ofob, st), 4.0 - st);
+  }
+  const Scenario fsdp = with("zbh1", {"parallelism.fsdp=4", "parallelism.dp=1"});
+  const StepReport rf = predict(fsdp, fsdp.calibration);
+  bool said = false;
+  for (const std::string& note : rf.graph->notes) said = said || note.find("ZB-H1 runs whole backwards") != std::string::npos;
+  EXPECT_TRUE(said);
+  try {
+    (void)with("zbh1", {"parallelism.pp=1", "parallelism.dp=16"});
+    FAIL() << "zbh1 accepted without a pipeline";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the zbh1 schedule needs pp >= 2"), std::string::npos) << e.what();
+  }
 }
 
 // Bad meshes for DualPipe get a message naming the rule (DualPipe asserts at least 2 x pp
