@@ -2,6 +2,8 @@
 // groups, saved activation bytes per tensor class, and straggler placement.
 #include "model/workload/step.h"
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string_view>
@@ -44,6 +46,47 @@ const std::string& intern_name(std::string_view s) {
   return *p;
 }
 
+// In front of intern_name: a small direct-mapped table per thread keyed by where the caller's
+// characters are and how many (a literal has one address at every call, and the lowering names
+// ops by literals and their suffixes), each hit checked against those characters, so a buffer
+// reused for another name only misses. Hashing the names was about a sixth of a plan's time.
+struct Seen {
+  const char* a = nullptr;
+  const char* b = nullptr;
+  size_t an = 0, bn = 0;
+  const std::string* name = nullptr;
+};
+constexpr size_t kSeen = 1024;  // a step has a few hundred distinct names
+
+Seen& seen_slot(std::string_view a, std::string_view b) {
+  thread_local std::array<Seen, kSeen> table;
+  const uint64_t h = (reinterpret_cast<uintptr_t>(a.data()) + a.size()) * 0x9E3779B97F4A7C15ull ^
+                     (reinterpret_cast<uintptr_t>(b.data()) + b.size()) * 0xC2B2AE3D27D4EB4Full;
+  return table[(h >> 40) & (kSeen - 1)];
+}
+
+// The interned a + b, from the table when the same characters were seen at the same addresses.
+const std::string& intern_seen(std::string_view a, std::string_view b, const std::string& (*slow)(std::string_view, std::string_view)) {
+  Seen& e = seen_slot(a, b);
+  if (e.name && e.a == a.data() && e.an == a.size() && e.b == b.data() && e.bn == b.size() &&
+      std::memcmp(e.name->data(), a.data(), a.size()) == 0 &&
+      (b.empty() || std::memcmp(e.name->data() + a.size(), b.data(), b.size()) == 0))
+    return *e.name;
+  const std::string& n = slow(a, b);
+  e = {a.data(), b.data(), a.size(), b.size(), &n};
+  return n;
+}
+
+const std::string& intern_one(std::string_view a, std::string_view) { return intern_name(a); }
+
+const std::string& intern_pair(std::string_view a, std::string_view b) {
+  char buf[128];
+  if (a.size() + b.size() > sizeof buf) return intern_name(std::string(a).append(b));
+  std::memcpy(buf, a.data(), a.size());
+  std::memcpy(buf + a.size(), b.data(), b.size());
+  return intern_name(std::string_view(buf, a.size() + b.size()));
+}
+
 }  // namespace
 
 OpName::OpName() noexcept {
@@ -51,14 +94,12 @@ OpName::OpName() noexcept {
   s_ = &empty;
 }
 
-OpName::OpName(std::string_view s) : s_(&intern_name(s)) {}
+OpName::OpName(std::string_view s) : s_(&intern_seen(s, {}, intern_one)) {}
 
 OpName OpName::cat(std::string_view a, std::string_view b) {
-  char buf[128];
-  if (a.size() + b.size() > sizeof buf) return OpName(std::string(a).append(b));
-  std::memcpy(buf, a.data(), a.size());
-  std::memcpy(buf + a.size(), b.data(), b.size());
-  return OpName(std::string_view(buf, a.size() + b.size()));
+  OpName n;
+  n.s_ = &intern_seen(a, b, intern_pair);
+  return n;
 }
 
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int l) {

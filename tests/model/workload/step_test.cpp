@@ -40,6 +40,24 @@ TEST(OpNames, EqualNamesAreOneStringFromEveryThread) {
   const OpName l = OpName::cat(long_a, long_b);
   EXPECT_EQ(l.str(), long_a + long_b);
   EXPECT_EQ(&l.str(), &OpName(long_a + long_b).str());
+  // The table in front of the interning is keyed by where the characters are: a buffer that holds
+  // another name of the same length at the same address must give that other name.
+  char buf[32] = "op.reuse.a";
+  const OpName x{std::string_view(buf)};
+  buf[9] = 'b';
+  const OpName y{std::string_view(buf)};
+  EXPECT_EQ(x, "op.reuse.a");
+  EXPECT_EQ(y, "op.reuse.b");
+  EXPECT_EQ(&OpName(std::string_view(buf)).str(), &y.str());
+  std::string suffix = ".one";  // in place: the same address after the edit
+  const OpName s1 = OpName::cat(std::string_view(buf), suffix);
+  suffix[1] = 't', suffix[2] = 'w', suffix[3] = 'o';
+  const OpName s2 = OpName::cat(std::string_view(buf), suffix);
+  buf[9] = 'c';
+  const OpName s3 = OpName::cat(std::string_view(buf), suffix);
+  EXPECT_EQ(s1, "op.reuse.b.one");
+  EXPECT_EQ(s2, "op.reuse.b.two");
+  EXPECT_EQ(s3, "op.reuse.c.two");
   // Four threads intern the same 200 names at once; each must get the one address.
   std::vector<std::vector<const std::string*>> seen(4);
   std::vector<std::thread> threads;
