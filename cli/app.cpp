@@ -13,6 +13,11 @@ int run_cli(int argc, char** argv) {
   // up to 1 GiB; large blocks still come from mmap above 256 MiB.
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  // The trim threshold is the main heap's: a worker thread's arena lives in 64 MiB heaps that glibc
+  // unmaps whole when their top is free (heap_trim), unless that would leave less than M_TOP_PAD
+  // free at the top. Padding by one such heap keeps them mapped (plan on 128 GPUs, one thread:
+  // 179,000 minor page faults for a 200 MB peak before, 52,000 after).
+  mallopt(M_TOP_PAD, 64 << 20);
 
   CLI::App app{"moeperf: predict, explain and measure dropless-MoE training speed on GPU clusters"};
   app.set_version_flag("--version", "moeperf 0.1.0");
