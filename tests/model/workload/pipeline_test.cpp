@@ -279,19 +279,30 @@ Scenario gb300(std::vector<std::string> sets) {
   return io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-optimized.json", o);
 }
 
+// The GB300 example on a 4-stage pipeline without FSDP under `schedule`, with more overrides.
+Scenario gb300_pipeline(const char* schedule, std::vector<std::string> more = {}) {
+  std::vector<std::string> v = {"parallelism.pp=4", "parallelism.fsdp=1", "parallelism.dp=4", "batch.micro_batch=1",
+                                "memory.offload=[]", std::string("parallelism.schedule=") + schedule};
+  for (auto& x : more) v.push_back(x);
+  return gb300(v);
+}
+
+// How many times each weight-gradient op runs on the stage classes of a step.
+std::map<std::string, int> wgrad_counts(const StepGraph& g) {
+  std::map<std::string, int> out;
+  for (const RankClass& rc : g.classes)
+    if (rc.sync_with < 0)
+      for (const Op& op : rc.ops)
+        if (op.name.size() > 6 && op.name.ends_with(".wgrad")) ++out[op.name];
+  return out;
+}
+
 // The lowered DualPipe: every stage holds two model stages (1F1B's stages s and pp - 1 - s, the
 // head and embedding on both end stages), each head runs for the half of the micro-batches entering at the
 // other end, every transfer is one send matched with one receive (the copies' gradient exchange
 // included), every weight gradient runs once, and the bubble is below 1F1B's.
 TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
-  const std::vector<std::string> mesh = {"parallelism.pp=4", "parallelism.fsdp=1", "parallelism.dp=4",
-                                         "batch.micro_batch=1", "memory.offload=[]"};
-  auto with = [&](const char* schedule) {
-    std::vector<std::string> v = mesh;
-    v.push_back(std::string("parallelism.schedule=") + schedule);
-    return gb300(v);
-  };
-  const Scenario dual = with("dualpipe"), ofob = with("1f1b");
+  const Scenario dual = gb300_pipeline("dualpipe"), ofob = gb300_pipeline("1f1b");
   ASSERT_EQ(dual.micro_batches(), 24);
   for (int st = 0; st < 4; ++st) {
     std::vector<int> both = stage_layers(ofob, st);
@@ -300,15 +311,7 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
     EXPECT_EQ(stage_layers(dual, st), both) << st;
   }
   const StepReport r = predict(dual, dual.calibration), r1 = predict(ofob, ofob.calibration);
-  std::map<std::string, int> wgrads_dual, wgrads_ofob;
-  auto count = [](const StepGraph& g, std::map<std::string, int>& out) {
-    for (const RankClass& rc : g.classes)
-      if (rc.sync_with < 0)
-        for (const Op& op : rc.ops)
-          if (op.name.size() > 6 && op.name.ends_with(".wgrad")) ++out[op.name];
-  };
-  count(*r.graph, wgrads_dual);
-  count(*r1.graph, wgrads_ofob);
+  std::map<std::string, int> wgrads_dual = wgrad_counts(*r.graph), wgrads_ofob = wgrad_counts(*r1.graph);
   ASSERT_FALSE(wgrads_ofob.empty());
   // Each micro-batch passes each model stage once, on one of its two holders.
   for (const auto& [name, n] : wgrads_ofob) EXPECT_EQ(wgrads_dual[name], n) << name;
@@ -345,34 +348,18 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
   EXPECT_LT(r.idle.value(), r1.idle.value());
   // Memory: (pp + 1) / 2 of the stage's (doubled) layers in flight on every stage.
   for (int st = 0; st < 4; ++st) EXPECT_DOUBLE_EQ(micro_batches_in_flight(dual, st), 2.5);
-  EXPECT_DOUBLE_EQ(micro_batches_in_flight(with("dualpipev"), 1), 4.5);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(gb300_pipeline("dualpipev"), 1), 4.5);
 }
 
 // The lowered ZB-H1: the same weight gradients as 1F1B, each split from its backward and run once;
 // less idle time than 1F1B on the same mesh; pp micro-batches' activations on every stage. Under
 // FSDP the backward stays whole (the schedule is 1F1B's, and the report says so).
 TEST(ZbH1, LoweredProgramSplitsEveryWeightGradientAndIdlesLessThan1F1B) {
-  const std::vector<std::string> mesh = {"parallelism.pp=4", "parallelism.fsdp=1", "parallelism.dp=4",
-                                         "batch.micro_batch=1", "memory.offload=[]"};
-  auto with = [&](const char* schedule, std::vector<std::string> more = {}) {
-    std::vector<std::string> v = mesh;
-    v.push_back(std::string("parallelism.schedule=") + schedule);
-    for (auto& x : more) v.push_back(x);
-    return gb300(v);
-  };
-  const Scenario zb = with("zbh1"), ofob = with("1f1b");
+  const Scenario zb = gb300_pipeline("zbh1"), ofob = gb300_pipeline("1f1b");
   const StepReport r = predict(zb, zb.calibration), r1 = predict(ofob, ofob.calibration);
-  std::map<std::string, int> wgrads_zb, wgrads_ofob;
-  auto count = [](const StepGraph& g, std::map<std::string, int>& out) {
-    for (const RankClass& rc : g.classes)
-      if (rc.sync_with < 0)
-        for (const Op& op : rc.ops)
-          if (op.name.size() > 6 && op.name.ends_with(".wgrad")) ++out[op.name];
-  };
-  count(*r.graph, wgrads_zb);
-  count(*r1.graph, wgrads_ofob);
+  const std::map<std::string, int> wgrads_ofob = wgrad_counts(*r1.graph);
   ASSERT_FALSE(wgrads_ofob.empty());
-  EXPECT_EQ(wgrads_zb, wgrads_ofob);
+  EXPECT_EQ(wgrad_counts(*r.graph), wgrads_ofob);
   // On the last stage the first backward's weight gradients run right after it under 1F1B; under
   // ZB-H1 stage 3 keeps back its first three, so the first weight gradient starts after the fourth
   // micro-batch's input gradient.
@@ -396,13 +383,13 @@ TEST(ZbH1, LoweredProgramSplitsEveryWeightGradientAndIdlesLessThan1F1B) {
     EXPECT_DOUBLE_EQ(micro_batches_in_flight(zb, st), 4.0);
     EXPECT_DOUBLE_EQ(micro_batches_in_flight(ofob, st), 4.0 - st);
   }
-  const Scenario fsdp = with("zbh1", {"parallelism.fsdp=4", "parallelism.dp=1"});
+  const Scenario fsdp = gb300_pipeline("zbh1", {"parallelism.fsdp=4", "parallelism.dp=1"});
   const StepReport rf = predict(fsdp, fsdp.calibration);
   bool said = false;
   for (const std::string& note : rf.graph->notes) said = said || note.find("ZB-H1 runs whole backwards") != std::string::npos;
   EXPECT_TRUE(said);
   try {
-    (void)with("zbh1", {"parallelism.pp=1", "parallelism.dp=16"});
+    (void)gb300_pipeline("zbh1", {"parallelism.pp=1", "parallelism.dp=16"});
     FAIL() << "zbh1 accepted without a pipeline";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("the zbh1 schedule needs pp >= 2"), std::string::npos) << e.what();
