@@ -43,7 +43,10 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
     case PipelineSchedule::dualpipev: return std::min(d(2 * p.pp + 1) / 2, all);
     // ZB-H1 holds a micro-batch from its forward to its deferred weight gradients: stage s keeps
     // back s of them, so every stage holds pp, 1F1B's peak (stage 0's), as the paper designs it.
-    case PipelineSchedule::zb_h1: return std::min(d(p.pp), all);
+    // Under FSDP nothing is deferred (lower_step) and the schedule is 1F1B's.
+    case PipelineSchedule::zb_h1:
+      if (p.fsdp == 1) return std::min(d(p.pp), all);
+      break;
     case PipelineSchedule::one_f_one_b: break;
   }
   return std::min(d(p.pp - stage), all);

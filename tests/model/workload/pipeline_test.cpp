@@ -388,6 +388,7 @@ TEST(ZbH1, LoweredProgramSplitsEveryWeightGradientAndIdlesLessThan1F1B) {
   bool said = false;
   for (const std::string& note : rf.graph->notes) said = said || note.find("ZB-H1 runs whole backwards") != std::string::npos;
   EXPECT_TRUE(said);
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(fsdp, 3), 1.0);  // nothing deferred: 1F1B's pp - stage
   try {
     (void)gb300_pipeline("zbh1", {"parallelism.pp=1", "parallelism.dp=16"});
     FAIL() << "zbh1 accepted without a pipeline";
