@@ -35,6 +35,12 @@ struct Outcome {
   double makespan = 0;
   std::vector<double> busy;     // per stage
   std::vector<int> peak_chunks; // most forwards without their backward, per stage
+  // Stage r ran a unit of `dur` from `start`, holding `in_flight` micro-batches' activations after it.
+  void ran(size_t r, double start, double dur, int in_flight, std::vector<double>& now) {
+    peak_chunks[r] = std::max(peak_chunks[r], in_flight);
+    now[r] = start + dur;
+    busy[r] += dur;
+  }
 };
 
 Outcome run_units(int ranks, int64_t mbs, bool bi, UnitTimes t) {
@@ -103,9 +109,7 @@ Outcome run_units(int ranks, int64_t mbs, bool bi, UnitTimes t) {
             finish_b(a.bwd_chunk, start + dur);
             break;
         }
-        o.peak_chunks[ur] = std::max(o.peak_chunks[ur], in_flight[ur]);
-        now[ur] = start + dur;
-        o.busy[ur] += dur;
+        o.ran(ur, start, dur, in_flight[ur], now);
         ++pc[ur];
         progress = true;
       }
@@ -224,9 +228,7 @@ Outcome run_zb_h1(int ranks, int64_t mbs, UnitTimes t) {
           dur = t.w;
           --in_flight[ur];
         }
-        o.peak_chunks[ur] = std::max(o.peak_chunks[ur], in_flight[ur]);
-        now[ur] = start + dur;
-        o.busy[ur] += dur;
+        o.ran(ur, start, dur, in_flight[ur], now);
         ++pc[ur];
         progress = true;
       }
