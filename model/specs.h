@@ -258,6 +258,10 @@ struct Parallelism {
   // it was given as (for the report).
   std::vector<VirtualStageLayout> layout;
   std::string layout_spec;
+  // "layout": "balanced": predict() replaces the empty layout by the split whose costliest virtual
+  // stage costs least, its stages priced from the even split's ops (balanced_layout in
+  // model/study/predict.h); layout_spec then holds the chosen layout.
+  bool balance_layout = false;
   bool sequence_parallel = true;
   bool distributed_optimizer = false;  // ZeRO-1 over the data-parallel group
   int64_t world() const { return folded ? tp * cp * pp * dp : tp * cp * pp * ep * fsdp * dp; }

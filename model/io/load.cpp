@@ -213,7 +213,9 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     // Megatron's layout string, or one entry per virtual stage: its letters ("Et", "tt", "L") or
     // its number of layers (the embedding then on the first, the loss on the last).
     try {
-      if (lay->is_string()) {
+      if (lay->is_string() && lay->as_string() == "balanced") {
+        par.balance_layout = true;
+      } else if (lay->is_string()) {
         par.layout_spec = lay->as_string();
         par.layout = parse_pipeline_layout(par.layout_spec);
       } else if (lay->is_array() && lay->size() > 0) {
@@ -246,11 +248,11 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
           par.layout.back().loss = true;
         }
       } else {
-        lay->fail("expected a Megatron layout string (\"Et|(tt|)*30L\") or a non-empty array with one entry per "
-                  "virtual stage (its letters, or its number of layers)");
+        lay->fail("expected a Megatron layout string (\"Et|(tt|)*30L\"), \"balanced\", or a non-empty array with one "
+                  "entry per virtual stage (its letters, or its number of layers)");
       }
     } catch (const std::invalid_argument& x) {
-      lay->fail(std::string("expected a Megatron layout string: ") + x.what());
+      lay->fail(std::string("expected a Megatron layout string or \"balanced\": ") + x.what());
     }
   }
 

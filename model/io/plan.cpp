@@ -103,11 +103,12 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         Candidate c{base, "", {}};
         Parallelism& p = c.s.parallelism;
         // The scenario's own options stay (distributed optimizer, sequence parallelism); its layout
-        // string does not carry over to another mesh.
+        // string does not carry over to another mesh, and every candidate is ranked on the even
+        // split ("balanced" is a what-if of one layout: predict with --set).
         p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
         p.vpp = sched == 1 ? 2 : 1;
         p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-        p.layout.clear(), p.layout_spec.clear();
+        p.layout.clear(), p.layout_spec.clear(), p.balance_layout = false;
         p.folded = folded, p.etp = folded ? etp : 1;
         c.s.gpus = o.gpus;
         c.s.batch.global_batch = res.global_batch;
@@ -121,7 +122,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
                   "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
                   "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
                   "batch.micro_batch=" + std::to_string(mb)};
-        if (!base.parallelism.layout.empty()) c.sets.push_back("parallelism.layout=null");
+        if (!base.parallelism.layout.empty() || base.parallelism.balance_layout) c.sets.push_back("parallelism.layout=null");
         if (folded) c.sets.push_back("parallelism.etp=" + std::to_string(etp));
         else if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
         if (mi == 1) {

@@ -152,7 +152,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   if (scen.parallelism.pp > 1) {
     const Parallelism& p = scen.parallelism;
     const auto stages = stage_layout_descriptions(scen);
-    out << "  pipeline layout        " << (p.layout.empty() ? "layers split evenly" : p.layout_spec) << " ("
+    out << "  pipeline layout        " << (p.layout.empty() ? "layers split evenly" : (p.balance_layout ? "balanced " : "") + p.layout_spec) << " ("
         << virtual_stages(scen) << " virtual stages" << (pipeline_chunks(scen) > 1 ? ", " + std::to_string(pipeline_chunks(scen)) + " per stage" : "")
         << "; E embedding, m MTP, L loss)\n";
     const size_t n = stages.size();
@@ -326,6 +326,7 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   j["micro_batches"] = r.scenario->micro_batches();
   if (p.pp > 1)
     j["pipeline_layout"] = {{"spec", p.layout.empty() ? std::string("even") : p.layout_spec},
+                            {"balanced", p.balance_layout},
                             {"virtual_stages", virtual_stages(*r.scenario)},
                             {"stages", stage_layout_descriptions(*r.scenario)}};
   j["nvlink_domains_used"] = r.topology->domains();

@@ -110,7 +110,25 @@ struct PredictOptions {
 
 ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);
 
+// A scenario asking for "layout": "balanced" is predicted under balanced_layout()'s split, and the
+// report's scenario holds it.
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
+
+// The pipeline layout whose costliest virtual stage costs least (balance_pipeline_layout), each
+// stage priced as the sum of what its layers cost in the even split's graph: per layer, the ops of
+// one micro-batch (forward, recompute, backward, deferred weight gradients) on the compute stream
+// and its EP and TP collectives, uncontended (Pricer::time); the embedding's ops on the first
+// stage; the LM head, the loss and the MTP modules on the last. Gradient reductions, parameter
+// gathers, pipeline hand-offs and the optimizer are left out: they overlap, or do not depend on
+// the split. Needs pp x vpp <= layers (the even split lowered first).
+struct BalancedLayout {
+  std::vector<VirtualStageLayout> layout;
+  std::string spec;                               // Megatron's syntax (format_pipeline_layout)
+  std::vector<double> even_costs, balanced_costs;  // seconds per virtual stage, per micro-batch
+  std::vector<double> layer_costs;                 // seconds per layer, per micro-batch
+  double embedding_cost = 0, tail_cost = 0;        // the embedding; the head, loss and MTP modules
+};
+BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const StepGraph& even);
 
 // The step lowered, before pricing: what predict() does first. A plan lowers a candidate once to
 // check its memory and bound its compute, then predicts from the same lowering.

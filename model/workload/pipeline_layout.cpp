@@ -1,6 +1,9 @@
 #include "model/workload/pipeline_layout.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "model/limits.h"
@@ -144,6 +147,94 @@ std::vector<std::vector<std::string>> stage_layout_descriptions(const Scenario& 
       const auto v = static_cast<size_t>(virtual_stage(s, st, c));
       out[static_cast<size_t>(st)].push_back(describe_virtual_stage(lay[v], first[v]));
     }
+  return out;
+}
+
+namespace {
+
+std::string stage_letters(const VirtualStageLayout& v) {
+  std::string out;
+  if (v.embedding) out += 'E';
+  out += v.layers > 2 ? "t*" + std::to_string(v.layers) : std::string(static_cast<size_t>(v.layers), 't');
+  out += v.mtp > 2 ? "m*" + std::to_string(v.mtp) : std::string(static_cast<size_t>(v.mtp), 'm');
+  if (v.loss) out += 'L';
+  return out;
+}
+
+}  // namespace
+
+std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout) {
+  std::string out;
+  const size_t n = layout.size();
+  for (size_t i = 0; i < n;) {
+    size_t j = i + 1;
+    while (j < n && layout[j] == layout[i]) ++j;
+    const std::string x = stage_letters(layout[i]);
+    // A run of two or more followed by another stage: "(x|)*k", which ends on the separator; one
+    // of three or more that ends the layout: "(x|)*(k-1)x".
+    if (j - i >= 2 && j < n) {
+      out += "(" + x + "|)*" + std::to_string(j - i);
+      i = j;
+      continue;
+    }
+    if (j - i >= 3) {
+      out += "(" + x + "|)*" + std::to_string(j - i - 1) + x;
+      i = j;
+      continue;
+    }
+    // A run that ends the layout (or a single stage): written out, one '|' between stages.
+    for (; i < j; ++i) out += x + (i + 1 < n ? "|" : "");
+  }
+  return out;
+}
+
+std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
+                                                        double tail_cost, int mtp, int virtual_stages) {
+  if (virtual_stages < 1) throw std::invalid_argument("a pipeline layout needs at least one virtual stage");
+  if (embedding_cost < 0 || tail_cost < 0 || std::any_of(layer_cost.begin(), layer_cost.end(), [](double c) { return !(c >= 0); }))
+    throw std::invalid_argument("a pipeline stage's cost must be >= 0");
+  const int n = static_cast<int>(layer_cost.size());
+  const int V = virtual_stages;
+  std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
+  for (int l = 0; l < n; ++l) prefix[static_cast<size_t>(l) + 1] = prefix[static_cast<size_t>(l)] + layer_cost[static_cast<size_t>(l)];
+  // Stage v holding layers [a, b).
+  auto cost = [&](int v, int a, int b) {
+    return prefix[static_cast<size_t>(b)] - prefix[static_cast<size_t>(a)] + (v == 0 ? embedding_cost : 0.0) +
+           (v == V - 1 ? tail_cost : 0.0);
+  };
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto idx = [n](int v, int i) { return static_cast<size_t>(v) * static_cast<size_t>(n + 1) + static_cast<size_t>(i); };
+  // best[v][i]: the least maximum over stages 0..v holding layers [0, i).
+  std::vector<double> best(static_cast<size_t>(V) * static_cast<size_t>(n + 1), kInf);
+  for (int i = 0; i <= n; ++i) best[idx(0, i)] = cost(0, 0, i);
+  for (int v = 1; v < V; ++v)
+    for (int i = 0; i <= n; ++i)
+      for (int a = 0; a <= i; ++a) best[idx(v, i)] = std::min(best[idx(v, i)], std::max(best[idx(v - 1, a)], cost(v, a, i)));
+  const double top = best[idx(V - 1, n)];
+  const double cap = top * (1 + 1e-9) + 1e-300;
+  // Second pass: the least sum of squares with every stage within the cap; from[v][i] the start of
+  // stage v. Ties keep the largest start (earlier stages fuller).
+  std::vector<double> sq(best.size(), kInf);
+  std::vector<int> from(best.size(), -1);
+  for (int i = 0; i <= n; ++i)
+    if (const double c = cost(0, 0, i); c <= cap) sq[idx(0, i)] = c * c, from[idx(0, i)] = 0;
+  for (int v = 1; v < V; ++v)
+    for (int i = 0; i <= n; ++i)
+      for (int a = 0; a <= i; ++a) {
+        const double c = cost(v, a, i);
+        if (c > cap || sq[idx(v - 1, a)] == kInf) continue;
+        const double x = sq[idx(v - 1, a)] + c * c;
+        if (x <= sq[idx(v, i)] * (1 + 1e-12)) sq[idx(v, i)] = std::min(x, sq[idx(v, i)]), from[idx(v, i)] = a;
+      }
+  std::vector<VirtualStageLayout> out(static_cast<size_t>(V));
+  for (int v = V - 1, i = n; v >= 0; --v) {
+    const int a = from[idx(v, i)];
+    out[static_cast<size_t>(v)].layers = i - a;
+    i = a;
+  }
+  out.front().embedding = true;
+  out.back().loss = true;
+  out.back().mtp = mtp;
   return out;
 }
 

@@ -32,4 +32,17 @@ std::string describe_virtual_stage(const VirtualStageLayout& v, int first_layer)
 // Per pipeline stage, what each of its chunks holds (describe_virtual_stage), chunk order.
 std::vector<std::vector<std::string>> stage_layout_descriptions(const Scenario& s);
 
+// A layout in Megatron's syntax, runs of equal virtual stages written as "(tt|)*30":
+// parse_pipeline_layout(format_pipeline_layout(x)) == x.
+std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout);
+
+// The split of consecutive layers over `virtual_stages` stages whose costliest stage costs least:
+// layer l costs layer_cost[l], the embedding `embedding_cost` on the first stage, the loss and the
+// `mtp` MTP modules `tail_cost` together on the last. Of the splits at that least maximum (within a
+// relative 1e-9), the one with the least sum of squared stage costs; on a tie, the one whose earlier
+// stages hold more layers. Exact (dynamic programming, O(stages x layers^2)). Stages may hold no
+// layer (Megatron's "L" alone). Throws std::invalid_argument for no stage or a negative cost.
+std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
+                                                        double tail_cost, int mtp, int virtual_stages);
+
 }  // namespace moeperf

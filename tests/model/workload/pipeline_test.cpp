@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "model/io/load.h"
 #include "model/pricing/cost.h"
@@ -586,6 +588,136 @@ TEST(PipelineLayout, WrongLayoutsAreErrorsThatSayWhy) {
   for (int i = 0; i < 30; ++i) counts += ", 2";
   counts += ", 0]";
   EXPECT_EQ(ladder({"parallelism.layout=" + counts}).parallelism.layout, ladder().parallelism.layout);
+}
+
+// The balanced split against every split of small random cases, enumerated: the least maximum,
+// then the least sum of squares; ties to the fuller earlier stages; hand-counted cases.
+TEST(PipelineLayout, BalancedSplitIsTheEnumeratedOptimum) {
+  // Four layers of 1, a head of 2, three stages: only "Ett|tt|L" keeps every stage at 2.
+  EXPECT_EQ(format_pipeline_layout(balance_pipeline_layout({1, 1, 1, 1}, 0, 2, 0, 3)), "Ett|tt|L");
+  // Ten equal layers on four stages: 3, 3, 2, 2 (every arrangement of two 3s ties; earlier fuller).
+  EXPECT_EQ(format_pipeline_layout(balance_pipeline_layout(std::vector<double>(10, 1.0), 0, 0, 0, 4)), "Et*3|t*3|tt|ttL");
+  // DeepSeek-like: three cheap dense layers, then MoE layers; the MTP module rides with the loss.
+  EXPECT_EQ(format_pipeline_layout(balance_pipeline_layout({0.5, 0.5, 0.5, 1, 1, 1, 1, 1}, 0.25, 1.5, 1, 4)),
+            "Et*3|(tt|)*2tmL");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 8), V = 1 + static_cast<int>(rng() % 4);
+    std::uniform_real_distribution<double> u(0.0, 2.0);
+    std::vector<double> c(static_cast<size_t>(n));
+    for (double& x : c) x = u(rng);
+    const double e = u(rng) / 4, tail = u(rng);
+    // Every split: stage v holds layers [cut[v], cut[v + 1]).
+    double best_max = 1e300, best_sq = 1e300;
+    std::vector<int> cut(static_cast<size_t>(V) + 1, 0);
+    cut[static_cast<size_t>(V)] = n;
+    auto stage = [&](int v) {
+      double x = (v == 0 ? e : 0.0) + (v == V - 1 ? tail : 0.0);
+      for (int l = cut[static_cast<size_t>(v)]; l < cut[static_cast<size_t>(v) + 1]; ++l) x += c[static_cast<size_t>(l)];
+      return x;
+    };
+    std::vector<std::pair<double, double>> all;
+    std::function<void(int)> rec = [&](int v) {
+      if (v == V) {
+        double mx = 0, sq = 0;
+        for (int k = 0; k < V; ++k) mx = std::max(mx, stage(k)), sq += stage(k) * stage(k);
+        all.emplace_back(mx, sq);
+        best_max = std::min(best_max, mx);
+        return;
+      }
+      for (int a = cut[static_cast<size_t>(v) - 1]; a <= n; ++a) {
+        cut[static_cast<size_t>(v)] = a;
+        rec(v + 1);
+      }
+    };
+    rec(1);
+    for (const auto& [mx, sq] : all)
+      if (mx <= best_max * (1 + 1e-9)) best_sq = std::min(best_sq, sq);
+    const auto lay = balance_pipeline_layout(c, e, tail, 0, V);
+    ASSERT_EQ(lay.size(), static_cast<size_t>(V));
+    int l = 0;
+    double mx = 0, sq = 0;
+    for (int v = 0; v < V; ++v) {
+      cut[static_cast<size_t>(v)] = l;
+      l += lay[static_cast<size_t>(v)].layers;
+    }
+    ASSERT_EQ(l, n);
+    for (int v = 0; v < V; ++v) mx = std::max(mx, stage(v)), sq += stage(v) * stage(v);
+    EXPECT_NEAR(mx, best_max, 1e-9) << "trial " << trial;
+    EXPECT_NEAR(sq, best_sq, 1e-6) << "trial " << trial;
+    EXPECT_TRUE(lay.front().embedding && lay.back().loss);
+  }
+  EXPECT_THROW(balance_pipeline_layout({1}, 0, 0, 0, 0), std::invalid_argument);
+  EXPECT_THROW(balance_pipeline_layout({-1}, 0, 0, 0, 1), std::invalid_argument);
+}
+
+// Megatron's syntax written back: runs of equal stages as "(x|)*n", and parse(format(x)) == x on
+// random layouts with empty stages, MTP modules and long runs.
+TEST(PipelineLayout, FormatIsParsedBackToTheSameLayout) {
+  EXPECT_EQ(format_pipeline_layout(parse_pipeline_layout("Et|(tt|)*30L")), "Et|(tt|)*30L");
+  EXPECT_EQ(format_pipeline_layout(parse_pipeline_layout("Et*3|tt|tt|tt")), "Et*3|(tt|)*2tt");
+  EXPECT_EQ(format_pipeline_layout(parse_pipeline_layout("E||tmmmL")), "E||tm*3L");
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<VirtualStageLayout> lay(1 + rng() % 12);
+    for (auto& v : lay) v.layers = static_cast<int>(rng() % 3 == 0 ? 0 : rng() % 5);
+    lay.front().embedding = true;
+    lay.back().loss = true;
+    lay.back().mtp = static_cast<int>(rng() % 4);
+    const std::string text = format_pipeline_layout(lay);
+    EXPECT_EQ(parse_pipeline_layout(text), lay) << text;
+  }
+}
+
+// "layout": "balanced" on DeepSeek's H800 mesh under 1F1B: stage 0 (embedding, three dense layers,
+// one MoE layer) and stage 15 (three MoE layers, the MTP module, the head) are uneven in the even
+// split; the balanced layout is a valid explicit one, its costliest stage within the linear
+// partition's bound (total / stages + the costliest item), and the step shorter. On the ladder's
+// mesh it holds at most two layers per virtual stage, as Megatron's published Et|(tt|)*30L does.
+TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
+  auto load = [](const char* file, std::vector<std::string> sets) {
+    std::vector<io::Override> o;
+    for (auto& x : sets) o.push_back(io::parse_override(x));
+    return io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/" + file, o);
+  };
+  const Scenario even = load("h800-dualpipe.json", {"parallelism.schedule=\"1f1b\""});
+  const Scenario bal = load("h800-dualpipe.json", {"parallelism.schedule=\"1f1b\"", "parallelism.layout=\"balanced\""});
+  ASSERT_TRUE(bal.parallelism.balance_layout);
+  ASSERT_TRUE(bal.parallelism.layout.empty());
+  const StepReport re = predict(even, even.calibration), rb = predict(bal, bal.calibration);
+  const Parallelism& p = rb.scenario->parallelism;
+  ASSERT_EQ(p.layout.size(), size_t{16});
+  EXPECT_EQ(pipeline_layout_problem(*rb.scenario), "");
+  EXPECT_EQ(parse_pipeline_layout(p.layout_spec), p.layout);
+  ASSERT_FALSE(rb.notes.empty());
+  EXPECT_NE(rb.notes.front().find("layout balanced by priced stage cost: " + p.layout_spec), std::string::npos);
+  EXPECT_LT(rb.step_time.value(), 0.9 * re.step_time.value());
+
+  const Topology topo = Topology::build(bal.system, bal.gpus);
+  const Pricer pricer(bal, topo, bal.calibration);
+  const Lowered low = lower(bal, bal.calibration);
+  const BalancedLayout b = balanced_layout(bal, pricer, *low.graph);
+  ASSERT_EQ(b.layout, p.layout);
+  double total = 0, even_total = 0;
+  for (double x : b.balanced_costs) total += x;
+  for (double x : b.even_costs) even_total += x;
+  EXPECT_NEAR(total, even_total, 1e-9 * total);  // the same items, placed otherwise
+  const double top = *std::max_element(b.balanced_costs.begin(), b.balanced_costs.end());
+  EXPECT_LT(top, *std::max_element(b.even_costs.begin(), b.even_costs.end()));
+  EXPECT_GE(top, total / 16 * (1 - 1e-12));
+  double item = std::max(b.embedding_cost, b.tail_cost);
+  for (double x : b.layer_costs) item = std::max(item, x);
+  EXPECT_LE(top, total / 16 + item);
+  // Dense layers 0-2 cost less than the MoE layers (no all-to-all, no router), all MoE layers alike.
+  for (int l = 0; l < 3; ++l) EXPECT_LT(b.layer_costs[static_cast<size_t>(l)], 0.9 * b.layer_costs[3]) << l;
+  for (size_t l = 4; l < b.layer_costs.size(); ++l) EXPECT_NEAR(b.layer_costs[l], b.layer_costs[3], 1e-9 * b.layer_costs[3]) << l;
+
+  const Scenario ladder_bal = ladder({"parallelism.layout=\"balanced\""});
+  const StepReport rl = predict(ladder_bal, ladder_bal.calibration);
+  int most = 0;
+  for (const VirtualStageLayout& v : rl.scenario->parallelism.layout) most = std::max(most, v.layers);
+  EXPECT_EQ(most, 2);
+  EXPECT_TRUE(rl.scenario->parallelism.layout.back().loss);
 }
 
 // The plan's bounds (model/sim/sim.h): neither the priced compute work nor any collective queue's
