@@ -19,7 +19,7 @@ struct Opts {
   std::vector<std::string> sets;
   int64_t gpus = 0, global_batch = 0;
   int top = 5, jobs = 0;
-  bool no_prune = false;
+  bool no_prune = false, balance = false;
 };
 
 int cmd_plan(const Opts& o) {
@@ -27,6 +27,7 @@ int cmd_plan(const Opts& o) {
   io::PlanOptions po;
   po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
   po.prune = !o.no_prune;
+  po.balance = o.balance;
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
@@ -142,6 +143,9 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--set", o->sets, "override a scenario field first: PATH=VALUE");
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  sub->add_flag("--balance", o->balance,
+                "pipelined layouts with their stages balanced (parallelism.layout \"balanced\"), not split evenly; "
+                "one lowering more per candidate");
   sub->add_flag("--no-prune", o->no_prune, "simulate every valid layout that fits (slow; checks that the bounds lose nothing)");
   return {sub, [o] { return cmd_plan(*o); }};
 }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "model/error.h"
 #include "model/io/errors.h"
@@ -103,18 +104,20 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         Candidate c{base, "", {}};
         Parallelism& p = c.s.parallelism;
         // The scenario's own options stay (distributed optimizer, sequence parallelism); its layout
-        // string does not carry over to another mesh, and every candidate is ranked on the even
-        // split ("balanced" is a what-if of one layout: predict with --set).
+        // string does not carry over to another mesh: the even split, or with --balance each
+        // pipelined candidate's balanced split (predict() finds it again for the kept ones).
         p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
         p.vpp = sched == 1 ? 2 : 1;
         p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
-        p.layout.clear(), p.layout_spec.clear(), p.balance_layout = false;
+        p.layout.clear(), p.layout_spec.clear();
+        p.balance_layout = o.balance && pp > 1;
         p.folded = folded, p.etp = folded ? etp : 1;
         c.s.gpus = o.gpus;
         c.s.batch.global_batch = res.global_batch;
         c.s.batch.micro_batch = mb;
         c.s.memory = mem;
-        c.layout = layout_text(c.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
+        c.layout = layout_text(c.s) + (p.balance_layout ? ", balanced" : "") + ", micro-batch " + std::to_string(mb) +
+                   ", memory: " + mem_name;
         c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
                   "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
                   "parallelism.vpp=" + std::to_string(p.vpp),
@@ -122,7 +125,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
                   "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
                   "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
                   "batch.micro_batch=" + std::to_string(mb)};
-        if (!base.parallelism.layout.empty() || base.parallelism.balance_layout) c.sets.push_back("parallelism.layout=null");
+        if (p.balance_layout) c.sets.push_back("parallelism.layout=balanced");
+        else if (!base.parallelism.layout.empty() || base.parallelism.balance_layout) c.sets.push_back("parallelism.layout=null");
         if (folded) c.sets.push_back("parallelism.etp=" + std::to_string(etp));
         else if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
         if (mi == 1) {
@@ -202,20 +206,32 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         return;
       }
       try {
+        // --balance: the even split lowered and priced to find the balanced one, which the rest
+        // checks, bounds and simulates (the FLOP bound above holds for any split).
+        std::optional<Scenario> balanced;
+        if (c.s.parallelism.balance_layout) {
+          const Lowered even = lower(c.s, c.s.calibration);
+          const Pricer pr(c.s, *popt.topology, c.s.calibration, &memo);
+          const BalancedLayout b = balanced_layout(c.s, pr, *even.graph);
+          balanced.emplace(c.s);
+          balanced->parallelism.layout = b.layout;
+          balanced->parallelism.layout_spec = b.spec;
+        }
+        const Scenario& cs = balanced ? *balanced : c.s;
         // Memory needs the expert load only: a layout that does not fit is never lowered (lowering
         // every candidate first spent half of a plan's lowerings on layouts memory then refused).
         Lowered low;
-        low.load = expert_load(c.s, c.s.calibration, &low.notes);
-        if (!memory_report(c.s, low.load, c.s.calibration).fits) {
+        low.load = expert_load(cs, cs.calibration, &low.notes);
+        if (!memory_report(cs, low.load, cs.calibration).fits) {
           std::lock_guard<std::mutex> lk(mu);
           ++res.no_fit;
           return;
         }
-        low.graph = std::make_shared<const StepGraph>(lower_step(c.s, low.load));
+        low.graph = std::make_shared<const StepGraph>(lower_step(cs, low.load));
         // The second bound: the step lowered and its ops priced, not simulated: its compute work
         // (a few times cheaper than a prediction and far tighter than the FLOPs: attention,
         // memory-bound kernels, recompute, small-GEMM efficiency), then each collective queue's.
-        const Pricer pr(c.s, *popt.topology, c.s.calibration, &memo);
+        const Pricer pr(cs, *popt.topology, cs.calibration, &memo);
         {
           const double cb = compute_bound(*low.graph, pr).value();
           std::lock_guard<std::mutex> lk(mu);
@@ -225,7 +241,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
           }
         }
         {
-          const double qb = comm_bound(*low.graph, pr, c.s.stack).value();
+          const double qb = comm_bound(*low.graph, pr, cs.stack).value();
           std::lock_guard<std::mutex> lk(mu);
           if (qb > kth()) {
             ++res.comm_bounded;
@@ -243,7 +259,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
           can_prune = kth() < 1e300;
         }
         if (can_prune) {
-          const double sb = schedule_bound(*low.graph, pr, c.s.stack).value();
+          const double sb = schedule_bound(*low.graph, pr, cs.stack).value();
           std::lock_guard<std::mutex> lk(mu);
           if (sb > kth() * (1 + 1e-9)) {
             ++res.schedule_bounded;
@@ -253,7 +269,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         // Ranked by the simulated step alone (every objective orders as the step does: the GPUs
         // and the tokens per step are the same for every candidate); the best are predicted
         // whole below.
-        const double step = simulate(*low.graph, pr, c.s.stack).step_time.value();
+        const double step = simulate(*low.graph, pr, cs.stack).step_time.value();
         std::lock_guard<std::mutex> lk(mu);
         ++res.predicted;
         kept.insert(std::upper_bound(kept.begin(), kept.end(), step), step);

@@ -3,7 +3,8 @@
 // or interleaved (VPP 2), EP (powers of two dividing the experts), the rest FSDP or DP, the
 // micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed);
 // and MoE parallel folding (ETP 1 across TP/CP ranks, 2, 4, 8; the rest DP) at the scenario's
-// micro-batch and memory policy.
+// micro-batch and memory policy. Pipelined candidates split the layers evenly, or (balance) by
+// balanced_layout().
 // Each candidate is checked as a scenario file would be (check_scenario) and for memory before it
 // is priced and simulated, and skipped when a lower bound of its step already exceeds the K-th
 // best step found: first its FLOPs at the fastest calibrated GEMM rate, stretched by the pipeline
@@ -34,6 +35,9 @@ struct PlanOptions {
   double train_tokens = 0;
   int64_t global_batch = 0;  // 0: the scenario's sequences per GPU times gpus
   bool prune = true;         // false: every valid candidate that fits is simulated (to check the bounds)
+  // Each candidate with pp > 1 runs its balanced layout (parallelism.layout "balanced": the even
+  // split lowered and priced first, one lowering more per candidate) instead of the even split.
+  bool balance = false;
   // Across processes: this one searches the candidates at positions shard, shard + shards, ... of
   // the search order; `merge` (given when shards > 1) then brings every shard's counts and best
   // (candidate, simulated step) pairs to one process, and returns false on the others, whose

@@ -1077,6 +1077,50 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_NE(c.out.find("gives no price per GPU-hour"), std::string::npos) << c.out;
 }
 
+// plan --balance: each pipelined candidate runs its balanced layout (its --set list says
+// parallelism.layout=balanced, and predict with that list gives the same step); candidates
+// without a pipeline are untouched; a pipelined layout is faster balanced than split evenly
+// (Qwen3-30B-A3B on 4 GB300, PP 2 x VPP 2: the embedding and the head on the end stages).
+TEST(CliPlan, BalanceRunsEveryPipelinedLayoutBalanced) {
+  const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
+  const std::string args = "plan " + source(kSeed) + " --gpus 4 --top 20 --format json --no-prune" + small;
+  const Result e = run_stdout(args), b = run_stdout(args + " --balance");
+  ASSERT_EQ(e.code, 0) << e.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  const auto ej = nlohmann::json::parse(e.out), bj = nlohmann::json::parse(b.out);
+  std::map<std::string, double> even;
+  for (const auto& x : ej["best"]) even[x["layout"].get<std::string>()] = x["step_time_s"].get<double>();
+  const std::string pipelined = "tp 1 x cp 1 x pp 2 (vpp 2) x ep 2 x fsdp 1 x dp 1, schedule interleaved";
+  const std::string tail = ", micro-batch 6, memory: the scenario's";
+  const nlohmann::json* bal = nullptr;
+  int unpiped = 0;
+  for (const auto& x : bj["best"]) {
+    const std::string lay = x["layout"].get<std::string>();
+    const bool piped = lay.find("x pp 1 x") == std::string::npos;
+    bool says = false;
+    for (const auto& s : x["set"]) says = says || s.get<std::string>() == "parallelism.layout=balanced";
+    EXPECT_EQ(says, piped) << lay;
+    EXPECT_EQ(lay.find(", balanced,") != std::string::npos, piped) << lay;
+    if (!piped && even.count(lay)) {
+      EXPECT_DOUBLE_EQ(x["step_time_s"].get<double>(), even[lay]) << lay;
+      ++unpiped;
+    }
+    if (lay == pipelined + ", balanced" + tail) bal = &x;
+  }
+  EXPECT_GT(unpiped, 5);
+  ASSERT_NE(bal, nullptr) << b.out.substr(0, 3000);
+  ASSERT_TRUE(even.count(pipelined + tail)) << e.out.substr(0, 3000);
+  EXPECT_LT((*bal)["step_time_s"].get<double>(), even[pipelined + tail]);
+  std::string sets = small;
+  for (const auto& x : (*bal)["set"]) sets += " --set '" + x.get<std::string>() + "'";
+  const Result p = run("predict " + source(kSeed) + sets + " --format json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  const auto pj = nlohmann::json::parse(p.out);
+  EXPECT_NEAR(pj["step_time_s"].get<double>(), (*bal)["step_time_s"].get<double>(), 1e-9);
+  EXPECT_TRUE(pj["pipeline_layout"]["balanced"].get<bool>());
+  EXPECT_NE(pj["pipeline_layout"]["spec"].get<std::string>(), "even");
+}
+
 }  // namespace
 }  // namespace moeperf
 
