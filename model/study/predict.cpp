@@ -118,7 +118,9 @@ BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const St
 }
 
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
-  if (!s.parallelism.balance_layout || !s.parallelism.layout.empty()) return predict_lowered(s, cal, lower(s, cal), opt);
+  // One virtual stage (no pipeline) has nothing to balance.
+  if (!s.parallelism.balance_layout || !s.parallelism.layout.empty() || virtual_stages(s) < 2)
+    return predict_lowered(s, cal, lower(s, cal), opt);
   // "balanced": the even split lowered and priced, its stages' costs evened, the result predicted.
   auto topo = opt.topology ? opt.topology : std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
   const Lowered even = lower(s, cal);
