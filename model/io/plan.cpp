@@ -210,9 +210,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         // checks, bounds and simulates (the FLOP bound above holds for any split).
         std::optional<Scenario> balanced;
         if (c.s.parallelism.balance_layout) {
-          const Lowered even = lower(c.s, c.s.calibration);
           const Pricer pr(c.s, *popt.topology, c.s.calibration, &memo);
-          const BalancedLayout b = balanced_layout(c.s, pr, *even.graph);
+          const BalancedLayout b = balanced_layout(c.s, c.s.calibration, pr);
           balanced.emplace(c.s);
           balanced->parallelism.layout = b.layout;
           balanced->parallelism.layout_spec = b.spec;

@@ -117,16 +117,24 @@ BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const St
   return out;
 }
 
+BalancedLayout balanced_layout(const Scenario& s, const Calibration& cal, const Pricer& pricer) {
+  // 2 x pp micro-batches keep every schedule's rule (a multiple of pp for interleaving, an even
+  // count of at least 2 x pp for DualPipe).
+  Scenario probe = s;
+  const int64_t mbs = s.micro_batches(), few = 2 * s.parallelism.pp;
+  if (mbs > few) probe.batch.global_batch = s.batch.global_batch / mbs * few;
+  return balanced_layout(s, pricer, *lower(probe, cal).graph);
+}
+
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
   // One virtual stage (no pipeline) has nothing to balance.
   if (!s.parallelism.balance_layout || !s.parallelism.layout.empty() || virtual_stages(s) < 2)
     return predict_lowered(s, cal, lower(s, cal), opt);
   // "balanced": the even split lowered and priced, its stages' costs evened, the result predicted.
   auto topo = opt.topology ? opt.topology : std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
-  const Lowered even = lower(s, cal);
   std::optional<Pricer> own;
   const Pricer& pricer = opt.pricer ? *opt.pricer : own.emplace(s, *topo, cal);
-  const BalancedLayout b = balanced_layout(s, pricer, *even.graph);
+  const BalancedLayout b = balanced_layout(s, cal, pricer);
   Scenario x = s;
   x.parallelism.layout = b.layout;
   x.parallelism.layout_spec = b.spec;

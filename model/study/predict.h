@@ -129,6 +129,10 @@ struct BalancedLayout {
   double embedding_cost = 0, tail_cost = 0;        // the embedding; the head, loss and MTP modules
 };
 BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const StepGraph& even);
+// The same from the even split lowered with 2 x pp micro-batches per pipeline (the scenario's count
+// when it is fewer): a micro-batch's ops do not depend on how many follow it, and a step of
+// hundreds of micro-batches is not lowered twice. `pricer` prices `s` (or the same ops alike).
+BalancedLayout balanced_layout(const Scenario& s, const Calibration& cal, const Pricer& pricer);
 
 // The step lowered, before pricing: what predict() does first. A plan lowers a candidate once to
 // check its memory and bound its compute, then predicts from the same lowering.

@@ -698,6 +698,13 @@ TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
   const Lowered low = lower(bal, bal.calibration);
   const BalancedLayout b = balanced_layout(bal, pricer, *low.graph);
   ASSERT_EQ(b.layout, p.layout);
+  // From 2 x pp micro-batches (32 of the scenario's 64): the same costs, the same split.
+  ASSERT_GT(bal.micro_batches(), 32);
+  const BalancedLayout few = balanced_layout(bal, bal.calibration, pricer);
+  EXPECT_EQ(few.layout, b.layout);
+  EXPECT_EQ(few.layer_costs, b.layer_costs);
+  EXPECT_EQ(few.tail_cost, b.tail_cost);
+  EXPECT_EQ(few.embedding_cost, b.embedding_cost);
   double total = 0, even_total = 0;
   for (double x : b.balanced_costs) total += x;
   for (double x : b.even_costs) even_total += x;
