@@ -112,8 +112,18 @@ BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const St
     }
     return v;
   };
-  out.even_costs = stage_costs(effective_layout(s));
+  const std::vector<VirtualStageLayout> even_layout = effective_layout(s);
+  out.even_costs = stage_costs(even_layout);
   out.balanced_costs = stage_costs(out.layout);
+  // An even split whose costliest stage is already the least (Kimi-K2: 60 MoE layers on 16 stages
+  // hold four on some stage either way) is kept: the sum of squares is the tie-break among the
+  // others, not a reason to move layers.
+  const auto most = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  if (most(out.even_costs) <= most(out.balanced_costs) * (1 + 1e-9)) {
+    out.layout = even_layout;
+    out.spec = format_pipeline_layout(out.layout);
+    out.balanced_costs = out.even_costs;
+  }
   return out;
 }
 
@@ -144,10 +154,16 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   StepReport r = predict_lowered(x, cal, lower(x, cal), o);
   const auto most = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
   char line[256];
-  std::snprintf(line, sizeof line,
-                "layout balanced by priced stage cost: %s; its costliest virtual stage %.1f ms per micro-batch against "
-                "the even split's %.1f ms (compute, EP and TP collectives of one micro-batch, uncontended)",
-                b.spec.c_str(), 1e3 * most(b.balanced_costs), 1e3 * most(b.even_costs));
+  if (b.layout == effective_layout(s))
+    std::snprintf(line, sizeof line,
+                  "layout balanced by priced stage cost: %s, the even split, whose costliest virtual stage (%.1f ms per "
+                  "micro-batch: compute, EP and TP collectives, uncontended) no other split lowers",
+                  b.spec.c_str(), 1e3 * most(b.even_costs));
+  else
+    std::snprintf(line, sizeof line,
+                  "layout balanced by priced stage cost: %s; its costliest virtual stage %.1f ms per micro-batch against "
+                  "the even split's %.1f ms (compute, EP and TP collectives of one micro-batch, uncontended)",
+                  b.spec.c_str(), 1e3 * most(b.balanced_costs), 1e3 * most(b.even_costs));
   r.notes.insert(r.notes.begin(), line);
   return r;
 }

@@ -120,7 +120,8 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
 // and its EP and TP collectives, uncontended (Pricer::time); the embedding's ops on the first
 // stage; the LM head, the loss and the MTP modules on the last. Gradient reductions, parameter
 // gathers, pipeline hand-offs and the optimizer are left out: they overlap, or do not depend on
-// the split. Needs pp x vpp <= layers (the even split lowered first).
+// the split. The even split is kept when no split lowers its costliest stage. Needs pp x vpp <=
+// layers (the even split lowered first).
 struct BalancedLayout {
   std::vector<VirtualStageLayout> layout;
   std::string spec;                               // Megatron's syntax (format_pipeline_layout)

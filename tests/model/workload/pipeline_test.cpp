@@ -719,6 +719,15 @@ TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
   for (int l = 0; l < 3; ++l) EXPECT_LT(b.layer_costs[static_cast<size_t>(l)], 0.9 * b.layer_costs[3]) << l;
   for (size_t l = 4; l < b.layer_costs.size(); ++l) EXPECT_NEAR(b.layer_costs[l], b.layer_costs[3], 1e-9 * b.layer_costs[3]) << l;
 
+  // Kimi-K2 on the same mesh: 60 MoE layers after one dense one; some stage holds four MoE layers
+  // in any split, so the even split is already least and is kept.
+  const Scenario kimi = load("h800-dualpipe.json", {"parallelism.schedule=\"1f1b\"", "train_mtp=false",
+                                                    "model=../models/kimi-k2/config.json"});
+  const Pricer kp(kimi, topo, kimi.calibration);
+  const BalancedLayout kb = balanced_layout(kimi, kimi.calibration, kp);
+  EXPECT_EQ(kb.layout, effective_layout(kimi));
+  EXPECT_EQ(kb.balanced_costs, kb.even_costs);
+
   const Scenario ladder_bal = ladder({"parallelism.layout=\"balanced\""});
   const StepReport rl = predict(ladder_bal, ladder_bal.calibration);
   int most = 0;
