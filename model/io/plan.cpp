@@ -218,7 +218,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         }
         const Scenario& cs = balanced ? *balanced : c.s;
         // Memory needs the expert load only: a layout that does not fit is never lowered (lowering
-        // every candidate first spent half of a plan's lowerings on layouts memory then refused).
+        // every candidate first spent half of a plan's lowerings on layouts memory then refused);
+        // under --balance only its even split's few micro-batches were, to price its layers.
         Lowered low;
         low.load = expert_load(cs, cs.calibration, &low.notes);
         if (!memory_report(cs, low.load, cs.calibration).fits) {
@@ -316,6 +317,10 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   std::vector<PlanEntry> ok;
   for (size_t i : ranked) {
     PlanEntry e{cands[i].layout, cands[i].sets, predict(cands[i].s, cands[i].s.calibration, popt), 0};
+    // A balanced candidate names the split it runs, in Megatron's syntax.
+    if (const Parallelism& p = e.report.scenario->parallelism; p.balance_layout && !p.layout_spec.empty())
+      if (const size_t at = e.layout.find(", balanced,"); at != std::string::npos)
+        e.layout.insert(at + std::string(", balanced").size(), " " + p.layout_spec);
     e.objective = o.objective == "cost"            ? *e.report.usd_per_million_tokens
                   : o.objective == "time_to_train" ? training_budget(e.report, o.train_tokens).seconds / 86400
                                                    : e.report.cluster_tokens_per_s;

@@ -7,6 +7,7 @@
 
 #include "model/pricing/cost.h"
 #include "model/workload/flops.h"
+#include "model/workload/memory.h"
 #include "model/workload/pipeline_layout.h"
 #include "model/workload/routing.h"
 
@@ -72,7 +73,27 @@ Lowered lower(const Scenario& s, const Calibration& cal) {
   return l;
 }
 
-BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const StepGraph& even) {
+namespace {
+
+Scenario evenly_split(const Scenario& s) {
+  Scenario x = s;
+  x.parallelism.layout.clear();
+  x.parallelism.layout_spec.clear();
+  return x;
+}
+
+std::string ms_text(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f ms", 1e3 * s);
+  return b;
+}
+
+double largest(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); }
+
+}  // namespace
+
+BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, const StepGraph& even) {
+  const Scenario s = evenly_split(scenario);
   const int L = s.model.layers;
   // Items: the layers, then the embedding (L) and the tail (L + 1: head, loss, MTP modules). Each is
   // priced on the first class that runs it, for the first micro-batch it runs there.
@@ -99,9 +120,12 @@ BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const St
   out.layer_costs.assign(cost.begin(), cost.begin() + L);
   out.embedding_cost = cost[static_cast<size_t>(L)];
   out.tail_cost = cost[static_cast<size_t>(L) + 1];
+  // The virtual stages each GPU of the pipeline runs (two or more under interleaving and DualPipe).
+  std::vector<std::vector<int>> gpu_stages(static_cast<size_t>(s.parallelism.pp));
+  for (int st = 0; st < s.parallelism.pp; ++st)
+    for (int c = 0; c < pipeline_chunks(s); ++c) gpu_stages[static_cast<size_t>(st)].push_back(virtual_stage(s, st, c));
   const int mtp = s.train_mtp ? s.model.mtp_layers : 0;
-  out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s));
-  out.spec = format_pipeline_layout(out.layout);
+  out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s), gpu_stages);
   auto stage_costs = [&](const std::vector<VirtualStageLayout>& lay) {
     std::vector<double> v;
     size_t l = 0;
@@ -112,59 +136,93 @@ BalancedLayout balanced_layout(const Scenario& s, const Pricer& pricer, const St
     }
     return v;
   };
+  auto gpu_costs = [&](const std::vector<double>& stage) {
+    std::vector<double> v;
+    for (const auto& g : gpu_stages) {
+      double x = 0;
+      for (int st : g) x += stage[static_cast<size_t>(st)];
+      v.push_back(x);
+    }
+    return v;
+  };
   const std::vector<VirtualStageLayout> even_layout = effective_layout(s);
   out.even_costs = stage_costs(even_layout);
   out.balanced_costs = stage_costs(out.layout);
-  // An even split whose costliest stage is already the least (Kimi-K2: 60 MoE layers on 16 stages
-  // hold four on some stage either way) is kept: the sum of squares is the tie-break among the
-  // others, not a reason to move layers.
-  const auto most = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
-  if (most(out.even_costs) <= most(out.balanced_costs) * (1 + 1e-9)) {
+  out.even_gpu_costs = gpu_costs(out.even_costs);
+  out.balanced_gpu_costs = gpu_costs(out.balanced_costs);
+  // The even split is kept unless the balanced one lowers the busiest GPU's sum, or keeps it and
+  // lowers the costliest virtual stage (Kimi-K2 under 1F1B: 60 MoE layers on 16 stages hold four on
+  // some stage either way; the sum of squares alone is no reason to move layers).
+  const double ge = largest(out.even_gpu_costs), gb = largest(out.balanced_gpu_costs);
+  const bool lower_gpu = gb < ge * (1 - 1e-9);
+  const bool same_gpu = !lower_gpu && gb <= ge * (1 + 1e-9);
+  if (!lower_gpu && !(same_gpu && largest(out.balanced_costs) < largest(out.even_costs) * (1 - 1e-9))) {
     out.layout = even_layout;
-    out.spec = format_pipeline_layout(out.layout);
     out.balanced_costs = out.even_costs;
+    out.balanced_gpu_costs = out.even_gpu_costs;
+    out.even_kept = "no other split lowers its busiest pipeline stage";
   }
+  out.spec = format_pipeline_layout(out.layout);
   return out;
 }
 
-BalancedLayout balanced_layout(const Scenario& s, const Calibration& cal, const Pricer& pricer) {
+BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal, const Pricer& pricer) {
+  const Scenario s = evenly_split(scenario);
   // 2 x pp micro-batches keep every schedule's rule (a multiple of pp for interleaving, an even
   // count of at least 2 x pp for DualPipe).
   Scenario probe = s;
   const int64_t mbs = s.micro_batches(), few = 2 * s.parallelism.pp;
   if (mbs > few) probe.batch.global_batch = s.batch.global_batch / mbs * few;
-  return balanced_layout(s, pricer, *lower(probe, cal).graph);
+  const Lowered low = lower(probe, cal);
+  BalancedLayout b = balanced_layout(s, pricer, *low.graph);
+  // Memory: more layers on the first stages hold more activations in flight there; a balanced
+  // split that does not fit where the even one does is not taken.
+  if (b.even_kept.empty()) {
+    Scenario x = s;
+    x.parallelism.layout = b.layout;
+    if (!memory_report(x, low.load, cal).fits && memory_report(s, low.load, cal).fits) {
+      b.layout = effective_layout(s);
+      b.spec = format_pipeline_layout(b.layout);
+      b.balanced_costs = b.even_costs;
+      b.balanced_gpu_costs = b.even_gpu_costs;
+      b.even_kept = "the balanced split does not fit in HBM where the even one does";
+    }
+  }
+  return b;
 }
 
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
-  // One virtual stage (no pipeline) has nothing to balance.
-  if (!s.parallelism.balance_layout || !s.parallelism.layout.empty() || virtual_stages(s) < 2)
-    return predict_lowered(s, cal, lower(s, cal), opt);
-  // "balanced": the even split lowered and priced, its stages' costs evened, the result predicted.
+  if (!s.parallelism.balance_layout) return predict_lowered(s, cal, lower(s, cal), opt);
+  // "balanced": any layout the scenario holds is a previous prediction's choice and is found again
+  // (a study that changed the scenario gets its own). One virtual stage has nothing to balance.
+  const Scenario even = evenly_split(s);
+  if (virtual_stages(even) < 2) return predict_lowered(even, cal, lower(even, cal), opt);
+  // The even split lowered and priced, its stages' costs evened, the result predicted.
   auto topo = opt.topology ? opt.topology : std::make_shared<const Topology>(Topology::build(s.system, s.gpus));
   std::optional<Pricer> own;
-  const Pricer& pricer = opt.pricer ? *opt.pricer : own.emplace(s, *topo, cal);
-  const BalancedLayout b = balanced_layout(s, cal, pricer);
-  Scenario x = s;
+  const Pricer& pricer = opt.pricer ? *opt.pricer : own.emplace(even, *topo, cal);
+  const BalancedLayout b = balanced_layout(even, cal, pricer);
+  Scenario x = even;
   x.parallelism.layout = b.layout;
   x.parallelism.layout_spec = b.spec;
   PredictOptions o = opt;
   o.topology = topo;
   o.pricer = nullptr;  // priced again for the scenario that holds the layout
   StepReport r = predict_lowered(x, cal, lower(x, cal), o);
-  const auto most = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
-  char line[256];
-  if (b.layout == effective_layout(s))
-    std::snprintf(line, sizeof line,
-                  "layout balanced by priced stage cost: %s, the even split, whose costliest virtual stage (%.1f ms per "
-                  "micro-batch: compute, EP and TP collectives, uncontended) no other split lowers",
-                  b.spec.c_str(), 1e3 * most(b.even_costs));
+  const bool chunks = pipeline_chunks(even) > 1;
+  const std::string what = chunks ? "busiest pipeline stage (the sum of its virtual stages)" : "costliest pipeline stage";
+  std::string note = "layout balanced by priced stage cost: " + b.spec;
+  if (!b.even_kept.empty())
+    note += ", the even split (" + b.even_kept + "; its " + what + " " + ms_text(largest(b.even_gpu_costs)) +
+            " per micro-batch)";
   else
-    std::snprintf(line, sizeof line,
-                  "layout balanced by priced stage cost: %s; its costliest virtual stage %.1f ms per micro-batch against "
-                  "the even split's %.1f ms (compute, EP and TP collectives of one micro-batch, uncontended)",
-                  b.spec.c_str(), 1e3 * most(b.balanced_costs), 1e3 * most(b.even_costs));
-  r.notes.insert(r.notes.begin(), line);
+    note += "; its " + what + " " + ms_text(largest(b.balanced_gpu_costs)) + " per micro-batch against the even split's " +
+            ms_text(largest(b.even_gpu_costs));
+  if (chunks && b.even_kept.empty())
+    note += ", its costliest virtual stage " + ms_text(largest(b.balanced_costs)) + " against " +
+            ms_text(largest(b.even_costs));
+  note += " (compute, EP and TP collectives of one micro-batch, uncontended)";
+  r.notes.insert(r.notes.begin(), note);
   return r;
 }
 

@@ -110,22 +110,27 @@ struct PredictOptions {
 
 ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<std::string>* notes = nullptr);
 
-// A scenario asking for "layout": "balanced" is predicted under balanced_layout()'s split, and the
-// report's scenario holds it.
+// A scenario asking for "layout": "balanced" is predicted under balanced_layout()'s split (found
+// again whatever layout it holds), and the report's scenario holds it.
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
 
-// The pipeline layout whose costliest virtual stage costs least (balance_pipeline_layout), each
-// stage priced as the sum of what its layers cost in the even split's graph: per layer, the ops of
-// one micro-batch (forward, recompute, backward, deferred weight gradients) on the compute stream
-// and its EP and TP collectives, uncontended (Pricer::time); the embedding's ops on the first
-// stage; the LM head, the loss and the MTP modules on the last. Gradient reductions, parameter
-// gathers, pipeline hand-offs and the optimizer are left out: they overlap, or do not depend on
-// the split. The even split is kept when no split lowers its costliest stage. Needs pp x vpp <=
-// layers (the even split lowered first).
+// The balanced pipeline layout (balance_pipeline_layout): each layer, the embedding and the tail
+// priced from the even split's graph: per layer, the ops of one micro-batch (forward, recompute,
+// backward, deferred weight gradients) on the compute stream and its EP and TP collectives,
+// uncontended (Pricer::time); the embedding's ops on the first virtual stage; the LM head, the
+// loss and the MTP modules on the last. Gradient reductions, parameter gathers, pipeline hand-offs
+// and the optimizer are left out: they overlap, or do not depend on the split. With one virtual
+// stage per GPU the costliest stage is lowered; with several (interleaved, DualPipe, DualPipeV) the
+// busiest GPU's sum of them. The even split is kept unless the busiest GPU's cost goes down (or
+// stays and the costliest virtual stage goes down), and, by the second overload, unless the
+// balanced split fits in HBM where the even one does. Any layout `s` holds is ignored. Needs
+// pp x vpp <= layers (the even split lowered first).
 struct BalancedLayout {
   std::vector<VirtualStageLayout> layout;
   std::string spec;                               // Megatron's syntax (format_pipeline_layout)
   std::vector<double> even_costs, balanced_costs;  // seconds per virtual stage, per micro-batch
+  std::vector<double> even_gpu_costs, balanced_gpu_costs;  // per pipeline stage: its virtual stages' sum
+  std::string even_kept;                           // why the even split was kept ("" when it was not)
   std::vector<double> layer_costs;                 // seconds per layer, per micro-batch
   double embedding_cost = 0, tail_cost = 0;        // the embedding; the head, loss and MTP modules
 };

@@ -60,7 +60,10 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("parallelism.fsdp", pa.fsdp, pb.fsdp);
   cmp("parallelism.dp", pa.dp, pb.dp);
   cmp("parallelism.etp", pa.folded ? pa.etp : 0, pb.folded ? pb.etp : 0);
-  cmp("parallelism.layout", pa.layout, pb.layout);
+  // "balanced" finds its layout at predict time: any layout it holds is a past choice, not input.
+  const std::vector<VirtualStageLayout> none;
+  cmp("parallelism.layout", std::tie(pa.balance_layout, pa.balance_layout ? none : pa.layout),
+      std::tie(pb.balance_layout, pb.balance_layout ? none : pb.layout));
   cmp("parallelism.schedule", pa.schedule, pb.schedule);
   cmp("parallelism.sequence_parallel", pa.sequence_parallel, pb.sequence_parallel);
   cmp("parallelism.distributed_optimizer", pa.distributed_optimizer, pb.distributed_optimizer);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -188,11 +189,12 @@ std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout
   return out;
 }
 
-std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
-                                                        double tail_cost, int mtp, int virtual_stages) {
-  if (virtual_stages < 1) throw std::invalid_argument("a pipeline layout needs at least one virtual stage");
-  if (embedding_cost < 0 || tail_cost < 0 || std::any_of(layer_cost.begin(), layer_cost.end(), [](double c) { return !(c >= 0); }))
-    throw std::invalid_argument("a pipeline stage's cost must be >= 0");
+namespace {
+
+// Layers per virtual stage of the least-maximum split (then least sum of squares; ties to the
+// fuller earlier stages): exact dynamic programming.
+std::vector<int> min_max_split(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
+                               int virtual_stages) {
   const int n = static_cast<int>(layer_cost.size());
   const int V = virtual_stages;
   std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
@@ -226,12 +228,157 @@ std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double
         const double x = sq[idx(v - 1, a)] + c * c;
         if (x <= sq[idx(v, i)] * (1 + 1e-12)) sq[idx(v, i)] = std::min(x, sq[idx(v, i)]), from[idx(v, i)] = a;
       }
-  std::vector<VirtualStageLayout> out(static_cast<size_t>(V));
+  std::vector<int> out(static_cast<size_t>(V));
   for (int v = V - 1, i = n; v >= 0; --v) {
     const int a = from[idx(v, i)];
-    out[static_cast<size_t>(v)].layers = i - a;
+    if (a < 0) throw std::invalid_argument("no split of the layers keeps every stage's cost finite");
+    out[static_cast<size_t>(v)] = i - a;
     i = a;
   }
+  return out;
+}
+
+// Costs of a split given as layers per virtual stage, per virtual stage and per GPU.
+struct SplitCosts {
+  std::vector<double> stage, gpu;
+};
+
+class MultiChunkSearch {
+ public:
+  MultiChunkSearch(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
+                   const std::vector<std::vector<int>>& gpu_stages)
+      : e_(embedding_cost), tail_(tail_cost), gpus_(gpu_stages), prefix_(layer_cost.size() + 1, 0.0) {
+    for (size_t l = 0; l < layer_cost.size(); ++l) prefix_[l + 1] = prefix_[l] + layer_cost[l];
+  }
+
+  SplitCosts costs(const std::vector<int>& k) const {
+    SplitCosts c;
+    const size_t V = k.size();
+    c.stage.resize(V);
+    size_t l = 0;
+    for (size_t v = 0; v < V; ++v) {
+      const size_t end = l + static_cast<size_t>(k[v]);
+      c.stage[v] = prefix_[end] - prefix_[l] + (v == 0 ? e_ : 0.0) + (v + 1 == V ? tail_ : 0.0);
+      l = end;
+    }
+    for (const auto& g : gpus_) {
+      double x = 0;
+      for (int v : g) x += c.stage[static_cast<size_t>(v)];
+      c.gpu.push_back(x);
+    }
+    return c;
+  }
+
+  // The GPUs' costs from the largest down, then the virtual stages' (compared in that order).
+  std::vector<double> key(const std::vector<int>& k) const {
+    SplitCosts c = costs(k);
+    std::sort(c.gpu.begin(), c.gpu.end(), std::greater<>());
+    std::sort(c.stage.begin(), c.stage.end(), std::greater<>());
+    c.gpu.insert(c.gpu.end(), c.stage.begin(), c.stage.end());
+    return c.gpu;
+  }
+
+  static bool better(const std::vector<double>& a, const std::vector<double>& b) {
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if (a[i] < b[i] * (1 - 1e-9)) return true;
+      if (a[i] > b[i] * (1 + 1e-9)) return false;
+    }
+    return false;
+  }
+
+  // Steepest descent over single-layer moves: one layer less on stage a, one more on stage b (the
+  // stages between shift by one layer), until no move lowers the key.
+  std::vector<int> descend(std::vector<int> k) const {
+    std::vector<double> now = key(k);
+    const size_t V = k.size();
+    for (size_t iter = 0; iter < 8 * (prefix_.size() + V); ++iter) {
+      std::vector<int> best_k;
+      std::vector<double> best = now;
+      for (size_t a = 0; a < V; ++a) {
+        if (k[a] == 0) continue;
+        for (size_t b = 0; b < V; ++b) {
+          if (a == b) continue;
+          --k[a], ++k[b];
+          std::vector<double> x = key(k);
+          if (better(x, best)) best = std::move(x), best_k = k;
+          ++k[a], --k[b];
+        }
+      }
+      if (best_k.empty()) break;
+      k = std::move(best_k), now = std::move(best);
+    }
+    return k;
+  }
+
+  // Layers given to the GPU groups one at a time, each to the group that stays lowest at the mean
+  // layer cost (its embedding and tail included), spread over the group's stages in order.
+  std::vector<int> water_fill(int n, int V) const {
+    std::vector<std::vector<int>> groups;
+    for (auto g : gpus_) {
+      std::sort(g.begin(), g.end());
+      if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+    }
+    const double w = n > 0 ? prefix_.back() / n : 0.0;
+    std::vector<double> load(groups.size(), 0.0);
+    for (size_t j = 0; j < groups.size(); ++j)
+      for (int v : groups[j]) load[j] += (v == 0 ? e_ : 0.0) + (v == V - 1 ? tail_ : 0.0);
+    std::vector<int> held(groups.size(), 0), k(static_cast<size_t>(V), 0);
+    for (int l = 0; l < n; ++l) {
+      size_t j = 0;
+      for (size_t i = 1; i < groups.size(); ++i)
+        if (load[i] + w < load[j] + w * (1 - 1e-12)) j = i;
+      load[j] += w;
+      const auto& g = groups[j];
+      ++k[static_cast<size_t>(g[static_cast<size_t>(held[j]++) % g.size()])];
+    }
+    return k;
+  }
+
+ private:
+  double e_, tail_;
+  std::vector<std::vector<int>> gpus_;
+  std::vector<double> prefix_;
+};
+
+std::vector<int> even_split(int n, int V) {
+  std::vector<int> k(static_cast<size_t>(V), 0);
+  for (int l = 0; l < n; ++l) ++k[static_cast<size_t>(static_cast<int64_t>(l) * V / n)];
+  return k;
+}
+
+}  // namespace
+
+std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
+                                                        double tail_cost, int mtp, int virtual_stages,
+                                                        const std::vector<std::vector<int>>& gpu_stages) {
+  if (virtual_stages < 1) throw std::invalid_argument("a pipeline layout needs at least one virtual stage");
+  auto ok = [](double c) { return std::isfinite(c) && c >= 0; };
+  if (!ok(embedding_cost) || !ok(tail_cost) || !std::all_of(layer_cost.begin(), layer_cost.end(), ok))
+    throw std::invalid_argument("a pipeline stage's cost must be finite and >= 0");
+  const int n = static_cast<int>(layer_cost.size());
+  const int V = virtual_stages;
+  bool multi = false;
+  for (const auto& g : gpu_stages) {
+    multi = multi || g.size() > 1;
+    for (int v : g)
+      if (v < 0 || v >= V) throw std::invalid_argument("a GPU's virtual stage " + std::to_string(v) + " is out of range");
+  }
+  std::vector<int> k = min_max_split(layer_cost, embedding_cost, tail_cost, V);
+  if (multi) {
+    // Several virtual stages per GPU: the busiest GPU's sum sets the pace. From the least-maximum
+    // split, the even one and the water-filled one, each descended; the best key wins.
+    const MultiChunkSearch search(layer_cost, embedding_cost, tail_cost, gpu_stages);
+    std::vector<int> best = search.descend(k);
+    std::vector<double> best_key = search.key(best);
+    for (std::vector<int> start : {even_split(n, V), search.water_fill(n, V)}) {
+      std::vector<int> x = search.descend(std::move(start));
+      std::vector<double> xk = search.key(x);
+      if (MultiChunkSearch::better(xk, best_key)) best = std::move(x), best_key = std::move(xk);
+    }
+    k = std::move(best);
+  }
+  std::vector<VirtualStageLayout> out(static_cast<size_t>(V));
+  for (int v = 0; v < V; ++v) out[static_cast<size_t>(v)].layers = k[static_cast<size_t>(v)];
   out.front().embedding = true;
   out.back().loss = true;
   out.back().mtp = mtp;

@@ -33,16 +33,26 @@ std::string describe_virtual_stage(const VirtualStageLayout& v, int first_layer)
 std::vector<std::vector<std::string>> stage_layout_descriptions(const Scenario& s);
 
 // A layout in Megatron's syntax, runs of equal virtual stages written as "(tt|)*30":
-// parse_pipeline_layout(format_pipeline_layout(x)) == x.
+// parse_pipeline_layout(format_pipeline_layout(x)) == x for every layout parse_pipeline_layout
+// can give (not an empty one, nor a single stage holding nothing, which write as "").
 std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout);
 
-// The split of consecutive layers over `virtual_stages` stages whose costliest stage costs least:
-// layer l costs layer_cost[l], the embedding `embedding_cost` on the first stage, the loss and the
-// `mtp` MTP modules `tail_cost` together on the last. Of the splits at that least maximum (within a
-// relative 1e-9), the one with the least sum of squared stage costs; on a tie, the one whose earlier
-// stages hold more layers. Exact (dynamic programming, O(stages x layers^2)). Stages may hold no
-// layer (Megatron's "L" alone). Throws std::invalid_argument for no stage or a negative cost.
+// The split of consecutive layers over `virtual_stages` stages: layer l costs layer_cost[l], the
+// embedding `embedding_cost` on the first stage, the loss and the `mtp` MTP modules `tail_cost`
+// together on the last; stages may hold no layer (Megatron's "L" alone).
+// - One virtual stage per GPU (gpu_stages empty, or one stage each): the split whose costliest
+//   stage costs least, and of those (within a relative 1e-9) the least sum of squared stage costs;
+//   ties to the fuller earlier stages. Exact (dynamic programming, O(stages x layers^2)).
+// - Several per GPU (gpu_stages[g]: the virtual stages GPU g runs; interleaved, DualPipe,
+//   DualPipeV): the busiest GPU's sum sets the pace, so the GPUs' sums from the largest down, then
+//   the stages' costs, are lowered by steepest descent over single-layer moves from three starts
+//   (the split above, the even split, the layers water-filled over the GPUs at their mean cost).
+//   A heuristic: on small cases enumerated it is within a few percent of the least busiest GPU,
+//   whose exact splits often leave stages nearly empty.
+// Throws std::invalid_argument for no stage, a cost that is negative or not finite, or a GPU's
+// stage out of range.
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
-                                                        double tail_cost, int mtp, int virtual_stages);
+                                                        double tail_cost, int mtp, int virtual_stages,
+                                                        const std::vector<std::vector<int>>& gpu_stages = {});
 
 }  // namespace moeperf
