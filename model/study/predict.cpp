@@ -92,8 +92,10 @@ double largest(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::ma
 
 }  // namespace
 
-BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, const StepGraph& even) {
-  const Scenario s = evenly_split(scenario);
+namespace {
+
+// Each layer's, the embedding's and the tail's cost from the even split's graph (balanced_layout).
+void price_items(const Scenario& s, const Pricer& pricer, const StepGraph& even, BalancedLayout& out) {
   const int L = s.model.layers;
   // Items: the layers, then the embedding (L) and the tail (L + 1: head, loss, MTP modules). Each is
   // priced on the first class that runs it, for the first micro-batch it runs there.
@@ -116,16 +118,26 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, c
       if (owner[i] != static_cast<int>(c) || mb[i] != op.micro_batch) continue;
       cost[i] += pricer.time(op).value();
     }
-  BalancedLayout out;
   out.layer_costs.assign(cost.begin(), cost.begin() + L);
   out.embedding_cost = cost[static_cast<size_t>(L)];
   out.tail_cost = cost[static_cast<size_t>(L) + 1];
-  // The virtual stages each GPU of the pipeline runs (two or more under interleaving and DualPipe).
-  std::vector<std::vector<int>> gpu_stages(static_cast<size_t>(s.parallelism.pp));
+}
+
+// The virtual stages each GPU of the pipeline runs (two or more under interleaving and DualPipe).
+std::vector<std::vector<int>> gpu_stages_of(const Scenario& s) {
+  std::vector<std::vector<int>> g(static_cast<size_t>(s.parallelism.pp));
   for (int st = 0; st < s.parallelism.pp; ++st)
-    for (int c = 0; c < pipeline_chunks(s); ++c) gpu_stages[static_cast<size_t>(st)].push_back(virtual_stage(s, st, c));
+    for (int c = 0; c < pipeline_chunks(s); ++c) g[static_cast<size_t>(st)].push_back(virtual_stage(s, st, c));
+  return g;
+}
+
+// The split from the priced items, at most max_layers per virtual stage (none when empty), or the
+// even split when it is as good. Throws std::invalid_argument when no split keeps the caps.
+void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>& max_layers) {
+  const std::vector<std::vector<int>> gpu_stages = gpu_stages_of(s);
   const int mtp = s.train_mtp ? s.model.mtp_layers : 0;
-  out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s), gpu_stages);
+  out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s),
+                                       gpu_stages, max_layers);
   auto stage_costs = [&](const std::vector<VirtualStageLayout>& lay) {
     std::vector<double> v;
     size_t l = 0;
@@ -150,6 +162,7 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, c
   out.balanced_costs = stage_costs(out.layout);
   out.even_gpu_costs = gpu_costs(out.even_costs);
   out.balanced_gpu_costs = gpu_costs(out.balanced_costs);
+  out.even_kept.clear();
   // The even split is kept unless the balanced one lowers the busiest GPU's sum, or keeps it and
   // lowers the costliest virtual stage (Kimi-K2 under 1F1B: 60 MoE layers on 16 stages hold four on
   // some stage either way; the sum of squares alone is no reason to move layers).
@@ -160,9 +173,19 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, c
     out.layout = even_layout;
     out.balanced_costs = out.even_costs;
     out.balanced_gpu_costs = out.even_gpu_costs;
-    out.even_kept = "no other split lowers its busiest pipeline stage";
+    out.even_kept = max_layers.empty() ? "no other split lowers its busiest pipeline stage"
+                                       : "no split within HBM lowers its busiest pipeline stage";
   }
   out.spec = format_pipeline_layout(out.layout);
+}
+
+}  // namespace
+
+BalancedLayout balanced_layout(const Scenario& scenario, const Pricer& pricer, const StepGraph& even) {
+  const Scenario s = evenly_split(scenario);
+  BalancedLayout out;
+  price_items(s, pricer, even, out);
+  choose_split(s, out, {});
   return out;
 }
 
@@ -174,20 +197,41 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal,
   const int64_t mbs = s.micro_batches(), few = 2 * s.parallelism.pp;
   if (mbs > few) probe.batch.global_batch = s.batch.global_batch / mbs * few;
   const Lowered low = lower(probe, cal);
-  BalancedLayout b = balanced_layout(s, pricer, *low.graph);
-  // Memory: more layers on the first stages hold more activations in flight there; a balanced
-  // split that does not fit where the even one does is not taken.
-  if (b.even_kept.empty()) {
+  BalancedLayout b;
+  price_items(s, pricer, *low.graph, b);
+  choose_split(s, b, {});
+  // Memory: more layers on the first stages hold more activations in flight there. While the split
+  // does not fit and the even one does, the fullest GPU's largest virtual stage is capped at one
+  // layer fewer and the split chosen again; the even split when no split within the caps is better.
+  if (!b.even_kept.empty() || !memory_report(s, low.load, cal).fits) return b;
+  const std::vector<std::vector<int>> gpu_stages = gpu_stages_of(s);
+  std::vector<int> caps(static_cast<size_t>(virtual_stages(s)), s.model.layers);
+  for (int round = 0; round <= s.model.layers; ++round) {
     Scenario x = s;
     x.parallelism.layout = b.layout;
-    if (!memory_report(x, low.load, cal).fits && memory_report(s, low.load, cal).fits) {
-      b.layout = effective_layout(s);
-      b.spec = format_pipeline_layout(b.layout);
-      b.balanced_costs = b.even_costs;
-      b.balanced_gpu_costs = b.even_gpu_costs;
-      b.even_kept = "the balanced split does not fit in HBM where the even one does";
+    const MemoryReport m = memory_report(x, low.load, cal);
+    if (m.fits) return b;
+    const auto& mine = gpu_stages[static_cast<size_t>(m.pp_stage)];
+    const int v = *std::max_element(mine.begin(), mine.end(), [&](int a, int c) {
+      return b.layout[static_cast<size_t>(a)].layers < b.layout[static_cast<size_t>(c)].layers;
+    });
+    const int held = b.layout[static_cast<size_t>(v)].layers;
+    if (held == 0) break;
+    caps[static_cast<size_t>(v)] = held - 1;
+    try {
+      choose_split(s, b, caps);
+    } catch (const std::invalid_argument&) {
+      break;
     }
+    b.capped = true;
+    if (!b.even_kept.empty()) return b;
   }
+  choose_split(s, b, {});
+  b.layout = effective_layout(s);
+  b.spec = format_pipeline_layout(b.layout);
+  b.balanced_costs = b.even_costs;
+  b.balanced_gpu_costs = b.even_gpu_costs;
+  b.even_kept = "no balanced split fits in HBM where the even one does";
   return b;
 }
 
@@ -222,6 +266,7 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
     note += ", its costliest virtual stage " + ms_text(largest(b.balanced_costs)) + " against " +
             ms_text(largest(b.even_costs));
   note += " (compute, EP and TP collectives of one micro-batch, uncontended)";
+  if (b.capped && b.even_kept.empty()) note += "; layers per stage capped to fit in HBM, where the uncapped split does not";
   r.notes.insert(r.notes.begin(), note);
   return r;
 }

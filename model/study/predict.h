@@ -122,15 +122,17 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
 // and the optimizer are left out: they overlap, or do not depend on the split. With one virtual
 // stage per GPU the costliest stage is lowered; with several (interleaved, DualPipe, DualPipeV) the
 // busiest GPU's sum of them. The even split is kept unless the busiest GPU's cost goes down (or
-// stays and the costliest virtual stage goes down), and, by the second overload, unless the
-// balanced split fits in HBM where the even one does. Any layout `s` holds is ignored. Needs
-// pp x vpp <= layers (the even split lowered first).
+// stays and the costliest virtual stage goes down). The second overload also keeps it in HBM when
+// the even split fits: while the split does not, the fullest GPU's largest virtual stage is capped
+// at a layer fewer and the split chosen again (the even split when none within the caps is
+// better). Any layout `s` holds is ignored. Needs pp x vpp <= layers (the even split lowered first).
 struct BalancedLayout {
   std::vector<VirtualStageLayout> layout;
   std::string spec;                               // Megatron's syntax (format_pipeline_layout)
   std::vector<double> even_costs, balanced_costs;  // seconds per virtual stage, per micro-batch
   std::vector<double> even_gpu_costs, balanced_gpu_costs;  // per pipeline stage: its virtual stages' sum
   std::string even_kept;                           // why the even split was kept ("" when it was not)
+  bool capped = false;                             // layers per stage capped for memory (second overload)
   std::vector<double> layer_costs;                 // seconds per layer, per micro-batch
   double embedding_cost = 0, tail_cost = 0;        // the embedding; the head, loss and MTP modules
 };

@@ -194,17 +194,18 @@ namespace {
 // Layers per virtual stage of the least-maximum split (then least sum of squares; ties to the
 // fuller earlier stages): exact dynamic programming.
 std::vector<int> min_max_split(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
-                               int virtual_stages) {
+                               int virtual_stages, const std::vector<int>& max_layers) {
   const int n = static_cast<int>(layer_cost.size());
   const int V = virtual_stages;
   std::vector<double> prefix(static_cast<size_t>(n) + 1, 0.0);
   for (int l = 0; l < n; ++l) prefix[static_cast<size_t>(l) + 1] = prefix[static_cast<size_t>(l)] + layer_cost[static_cast<size_t>(l)];
-  // Stage v holding layers [a, b).
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // Stage v holding layers [a, b); more than its cap is no split.
   auto cost = [&](int v, int a, int b) {
+    if (!max_layers.empty() && b - a > max_layers[static_cast<size_t>(v)]) return kInf;
     return prefix[static_cast<size_t>(b)] - prefix[static_cast<size_t>(a)] + (v == 0 ? embedding_cost : 0.0) +
            (v == V - 1 ? tail_cost : 0.0);
   };
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto idx = [n](int v, int i) { return static_cast<size_t>(v) * static_cast<size_t>(n + 1) + static_cast<size_t>(i); };
   // best[v][i]: the least maximum over stages 0..v holding layers [0, i).
   std::vector<double> best(static_cast<size_t>(V) * static_cast<size_t>(n + 1), kInf);
@@ -213,6 +214,7 @@ std::vector<int> min_max_split(const std::vector<double>& layer_cost, double emb
     for (int i = 0; i <= n; ++i)
       for (int a = 0; a <= i; ++a) best[idx(v, i)] = std::min(best[idx(v, i)], std::max(best[idx(v - 1, a)], cost(v, a, i)));
   const double top = best[idx(V - 1, n)];
+  if (top == kInf) throw std::invalid_argument("no split of the layers keeps every stage within its cap");
   const double cap = top * (1 + 1e-9) + 1e-300;
   // Second pass: the least sum of squares with every stage within the cap; from[v][i] the start of
   // stage v. Ties keep the largest start (earlier stages fuller).
@@ -246,8 +248,8 @@ struct SplitCosts {
 class MultiChunkSearch {
  public:
   MultiChunkSearch(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
-                   const std::vector<std::vector<int>>& gpu_stages)
-      : e_(embedding_cost), tail_(tail_cost), gpus_(gpu_stages), prefix_(layer_cost.size() + 1, 0.0) {
+                   const std::vector<std::vector<int>>& gpu_stages, const std::vector<int>& max_layers)
+      : e_(embedding_cost), tail_(tail_cost), gpus_(gpu_stages), max_(max_layers), prefix_(layer_cost.size() + 1, 0.0) {
     for (size_t l = 0; l < layer_cost.size(); ++l) prefix_[l + 1] = prefix_[l] + layer_cost[l];
   }
 
@@ -278,6 +280,12 @@ class MultiChunkSearch {
     return c.gpu;
   }
 
+  bool within_caps(const std::vector<int>& k) const {
+    for (size_t v = 0; v < k.size() && !max_.empty(); ++v)
+      if (k[v] > max_[v]) return false;
+    return true;
+  }
+
   static bool better(const std::vector<double>& a, const std::vector<double>& b) {
     for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
       if (a[i] < b[i] * (1 - 1e-9)) return true;
@@ -297,7 +305,7 @@ class MultiChunkSearch {
       for (size_t a = 0; a < V; ++a) {
         if (k[a] == 0) continue;
         for (size_t b = 0; b < V; ++b) {
-          if (a == b) continue;
+          if (a == b || (!max_.empty() && k[b] >= max_[b])) continue;
           --k[a], ++k[b];
           std::vector<double> x = key(k);
           if (better(x, best)) best = std::move(x), best_k = k;
@@ -337,6 +345,7 @@ class MultiChunkSearch {
  private:
   double e_, tail_;
   std::vector<std::vector<int>> gpus_;
+  std::vector<int> max_;
   std::vector<double> prefix_;
 };
 
@@ -350,7 +359,8 @@ std::vector<int> even_split(int n, int V) {
 
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
                                                         double tail_cost, int mtp, int virtual_stages,
-                                                        const std::vector<std::vector<int>>& gpu_stages) {
+                                                        const std::vector<std::vector<int>>& gpu_stages,
+                                                        const std::vector<int>& max_layers) {
   if (virtual_stages < 1) throw std::invalid_argument("a pipeline layout needs at least one virtual stage");
   auto ok = [](double c) { return std::isfinite(c) && c >= 0; };
   if (!ok(embedding_cost) || !ok(tail_cost) || !std::all_of(layer_cost.begin(), layer_cost.end(), ok))
@@ -363,14 +373,18 @@ std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double
     for (int v : g)
       if (v < 0 || v >= V) throw std::invalid_argument("a GPU's virtual stage " + std::to_string(v) + " is out of range");
   }
-  std::vector<int> k = min_max_split(layer_cost, embedding_cost, tail_cost, V);
+  if (!max_layers.empty() && static_cast<int>(max_layers.size()) != V)
+    throw std::invalid_argument("one layer cap per virtual stage, got " + std::to_string(max_layers.size()));
+  std::vector<int> k = min_max_split(layer_cost, embedding_cost, tail_cost, V, max_layers);
   if (multi) {
     // Several virtual stages per GPU: the busiest GPU's sum sets the pace. From the least-maximum
-    // split, the even one and the water-filled one, each descended; the best key wins.
-    const MultiChunkSearch search(layer_cost, embedding_cost, tail_cost, gpu_stages);
+    // split, the even one and the water-filled one (those within the caps), each descended; the
+    // best key wins.
+    const MultiChunkSearch search(layer_cost, embedding_cost, tail_cost, gpu_stages, max_layers);
     std::vector<int> best = search.descend(k);
     std::vector<double> best_key = search.key(best);
     for (std::vector<int> start : {even_split(n, V), search.water_fill(n, V)}) {
+      if (!search.within_caps(start)) continue;
       std::vector<int> x = search.descend(std::move(start));
       std::vector<double> xk = search.key(x);
       if (MultiChunkSearch::better(xk, best_key)) best = std::move(x), best_key = std::move(xk);

@@ -49,10 +49,12 @@ std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout
 //   (the split above, the even split, the layers water-filled over the GPUs at their mean cost).
 //   A heuristic: on small cases enumerated it is within a few percent of the least busiest GPU,
 //   whose exact splits often leave stages nearly empty.
-// Throws std::invalid_argument for no stage, a cost that is negative or not finite, or a GPU's
-// stage out of range.
+// max_layers (empty, or one per virtual stage): the most layers each may hold (memory).
+// Throws std::invalid_argument for no stage, a cost that is negative or not finite, a GPU's stage
+// out of range, or caps no split keeps.
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
                                                         double tail_cost, int mtp, int virtual_stages,
-                                                        const std::vector<std::vector<int>>& gpu_stages = {});
+                                                        const std::vector<std::vector<int>>& gpu_stages = {},
+                                                        const std::vector<int>& max_layers = {});
 
 }  // namespace moeperf

@@ -608,7 +608,16 @@ TEST(PipelineLayout, BalancedSplitIsTheEnumeratedOptimum) {
     std::vector<double> c(static_cast<size_t>(n));
     for (double& x : c) x = u(rng);
     const double e = u(rng) / 4, tail = u(rng);
-    // Every split: stage v holds layers [cut[v], cut[v + 1]).
+    // Every other trial caps the layers per stage (memory), at caps some split keeps.
+    std::vector<int> caps;
+    if (trial % 2 == 1) {
+      for (int v = 0; v < V; ++v) caps.push_back(static_cast<int>(rng() % static_cast<unsigned>(n + 1)));
+      if (std::accumulate(caps.begin(), caps.end(), 0) < n) {
+        EXPECT_THROW(balance_pipeline_layout(c, e, tail, 0, V, {}, caps), std::invalid_argument);
+        caps.clear();
+      }
+    }
+    // Every split within the caps: stage v holds layers [cut[v], cut[v + 1]).
     double best_max = 1e300, best_sq = 1e300;
     std::vector<int> cut(static_cast<size_t>(V) + 1, 0);
     cut[static_cast<size_t>(V)] = n;
@@ -620,6 +629,8 @@ TEST(PipelineLayout, BalancedSplitIsTheEnumeratedOptimum) {
     std::vector<std::pair<double, double>> all;
     std::function<void(int)> rec = [&](int v) {
       if (v == V) {
+        for (int k = 0; k < V && !caps.empty(); ++k)
+          if (cut[static_cast<size_t>(k) + 1] - cut[static_cast<size_t>(k)] > caps[static_cast<size_t>(k)]) return;
         double mx = 0, sq = 0;
         for (int k = 0; k < V; ++k) mx = std::max(mx, stage(k)), sq += stage(k) * stage(k);
         all.emplace_back(mx, sq);
@@ -634,8 +645,9 @@ TEST(PipelineLayout, BalancedSplitIsTheEnumeratedOptimum) {
     rec(1);
     for (const auto& [mx, sq] : all)
       if (mx <= best_max * (1 + 1e-9)) best_sq = std::min(best_sq, sq);
-    const auto lay = balance_pipeline_layout(c, e, tail, 0, V);
+    const auto lay = balance_pipeline_layout(c, e, tail, 0, V, {}, caps);
     ASSERT_EQ(lay.size(), static_cast<size_t>(V));
+    for (size_t v = 0; v < caps.size(); ++v) EXPECT_LE(lay[v].layers, caps[v]) << "trial " << trial;
     int l = 0;
     double mx = 0, sq = 0;
     for (int v = 0; v < V; ++v) {
@@ -840,14 +852,26 @@ TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
   EXPECT_EQ(kb.layout, effective_layout(kimi));
   EXPECT_EQ(kb.balanced_costs, kb.even_costs);
 
-  // Memory: at 5,120 tokens per sequence the balanced split (five layers and 16 micro-batches in
-  // flight on stage 0) no longer fits in 85.5 GB where the even split (71.4 GB) does: the even split.
+  // Memory: at 5,120 tokens per sequence the uncapped split (five layers and 16 micro-batches in
+  // flight on stage 0) no longer fits in 85.5 GB where the even split (71.4 GB) does: stage 0 is
+  // capped at four layers and the split chosen again; it fits and still beats the even split.
   const Scenario longer = load("h800-dualpipe.json", {"parallelism.schedule=\"1f1b\"", "batch.seq_len=5120"});
   const Pricer lp(longer, topo, longer.calibration);
+  const ExpertLoad ll = expert_load(longer, longer.calibration);
+  const BalancedLayout free_split = balanced_layout(longer, lp, *lower(longer, longer.calibration).graph);
+  Scenario uncapped = longer;
+  uncapped.parallelism.layout = free_split.layout;
+  EXPECT_FALSE(memory_report(uncapped, ll, longer.calibration).fits);
+  EXPECT_TRUE(memory_report(longer, ll, longer.calibration).fits);
   const BalancedLayout lb = balanced_layout(longer, longer.calibration, lp);
-  EXPECT_EQ(lb.layout, effective_layout(longer));
-  EXPECT_NE(lb.even_kept.find("does not fit"), std::string::npos) << lb.even_kept;
-  EXPECT_TRUE(memory_report(longer, expert_load(longer, longer.calibration), longer.calibration).fits);
+  EXPECT_TRUE(lb.capped);
+  EXPECT_EQ(lb.even_kept, "");
+  Scenario capped = longer;
+  capped.parallelism.layout = lb.layout;
+  EXPECT_TRUE(memory_report(capped, ll, longer.calibration).fits);
+  EXPECT_LT(lb.layout.front().layers, free_split.layout.front().layers);
+  EXPECT_LT(*std::max_element(lb.balanced_gpu_costs.begin(), lb.balanced_gpu_costs.end()),
+            0.9 * *std::max_element(lb.even_gpu_costs.begin(), lb.even_gpu_costs.end()));
 
   const Scenario ladder_bal = ladder({"parallelism.layout=\"balanced\""});
   const StepReport rl = predict(ladder_bal, ladder_bal.calibration);
