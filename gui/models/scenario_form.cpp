@@ -72,6 +72,9 @@ const std::vector<FormField>& ScenarioForm::fields() {
       {"parallelism.fsdp", "FSDP", K::integer, {}},
       {"parallelism.pp", "PP", K::integer, {}},
       {"parallelism.dp", "DP", K::integer, {}},
+      {"parallelism.schedule", "Pipeline schedule", K::choice, {"1f1b", "interleaved", "dualpipe", "dualpipev", "zbh1"}},
+      // Megatron's layout string, or "balanced" (moeperf evens the stages and shows the split).
+      {"parallelism.layout", "Pipeline layout", K::text, {}},
       {"batch.micro_batch", "Micro batch", K::integer, {}},
       {"batch.global_batch", "Global batch", K::integer, {}},
       {"precision.expert_gemm", "Expert GEMM", K::choice, dtypes},

@@ -17,7 +17,7 @@
 namespace moeperf::gui {
 
 struct FormField {
-  enum class Kind { integer, number, choice, text };  // text: a file reference (model, system)
+  enum class Kind { integer, number, choice, text };  // text: a file reference (model, system), a layout string
   QString path;  // dotted, as `--set PATH=VALUE`
   QString label;
   Kind kind;

@@ -368,7 +368,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{21});
+    QCOMPARE(f.size(), size_t{23});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -382,6 +382,7 @@ class ScenarioFormTest : public QObject {
     QVERIFY(ScenarioForm::fieldForPointer(QStringLiteral("/stack/dispatcher")) !=
             ScenarioForm::fieldForPointer(QStringLiteral("/stack")));
     for (const char* p : {"model", "system", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
+                          "parallelism.schedule", "parallelism.layout",
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
                           "routing.distribution", "routing.zipf_exponent", "stack", "stack.grouped_gemm", "stack.dispatcher",
                           "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
@@ -428,6 +429,38 @@ class ScenarioFormTest : public QObject {
     QVERIFY(g.load(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json")));
     QCOMPARE(g.value(QStringLiteral("stack")), QStringLiteral("megatron-core"));
     QCOMPARE(g.value(QStringLiteral("stack.dispatcher")), QStringLiteral("alltoall"));
+  }
+  void pipelineLayoutBalancedIsPredictedAndShown() {
+    // The ladder's file gives Megatron's layout string; the panel shows it, and "balanced" in its
+    // place is an override that predicts the split moeperf chooses (two layers at most per stage).
+    const QString ladder = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+    ScenarioForm f;
+    QVERIFY(f.load(ladder));
+    QCOMPARE(f.value(QStringLiteral("parallelism.layout")), QStringLiteral("Et|(tt|)*30L"));
+    QCOMPARE(f.value(QStringLiteral("parallelism.schedule")), QStringLiteral("interleaved"));
+    f.setValue(QStringLiteral("parallelism.layout"), QStringLiteral("balanced"));
+    QCOMPARE(f.overrides(), QStringList{QStringLiteral("parallelism.layout=balanced")});
+    std::vector<std::string> sets;
+    for (const QString& o : f.overrides()) sets.push_back(o.toStdString());
+    const LoadResult r = load_and_predict(ladder.toStdString(), sets);
+    QVERIFY2(r.report, r.error.c_str());
+    const Parallelism& p = r.report->scenario->parallelism;
+    QVERIFY(p.balance_layout);
+    QCOMPARE(p.layout.size(), size_t{32});
+    int most = 0;
+    for (const VirtualStageLayout& v : p.layout) most = std::max(most, v.layers);
+    QCOMPARE(most, 2);
+    QVERIFY(!r.report->notes.empty());
+    QVERIFY(QString::fromStdString(r.report->notes.front()).startsWith(QStringLiteral("layout balanced by priced stage cost: ")));
+    // A layout string that is not Megatron's is moeperf's error, shown beside the field.
+    try {
+      (void)io::load_scenario(ladder.toStdString(), {io::parse_override("parallelism.layout=Balanced")});
+      QFAIL("a layout string with 'B' was accepted");
+    } catch (const io::SpecError& e) {
+      QCOMPARE(f.fieldForError(QString::fromStdString(e.json_path())),
+               ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/layout")));
+      QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("\"balanced\"")));
+    }
   }
   void systemAndModelAreFileReferences() {
     // The panel switches hardware or model by file reference, validated like any other field.
