@@ -36,6 +36,8 @@ QString text(const QJsonValue& v) {
   if (v.isBool()) return v.toBool() ? QStringLiteral("true") : QStringLiteral("false");
   if (v.isDouble()) return QString::number(v.toDouble(), 'g', 15);
   if (v.isString()) return v.toString();
+  // A layout given per virtual stage: the JSON array, which an edit may give back as it is.
+  if (v.isArray()) return QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
   return {};
 }
 

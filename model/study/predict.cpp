@@ -173,8 +173,7 @@ void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>
     out.layout = even_layout;
     out.balanced_costs = out.even_costs;
     out.balanced_gpu_costs = out.even_gpu_costs;
-    out.even_kept = max_layers.empty() ? "no other split lowers its busiest pipeline stage"
-                                       : "no split within HBM lowers its busiest pipeline stage";
+    out.even_kept = max_layers.empty() ? "no other split lowers it" : "no split that fits in HBM lowers it";
   }
   out.spec = format_pipeline_layout(out.layout);
 }
@@ -206,11 +205,14 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal,
   if (!b.even_kept.empty() || !memory_report(s, low.load, cal).fits) return b;
   const std::vector<std::vector<int>> gpu_stages = gpu_stages_of(s);
   std::vector<int> caps(static_cast<size_t>(virtual_stages(s)), s.model.layers);
-  for (int round = 0; round <= s.model.layers; ++round) {
+  // Each round caps one stage at one layer fewer than it holds; the split of the last round is
+  // checked too.
+  for (int round = 0;; ++round) {
     Scenario x = s;
     x.parallelism.layout = b.layout;
     const MemoryReport m = memory_report(x, low.load, cal);
     if (m.fits) return b;
+    if (round > s.model.layers) break;
     const auto& mine = gpu_stages[static_cast<size_t>(m.pp_stage)];
     const int v = *std::max_element(mine.begin(), mine.end(), [&](int a, int c) {
       return b.layout[static_cast<size_t>(a)].layers < b.layout[static_cast<size_t>(c)].layers;
@@ -224,14 +226,14 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal,
       break;
     }
     b.capped = true;
-    if (!b.even_kept.empty()) return b;
+    if (!b.even_kept.empty()) return b;  // nothing within the caps beats the even split, which fits
   }
-  choose_split(s, b, {});
   b.layout = effective_layout(s);
   b.spec = format_pipeline_layout(b.layout);
   b.balanced_costs = b.even_costs;
   b.balanced_gpu_costs = b.even_gpu_costs;
-  b.even_kept = "no balanced split fits in HBM where the even one does";
+  b.capped = false;
+  b.even_kept = "no balanced split found fits in HBM where it does";
   return b;
 }
 
@@ -254,19 +256,20 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   o.pricer = nullptr;  // priced again for the scenario that holds the layout
   StepReport r = predict_lowered(x, cal, lower(x, cal), o);
   const bool chunks = pipeline_chunks(even) > 1;
-  const std::string what = chunks ? "busiest pipeline stage (the sum of its virtual stages)" : "costliest pipeline stage";
+  const std::string what = chunks ? "busiest GPU's sum of virtual stages" : "costliest pipeline stage";
+  const std::string priced = "; priced from the compute, EP and TP collectives of one micro-batch, uncontended";
   std::string note = "layout balanced by priced stage cost: " + b.spec;
-  if (!b.even_kept.empty())
-    note += ", the even split (" + b.even_kept + "; its " + what + " " + ms_text(largest(b.even_gpu_costs)) +
-            " per micro-batch)";
-  else
+  if (!b.even_kept.empty()) {
+    note += ", the even split: " + b.even_kept + " (its " + what + ": " + ms_text(largest(b.even_gpu_costs)) +
+            " per micro-batch" + priced + ")";
+  } else {
     note += "; its " + what + " " + ms_text(largest(b.balanced_gpu_costs)) + " per micro-batch against the even split's " +
             ms_text(largest(b.even_gpu_costs));
-  if (chunks && b.even_kept.empty())
-    note += ", its costliest virtual stage " + ms_text(largest(b.balanced_costs)) + " against " +
-            ms_text(largest(b.even_costs));
-  note += " (compute, EP and TP collectives of one micro-batch, uncontended)";
-  if (b.capped && b.even_kept.empty()) note += "; layers per stage capped to fit in HBM, where the uncapped split does not";
+    if (chunks)
+      note += ", its costliest virtual stage " + ms_text(largest(b.balanced_costs)) + " against " + ms_text(largest(b.even_costs));
+    note += " (" + priced.substr(2) + ")";
+    if (b.capped) note += "; layers per stage capped to fit in HBM, where the uncapped split does not";
+  }
   r.notes.insert(r.notes.begin(), note);
   return r;
 }

@@ -296,8 +296,28 @@ class MultiChunkSearch {
 
   // Steepest descent over single-layer moves: one layer less on stage a, one more on stage b (the
   // stages between shift by one layer), until no move lowers the key.
+  // Its busiest GPU's sum, the key's first element, without sorting or allocating: most moves are
+  // refused on it alone.
+  double busiest(const std::vector<int>& k, std::vector<double>& stage) const {
+    const size_t V = k.size();
+    stage.resize(V);
+    size_t l = 0;
+    for (size_t v = 0; v < V; ++v) {
+      const size_t end = l + static_cast<size_t>(k[v]);
+      stage[v] = prefix_[end] - prefix_[l] + (v == 0 ? e_ : 0.0) + (v + 1 == V ? tail_ : 0.0);
+      l = end;
+    }
+    double most = 0;
+    for (const auto& g : gpus_) {
+      double x = 0;
+      for (int v : g) x += stage[static_cast<size_t>(v)];
+      most = std::max(most, x);
+    }
+    return most;
+  }
+
   std::vector<int> descend(std::vector<int> k) const {
-    std::vector<double> now = key(k);
+    std::vector<double> now = key(k), stage;
     const size_t V = k.size();
     for (size_t iter = 0; iter < 8 * (prefix_.size() + V); ++iter) {
       std::vector<int> best_k;
@@ -307,8 +327,10 @@ class MultiChunkSearch {
         for (size_t b = 0; b < V; ++b) {
           if (a == b || (!max_.empty() && k[b] >= max_[b])) continue;
           --k[a], ++k[b];
-          std::vector<double> x = key(k);
-          if (better(x, best)) best = std::move(x), best_k = k;
+          if (busiest(k, stage) <= best.front() * (1 + 1e-9)) {
+            std::vector<double> x = key(k);
+            if (better(x, best)) best = std::move(x), best_k = k;
+          }
           ++k[a], --k[b];
         }
       }

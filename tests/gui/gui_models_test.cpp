@@ -460,6 +460,8 @@ class ScenarioFormTest : public QObject {
       QCOMPARE(f.fieldForError(QString::fromStdString(e.json_path())),
                ScenarioForm::fieldForPointer(QStringLiteral("/parallelism/layout")));
       QVERIFY(QString::fromStdString(e.what()).contains(QStringLiteral("\"balanced\"")));
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
     }
   }
   void systemAndModelAreFileReferences() {
