@@ -131,6 +131,16 @@ std::vector<std::vector<int>> gpu_stages_of(const Scenario& s) {
   return g;
 }
 
+// The even split in `out`'s place, for the reason given.
+void keep_even(const Scenario& s, BalancedLayout& out, std::string why) {
+  out.layout = effective_layout(s);
+  out.spec = format_pipeline_layout(out.layout);
+  out.balanced_costs = out.even_costs;
+  out.balanced_gpu_costs = out.even_gpu_costs;
+  out.capped = false;
+  out.even_kept = std::move(why);
+}
+
 // The split from the priced items, at most max_layers per virtual stage (none when empty), or the
 // even split when it is as good. Throws std::invalid_argument when no split keeps the caps.
 void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>& max_layers) {
@@ -169,13 +179,9 @@ void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>
   const double ge = largest(out.even_gpu_costs), gb = largest(out.balanced_gpu_costs);
   const bool lower_gpu = gb < ge * (1 - 1e-9);
   const bool same_gpu = !lower_gpu && gb <= ge * (1 + 1e-9);
-  if (!lower_gpu && !(same_gpu && largest(out.balanced_costs) < largest(out.even_costs) * (1 - 1e-9))) {
-    out.layout = even_layout;
-    out.balanced_costs = out.even_costs;
-    out.balanced_gpu_costs = out.even_gpu_costs;
-    out.even_kept = max_layers.empty() ? "no other split lowers it" : "no split that fits in HBM lowers it";
-  }
   out.spec = format_pipeline_layout(out.layout);
+  if (!lower_gpu && !(same_gpu && largest(out.balanced_costs) < largest(out.even_costs) * (1 - 1e-9)))
+    keep_even(s, out, max_layers.empty() ? "no other split lowers it" : "no split that fits in HBM lowers it");
 }
 
 }  // namespace
@@ -225,15 +231,10 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal,
     } catch (const std::invalid_argument&) {
       break;
     }
-    b.capped = true;
     if (!b.even_kept.empty()) return b;  // nothing within the caps beats the even split, which fits
+    b.capped = true;
   }
-  b.layout = effective_layout(s);
-  b.spec = format_pipeline_layout(b.layout);
-  b.balanced_costs = b.even_costs;
-  b.balanced_gpu_costs = b.even_gpu_costs;
-  b.capped = false;
-  b.even_kept = "no balanced split found fits in HBM where it does";
+  keep_even(s, b, "no balanced split found fits in HBM where it does");
   return b;
 }
 

@@ -56,6 +56,23 @@ std::string expand(std::string t) {
   return t;
 }
 
+// n layers over V stages as evenly as consecutive runs allow (the first stages shorter).
+std::vector<int> even_split(int n, int V) {
+  std::vector<int> k(static_cast<size_t>(V), 0);
+  for (int l = 0; l < n; ++l) ++k[static_cast<size_t>(static_cast<int64_t>(l) * V / n)];
+  return k;
+}
+
+// Layers per virtual stage as a layout: the embedding first, the loss and `mtp` MTP modules last.
+std::vector<VirtualStageLayout> with_ends(const std::vector<int>& k, int mtp) {
+  std::vector<VirtualStageLayout> out(k.size());
+  for (size_t v = 0; v < k.size(); ++v) out[v].layers = k[v];
+  out.front().embedding = true;
+  out.back().loss = true;
+  out.back().mtp = mtp;
+  return out;
+}
+
 }  // namespace
 
 std::vector<VirtualStageLayout> parse_pipeline_layout(std::string_view text) {
@@ -84,13 +101,7 @@ std::vector<VirtualStageLayout> parse_pipeline_layout(std::string_view text) {
 
 std::vector<VirtualStageLayout> effective_layout(const Scenario& s) {
   if (!s.parallelism.layout.empty()) return s.parallelism.layout;
-  const int n = virtual_stages(s);
-  std::vector<VirtualStageLayout> out(static_cast<size_t>(n));
-  for (int l = 0; l < s.model.layers; ++l) ++out[static_cast<size_t>(static_cast<int64_t>(l) * n / s.model.layers)].layers;
-  out.front().embedding = true;
-  out.back().loss = true;
-  if (s.train_mtp) out.back().mtp = s.model.mtp_layers;
-  return out;
+  return with_ends(even_split(s.model.layers, virtual_stages(s)), s.train_mtp ? s.model.mtp_layers : 0);
 }
 
 std::string pipeline_layout_problem(const Scenario& s) {
@@ -371,12 +382,6 @@ class MultiChunkSearch {
   std::vector<double> prefix_;
 };
 
-std::vector<int> even_split(int n, int V) {
-  std::vector<int> k(static_cast<size_t>(V), 0);
-  for (int l = 0; l < n; ++l) ++k[static_cast<size_t>(static_cast<int64_t>(l) * V / n)];
-  return k;
-}
-
 }  // namespace
 
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
@@ -413,12 +418,7 @@ std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double
     }
     k = std::move(best);
   }
-  std::vector<VirtualStageLayout> out(static_cast<size_t>(V));
-  for (int v = 0; v < V; ++v) out[static_cast<size_t>(v)].layers = k[static_cast<size_t>(v)];
-  out.front().embedding = true;
-  out.back().loss = true;
-  out.back().mtp = mtp;
-  return out;
+  return with_ends(k, mtp);
 }
 
 }  // namespace moeperf
