@@ -251,11 +251,6 @@ std::vector<int> min_max_split(const std::vector<double>& layer_cost, double emb
   return out;
 }
 
-// Costs of a split given as layers per virtual stage, per virtual stage and per GPU.
-struct SplitCosts {
-  std::vector<double> stage, gpu;
-};
-
 class MultiChunkSearch {
  public:
   MultiChunkSearch(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
@@ -264,31 +259,33 @@ class MultiChunkSearch {
     for (size_t l = 0; l < layer_cost.size(); ++l) prefix_[l + 1] = prefix_[l] + layer_cost[l];
   }
 
-  SplitCosts costs(const std::vector<int>& k) const {
-    SplitCosts c;
+  // Each virtual stage's cost under split k, into `stage`.
+  void stage_costs(const std::vector<int>& k, std::vector<double>& stage) const {
     const size_t V = k.size();
-    c.stage.resize(V);
+    stage.resize(V);
     size_t l = 0;
     for (size_t v = 0; v < V; ++v) {
       const size_t end = l + static_cast<size_t>(k[v]);
-      c.stage[v] = prefix_[end] - prefix_[l] + (v == 0 ? e_ : 0.0) + (v + 1 == V ? tail_ : 0.0);
+      stage[v] = prefix_[end] - prefix_[l] + (v == 0 ? e_ : 0.0) + (v + 1 == V ? tail_ : 0.0);
       l = end;
     }
-    for (const auto& g : gpus_) {
-      double x = 0;
-      for (int v : g) x += c.stage[static_cast<size_t>(v)];
-      c.gpu.push_back(x);
-    }
-    return c;
+  }
+
+  double gpu_sum(const std::vector<int>& g, const std::vector<double>& stage) const {
+    double x = 0;
+    for (int v : g) x += stage[static_cast<size_t>(v)];
+    return x;
   }
 
   // The GPUs' costs from the largest down, then the virtual stages' (compared in that order).
   std::vector<double> key(const std::vector<int>& k) const {
-    SplitCosts c = costs(k);
-    std::sort(c.gpu.begin(), c.gpu.end(), std::greater<>());
-    std::sort(c.stage.begin(), c.stage.end(), std::greater<>());
-    c.gpu.insert(c.gpu.end(), c.stage.begin(), c.stage.end());
-    return c.gpu;
+    std::vector<double> stage, out;
+    stage_costs(k, stage);
+    for (const auto& g : gpus_) out.push_back(gpu_sum(g, stage));
+    std::sort(out.begin(), out.end(), std::greater<>());
+    std::sort(stage.begin(), stage.end(), std::greater<>());
+    out.insert(out.end(), stage.begin(), stage.end());
+    return out;
   }
 
   bool within_caps(const std::vector<int>& k) const {
@@ -305,28 +302,17 @@ class MultiChunkSearch {
     return false;
   }
 
-  // Steepest descent over single-layer moves: one layer less on stage a, one more on stage b (the
-  // stages between shift by one layer), until no move lowers the key.
-  // Its busiest GPU's sum, the key's first element, without sorting or allocating: most moves are
-  // refused on it alone.
+  // Its busiest GPU's sum, the key's first element, without sorting: most moves are refused on it
+  // alone.
   double busiest(const std::vector<int>& k, std::vector<double>& stage) const {
-    const size_t V = k.size();
-    stage.resize(V);
-    size_t l = 0;
-    for (size_t v = 0; v < V; ++v) {
-      const size_t end = l + static_cast<size_t>(k[v]);
-      stage[v] = prefix_[end] - prefix_[l] + (v == 0 ? e_ : 0.0) + (v + 1 == V ? tail_ : 0.0);
-      l = end;
-    }
+    stage_costs(k, stage);
     double most = 0;
-    for (const auto& g : gpus_) {
-      double x = 0;
-      for (int v : g) x += stage[static_cast<size_t>(v)];
-      most = std::max(most, x);
-    }
+    for (const auto& g : gpus_) most = std::max(most, gpu_sum(g, stage));
     return most;
   }
 
+  // Steepest descent over single-layer moves: one layer less on stage a, one more on stage b (the
+  // stages between shift by one layer), until no move lowers the key.
   std::vector<int> descend(std::vector<int> k) const {
     std::vector<double> now = key(k), stage;
     const size_t V = k.size();
