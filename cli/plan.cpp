@@ -9,18 +9,42 @@
 
 #include "cli/commands.h"
 #include "cli/ranks.h"
+#include "model/error.h"
 #include "model/io/plan.h"
+#include "model/io/report_io.h"
 
 namespace moeperf::cli {
 namespace {
 
 struct Opts {
-  std::string file, objective = "tokens_per_s", tokens, format = "text";
+  std::string file, objective = "tokens_per_s", tokens, format = "text", schedules = "1f1b,interleaved";
   std::vector<std::string> sets;
   int64_t gpus = 0, global_batch = 0;
   int top = 5, jobs = 0;
   bool no_prune = false, balance = false;
 };
+
+// "--schedules 1f1b,zbh1" or "all": the schedules a scenario file names, each once, in the order given.
+std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
+  constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
+                                        PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
+  std::vector<PipelineSchedule> out;
+  if (text == "all") return {std::begin(every), std::end(every)};
+  std::string names;
+  for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + io::schedule_name(s);
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    const auto* hit = std::find_if(std::begin(every), std::end(every), [&](PipelineSchedule s) { return name == io::schedule_name(s); });
+    if (hit == std::end(every))
+      throw InputError("--schedules " + text + ": unknown schedule \"" + name + "\" (expected a comma-separated list of " + names +
+                       ", or all)");
+    if (std::find(out.begin(), out.end(), *hit) == out.end()) out.push_back(*hit);
+    at = comma + 1;
+  }
+  return out;
+}
 
 int cmd_plan(const Opts& o) {
   const Scenario s = load_named(o.file, o.sets);
@@ -28,6 +52,7 @@ int cmd_plan(const Opts& o) {
   po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
   po.prune = !o.no_prune;
   po.balance = o.balance;
+  po.schedules = parse_schedules(o.schedules);
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
@@ -74,6 +99,8 @@ int cmd_plan(const Opts& o) {
     j["gpus"] = o.gpus;
     j["global_batch"] = r.global_batch;
     j["objective"] = o.objective;
+    j["schedules"] = nlohmann::json::array();
+    for (PipelineSchedule x : po.schedules) j["schedules"].push_back(io::schedule_name(x));
     j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded}, {"pruned_by_compute_bound", r.compute_bounded}, {"pruned_by_comm_bound", r.comm_bounded}, {"pruned_by_schedule_bound", r.schedule_bounded},
                      {"predicted", r.predicted}, {"failed", r.failed}, {"seconds", secs}, {"threads", jobs}, {"processes", rk.size()}};
     j["best"] = nlohmann::json::array();
@@ -146,6 +173,9 @@ Command add_plan(CLI::App& app) {
   sub->add_flag("--balance", o->balance,
                 "pipelined layouts with their stages balanced (parallelism.layout \"balanced\"), not split evenly; "
                 "one lowering more per candidate");
+  sub->add_option("--schedules", o->schedules,
+                  "pipeline schedules searched for pp > 1, comma-separated: 1f1b, interleaved (vpp 2), zbh1, dualpipe, "
+                  "dualpipev, or all (default 1f1b,interleaved)");
   sub->add_flag("--no-prune", o->no_prune, "simulate every valid layout that fits (slow; checks that the bounds lose nothing)");
   return {sub, [o] { return cmd_plan(*o); }};
 }

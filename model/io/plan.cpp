@@ -44,9 +44,12 @@ double step_bound_s(const Scenario& s) {
   double rate = 0;
   for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm})
     rate = std::max(rate, gemm_peak(d, s.system.gpu()).value() * gemm_fraction(d, s.calibration));
+  // ZB-H1 and DualPipe(V) fill part of the bubble with weight gradients and paired chunks: none
+  // of it is counted for them (a looser bound, still one).
   const Parallelism& p = s.parallelism;
   const double m = static_cast<double>(s.micro_batches());
-  const double fill = p.pp > 1 ? (m + static_cast<double>(p.pp - 1) / static_cast<double>(p.vpp)) / m : 1.0;
+  const bool classic = p.schedule == PipelineSchedule::one_f_one_b || p.schedule == PipelineSchedule::interleaved;
+  const double fill = p.pp > 1 && classic ? (m + static_cast<double>(p.pp - 1) / static_cast<double>(p.vpp)) / m : 1.0;
   return rate > 0 ? flops / rate * fill : 0.0;
 }
 
@@ -57,6 +60,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   if (o.gpus < 1) throw InputError("plan: --gpus must be at least 1");
   if (o.objective == "cost" && !base.system.power_price.usd_per_gpu_hour)
     throw InputError("plan --objective cost: " + base.system.name + " gives no price per GPU-hour (system price.usd_per_gpu_hour)");
+  if (o.schedules.empty()) throw InputError("plan: no pipeline schedule to search (--schedules)");
   if (o.objective == "time_to_train" && !(o.train_tokens > 0))
     throw InputError("plan --objective time_to_train needs --tokens (a budget like 15T)");
   PlanResult res;
@@ -88,7 +92,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   std::vector<Candidate> cands;
   // One candidate per micro-batch and memory policy of a mesh. `folded`: Megatron's MoE parallel
   // folding (ep x etp carved from each stage's tp x cp x dp GPUs, dense data parallelism dp).
-  auto add = [&](int64_t tp, int64_t cp, int64_t pp, int sched, int64_t ep, int64_t fsdp, int64_t dp, bool folded, int64_t etp) {
+  auto add = [&](int64_t tp, int64_t cp, int64_t pp, PipelineSchedule sched, int64_t ep, int64_t fsdp, int64_t dp, bool folded, int64_t etp) {
     const int64_t dense_dp = folded ? dp : ep * fsdp * dp;
     if (res.global_batch % dense_dp != 0) return;
     const int64_t per_rank = res.global_batch / dense_dp;
@@ -107,8 +111,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         // string does not carry over to another mesh: the even split, or with --balance each
         // pipelined candidate's balanced split (predict() finds it again for the kept ones).
         p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
-        p.vpp = sched == 1 ? 2 : 1;
-        p.schedule = sched == 1 ? PipelineSchedule::interleaved : PipelineSchedule::one_f_one_b;
+        p.vpp = sched == PipelineSchedule::interleaved ? 2 : 1;
+        p.schedule = sched;
         p.layout.clear(), p.layout_spec.clear();
         p.balance_layout = o.balance && pp > 1;
         p.folded = folded, p.etp = folded ? etp : 1;
@@ -121,7 +125,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
                   "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
                   "parallelism.vpp=" + std::to_string(p.vpp),
-                  std::string("parallelism.schedule=") + (sched == 1 ? "interleaved" : "1f1b"),
+                  std::string("parallelism.schedule=") + schedule_name(sched),
                   "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
                   "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
                   "batch.micro_batch=" + std::to_string(mb)};
@@ -141,7 +145,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   for (int64_t tp : tps)
     for (int64_t cp : cps)
       for (int64_t pp : pps)
-        for (int sched = 0; sched < (pp > 1 ? 2 : 1); ++sched) {
+        for (PipelineSchedule sched : pp > 1 ? o.schedules : std::vector<PipelineSchedule>{PipelineSchedule::one_f_one_b}) {
           for (int64_t ep : eps) {
             const int64_t inner = tp * cp * pp * ep;
             if (inner > o.gpus || o.gpus % inner != 0) continue;

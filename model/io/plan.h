@@ -1,6 +1,6 @@
 // moeperf plan: the feasible layouts of a scenario's model, system and batch on N GPUs, ranked.
 // Candidates: TP (inside an NVLink domain, dividing the heads), CP (long sequences), PP with 1F1B
-// or interleaved (VPP 2), EP (powers of two dividing the experts), the rest FSDP or DP, the
+// or interleaved (VPP 2) (or the schedules asked: ZB-H1, DualPipe, DualPipeV), EP (powers of two dividing the experts), the rest FSDP or DP, the
 // micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed);
 // and MoE parallel folding (ETP 1 across TP/CP ranks, 2, 4, 8; the rest DP) at the scenario's
 // micro-batch and memory policy. Pipelined candidates split the layers evenly, or (balance) by
@@ -38,6 +38,10 @@ struct PlanOptions {
   // Each candidate with pp > 1 runs its balanced layout (parallelism.layout "balanced": the even
   // split lowered and priced first, one lowering more per candidate) instead of the even split.
   bool balance = false;
+  // The schedules searched for pp > 1 (interleaved with VPP 2, the others with one virtual stage
+  // per GPU, or two for DualPipe(V) as their programs place them); a layout the loader refuses
+  // under one (DualPipe's even pp, its micro-batch count) is counted invalid.
+  std::vector<PipelineSchedule> schedules = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
   // Across processes: this one searches the candidates at positions shard, shard + shards, ... of
   // the search order; `merge` (given when shards > 1) then brings every shard's counts and best
   // (candidate, simulated step) pairs to one process, and returns false on the others, whose

@@ -23,17 +23,6 @@ std::string f(double v, int prec = 2) {
 }
 std::string gb(Bytes b) { return f(in_gigabytes(b), 1) + " GB"; }
 
-const char* schedule_name(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::interleaved: return "interleaved";
-    case PipelineSchedule::dualpipe: return "dualpipe";
-    case PipelineSchedule::dualpipev: return "dualpipev";
-    case PipelineSchedule::zb_h1: return "zbh1";
-  }
-  return "?";
-}
-
 // Ops sorted by their share of the exposed communication, largest first (only those with some).
 std::vector<const OpSummary*> exposed_ops(const StepReport& r) {
   std::vector<const OpSummary*> v;
@@ -44,6 +33,17 @@ std::vector<const OpSummary*> exposed_ops(const StepReport& r) {
 }
 
 }  // namespace
+
+const char* schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+    case PipelineSchedule::dualpipe: return "dualpipe";
+    case PipelineSchedule::dualpipev: return "dualpipev";
+    case PipelineSchedule::zb_h1: return "zbh1";
+  }
+  return "?";
+}
 
 // The model as loaded, in a line: what a user checks a Hugging Face config was read as. Which layers
 // are MoE: "from layer k" for the usual shape, the list (shortened) for an interleaved one.

@@ -15,6 +15,8 @@ namespace moeperf::io {
 void write_report_text(const StepReport& r, std::ostream& out, bool per_op = true, int top = 0, double train_tokens = 0);
 // "tp 1 x cp 1 x pp 16 x ep 64 x fsdp 1 x dp 2, schedule dualpipe"
 std::string layout_text(const Scenario& s);
+// A schedule's name as scenario files write it ("1f1b", "interleaved", "dualpipe", "dualpipev", "zbh1").
+const char* schedule_name(PipelineSchedule s);
 // The band's terms as the text report prints them: {"parts", "+/- 4.8 %: per op class ..."},
 // {"end to end", "+34 %: the published case of stack ... ran 1.34x the predicted step (...)"}.
 std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r);

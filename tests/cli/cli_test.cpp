@@ -1126,6 +1126,62 @@ TEST(CliPlan, BalanceRunsEveryPipelinedLayoutBalanced) {
   EXPECT_EQ((*bal)["layout"].get<std::string>(), pipelined + ", balanced " + spec + tail);
 }
 
+// plan --schedules: the pipelined meshes are searched under each schedule asked (the rest once);
+// every pipelined layout found names one of them and its --set list predicts its step; the
+// bounds lose nothing under schedules whose bubble they do not count; an unknown name is bad input.
+TEST(CliPlan, SchedulesAreSearchedAsAsked) {
+  const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
+  const std::string args = "plan " + source(kSeed) + " --gpus 4 --format json" + small;
+  auto searched = [&](const std::string& schedules) {
+    const Result r = run_stdout(args + " --top 3 --schedules " + schedules);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out);
+  };
+  // N unpipelined meshes and P pipelined ones per schedule: 1f1b N + P, the default N + 2P, all N + 5P.
+  const auto one = searched("1f1b"), two = searched("1f1b,interleaved"), every = searched("all");
+  const size_t c1 = one["searched"]["candidates"], c2 = two["searched"]["candidates"], c5 = every["searched"]["candidates"];
+  ASSERT_GT(c2, c1);
+  EXPECT_EQ(c5 - c2, 3 * (c2 - c1));
+  EXPECT_EQ(every["schedules"], nlohmann::json({"1f1b", "interleaved", "zbh1", "dualpipe", "dualpipev"}));
+  const Result d = run_stdout(args + " --top 3");
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_EQ(nlohmann::json::parse(d.out)["searched"]["candidates"], c2);  // the default: 1f1b and interleaved
+  // Every layout that fits, under ZB-H1 and DualPipeV only.
+  const Result all = run_stdout(args + " --top 400 --no-prune --schedules zbh1,dualpipev");
+  ASSERT_EQ(all.code, 0) << all.out;
+  const auto aj = nlohmann::json::parse(all.out);
+  std::map<std::string, int> seen;
+  const nlohmann::json* dual = nullptr;
+  for (const auto& x : aj["best"]) {
+    const std::string lay = x["layout"].get<std::string>();
+    if (lay.find("x pp 1 x") != std::string::npos) continue;
+    const bool zb = lay.find("schedule zbh1,") != std::string::npos, dv = lay.find("schedule dualpipev,") != std::string::npos;
+    EXPECT_TRUE(zb || dv) << lay;
+    ++seen[zb ? "zbh1" : "dualpipev"];
+    if (dv && !dual) dual = &x;
+  }
+  EXPECT_GT(seen["zbh1"], 0) << all.out.substr(0, 3000);
+  ASSERT_NE(dual, nullptr) << all.out.substr(0, 3000);
+  std::string sets = small;
+  for (const auto& x : (*dual)["set"]) sets += " --set '" + x.get<std::string>() + "'";
+  EXPECT_NE(sets.find("parallelism.schedule=dualpipev"), std::string::npos) << sets;
+  const Result p = run("predict " + source(kSeed) + sets + " --format json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NEAR(nlohmann::json::parse(p.out)["step_time_s"].get<double>(), (*dual)["step_time_s"].get<double>(), 1e-9);
+  // Pruned, the same best (the FLOP bound counts no fill for ZB-H1 and DualPipe(V)).
+  const Result pruned = run_stdout(args + " --top 5 --schedules zbh1,dualpipev");
+  ASSERT_EQ(pruned.code, 0) << pruned.out;
+  const auto pj = nlohmann::json::parse(pruned.out);
+  ASSERT_EQ(pj["best"].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(pj["best"][i]["layout"], aj["best"][i]["layout"]) << i;
+  const Result bad = run("plan " + source(kSeed) + " --gpus 4 --schedules 1f1b,gpipe" + small);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--schedules 1f1b,gpipe: unknown schedule \"gpipe\" (expected a comma-separated list of 1f1b, "
+                         "interleaved, zbh1, dualpipe, dualpipev, or all)"),
+            std::string::npos)
+      << bad.out;
+}
+
 }  // namespace
 }  // namespace moeperf
 
