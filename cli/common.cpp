@@ -139,26 +139,6 @@ int run_on_threads(int jobs, std::vector<std::function<void()>>& work) {
   return n;
 }
 
-double parse_token_count(const char* flag, const std::string& text) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  double unit = 1;
-  const std::string rest = text.substr(used);
-  if (rest == "K") unit = 1e3;
-  else if (rest == "M") unit = 1e6;
-  else if (rest == "B" || rest == "G") unit = 1e9;
-  else if (rest == "T") unit = 1e12;
-  else if (!rest.empty()) used = 0;
-  if (used == 0 || !(v > 0) || !std::isfinite(v * unit))
-    throw InputError(std::string(flag) + " " + text + ": expected a token count like 15T, 300B, 2.5e12 or 500M");
-  return v * unit;
-}
-
 std::string fmt(double v, int prec) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(prec) << v;

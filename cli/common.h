@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/io/load.h"
+#include "model/io/units_parse.h"
 #include "model/specs.h"
 
 namespace moeperf::cli {
@@ -26,8 +27,7 @@ std::vector<io::Override> overrides(const std::vector<std::string>& sets);
 // The scenario with its --set overrides applied, its name saying which (unless they set the name).
 Scenario load_named(const std::string& file, const std::vector<std::string>& sets);
 std::string fmt(double v, int prec = 1);
-// A token count as typed: "15T", "300B" (or "300G"), "2.5e12", "500M", "8K"; InputError naming the flag.
-double parse_token_count(const char* flag, const std::string& text);
+using io::parse_token_count;  // model/io/units_parse.h
 
 // Counts and positive numbers, said plainly (CLI11's PositiveNumber prints a 300-digit range).
 CLI::Validator whole_at_least(long long min, const std::string& what);

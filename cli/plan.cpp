@@ -9,7 +9,6 @@
 
 #include "cli/commands.h"
 #include "cli/ranks.h"
-#include "model/error.h"
 #include "model/io/plan.h"
 #include "model/io/report_io.h"
 
@@ -24,35 +23,13 @@ struct Opts {
   bool no_prune = false, balance = false;
 };
 
-// "--schedules 1f1b,zbh1" or "all": the schedules a scenario file names, each once, in the order given.
-std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
-  constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
-                                        PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
-  std::vector<PipelineSchedule> out;
-  if (text == "all") return {std::begin(every), std::end(every)};
-  std::string names;
-  for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + io::schedule_name(s);
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string name = text.substr(at, comma - at);
-    const auto* hit = std::find_if(std::begin(every), std::end(every), [&](PipelineSchedule s) { return name == io::schedule_name(s); });
-    if (hit == std::end(every))
-      throw InputError("--schedules " + text + ": unknown schedule \"" + name + "\" (expected a comma-separated list of " + names +
-                       ", or all)");
-    if (std::find(out.begin(), out.end(), *hit) == out.end()) out.push_back(*hit);
-    at = comma + 1;
-  }
-  return out;
-}
-
 int cmd_plan(const Opts& o) {
   const Scenario s = load_named(o.file, o.sets);
   io::PlanOptions po;
   po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
   po.prune = !o.no_prune;
   po.balance = o.balance;
-  po.schedules = parse_schedules(o.schedules);
+  po.schedules = io::parse_schedules(o.schedules);
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };

@@ -26,6 +26,7 @@
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
+#include "gui/widgets/plan_view.h"
 #include "gui/widgets/study_view.h"
 #include "gui/widgets/summary_panel.h"
 #include "gui/widgets/screenshot.h"
@@ -96,6 +97,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(compare_, tr("Compare"));
   study_ = new StudyView();
   tabs_->addTab(study_, tr("Sweep"));
+  plan_ = new PlanView();
+  tabs_->addTab(plan_, tr("Plan"));
 
   error_ = new QLabel();
   error_->setWordWrap(true);
@@ -143,6 +146,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // The Sweep tab sweeps the scenario shown, the panel's edits included; a row opens its point.
   study_->setSource([this] { return std::make_pair(panel_->form().path(), panel_->form().overrides()); });
   connect(study_, &StudyView::openPoint, this, [this](const QString& path, const QStringList& sets) {
+    requestScenario(path, sets);
+    tabs_->setCurrentIndex(0);
+  });
+  // The Plan tab plans the scenario shown, the panel's edits included; a row opens its layout.
+  plan_->setSource([this] { return std::make_pair(panel_->form().path(), panel_->form().overrides()); });
+  connect(plan_, &PlanView::openPoint, this, [this](const QString& path, const QStringList& sets) {
     requestScenario(path, sets);
     tabs_->setCurrentIndex(0);
   });
@@ -295,6 +304,7 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   topology_->setReport(report_);
   compare_->setUpper(report_);
   summary_->setReport(report_.get());
+  plan_->suggestGpus(static_cast<int>(report_->gpus));
   // The Scaling tab keeps the window's GPU counts and axis for the new scenario.
   ++scale_gen_;
   scale_note_->clear();
@@ -327,7 +337,8 @@ bool MainWindow::exportPng(const QString& out, QString* error) {
   if (shown && shown->width() > 100 && shown->height() > 100) opt.size = shown->size();
   if (opt.view == View::timeline) opt.t0 = timeline_->timeGeometry().t0, opt.t1 = timeline_->timeGeometry().t1;
   if (opt.view == View::compare) opt.t0 = compare_->upper()->timeGeometry().t0, opt.t1 = compare_->upper()->timeGeometry().t1;
-  const QImage img = tabs_->currentWidget() == study_ ? study_->grab().toImage() : render_view(report_, opt, studies_);
+  QWidget* tab_page = tabs_->currentWidget();
+  const QImage img = tab_page == study_ || tab_page == plan_ ? tab_page->grab().toImage() : render_view(report_, opt, studies_);
   QSaveFile f(out);
   if (img.isNull() || !f.open(QIODevice::WriteOnly) || !img.save(&f, "PNG") || !f.commit()) {
     if (error) *error = tr("cannot write %1").arg(out);

@@ -28,6 +28,7 @@ class BreakdownView;
 class CompareView;
 class ScalingView;
 class ScenarioPanel;
+class PlanView;
 class StudyView;
 class SummaryPanel;
 class TimelineView;
@@ -83,6 +84,7 @@ class MainWindow : public QMainWindow {
   TopologyView* topologyView() const { return topology_; }
   SummaryPanel* summaryPanel() const { return summary_; }
   StudyView* studyView() const { return study_; }
+  PlanView* planView() const { return plan_; }
   QTableView* opTable() const { return table_; }
   // The Scaling tab's own GPU counts ("128,256,512,1024") and grown axis (fsdp, dp, ep): the sweep
   // is predicted again off the GUI thread; a bad list is said in the tab. False when refused.
@@ -117,6 +119,7 @@ class MainWindow : public QMainWindow {
   CompareView* compare_;
   SummaryPanel* summary_;
   StudyView* study_;
+  PlanView* plan_;
   ScenarioJob* compare_job_;
   std::shared_ptr<const StepReport> compare_report_;
   QTableView* table_;

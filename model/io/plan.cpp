@@ -1,6 +1,7 @@
 #include "model/io/plan.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -54,6 +55,27 @@ double step_bound_s(const Scenario& s) {
 }
 
 }  // namespace
+
+std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
+  constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
+                                        PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
+  std::vector<PipelineSchedule> out;
+  if (text == "all") return {std::begin(every), std::end(every)};
+  std::string names;
+  for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + schedule_name(s);
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string name = text.substr(at, comma - at);
+    const auto* hit = std::find_if(std::begin(every), std::end(every), [&](PipelineSchedule s) { return name == schedule_name(s); });
+    if (hit == std::end(every))
+      throw InputError("--schedules " + text + ": unknown schedule \"" + name + "\" (expected a comma-separated list of " + names +
+                       ", or all)");
+    if (std::find(out.begin(), out.end(), *hit) == out.end()) out.push_back(*hit);
+    at = comma + 1;
+  }
+  return out;
+}
 
 PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions& o,
                 const std::function<void(std::vector<std::function<void()>>&)>& run) {

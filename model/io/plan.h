@@ -72,6 +72,10 @@ struct PlanResult {
   std::vector<std::pair<std::string, double>> runner_up_loss;
 };
 
+// "1f1b,zbh1" or "all" (as --schedules takes them): the schedules a scenario file names, each once,
+// in the order given; InputError naming the text and the names expected.
+std::vector<PipelineSchedule> parse_schedules(const std::string& text);
+
 // `run` maps independent jobs onto threads (serial when not given). Throws InputError for an
 // objective the scenario cannot give (cost without a price) or a GPU count no layout fits.
 PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions& o,

@@ -1,5 +1,6 @@
 #include "model/io/units_parse.h"
 
+#include "model/error.h"
 #include "model/io/errors.h"
 
 #include <array>
@@ -113,5 +114,25 @@ BytesPerSecond parse_bandwidth(std::string_view s) { return BytesPerSecond(parse
 Flops parse_flops(std::string_view s) { return Flops(parse(s, QuantityKind::flops)); }
 FlopsPerSecond parse_flop_rate(std::string_view s) { return FlopsPerSecond(parse(s, QuantityKind::flop_rate)); }
 Watts parse_power(std::string_view s) { return Watts(parse(s, QuantityKind::power)); }
+
+double parse_token_count(const char* flag, const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double unit = 1;
+  const std::string rest = text.substr(used);
+  if (rest == "K") unit = 1e3;
+  else if (rest == "M") unit = 1e6;
+  else if (rest == "B" || rest == "G") unit = 1e9;
+  else if (rest == "T") unit = 1e12;
+  else if (!rest.empty()) used = 0;
+  if (used == 0 || !(v > 0) || !std::isfinite(v * unit))
+    throw InputError(std::string(flag) + " " + text + ": expected a token count like 15T, 300B, 2.5e12 or 500M");
+  return v * unit;
+}
 
 }  // namespace moeperf::io

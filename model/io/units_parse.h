@@ -34,6 +34,10 @@ Watts parse_power(std::string_view s);  // "1000 W", "14.3 kW", "132 kW"
 // A byte size given on the command line ("64MiB", "8 GiB"); errors name the argument.
 Bytes parse_bytes_arg(std::string_view s);
 
+// A token count as typed: "15T", "300B" (or "300G"), "2.5e12", "500M", "8K"; InputError naming the
+// flag (or field) it came from.
+double parse_token_count(const char* flag, const std::string& text);
+
 // "a bandwidth like \"900 GB/s\"": used in messages.
 std::string describe(QuantityKind k);
 

@@ -8,6 +8,7 @@
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QStackedBarSeries>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <algorithm>
 #include <cmath>
@@ -31,9 +32,11 @@
 #include "gui/widgets/screenshot.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/scenario_panel.h"
+#include "gui/widgets/plan_view.h"
 #include "gui/widgets/study_view.h"
 #include "gui/widgets/summary_panel.h"
 #include "gui/models/summary.h"
+#include "model/io/plan.h"
 #include "model/io/sweep.h"
 #include <QStandardItemModel>
 #include "model/io/stacks.h"
@@ -707,6 +710,96 @@ class MainWindowTest : public QObject {
     QCOMPARE(done2.front().front().toBool(), true);
     QVERIFY(v->rowsModel()->rowCount() < 42);
     QVERIFY2(v->statusText().startsWith(QStringLiteral("Cancelled after")), qPrintable(v->statusText()));
+  }
+  // The Plan tab: `moeperf plan` of the scenario shown (with the panel's edits) off the GUI thread;
+  // its rows are io::plan's best for the same options, in order, with the same figures; a row opens
+  // its layout in the timeline with the same step; a bad schedule list is refused in the window; a
+  // cancelled plan says so and shows the best of what it searched. Qwen3-30B-A3B on 4 GB300 keeps
+  // the plan to a second.
+  void planTabRanksLayoutsAndOpensOne() {
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    const QString small = QStringLiteral("model=../models/qwen3-30b-a3b/config.json");
+    MainWindow w;
+    QVERIFY(w.openScenario(good, {small}));
+    PlanView* v = w.planView();
+    QCOMPARE(w.tabs()->tabText(w.tabs()->indexOf(v)), QStringLiteral("Plan"));
+    // The count to plan for starts at the scenario's, and stays where the user puts it.
+    QCOMPARE(v->findChild<QSpinBox*>(QStringLiteral("planGpus"))->value(), 128);
+    v->setGpus(4);
+    v->setTop(5);
+    v->setSchedules(QStringLiteral("1f1b,zbh1"));
+    v->setBalance(true);
+    QSignalSpy done(v->job(), &PlanJob::finished);
+    v->run(2);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(done.front().front().toBool(), false);  // not cancelled
+    QVERIFY2(v->job()->error().isEmpty(), qPrintable(v->job()->error()));
+    io::PlanOptions o;
+    o.gpus = 4, o.top = 5, o.balance = true;
+    o.schedules = {PipelineSchedule::one_f_one_b, PipelineSchedule::zb_h1};
+    const io::PlanResult want = io::plan(io::load_scenario(good.toStdString(), {io::parse_override(small.toStdString())}),
+                                         good.toStdString(), o);
+    QStandardItemModel* m = v->rowsModel();
+    QCOMPARE(m->rowCount(), 5);
+    auto col = [&](const QString& name) {
+      for (int c = 0; c < m->columnCount(); ++c)
+        if (m->horizontalHeaderItem(c)->text() == name) return c;
+      return -1;
+    };
+    const int layout = col(QStringLiteral("layout")), step = col(QStringLiteral("step s")), tps = col(QStringLiteral("tokens/s/GPU"));
+    QVERIFY(layout > 0 && step > 0 && tps > 0);
+    for (int r = 0; r < 5; ++r) {
+      const io::PlanEntry& e = want.best[static_cast<size_t>(r)];
+      QCOMPARE(m->item(r, layout)->text(), QString::fromStdString(e.layout));
+      QCOMPARE(m->item(r, step)->data(Qt::UserRole).toDouble(), e.report.step_time.value());
+      QCOMPARE(m->item(r, tps)->data(Qt::UserRole).toDouble(), e.report.tokens_per_s_per_gpu);
+      if (r > 0) QVERIFY(m->item(r, step)->data(Qt::UserRole).toDouble() >= m->item(r - 1, step)->data(Qt::UserRole).toDouble());
+    }
+    QVERIFY2(v->statusText().contains(QStringLiteral("%1 layouts searched").arg(want.candidates)), qPrintable(v->statusText()));
+    QVERIFY2(v->statusText().contains(QStringLiteral("the runner-up loses")), qPrintable(v->statusText()));
+    // MOEPERF_TEST_SHOTS=DIR: the window on the Plan tab as a PNG, to look at.
+    if (const QString shots = qEnvironmentVariable("MOEPERF_TEST_SHOTS"); !shots.isEmpty()) {
+      w.resize(1400, 900);
+      w.tabs()->setCurrentWidget(v);
+      QVERIFY(w.grab().save(shots + QStringLiteral("/plan-tab.png")));
+    }
+    // The second row opens with the scenario's edit first, then its layout's --set list.
+    QStringList sets{small};
+    for (const std::string& x : want.best[1].sets) sets << QString::fromStdString(x);
+    QCOMPARE(v->pointSets(1), sets);
+    QSignalSpy loaded(w.job(), &ScenarioJob::finished);
+    emit v->openPoint(good, v->pointSets(1));
+    QVERIFY(loaded.wait(60000));
+    QCOMPARE(w.report()->step_time.value(), want.best[1].report.step_time.value());
+    QCOMPARE(w.report()->gpus, 4);
+    QCOMPARE(w.tabs()->currentIndex(), 0);
+    // A schedule list the CLI refuses is refused here with its message; the table stays.
+    v->setSchedules(QStringLiteral("1f1b,gpipe"));
+    v->run(2);
+    QVERIFY(!v->job()->busy());
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("--schedules 1f1b,gpipe: unknown schedule \"gpipe\"")), qPrintable(v->statusText()));
+    QCOMPARE(m->rowCount(), 5);
+    v->setSchedules(QStringLiteral("1f1b"));
+    v->setObjective(QStringLiteral("time_to_train"), QStringLiteral("15X"));
+    v->run(2);
+    QVERIFY(!v->job()->busy());
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("--tokens 15X: expected a token count like 15T")), qPrintable(v->statusText()));
+    QCOMPARE(m->rowCount(), 5);
+    v->setObjective(QStringLiteral("tokens_per_s"));
+    // Cancel: DeepSeek-V3 on 2,048 GPUs of the scenario stops early and says so.
+    v->setSchedules(QStringLiteral("all"));
+    v->setBalance(false);
+    v->setGpus(2048);
+    v->setSource([good] { return std::make_pair(good, QStringList{}); });
+    QSignalSpy progressed(v->job(), &PlanJob::progress);
+    QSignalSpy done2(v->job(), &PlanJob::finished);
+    v->run(1);
+    QVERIFY(progressed.wait(120000));
+    v->cancel();
+    QVERIFY(done2.wait(120000));
+    QCOMPARE(done2.front().front().toBool(), true);
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("Cancelled")), qPrintable(v->statusText()));
+    QVERIFY(progressed.back().at(0).toInt() < progressed.back().at(1).toInt());
   }
   void panelEditRevalidates() {
     const QString small = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json");

@@ -1,0 +1,237 @@
+#include "gui/widgets/plan_view.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QSignalBlocker>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "model/error.h"
+#include "model/io/units_parse.h"
+#include "model/limits.h"
+
+namespace moeperf::gui {
+
+namespace {
+
+QStandardItem* number_item(double v, int decimals) {
+  auto* it = new QStandardItem(QString::number(v, 'f', decimals));
+  it->setData(v, Qt::UserRole);
+  it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  return it;
+}
+
+}  // namespace
+
+PlanView::PlanView(QWidget* parent) : QWidget(parent) {
+  job_ = new PlanJob(this);
+  gpus_ = new QSpinBox();
+  gpus_->setObjectName(QStringLiteral("planGpus"));
+  gpus_->setRange(1, static_cast<int>(limits::kGpus));
+  gpus_->setValue(256);
+  gpus_->setToolTip(tr("--gpus: the GPU count to plan for (the global batch: the scenario's sequences per GPU times it)"));
+  top_ = new QSpinBox();
+  top_->setObjectName(QStringLiteral("planTop"));
+  top_->setRange(1, 100);
+  top_->setValue(10);
+  top_->setToolTip(tr("--top: layouts shown"));
+  objective_ = new QComboBox();
+  objective_->setObjectName(QStringLiteral("planObjective"));
+  objective_->addItems({QStringLiteral("tokens_per_s"), QStringLiteral("time_to_train"), QStringLiteral("cost")});
+  objective_->setToolTip(tr("--objective: tokens/s, days to train the token budget, or $ per million tokens (a price in the system file)"));
+  tokens_ = new QLineEdit(QStringLiteral("15T"));
+  tokens_->setObjectName(QStringLiteral("planTokens"));
+  tokens_->setMaximumWidth(80);
+  tokens_->setToolTip(tr("--tokens: the token budget of time_to_train (15T, 300B, 2.5e12)"));
+  tokens_->setEnabled(false);
+  schedules_ = new QLineEdit(QStringLiteral("1f1b,interleaved"));
+  schedules_->setObjectName(QStringLiteral("planSchedules"));
+  schedules_->setToolTip(tr("--schedules: pipeline schedules searched for pp > 1 (1f1b, interleaved, zbh1, dualpipe, dualpipev, or all)"));
+  balance_ = new QCheckBox(tr("balanced layouts"));
+  balance_->setObjectName(QStringLiteral("planBalance"));
+  balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced, not split evenly"));
+  run_ = new QPushButton(tr("Run"));
+  run_->setObjectName(QStringLiteral("runPlan"));
+  cancel_ = new QPushButton(tr("Cancel"));
+  cancel_->setObjectName(QStringLiteral("cancelPlan"));
+  cancel_->setEnabled(false);
+  bar_ = new QProgressBar();
+  bar_->setRange(0, 1);
+  bar_->setValue(0);
+  status_ = new QLabel(tr("Plan the scenario shown on N GPUs: its best layouts, as moeperf plan"));
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  auto* form = new QHBoxLayout();
+  form->addWidget(new QLabel(tr("GPUs")));
+  form->addWidget(gpus_);
+  form->addWidget(new QLabel(tr("show")));
+  form->addWidget(top_);
+  form->addWidget(new QLabel(tr("by")));
+  form->addWidget(objective_);
+  form->addWidget(tokens_);
+  form->addWidget(new QLabel(tr("schedules")));
+  form->addWidget(schedules_, 2);
+  form->addWidget(balance_);
+  form->addWidget(run_);
+  form->addWidget(cancel_);
+
+  model_ = new QStandardItemModel(this);
+  table_ = new QTableView();
+  table_->setModel(model_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->verticalHeader()->setDefaultSectionSize(20);
+  table_->verticalHeader()->hide();  // the rank is the first column
+  table_->setToolTip(tr("Double-click a row to open that layout in the timeline"));
+  auto* l = new QVBoxLayout(this);
+  l->addLayout(form);
+  l->addWidget(bar_);
+  l->addWidget(status_);
+  l->addWidget(table_, 1);
+
+  connect(gpus_, &QSpinBox::valueChanged, this, [this] { gpus_set_ = true; });
+  connect(objective_, &QComboBox::currentTextChanged, this,
+          [this](const QString& o) { tokens_->setEnabled(o == QStringLiteral("time_to_train")); });
+  connect(run_, &QPushButton::clicked, this, [this] { run(); });
+  connect(cancel_, &QPushButton::clicked, this, &PlanView::cancel);
+  connect(job_, &PlanJob::progress, this, &PlanView::onProgress);
+  connect(job_, &PlanJob::finished, this, &PlanView::onFinished);
+  connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
+    if (idx.row() >= 0 && job_->result()) emit openPoint(job_->path(), pointSets(idx.row()));
+  });
+}
+
+void PlanView::setGpus(int gpus) {
+  gpus_->setValue(gpus);
+  gpus_set_ = true;
+}
+void PlanView::suggestGpus(int gpus) {
+  if (gpus_set_) return;
+  const QSignalBlocker quiet(gpus_);
+  gpus_->setValue(gpus);
+}
+void PlanView::setTop(int top) { top_->setValue(top); }
+void PlanView::setObjective(const QString& objective, const QString& tokens) {
+  objective_->setCurrentText(objective);
+  if (!tokens.isEmpty()) tokens_->setText(tokens);
+}
+void PlanView::setSchedules(const QString& text) { schedules_->setText(text); }
+void PlanView::setBalance(bool on) { balance_->setChecked(on); }
+
+void PlanView::run(int threads) {
+  if (!source_ || job_->busy()) return;
+  const auto [path, sets] = source_();
+  if (path.isEmpty()) {
+    status_->setText(tr("No scenario: File > Open first"));
+    return;
+  }
+  io::PlanOptions o;
+  try {
+    o.gpus = gpus_->value();
+    o.top = top_->value();
+    o.objective = objective_->currentText().toStdString();
+    if (o.objective == "time_to_train") o.train_tokens = io::parse_token_count("--tokens", tokens_->text().trimmed().toStdString());
+    o.schedules = io::parse_schedules(schedules_->text().trimmed().toStdString());
+    o.balance = balance_->isChecked();
+  } catch (const InputError& e) {
+    status_->setText(QString::fromStdString(e.what()));
+    return;
+  }
+  model_->clear();
+  bar_->setRange(0, 1);
+  bar_->setValue(0);
+  status_->setText(tr("Planning %1 on %2 GPUs …").arg(path).arg(o.gpus));
+  run_->setEnabled(false);
+  cancel_->setEnabled(true);
+  job_->start(path, sets, std::move(o), threads);
+}
+
+void PlanView::cancel() {
+  if (!job_->busy()) return;
+  job_->cancel();
+  status_->setText(tr("Cancelling (the layouts being simulated finish, then the best found are predicted) …"));
+}
+
+void PlanView::onProgress(int done, int total) {
+  bar_->setRange(0, std::max(1, total));
+  bar_->setValue(done);
+}
+
+QString PlanView::statusText() const { return status_->text(); }
+
+QStringList PlanView::pointSets(int row) const {
+  QStringList out = job_->sets();
+  const auto& r = job_->result();
+  if (!r || row < 0 || row >= static_cast<int>(r->best.size())) return out;
+  for (const std::string& s : r->best[static_cast<size_t>(row)].sets) out << QString::fromStdString(s);
+  return out;
+}
+
+void PlanView::onFinished(bool cancelled) {
+  run_->setEnabled(true);
+  cancel_->setEnabled(false);
+  model_->clear();
+  const auto& r = job_->result();
+  if (!r) {
+    status_->setText((cancelled ? tr("Cancelled: ") : QString()) + job_->error());
+    return;
+  }
+  bar_->setValue(bar_->maximum());
+  const QString objective = objective_->currentText();
+  QStringList head{tr("#"), tr("layout"), tr("step s"), tr("band s"), tr("tokens/s/GPU"), tr("TFLOPS/GPU"), tr("MFU %"),
+                   tr("exposed comm %"), tr("memory GB")};
+  if (objective == QStringLiteral("time_to_train")) head << tr("days");
+  if (objective == QStringLiteral("cost")) head << tr("$ per M tokens");
+  model_->setHorizontalHeaderLabels(head);
+  int rank = 0;
+  for (const io::PlanEntry& e : r->best) {
+    const StepReport& x = e.report;
+    auto* layout = new QStandardItem(QString::fromStdString(e.layout));
+    QString sets;
+    for (const std::string& s : e.sets) sets += QStringLiteral("--set '%1' ").arg(QString::fromStdString(s));
+    layout->setToolTip(sets.trimmed());
+    QList<QStandardItem*> cells{number_item(++rank, 0), layout, number_item(x.step_time.value(), 3),
+                                new QStandardItem(QStringLiteral("%1 - %2").arg(x.step_low(), 0, 'f', 3).arg(x.step_high(), 0, 'f', 3)),
+                                number_item(x.tokens_per_s_per_gpu, 0), number_item(x.model_tflops_per_gpu, 1),
+                                number_item(100 * x.mfu, 1), number_item(100 * x.exposed_comm_fraction, 1),
+                                number_item(x.memory.hbm_total.value() / 1e9, 1)};
+    if (objective == QStringLiteral("time_to_train")) cells << number_item(e.objective, 1);
+    if (objective == QStringLiteral("cost")) cells << number_item(e.objective, 2);
+    model_->appendRow(cells);
+  }
+  table_->resizeColumnsToContents();
+  QString loss;
+  if (r->best.size() > 1) {
+    loss = tr(" · the runner-up loses %1 s per step:")
+               .arg(r->best[1].report.step_time.value() - r->best[0].report.step_time.value(), 0, 'f', 3);
+    int n = 0;
+    for (const auto& [k, v] : r->runner_up_loss)
+      if (std::abs(v) >= 0.0005 && n++ < 4)
+        loss += QStringLiteral("%1 %2 %3 s").arg(n > 1 ? QStringLiteral(",") : QString()).arg(QString::fromStdString(k)).arg(v, 0, 'f', 3);
+  }
+  status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over 2,048 micro-batch x layer "
+                      "passes left out, %7 do not fit, %8 pruned by bounds, %9 predicted%10 · double-click a row to open it in the timeline")
+                       .arg(cancelled ? tr("Cancelled; the best of ") : QString())
+                       .arg(r->candidates)
+                       .arg(job_->seconds(), 0, 'f', 1)
+                       .arg(r->global_batch)
+                       .arg(r->invalid)
+                       .arg(r->too_fine)
+                       .arg(r->no_fit)
+                       .arg(r->bounded + r->compute_bounded + r->comm_bounded + r->schedule_bounded)
+                       .arg(r->predicted)
+                       .arg(loss));
+}
+
+}  // namespace moeperf::gui
