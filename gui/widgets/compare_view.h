@@ -1,6 +1,8 @@
 // The Compare tab: two scenarios' timelines one above the other on ONE time axis (the views share
 // a TimelineGeometry, so a zoom or pan in either moves both), each headed by its scenario name and
-// step time. The range starts at [0, the longer step].
+// step time. The range starts at [0, the longer step]. Under them, the difference (compare_diff):
+// the fields that differ, and a table of the step, its terms, the kernel seconds per category and
+// the ops that moved most, upper and lower side by side with lower - upper and lower / upper.
 //
 //   CompareView v;
 //   v.setReports(optimized, baseline);   // upper, lower
@@ -12,6 +14,8 @@
 #include "model/study/predict.h"
 
 class QLabel;
+class QStandardItemModel;
+class QTableView;
 
 namespace moeperf::gui {
 
@@ -31,11 +35,16 @@ class CompareView : public QWidget {
   TimelineView* lower() const { return views_[1]; }
   QString upperLabel() const;
   QString lowerLabel() const;
+  QStandardItemModel* diffModel() const { return diff_; }
+  QString fieldsText() const;
 
  private:
   std::shared_ptr<const StepReport> upper_, lower_;
   TimelineView* views_[2];
   QLabel* labels_[2];
+  QLabel* fields_;
+  QStandardItemModel* diff_;
+  QTableView* table_;
 };
 
 // "NAME · step 12.3 ms" (or a hint when no scenario is there).

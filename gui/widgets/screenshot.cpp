@@ -10,6 +10,7 @@
 #include "gui/models/topology_data.h"
 #include "model/hardware/topology.h"
 #include "gui/widgets/breakdown_view.h"
+#include "gui/models/compare_diff.h"
 #include "gui/widgets/compare_view.h"
 #include "gui/widgets/scaling_view.h"
 #include "gui/widgets/timeline_view.h"
@@ -88,7 +89,20 @@ QByteArray shot_figures(const StepReport& report, const ShotOptions& opt, const 
     for (const Lane& l : build_timeline(report).lanes) lanes.append(QString::fromStdString(l.label));
     j[QStringLiteral("lanes")] = lanes;
   }
-  if (opt.view == View::compare && opt.other) j[QStringLiteral("other")] = report_figures(*opt.other);
+  if (opt.view == View::compare && opt.other) {
+    j[QStringLiteral("other")] = report_figures(*opt.other);
+    // The difference table under the timelines (compare_diff), upper against lower.
+    const CompareDiff d = compare_diff(report, *opt.other, 12);
+    QJsonArray fields, rows;
+    for (const std::string& f : d.fields) fields.append(QString::fromStdString(f));
+    for (const DiffRow& r : d.rows)
+      rows.append(QJsonObject{{QStringLiteral("what"), QString::fromStdString(r.group)},
+                              {QStringLiteral("name"), QString::fromStdString(r.name)},
+                              {QStringLiteral("upper_s"), r6(r.upper)},
+                              {QStringLiteral("lower_s"), r6(r.lower)}});
+    j[QStringLiteral("differing_fields")] = fields;
+    j[QStringLiteral("difference")] = rows;
+  }
   if (opt.view == View::breakdown) {
     QJsonObject b;
     for (int c = 0; c < kCategoryCount; ++c)

@@ -457,6 +457,42 @@ class MainWindowTest : public QObject {
     QVERIFY(v.lowerLabel().contains(format_seconds(b->step_time.value())));
     QVERIFY(v.upperLabel().contains(QString::fromStdString(a->name)));
     QVERIFY(v.lowerLabel().contains(QString::fromStdString(b->name)));
+    // The difference under the timelines: the fields that differ, then the step (lower - upper),
+    // its terms adding up to each side's step, the categories as each breakdown has them, and the
+    // ops that moved most, largest first.
+    QVERIFY2(v.fieldsText().contains(QStringLiteral("stack.dispatcher")), qPrintable(v.fieldsText()));
+    QStandardItemModel* dm = v.diffModel();
+    QVERIFY(dm->rowCount() > 10);
+    QCOMPARE(dm->item(0, 1)->text(), QStringLiteral("step"));
+    QCOMPARE(dm->item(0, 2)->data(Qt::UserRole).toDouble(), a->step_time.value());
+    QCOMPARE(dm->item(0, 3)->data(Qt::UserRole).toDouble(), b->step_time.value());
+    QCOMPARE(dm->item(0, 4)->data(Qt::UserRole).toDouble(), b->step_time.value() - a->step_time.value());
+    double terms_a = 0, terms_b = 0, last_move = 1e300;
+    int ops = 0;
+    for (int r = 1; r < dm->rowCount(); ++r) {
+      const QString what = dm->item(r, 0)->text(), name = dm->item(r, 1)->text();
+      const double up = dm->item(r, 2)->data(Qt::UserRole).toDouble(), low = dm->item(r, 3)->data(Qt::UserRole).toDouble();
+      if (what == QStringLiteral("step terms")) terms_a += up, terms_b += low;
+      if (what == QStringLiteral("kernel seconds") && name == QStringLiteral("ep_comm")) {
+        QCOMPARE(up, a->breakdown[static_cast<size_t>(Category::ep_comm)].value());
+        QCOMPARE(low, b->breakdown[static_cast<size_t>(Category::ep_comm)].value());
+      }
+      if (what == QStringLiteral("ops")) {
+        ++ops;
+        QVERIFY(std::abs(low - up) <= last_move);
+        last_move = std::abs(low - up);
+      }
+    }
+    QVERIFY(std::abs(terms_a - a->step_time.value()) < 1e-9 * a->step_time.value());
+    QVERIFY(std::abs(terms_b - b->step_time.value()) < 1e-9 * b->step_time.value());
+    QCOMPARE(ops, 12);
+    // The baseline's largest move: its one-shot dispatch, far slower than NCCL EP's.
+    QVERIFY2(dm->item(dm->rowCount() - ops, 1)->text().startsWith(QStringLiteral("moe.")), qPrintable(dm->item(dm->rowCount() - ops, 1)->text()));
+    // One scenario alone: no difference, and the hint.
+    CompareView alone;
+    alone.setReports(a, nullptr);
+    QCOMPARE(alone.diffModel()->rowCount(), 0);
+    QCOMPARE(alone.fieldsText(), QStringLiteral("Open a second scenario to see what differs"));
     for (TimelineView* zoomed : {v.lower(), v.upper()}) {
       const double t0 = zoomed->timeGeometry().t0, t1 = zoomed->timeGeometry().t1;
       const QPointF at(zoomed->plotLeft() + 300, zoomed->height() / 2);
@@ -478,10 +514,16 @@ class MainWindowTest : public QObject {
     const QImage img = render_view(load(QStringLiteral("gb300-optimized.json")), opt);
     QCOMPARE(img.size(), opt.size);
     const QRgb gemm = category_color(Category::gemm).rgb();
+    // The lower timeline starts at its heading, the second band of the headings' colour.
+    const QRgb heading = QColor(0xee, 0xf2, 0xf7).rgb();
+    int split = 0;
+    for (int y = 40; y < img.height() && !split; ++y)
+      if (img.pixel(2, y) == heading && img.pixel(2, y - 1) != heading) split = y;
+    QVERIFY(split > img.height() / 5 && split < img.height() * 3 / 4);
     int upper = 0, lower = 0;
     for (int y = 0; y < img.height(); ++y)
       for (int x = 200; x < img.width(); ++x)  // the plot, not the legend swatches
-        if (img.pixel(x, y) == gemm) (y < img.height() / 2 ? upper : lower) += 1;
+        if (img.pixel(x, y) == gemm) (y < split ? upper : lower) += 1;
     QVERIFY2(upper > 1000 && lower > 1000, qPrintable(QStringLiteral("gemm pixels %1 / %2").arg(upper).arg(lower)));
     // The headless command.
     QTemporaryDir dir;
