@@ -141,6 +141,12 @@ QStringList ScenarioForm::overrides() const {
   for (const FormField& f : fields())
     for (const auto& [p, v] : edits_)
       if (p == f.path) out << p + QLatin1Char('=') + v;
+  // Then the edits of fields the dock does not show (a sweep point's or a plan layout's
+  // "memory.recompute", "parallelism.vpp", "system.price...") in the order they were made: they
+  // hold for every later prediction, study and save, as the form's own do.
+  for (const auto& [p, v] : edits_)
+    if (std::none_of(fields().begin(), fields().end(), [&](const FormField& f) { return f.path == p; }))
+      out << p + QLatin1Char('=') + v;
   return out;
 }
 

@@ -38,7 +38,8 @@ class ScenarioForm {
   // An edit equal to the file's value (or empty) removes the override.
   void setValue(const QString& dotted, const QString& value);
   void clear() { edits_.clear(); }
-  // "PATH=VALUE" for each edit, in fields() order: what load_scenario gets as overrides.
+  // "PATH=VALUE" for each edit, in fields() order, then the edits of paths no field shows, in the
+  // order made: what load_scenario gets as overrides.
   QStringList overrides() const;
   // The field a SpecError's JSON pointer names (equal, or a field's pointer prefixed to it); -1 if none.
   static int fieldForPointer(const QString& json_pointer);

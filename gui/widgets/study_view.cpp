@@ -2,6 +2,8 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
+#include <QScatterSeries>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -18,6 +20,7 @@
 #include <algorithm>
 
 #include "model/error.h"
+#include "model/io/units_parse.h"
 
 namespace moeperf::gui {
 
@@ -53,6 +56,16 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   derive_ = new QLineEdit(QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)"));
   derive_->setObjectName(QStringLiteral("derive"));
   derive_->setToolTip(tr("--derive PATH=EXPRESSION at every point, several separated by ';'"));
+  tokens_ = new QLineEdit();
+  tokens_->setObjectName(QStringLiteral("sweepTokens"));
+  tokens_->setPlaceholderText(QStringLiteral("15T"));
+  tokens_->setMaximumWidth(80);
+  tokens_->setToolTip(tr("--tokens: a token budget (15T, 300B): each point's time to train, GPU-hours held and cost"));
+  chart_kind_ = new QComboBox();
+  chart_kind_->setObjectName(QStringLiteral("sweepChart"));
+  chart_kind_->addItems({tr("tokens/s/GPU"), tr("time to train vs cost")});
+  chart_kind_->setToolTip(tr("The chart: tokens/s/GPU against the varied field, or (with a token budget) the days to train "
+                             "against their cost, with the Pareto front"));
   run_ = new QPushButton(tr("Run"));
   run_->setObjectName(QStringLiteral("runStudy"));
   cancel_ = new QPushButton(tr("Cancel"));
@@ -70,6 +83,9 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   form->addWidget(vary_, 3);
   form->addWidget(new QLabel(tr("Derive")));
   form->addWidget(derive_, 2);
+  form->addWidget(new QLabel(tr("Tokens")));
+  form->addWidget(tokens_);
+  form->addWidget(chart_kind_);
   form->addWidget(run_);
   form->addWidget(cancel_);
 
@@ -80,6 +96,7 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableView();
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
+  table_->sortByColumn(0, Qt::AscendingOrder);  // point order until a header is clicked
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -102,6 +119,7 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   l->addWidget(status_);
   l->addWidget(split, 1);
 
+  connect(chart_kind_, &QComboBox::currentIndexChanged, this, [this] { drawChart(); });
   connect(run_, &QPushButton::clicked, this, [this] { run(); });
   connect(cancel_, &QPushButton::clicked, this, &StudyView::cancel);
   connect(job_, &SweepJob::progress, this, &StudyView::onProgress);
@@ -114,6 +132,8 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
 
 void StudyView::setVary(const QString& text) { vary_->setText(text); }
 void StudyView::setDerive(const QString& text) { derive_->setText(text); }
+void StudyView::setTokens(const QString& text) { tokens_->setText(text); }
+void StudyView::setChartKind(int kind) { chart_kind_->setCurrentIndex(kind); }
 
 void StudyView::run(int threads) {
   if (!source_) return;
@@ -126,6 +146,7 @@ void StudyView::run(int threads) {
   try {
     sp = SweepJob::spec(path_, sets_, split_list(vary_->text()), split_list(derive_->text()));
     if (sp.axes.empty()) throw InputError("sweep: nothing to vary: give PATH=V1,V2,...");
+    if (!tokens_->text().trimmed().isEmpty()) sp.train_tokens = io::parse_token_count("--tokens", tokens_->text().trimmed().toStdString());
   } catch (const InputError& e) {
     status_->setText(QString::fromStdString(e.what()));
     return;
@@ -176,16 +197,12 @@ void StudyView::onFinished(bool cancelled) {
   for (const auto& a : sp.axes) head << QString::fromStdString(a.path);
   for (const auto& d : sp.derive) head << QString::fromStdString(d.path) + tr(" (derived)");
   head << tr("status") << tr("step s") << tr("tokens/s/GPU") << tr("TFLOPS/GPU") << tr("MFU %") << tr("exposed comm %")
-       << tr("memory GB") << tr("reason");
+       << tr("memory GB");
+  const bool budget = sp.train_tokens > 0;
+  if (budget) head << tr("days to train") << tr("GPU-hours held") << tr("cost $");
+  head << tr("reason");
   model_->clear();
   model_->setHorizontalHeaderLabels(head);
-  // The chart's x: the GPU count when it varies, else the first varied field.
-  size_t xa = 0;
-  for (size_t a = 0; a < sp.axes.size(); ++a)
-    if (sp.axes[a].path == "gpus") xa = a;
-  series_ = new QLineSeries();
-  series_->setPointsVisible(true);
-  std::vector<QPointF> pts;
   size_t ok = 0, infeasible = 0, failed = 0;
   for (const io::SweepRow& r : rows_) {
     QList<QStandardItem*> cells{text_item(QString::number(r.index), static_cast<double>(r.index))};
@@ -199,47 +216,22 @@ void StudyView::onFinished(bool cancelled) {
     if (r.predicted) {
       cells << number_item(r.step_time_s, 3) << number_item(r.tokens_per_s_per_gpu, 0) << number_item(r.model_tflops_per_gpu, 1)
             << number_item(100 * r.mfu, 1) << number_item(100 * r.exposed_comm_fraction, 1) << number_item(r.peak_memory_gb, 1);
+      if (budget) {
+        cells << number_item(r.time_to_train_days, 1) << number_item(r.gpu_hours_held, 0);
+        cells << (r.cost_to_train_usd ? number_item(*r.cost_to_train_usd, 0) : text_item(QString(), 1e300));
+      }
     } else {
       // No figures: sorted after every feasible row in each column's natural order (step, exposed
-      // communication and memory ascending; tokens/s, TFLOPS and MFU descending).
+      // communication, memory, days and cost ascending; tokens/s, TFLOPS and MFU descending).
       for (double key : {1e300, -1e300, -1e300, -1e300, 1e300, 1e300}) cells << text_item(QString(), key);
+      if (budget)
+        for (int k = 0; k < 3; ++k) cells << text_item(QString(), 1e300);
     }
     cells << text_item(QString::fromStdString(r.reason), 0);
     model_->appendRow(cells);
     (r.status == "ok" ? ok : r.status == "infeasible" ? infeasible : failed)++;
-    bool numeric = false;
-    const size_t at = skip + xa;
-    const double xv = at < r.point.size() ? QString::fromStdString(r.point[at].value).toDouble(&numeric) : 0.0;
-    if (r.status == "ok" && numeric) pts.emplace_back(xv, r.tokens_per_s_per_gpu);
   }
-  std::sort(pts.begin(), pts.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
-  for (const QPointF& p : pts) series_->append(p);
-  QChart* c = chart_->chart();
-  c->removeAllSeries();
-  for (QAbstractAxis* ax : c->axes()) c->removeAxis(ax);
-  c->addSeries(series_);
-  auto* x = new QValueAxis();
-  x->setTitleText(sp.axes.empty() ? QString() : QString::fromStdString(sp.axes[xa].path));
-  auto* y = new QValueAxis();
-  y->setTitleText(tr("tokens/s/GPU"));
-  // The points' own span (with a margin), so a few percent between layouts shows.
-  double lo = 0, hi = 1, ylo = 0, yhi = 1;
-  if (!pts.empty()) {
-    lo = pts.front().x(), hi = pts.back().x();
-    ylo = yhi = pts.front().y();
-    for (const QPointF& p : pts) ylo = std::min(ylo, p.y()), yhi = std::max(yhi, p.y());
-    const double m = std::max(0.05 * (yhi - ylo), 0.01 * yhi);
-    ylo = std::max(0.0, ylo - m), yhi += m;
-    const double mx = std::max(0.03 * (hi - lo), 0.5);
-    lo -= mx, hi += mx;
-  }
-  x->setRange(lo, hi);
-  y->setRange(ylo, yhi);
-  y->setLabelFormat(QStringLiteral("%.0f"));
-  c->addAxis(x, Qt::AlignBottom);
-  c->addAxis(y, Qt::AlignLeft);
-  series_->attachAxis(x);
-  series_->attachAxis(y);
+  drawChart();
   table_->resizeColumnsToContents();
   status_->setText(tr("%1%2 points: %3 ok, %4 infeasible, %5 failed · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after ") : QString())
@@ -247,6 +239,96 @@ void StudyView::onFinished(bool cancelled) {
                        .arg(ok)
                        .arg(infeasible)
                        .arg(failed));
+}
+
+void StudyView::drawChart() {
+  const io::SweepSpec& sp = job_->sweep();
+  QChart* c = chart_->chart();
+  c->removeAllSeries();  // deletes the series it holds
+  series_ = nullptr, cost_points_ = nullptr, pareto_ = nullptr;
+  for (QAbstractAxis* ax : c->axes()) {
+    c->removeAxis(ax);
+    delete ax;
+  }
+  std::vector<QPointF> pts;
+  QString xtitle, ytitle;
+  if (chart_kind_->currentIndex() == 1) {
+    // Days to train against what they cost: dollars when every feasible point has a price, else
+    // the GPU-hours of the NVLink domains held. The front: sorted by days, each point cheaper than
+    // every faster one.
+    bool priced = true;
+    for (const io::SweepRow& r : rows_)
+      if (r.status == "ok" && !r.cost_to_train_usd) priced = false;
+    for (const io::SweepRow& r : rows_)
+      if (r.status == "ok" && r.time_to_train_days > 0)
+        pts.emplace_back(r.time_to_train_days, priced ? *r.cost_to_train_usd / 1e6 : r.gpu_hours_held / 1e6);
+    std::sort(pts.begin(), pts.end(), [](const QPointF& a, const QPointF& b) {
+      return a.x() != b.x() ? a.x() < b.x() : a.y() < b.y();
+    });
+    cost_points_ = new QScatterSeries();
+    cost_points_->setMarkerSize(9);
+    cost_points_->setColor(QColor(0x4c, 0x72, 0xb0));
+    pareto_ = new QLineSeries();
+    pareto_->setPointsVisible(true);
+    pareto_->setPen(QPen(QColor(0xc4, 0x4e, 0x52), 2));
+    pareto_->setMarkerSize(11);
+    double cheapest = 1e300;
+    for (const QPointF& p : pts) {
+      cost_points_->append(p);
+      if (p.y() < cheapest) pareto_->append(p), cheapest = p.y();
+    }
+    c->setTitle(sp.train_tokens > 0 ? tr("Days to train %1 T tokens against their cost; the Pareto front in red")
+                                          .arg(sp.train_tokens / 1e12, 0, 'g', 4)
+                                    : tr("Time to train against cost: give a token budget (Tokens) and run"));
+    xtitle = tr("days to train");
+    ytitle = priced ? tr("cost, M$") : tr("M GPU-hours held");
+    c->addSeries(cost_points_);
+    c->addSeries(pareto_);
+  } else {
+    // The chart's x: the GPU count when it varies, else the first varied field.
+    size_t xa = 0;
+    for (size_t a = 0; a < sp.axes.size(); ++a)
+      if (sp.axes[a].path == "gpus") xa = a;
+    for (const io::SweepRow& r : rows_) {
+      const size_t skip = r.point.size() >= sp.axes.size() ? r.point.size() - sp.axes.size() : 0;
+      bool numeric = false;
+      const size_t at = skip + xa;
+      const double xv = at < r.point.size() ? QString::fromStdString(r.point[at].value).toDouble(&numeric) : 0.0;
+      if (r.status == "ok" && numeric) pts.emplace_back(xv, r.tokens_per_s_per_gpu);
+    }
+    std::sort(pts.begin(), pts.end(), [](const QPointF& a, const QPointF& b) { return a.x() < b.x(); });
+    series_ = new QLineSeries();
+    series_->setPointsVisible(true);
+    for (const QPointF& p : pts) series_->append(p);
+    c->setTitle(tr("Tokens/s per GPU of the feasible points"));
+    xtitle = sp.axes.empty() ? QString() : QString::fromStdString(sp.axes[xa].path);
+    ytitle = tr("tokens/s/GPU");
+    c->addSeries(series_);
+  }
+  auto* x = new QValueAxis();
+  x->setTitleText(xtitle);
+  auto* y = new QValueAxis();
+  y->setTitleText(ytitle);
+  // The points' own span (with a margin), so a few percent between layouts shows.
+  double lo = 0, hi = 1, ylo = 0, yhi = 1;
+  if (!pts.empty()) {
+    lo = hi = pts.front().x();
+    ylo = yhi = pts.front().y();
+    for (const QPointF& p : pts) lo = std::min(lo, p.x()), hi = std::max(hi, p.x()), ylo = std::min(ylo, p.y()), yhi = std::max(yhi, p.y());
+    const double m = std::max(0.05 * (yhi - ylo), 0.01 * yhi);
+    ylo = std::max(0.0, ylo - m), yhi += m;
+    const double mx = chart_kind_->currentIndex() == 1 ? std::max(0.05 * (hi - lo), 0.01 * hi) : std::max(0.03 * (hi - lo), 0.5);
+    lo -= mx, hi += mx;
+  }
+  x->setRange(lo, hi);
+  y->setRange(ylo, yhi);
+  y->setLabelFormat(chart_kind_->currentIndex() == 1 ? QStringLiteral("%.3g") : QStringLiteral("%.0f"));
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* series : c->series()) {
+    series->attachAxis(x);
+    series->attachAxis(y);
+  }
 }
 
 }  // namespace moeperf::gui

@@ -357,7 +357,12 @@ SweepRow run_point(const SweepSpec& sp, size_t i) {
     r.hbm_capacity_gb = rep.memory.hbm_capacity.value() / 1e9;
     r.cluster_tokens_per_s = rep.cluster_tokens_per_s;
     r.gpus_bought = rep.gpus_bought;
-    if (sp.train_tokens > 0) r.time_to_train_days = training_budget(rep, sp.train_tokens).seconds / 86400;
+    if (sp.train_tokens > 0) {
+      const TrainingBudget b = training_budget(rep, sp.train_tokens);
+      r.time_to_train_days = b.seconds / 86400;
+      r.gpu_hours_held = b.seconds / 3600 * static_cast<double>(rep.gpus_bought);
+      r.cost_to_train_usd = b.usd;
+    }
     if (rep.memory.fits) {
       r.status = "ok";
     } else {
@@ -383,7 +388,7 @@ std::string sweep_csv_header(const SweepSpec& sp) {
   for (const auto& d : sp.derive) cell(h, csv_field(d.path));
   h += ",status,step_time_s,step_time_low_s,step_time_high_s,tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,"
        "exposed_comm_fraction,peak_memory_gb,hbm_capacity_gb,cluster_tokens_per_s,gpus_bought";
-  if (sp.train_tokens > 0) h += ",time_to_train_days";
+  if (sp.train_tokens > 0) h += ",time_to_train_days,gpu_hours_held,cost_to_train_usd";
   h += ",reason\n";
   return h;
 }
@@ -405,9 +410,13 @@ std::string sweep_csv_row(const SweepSpec& sp, const SweepRow& r) {
     cell(l, fixed(r.tokens_per_s_per_gpu, 1) + "," + fixed(r.model_tflops_per_gpu, 1) + "," + fixed(r.mfu, 4) + "," +
          fixed(r.exposed_comm_fraction, 4) + "," + fixed(r.peak_memory_gb, 2) + "," + fixed(r.hbm_capacity_gb, 2) + "," +
          fixed(r.cluster_tokens_per_s, 0) + "," + std::to_string(r.gpus_bought));
-    if (sp.train_tokens > 0) cell(l, fixed(r.time_to_train_days, 2));
+    if (sp.train_tokens > 0) {
+      cell(l, fixed(r.time_to_train_days, 2));
+      cell(l, fixed(r.gpu_hours_held, 0));
+      cell(l, r.cost_to_train_usd ? fixed(*r.cost_to_train_usd, 0) : std::string());
+    }
   } else {
-    l += std::string(sp.train_tokens > 0 ? 12 : 11, ',');
+    l += std::string(sp.train_tokens > 0 ? 14 : 11, ',');
   }
   return l + "," + csv_field(r.reason) + "\n";
 }
@@ -435,6 +444,8 @@ std::string sweep_jsonl_row(const SweepRow& r) {
     j["cluster_tokens_per_s"] = num(r.cluster_tokens_per_s, 0);
     j["gpus_bought"] = r.gpus_bought;
     if (r.time_to_train_days > 0) j["time_to_train_days"] = num(r.time_to_train_days, 2);
+    if (r.gpu_hours_held > 0) j["gpu_hours_held"] = num(r.gpu_hours_held, 0);
+    if (r.cost_to_train_usd) j["cost_to_train_usd"] = num(*r.cost_to_train_usd, 0);
   }
   if (!r.reason.empty()) j["reason"] = r.reason;
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ struct SweepRow {
   double tokens_per_s_per_gpu = 0, model_tflops_per_gpu = 0, mfu = 0, exposed_comm_fraction = 0;
   double peak_memory_gb = 0, hbm_capacity_gb = 0;
   double cluster_tokens_per_s = 0, time_to_train_days = 0;
+  // With a token budget: the GPU-hours of the whole NVLink domains held for it (gpus_bought x the
+  // time to train), and its cost when the system file gives a price per GPU-hour (else empty).
+  double gpu_hours_held = 0;
+  std::optional<double> cost_to_train_usd;
   int64_t gpus_bought = 0;
 };
 SweepRow run_point(const SweepSpec& sp, size_t i);

@@ -1000,6 +1000,32 @@ TEST(CliCapacity, ClusterThroughputGpusHeldAndTimeToTrain) {
   EXPECT_NEAR(j["energy_to_train_mwh"].get<double>(), j["energy_kwh_per_million_tokens"].get<double>() * 3e5 / 1e3, 1e-6);
   EXPECT_NEAR(j["cost_to_train_usd"].get<double>(), j["cost_usd_per_million_tokens"].get<double>() * 3e5, 1e-3);
   EXPECT_EQ(j["gpus_bought"], 256);  // 32 DGX nodes of 8
+  // sweep --tokens: per point the days, the GPU-hours of the domains held and (with a price) the
+  // cost of the job's GPUs, as predict gives them; the cost column empty without a price.
+  for (const bool priced : {false, true}) {
+    const std::string price = priced ? " --set system.price.usd_per_gpu_hour=3" : "";
+    const Result sw = run_stdout("sweep " + source(kSeed) + " --vary gpus=128,256 --derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' "
+                                 "--derive 'batch.global_batch=6*gpus' --tokens 15T" + price);
+    ASSERT_EQ(sw.code, 0) << sw.out;
+    std::istringstream lines(sw.out);
+    std::string header, row;
+    std::getline(lines, header);
+    EXPECT_NE(header.find(",gpus_bought,time_to_train_days,gpu_hours_held,cost_to_train_usd,reason"), std::string::npos) << header;
+    int n = 0;
+    while (std::getline(lines, row)) {
+      std::vector<std::string> c;
+      std::stringstream cells(row);
+      for (std::string x; std::getline(cells, x, ',');) c.push_back(x);
+      ASSERT_GE(c.size(), 18u) << row;
+      const double gpus = std::stod(c[1]), held = std::stod(c[15]), days = std::stod(c[16]), hours = std::stod(c[17]);
+      EXPECT_EQ(held, gpus == 128 ? 144 : 288) << row;
+      EXPECT_NEAR(hours, days * 24 * held, 0.01 * 24 * held) << row;  // days printed to 0.01
+      if (priced) EXPECT_NEAR(std::stod(c.at(18)), 3 * days * 24 * gpus, 0.01 * 24 * gpus * 3) << row;
+      else EXPECT_TRUE(c.size() == 18 || c[18].empty()) << row;
+      ++n;
+    }
+    EXPECT_EQ(n, 2) << sw.out;
+  }
   r = run("predict " + source(kSeed) + " --tokens 15X");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--tokens 15X: expected a token count like 15T"), std::string::npos) << r.out;

@@ -412,6 +412,16 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(f.fieldForError(QStringLiteral("/memory")), -1);
     f.setValue(QStringLiteral("parallelism.ep"), QString());  // cleared: back to the file's value
     QCOMPARE(f.overrides(), QStringList{QStringLiteral("stack.grouped_gemm=false")});
+    // A path no field shows (a sweep point's or a plan layout's) stays an override, after the
+    // form's, in the order made; the form's keep fields() order.
+    f.setValue(QStringLiteral("memory.recompute"), QStringLiteral("[\"mlp\"]"));
+    f.setValue(QStringLiteral("system.price.usd_per_gpu_hour"), QStringLiteral("3"));
+    f.setValue(QStringLiteral("parallelism.ep"), QStringLiteral("2"));
+    QCOMPARE(f.overrides(), (QStringList{QStringLiteral("parallelism.ep=2"), QStringLiteral("stack.grouped_gemm=false"),
+                                         QStringLiteral("memory.recompute=[\"mlp\"]"),
+                                         QStringLiteral("system.price.usd_per_gpu_hour=3")}));
+    f.setValue(QStringLiteral("memory.recompute"), QString());
+    QCOMPARE(f.overrides().size(), 3);
   }
   void stackIsChosenByName() {
     // A stack named by the file shows its name; one given as an object over a base shows the base;

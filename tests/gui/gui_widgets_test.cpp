@@ -753,6 +753,75 @@ class MainWindowTest : public QObject {
     QVERIFY(v->rowsModel()->rowCount() < 42);
     QVERIFY2(v->statusText().startsWith(QStringLiteral("Cancelled after")), qPrintable(v->statusText()));
   }
+  // The Sweep tab with a token budget: each row's days to train, GPU-hours held and cost (the
+  // system's price, set in the dock) are io::run_point's; the second chart puts every feasible
+  // point at (days, M$) and draws the Pareto front: fastest first, each cheaper than every faster
+  // point, and every point off it both slower and costlier than some point on it.
+  void sweepTabChartsTimeToTrainAgainstCost() {
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    const QString price = QStringLiteral("system.price.usd_per_gpu_hour=3");
+    MainWindow w;
+    QVERIFY(w.openScenario(good, {price}));
+    StudyView* v = w.studyView();
+    v->setVary(QStringLiteral("gpus=128,256; parallelism.ep=4,8"));
+    v->setDerive(QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp); batch.global_batch=6*gpus"));
+    v->setTokens(QStringLiteral("15T"));
+    QSignalSpy done(v->job(), &SweepJob::finished);
+    v->run(2);
+    QVERIFY(done.wait(120000));
+    io::SweepSpec sp = SweepJob::spec(good, {price}, {QStringLiteral("gpus=128,256"), QStringLiteral("parallelism.ep=4,8")},
+                                      {QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)"), QStringLiteral("batch.global_batch=6*gpus")});
+    sp.train_tokens = 15e12;
+    QStandardItemModel* m = v->rowsModel();
+    QCOMPARE(m->rowCount(), 4);
+    auto col = [&](const QString& name) {
+      for (int c = 0; c < m->columnCount(); ++c)
+        if (m->horizontalHeaderItem(c)->text() == name) return c;
+      return -1;
+    };
+    const int days = col(QStringLiteral("days to train")), held = col(QStringLiteral("GPU-hours held")), cost = col(QStringLiteral("cost $"));
+    QVERIFY(days > 0 && held > 0 && cost > 0);
+    std::vector<QPointF> all;
+    for (int r = 0; r < 4; ++r) {
+      const io::SweepRow want = io::run_point(sp, static_cast<size_t>(r));
+      QCOMPARE(want.status, std::string("ok"));
+      QVERIFY(want.cost_to_train_usd.has_value());
+      QCOMPARE(m->item(r, days)->data(Qt::UserRole).toDouble(), want.time_to_train_days);
+      QCOMPARE(m->item(r, held)->data(Qt::UserRole).toDouble(), want.gpu_hours_held);
+      QCOMPARE(m->item(r, cost)->data(Qt::UserRole).toDouble(), *want.cost_to_train_usd);
+      // Closed forms: the days are the budget over the cluster's rate; held hours count whole domains.
+      QVERIFY(std::abs(want.time_to_train_days - 15e12 / want.cluster_tokens_per_s / 86400) < 1e-9 * want.time_to_train_days);
+      QVERIFY(std::abs(want.gpu_hours_held - want.time_to_train_days * 24 * static_cast<double>(want.gpus_bought)) < 1e-6 * want.gpu_hours_held);
+      all.emplace_back(want.time_to_train_days, *want.cost_to_train_usd / 1e6);
+    }
+    v->setChartKind(1);
+    QVERIFY(v->costSeries() && v->paretoSeries() && !v->throughputSeries());
+    QCOMPARE(v->chartXTitle(), QStringLiteral("days to train"));
+    QCOMPARE(v->costSeries()->points().size(), 4);
+    const QList<QPointF> front = v->paretoSeries()->points();
+    // Here EP 4 on 256 GPUs is both the fastest and the cheapest (2026-12-04): the others lie behind it.
+    QVERIFY(!front.isEmpty() && front.size() < 4);
+    for (int i = 1; i < front.size(); ++i) QVERIFY(front[i].x() > front[i - 1].x() && front[i].y() < front[i - 1].y());
+    for (const QPointF& p : all) {
+      if (front.contains(p)) continue;
+      bool dominated = false;
+      for (const QPointF& f : front) dominated = dominated || (f.x() <= p.x() && f.y() <= p.y());
+      QVERIFY2(dominated, qPrintable(QStringLiteral("(%1, %2) is neither on the front nor behind it").arg(p.x()).arg(p.y())));
+    }
+    if (const QString shots = qEnvironmentVariable("MOEPERF_TEST_SHOTS"); !shots.isEmpty()) {
+      w.resize(1400, 900);
+      w.tabs()->setCurrentWidget(v);
+      QVERIFY(w.grab().save(shots + QStringLiteral("/sweep-pareto.png")));
+    }
+    // Back to tokens/s/GPU: against the GPU count, as before.
+    v->setChartKind(0);
+    QVERIFY(v->throughputSeries() && !v->costSeries());
+    QCOMPARE(v->chartXTitle(), QStringLiteral("gpus"));
+    // A budget the CLI refuses is refused here.
+    v->setTokens(QStringLiteral("lots"));
+    v->run(2);
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("--tokens lots: expected a token count")), qPrintable(v->statusText()));
+  }
   // The Plan tab: `moeperf plan` of the scenario shown (with the panel's edits) off the GUI thread;
   // its rows are io::plan's best for the same options, in order, with the same figures; a row opens
   // its layout in the timeline with the same step; a bad schedule list is refused in the window; a
