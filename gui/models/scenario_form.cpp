@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
+#include <QTemporaryFile>
 #include <algorithm>
 
 #include "model/error.h"
@@ -39,24 +40,6 @@ QString text(const QJsonValue& v) {
   // A layout given per virtual stage: the JSON array, which an edit may give back as it is.
   if (v.isArray()) return QString::fromUtf8(QJsonDocument(v.toArray()).toJson(QJsonDocument::Compact));
   return {};
-}
-
-// As io::parse_override: the value as JSON when it is valid JSON, otherwise a string.
-QJsonValue parse_value(const QString& v) {
-  QJsonParseError e{};
-  const QJsonDocument d = QJsonDocument::fromJson(QByteArray("[") + v.toUtf8() + "]", &e);
-  if (e.error == QJsonParseError::NoError && d.array().size() == 1) return d.array().at(0);
-  return v;
-}
-
-void put(QJsonObject& obj, const QStringList& parts, qsizetype i, const QJsonValue& v) {
-  if (i + 1 == parts.size()) {
-    obj.insert(parts[i], v);
-    return;
-  }
-  QJsonObject child = obj.value(parts[i]).toObject();
-  put(child, parts, i + 1, v);
-  obj.insert(parts[i], child);
 }
 
 }  // namespace
@@ -215,27 +198,57 @@ QString ScenarioForm::derive(const QString& changed) {
 }
 
 bool ScenarioForm::save(const QString& out, QString* error) {
+  const QDir from = QFileInfo(path_).absoluteDir(), to = QFileInfo(out).absoluteDir();
+  QJsonObject doc;
   try {  // never write a scenario moeperf rejects
     std::vector<io::Override> ov;
     for (const QString& o : overrides()) ov.push_back(io::parse_override(o.toStdString()));
     (void)io::load_scenario(path_.toStdString(), ov);
+    // The edits as the loader applies them (a named stack becomes a base, a field of a referenced
+    // file brings that file in), its references rewritten for OUT's folder.
+    doc = QJsonDocument::fromJson(QByteArray::fromStdString(io::scenario_text_with_overrides(
+                                      path_.toStdString(), ov, to.absolutePath().toStdString())))
+              .object();
   } catch (const InputError& e) {
     if (error) *error = QStringLiteral("not saved: ") + QString::fromStdString(e.what());
     return false;
   }
-  QJsonObject doc = doc_;
-  for (const auto& [p, v] : edits_) put(doc, p.split(QLatin1Char('.')), 0, parse_value(v));
-  const QDir from = QFileInfo(path_).absoluteDir(), to = QFileInfo(out).absoluteDir();
-  // References to files, relative to the scenario's folder, follow it; a value that names no file
-  // beside it ("none", a shipped stack's name) stays as it is.
-  for (const char* key : {"model", "system", "calibration", "stack", "end_to_end"}) {
+  // A stack or end-to-end file beside the scenario follows it too (the loader rewrote the model,
+  // system and calibration references); a name that is no file there ("none", a shipped stack's
+  // name) stays as it is.
+  auto follow = [&](const QString& ref) {
+    if (QDir::isAbsolutePath(ref) || !QFileInfo(from.absoluteFilePath(ref)).isFile()) return ref;
+    return to.relativeFilePath(from.absoluteFilePath(ref));
+  };
+  for (const char* key : {"stack", "end_to_end"}) {
     const QJsonValue ref = doc.value(QLatin1String(key));
-    if (!ref.isString() || QDir::isAbsolutePath(ref.toString())) continue;
-    if (!QFileInfo(from.absoluteFilePath(ref.toString())).isFile()) continue;
-    doc.insert(QLatin1String(key), to.relativeFilePath(from.absoluteFilePath(ref.toString())));
+    if (ref.isString()) {
+      doc.insert(QLatin1String(key), follow(ref.toString()));
+    } else if (ref.isObject() && ref.toObject().value(QStringLiteral("base")).isString()) {
+      QJsonObject o = ref.toObject();
+      o.insert(QStringLiteral("base"), follow(o.value(QStringLiteral("base")).toString()));
+      doc.insert(QLatin1String(key), o);
+    }
+  }
+  const QByteArray text = QJsonDocument(doc).toJson(QJsonDocument::Indented);
+  {
+    // Checked again as written, from OUT's folder, before OUT is replaced.
+    QTemporaryFile probe(to.filePath(QStringLiteral(".moeperf-save-XXXXXX.json")));
+    if (!probe.open() || probe.write(text) != text.size() || !probe.flush()) {
+      if (error) *error = out + QStringLiteral(": cannot write: ") + probe.errorString();
+      return false;
+    }
+    try {
+      (void)io::load_scenario(probe.fileName().toStdString());
+    } catch (const InputError& e) {
+      if (error)
+        *error = QStringLiteral("not saved: the file written would not load: ") +
+                 QString::fromStdString(e.what()).replace(probe.fileName(), out);
+      return false;
+    }
   }
   QSaveFile f(out);  // writes a temporary beside OUT and renames it on commit()
-  if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(doc).toJson(QJsonDocument::Indented)) < 0 || !f.commit()) {
+  if (!f.open(QIODevice::WriteOnly) || f.write(text) < 0 || !f.commit()) {
     if (error) *error = out + QStringLiteral(": cannot write: ") + f.errorString();
     return false;
   }

@@ -592,6 +592,19 @@ Scenario load_scenario(const std::string& path, const std::vector<Override>& set
   }
 }
 
+std::string scenario_text_with_overrides(const std::string& path, const std::vector<Override>& sets,
+                                         const std::string& out_dir) {
+  json doc = detail::read_json_file(path);
+  expect_scenario_file(doc, path);
+  for (const Override& o : sets) apply_override(doc, o, path);
+  if (!out_dir.empty()) {
+    const fs::path parent = fs::path(path).parent_path();
+    rebase_references(doc, fs::absolute(parent.empty() ? fs::path(".") : parent).lexically_normal(),
+                      fs::absolute(out_dir).lexically_normal());
+  }
+  return doc.dump(2);
+}
+
 Validated validate_file(const std::string& path) {
   const json doc = detail::read_json_file(path);
   const Node root(doc, path, "");

@@ -26,6 +26,12 @@ struct Override {
 Override parse_override(const std::string& arg);  // throws SpecError for "a.b" without "="
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& sets = {});
+// The scenario file's JSON (indented) with the overrides applied as load_scenario applies them (a
+// named stack becomes {"base": NAME, ...}; a file referenced along an override's path is read in),
+// its file references rewritten to resolve from `out_dir` when one is given: what a scenario file
+// saved there with those edits holds. Not checked (load_scenario checks).
+std::string scenario_text_with_overrides(const std::string& path, const std::vector<Override>& sets,
+                                         const std::string& out_dir = "");
 
 // A calibration profile file ({"kind": "calibration", "params": {...}}); the parameters it does
 // not name keep `base`'s values.

@@ -523,6 +523,38 @@ class ScenarioFormTest : public QObject {
     QCOMPARE(predict(got, got.calibration).step_time.value(), predict(want, want.calibration).step_time.value());
     QVERIFY(QDir(dir.path()).entryList(QDir::Files) == QStringList{QStringLiteral("saved.json")});  // no temporary left
   }
+  void saveWritesEditsAsTheLoaderAppliesThem() {
+    // Edits into a named stack and into the referenced system file (a plan's or a sweep's point,
+    // a price) and of a field the dock does not show: saved elsewhere, the file loads to the same
+    // scenario as the original with the overrides (the stack keeps its base; the system file is
+    // brought in, its own references rewritten for the new folder), and no temporary is left.
+    ScenarioForm f;
+    QVERIFY(f.load(QString::fromStdString(kOptimized)));
+    f.setValue(QStringLiteral("stack.dispatcher"), QStringLiteral("alltoall"));
+    f.setValue(QStringLiteral("system.price.usd_per_gpu_hour"), QStringLiteral("3"));
+    f.setValue(QStringLiteral("memory.recompute"), QStringLiteral("[\"mlp\"]"));
+    std::vector<io::Override> ov;
+    for (const QString& o : f.overrides()) ov.push_back(io::parse_override(o.toStdString()));
+    QCOMPARE(ov.size(), size_t{3});
+    const Scenario want = io::load_scenario(kOptimized, ov);
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const QString out = dir.filePath(QStringLiteral("saved.json"));
+    QString error;
+    QVERIFY2(f.save(out, &error), qPrintable(error));
+    const Scenario got = io::load_scenario(out.toStdString());
+    QCOMPARE(got.stack.name, want.stack.name);
+    QVERIFY(got.stack.dispatcher == want.stack.dispatcher);
+    QCOMPARE(*got.system.power_price.usd_per_gpu_hour, 3.0);
+    QCOMPARE(got.memory.recompute.size(), size_t{1});
+    QCOMPARE(predict(got, got.calibration).step_time.value(), predict(want, want.calibration).step_time.value());
+    QVERIFY(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden) == QStringList{QStringLiteral("saved.json")});
+    // An edit the loader refuses is not saved, and OUT is left as it was.
+    f.setValue(QStringLiteral("system.price.usd_per_gpu_hour"), QStringLiteral("-1"));
+    QVERIFY(!f.save(out, &error));
+    QVERIFY2(error.startsWith(QStringLiteral("not saved: ")), qPrintable(error));
+    QCOMPARE(*io::load_scenario(out.toStdString()).system.power_price.usd_per_gpu_hour, 3.0);
+  }
   void saveKeepsFileReferencesAndNames() {
     // A scenario beside its own end-to-end file, on a shipped stack by name: saved into another
     // folder, the file reference follows it and the stack's name stays a name.
