@@ -26,6 +26,8 @@ class ScenarioJob : public QObject {
   const LoadResult& result() const { return result_; }
   QString path() const { return path_; }
   bool busy() const { return pending_ != done_; }
+  // Drops the requests still running: their results are never delivered.
+  void cancelPending() { done_ = ++pending_; }
 
  signals:
   void finished();  // result() and path() hold the latest request's outcome

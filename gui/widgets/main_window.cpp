@@ -121,6 +121,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const QString f = QFileDialog::getOpenFileName(this, tr("Open second scenario"), path_, tr("Scenarios (*.json)"));
     if (!f.isEmpty()) requestCompareScenario(f);
   });
+  file->addAction(tr("&Pin scenario as second"), this, [this] { pinCompareScenario(); });
   file->addAction(tr("&Save scenario"), QKeySequence::Save, this, [this] { saveDialog(false); });
   file->addAction(tr("Save scenario &as…"), QKeySequence::SaveAs, this, [this] { saveDialog(true); });
   QMenu* exp = file->addMenu(tr("&Export"));
@@ -247,6 +248,17 @@ void MainWindow::requestCompareScenario(const QString& path) {
 
 bool MainWindow::openCompareScenario(const QString& path) {
   return applyCompare(load_and_predict(path.toStdString()), path);
+}
+
+bool MainWindow::pinCompareScenario() {
+  if (!report_) return false;
+  compare_job_->cancelPending();  // a second scenario still loading would replace the pinned one
+  compare_report_ = report_;
+  compare_->setLower(compare_report_);
+  tabs_->setCurrentWidget(compare_);
+  statusBar()->showMessage(tr("Pinned %1 as the second scenario · step %2: edit in the dock to compare")
+                               .arg(QString::fromStdString(report_->name), format_step(*report_)));
+  return true;
 }
 
 bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {

@@ -50,6 +50,10 @@ class MainWindow : public QMainWindow {
   // banner and keeps the second scenario shown. openCompareScenario does the same synchronously.
   void requestCompareScenario(const QString& path);
   bool openCompareScenario(const QString& path);
+  // File > Pin scenario as second: the scenario shown, with the dock's edits, becomes the Compare
+  // tab's lower timeline as it is now; later edits move only the upper one (what an edit changes,
+  // side by side). False when no scenario is shown.
+  bool pinCompareScenario();
   ScenarioJob* compareJob() const { return compare_job_; }
   CompareView* compareView() const { return compare_; }
   std::shared_ptr<const StepReport> compareReport() const { return compare_report_; }

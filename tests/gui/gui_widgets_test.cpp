@@ -569,6 +569,27 @@ class MainWindowTest : public QObject {
     QVERIFY2(w.exportPng(png, &error), qPrintable(error));  // the Compare tab exported
     QVERIFY(!QImage(png).isNull());
   }
+  // File > Pin scenario as second: the scenario shown becomes the lower timeline as it is; an edit
+  // in the dock then moves only the upper one, and the difference table names the edited field.
+  void pinnedScenarioStaysWhileTheDockEdits() {
+    MainWindow w;
+    const QString small = QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json");
+    QVERIFY(w.openScenario(small));
+    const auto before = w.report();
+    QVERIFY(w.pinCompareScenario());
+    QCOMPARE(w.compareReport(), before);
+    QCOMPARE(w.tabs()->currentWidget(), static_cast<QWidget*>(w.compareView()));
+    QSignalSpy spy(w.job(), &ScenarioJob::finished);
+    w.scenarioPanel()->setFieldText(QStringLiteral("batch.micro_batch"), QStringLiteral("1"));
+    QVERIFY(spy.wait(60000));
+    QVERIFY(w.report() != before);
+    QCOMPARE(w.compareReport(), before);  // the pinned one stays
+    QVERIFY(w.compareView()->lowerLabel().contains(format_seconds(before->step_time.value())));
+    QVERIFY(w.compareView()->upperLabel().contains(format_seconds(w.report()->step_time.value())));
+    QVERIFY2(w.compareView()->fieldsText().contains(QStringLiteral("batch.micro_batch")), qPrintable(w.compareView()->fieldsText()));
+    MainWindow empty;
+    QVERIFY(!empty.pinCompareScenario());
+  }
   void malformedScenarioKeepsPrevious() {
     MainWindow w;
     const QString good = kDir + QStringLiteral("gb300-optimized.json");
