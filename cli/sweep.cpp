@@ -49,7 +49,7 @@ std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& 
     ++lineno;
     if (csv && lineno == 1) {
       if (line != header)
-        throw InputError("--resume " + path + ": line 1 is not this sweep's header (another sweep wrote the file?); expected " + header);
+        throw InputError("--resume " + path + ": line 1 is not this sweep's header (another sweep, or another moeperf version, wrote the file?); expected " + header);
     } else {
       bool ok = done < n;
       if (ok && csv) {

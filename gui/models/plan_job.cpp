@@ -32,6 +32,8 @@ void PlanJob::start(const QString& scenario, const QStringList& sets, io::PlanOp
   auto run = std::make_shared<Run>();
   run_ = run;
   path_ = scenario, sets_ = sets;
+  options_ = options;
+  options_.progress = nullptr, options_.merge = nullptr, options_.cancel = nullptr;
   result_.reset();
   error_.clear();
   busy_ = true;
@@ -42,6 +44,7 @@ void PlanJob::start(const QString& scenario, const QStringList& sets, io::PlanOp
   pool_.start([this, run, file, set_list, options, t]() mutable {
     const auto t0 = std::chrono::steady_clock::now();
     options.shard = 0, options.shards = 1, options.merge = nullptr;
+    options.cancel = &run->cancelled;
     options.progress = [this, run](size_t done, size_t total) {
       QMetaObject::invokeMethod(this, [this, run, done, total] {
         if (run == run_) emit progress(static_cast<int>(done), static_cast<int>(total));
@@ -64,7 +67,8 @@ void PlanJob::start(const QString& scenario, const QStringList& sets, io::PlanOp
       const Scenario s = io::load_scenario(file, ov);
       run->result = io::plan(s, file, options, on_threads);
     } catch (const InputError& e) {
-      run->error = e.what();
+      // Cancelled before a layout was simulated, plan() finds none: say so, not "none fits".
+      run->error = run->cancelled ? "Cancelled before any layout was predicted" : e.what();
     } catch (const std::exception& e) {
       run->error = std::string("plan failed: ") + e.what();
     }
@@ -78,6 +82,13 @@ void PlanJob::start(const QString& scenario, const QStringList& sets, io::PlanOp
       emit finished(run->cancelled);
     }, Qt::QueuedConnection);
   });
+}
+
+size_t PlanJob::searched() const {
+  if (!result_) return 0;
+  const io::PlanResult& r = *result_;
+  return r.invalid + r.too_fine + r.no_fit + r.bounded + r.compute_bounded + r.comm_bounded + r.schedule_bounded + r.predicted +
+         r.failed;
 }
 
 void PlanJob::cancel() {

@@ -1,8 +1,8 @@
 // A plan (model/io/plan.h, the engine of `moeperf plan`) run off the GUI thread: the scenario file
 // with its --set overrides loaded there, the candidates on a few threads, progress posted to the
 // GUI thread as candidates finish. Cancel stops handing out candidates (those running finish); the
-// best of those searched are then ranked and predicted as usual, so a cancelled plan still shows
-// what it found. The entries are the CLI's for the same arguments.
+// best of those searched are then ranked and only the first predicted whole, so a cancelled plan
+// still shows what it found. The entries are the CLI's for the same arguments.
 //
 //   PlanJob job;
 //   connect(&job, &PlanJob::finished, view, [&](bool cancelled) { ... job.result() ... });
@@ -35,6 +35,10 @@ class PlanJob : public QObject {
   const std::optional<io::PlanResult>& result() const { return result_; }
   const QString& error() const { return error_; }
   double seconds() const { return seconds_; }
+  // The options of the latest start() (its objective names the table's last column).
+  const io::PlanOptions& options() const { return options_; }
+  // How many candidates were searched (checked, pruned or simulated) of how many, after finished().
+  size_t searched() const;
   // The scenario's file and overrides the plan ran on.
   const QString& path() const { return path_; }
   const QStringList& sets() const { return sets_; }
@@ -48,6 +52,7 @@ class PlanJob : public QObject {
   QThreadPool pool_;
   std::shared_ptr<Run> run_;
   std::optional<io::PlanResult> result_;
+  io::PlanOptions options_;
   QString error_, path_;
   QStringList sets_;
   double seconds_ = 0;

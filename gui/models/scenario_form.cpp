@@ -127,10 +127,25 @@ QStringList ScenarioForm::overrides() const {
   // Then the edits of fields the dock does not show (a sweep point's or a plan layout's
   // "memory.recompute", "parallelism.vpp", "system.price...") in the order they were made: they
   // hold for every later prediction, study and save, as the form's own do.
+  return out + hiddenOverrides();
+}
+
+namespace {
+bool shown(const QString& path) {
+  const auto& f = ScenarioForm::fields();
+  return std::any_of(f.begin(), f.end(), [&](const FormField& x) { return x.path == path; });
+}
+}  // namespace
+
+QStringList ScenarioForm::hiddenOverrides() const {
+  QStringList out;
   for (const auto& [p, v] : edits_)
-    if (std::none_of(fields().begin(), fields().end(), [&](const FormField& f) { return f.path == p; }))
-      out << p + QLatin1Char('=') + v;
+    if (!shown(p)) out << p + QLatin1Char('=') + v;
   return out;
+}
+
+void ScenarioForm::clearHidden() {
+  std::erase_if(edits_, [](const auto& e) { return !shown(e.first); });
 }
 
 int ScenarioForm::fieldForPointer(const QString& json_pointer) {

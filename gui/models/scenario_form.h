@@ -38,6 +38,10 @@ class ScenarioForm {
   // An edit equal to the file's value (or empty) removes the override.
   void setValue(const QString& dotted, const QString& value);
   void clear() { edits_.clear(); }
+  // The edits of paths no field shows ("memory.recompute=[...]", from a sweep point or a plan
+  // layout), as overrides() lists them, and their removal.
+  QStringList hiddenOverrides() const;
+  void clearHidden();
   // "PATH=VALUE" for each edit, in fields() order, then the edits of paths no field shows, in the
   // order made: what load_scenario gets as overrides.
   QStringList overrides() const;

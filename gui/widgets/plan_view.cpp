@@ -160,7 +160,7 @@ void PlanView::run(int threads) {
 void PlanView::cancel() {
   if (!job_->busy()) return;
   job_->cancel();
-  status_->setText(tr("Cancelling (the layouts being simulated finish, then the best found are predicted) …"));
+  status_->setText(tr("Cancelling (the layouts being simulated finish, then the best found is predicted) …"));
 }
 
 void PlanView::onProgress(int done, int total) {
@@ -184,11 +184,11 @@ void PlanView::onFinished(bool cancelled) {
   model_->clear();
   const auto& r = job_->result();
   if (!r) {
-    status_->setText((cancelled ? tr("Cancelled: ") : QString()) + job_->error());
+    status_->setText(job_->error());
     return;
   }
   bar_->setValue(bar_->maximum());
-  const QString objective = objective_->currentText();
+  const QString objective = QString::fromStdString(job_->options().objective);  // the run's, not the box's now
   QStringList head{tr("#"), tr("layout"), tr("step s"), tr("band s"), tr("tokens/s/GPU"), tr("TFLOPS/GPU"), tr("MFU %"),
                    tr("exposed comm %"), tr("memory GB")};
   if (objective == QStringLiteral("time_to_train")) head << tr("days");
@@ -222,8 +222,11 @@ void PlanView::onFinished(bool cancelled) {
   }
   status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over 2,048 micro-batch x layer "
                       "passes left out, %7 do not fit, %8 pruned by bounds, %9 predicted%10 · double-click a row to open it in the timeline")
-                       .arg(cancelled ? tr("Cancelled; the best of ") : QString())
-                       .arg(r->candidates)
+                       .arg(cancelled ? tr("Cancelled after %1 of %2 layouts; the best of them, the first predicted whole · ")
+                                            .arg(job_->searched())
+                                            .arg(r->candidates)
+                                      : QString())
+                       .arg(job_->searched())
                        .arg(job_->seconds(), 0, 'f', 1)
                        .arg(r->global_batch)
                        .arg(r->invalid)

@@ -4,6 +4,7 @@
 #include <QFormLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
@@ -57,6 +58,22 @@ ScenarioPanel::ScenarioPanel(QWidget* parent) : QWidget(parent) {
     editors_.push_back(editor);
     errors_.push_back(err);
   }
+  // Overrides of fields not shown above (a sweep point's, a plan layout's): listed, and cleared
+  // together (a plan's parallelism.vpp would otherwise outlive a schedule chosen above).
+  hidden_ = new QLabel();
+  hidden_->setObjectName(QStringLiteral("hiddenOverrides"));
+  hidden_->setWordWrap(true);
+  hidden_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  clear_hidden_ = new QPushButton(tr("Clear"));
+  clear_hidden_->setObjectName(QStringLiteral("clearHiddenOverrides"));
+  clear_hidden_->setToolTip(tr("Drop these overrides: the file's values hold again"));
+  connect(clear_hidden_, &QPushButton::clicked, this, &ScenarioPanel::clearHidden);
+  auto* other = new QWidget();
+  auto* ol = new QVBoxLayout(other);
+  ol->setContentsMargins(0, 0, 0, 0);
+  ol->addWidget(hidden_);
+  ol->addWidget(clear_hidden_, 0, Qt::AlignLeft);
+  form->addRow(tr("Other overrides"), other);
   auto* scroll = new QScrollArea();
   scroll->setWidget(inner);
   scroll->setWidgetResizable(true);
@@ -91,7 +108,19 @@ void ScenarioPanel::refresh() {
       e->setText(v);
     }
   }
+  const QStringList hidden = form_.hiddenOverrides();
+  hidden_->setText(hidden.isEmpty() ? tr("none") : hidden.join(QStringLiteral("\n")));
+  clear_hidden_->setEnabled(!hidden.isEmpty());
   refreshing_ = false;
+}
+
+QString ScenarioPanel::hiddenText() const { return hidden_->text(); }
+
+void ScenarioPanel::clearHidden() {
+  if (form_.hiddenOverrides().isEmpty()) return;
+  form_.clearHidden();
+  refresh();
+  emit edited();
 }
 
 void ScenarioPanel::onEdit(size_t field, const QString& text) {

@@ -12,6 +12,7 @@
 
 class QComboBox;
 class QLabel;
+class QPushButton;
 
 namespace moeperf::gui {
 
@@ -35,6 +36,9 @@ class ScenarioPanel : public QWidget {
   // The free axis ("parallelism.fsdp", "parallelism.dp" or empty) and the last derivation's note.
   void setFreeAxis(const QString& dotted);
   QString derivedNote() const;
+  // The line listing the overrides of fields the dock does not show, and its Clear button.
+  QString hiddenText() const;
+  void clearHidden();  // as the button: the overrides go, and the scenario is predicted again
 
  signals:
   void edited();  // form().overrides() changed
@@ -46,6 +50,8 @@ class ScenarioPanel : public QWidget {
   ScenarioForm form_;
   QComboBox* free_ = nullptr;
   QLabel* note_ = nullptr;
+  QLabel* hidden_ = nullptr;
+  QPushButton* clear_hidden_ = nullptr;
   std::vector<QWidget*> editors_;
   std::vector<QLabel*> errors_;
   bool refreshing_ = false;

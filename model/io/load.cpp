@@ -98,8 +98,12 @@ void rebase_references(json& j, const fs::path& from_dir, const fs::path& to_dir
   if (!j.is_object()) return;
   for (auto& [k, v] : j.items()) {
     if (v.is_string() && is_reference_key(k)) {
+      // A relative path to a JSON file (or to anything there, a model's folder): a name ("blackwell",
+      // a profile) and an absolute path stay as they are.
       const std::string rel = v.get<std::string>();
-      if (rel.size() > 5 && rel.compare(rel.size() - 5, 5, ".json") == 0)
+      std::error_code ec;
+      const bool json_file = rel.size() > 5 && rel.compare(rel.size() - 5, 5, ".json") == 0;
+      if (!rel.empty() && fs::path(rel).is_relative() && (json_file || fs::exists(from_dir / rel, ec)))
         v = (from_dir / rel).lexically_normal().lexically_relative(to_dir).string();
     } else {
       rebase_references(v, from_dir, to_dir);

@@ -60,13 +60,17 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
   constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
                                         PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
   std::vector<PipelineSchedule> out;
-  if (text == "all") return {std::begin(every), std::end(every)};
+  auto trimmed = [](std::string x) {
+    const size_t a = x.find_first_not_of(" \t"), b = x.find_last_not_of(" \t");
+    return a == std::string::npos ? std::string() : x.substr(a, b - a + 1);
+  };
+  if (trimmed(text) == "all") return {std::begin(every), std::end(every)};
   std::string names;
   for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + schedule_name(s);
   size_t at = 0;
   while (at <= text.size()) {
     const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string name = text.substr(at, comma - at);
+    const std::string name = trimmed(text.substr(at, comma - at));
     const auto* hit = std::find_if(std::begin(every), std::end(every), [&](PipelineSchedule s) { return name == schedule_name(s); });
     if (hit == std::end(every))
       throw InputError("--schedules " + text + ": unknown schedule \"" + name + "\" (expected a comma-separated list of " + names +
@@ -115,6 +119,9 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   // One candidate per micro-batch and memory policy of a mesh. `folded`: Megatron's MoE parallel
   // folding (ep x etp carved from each stage's tp x cp x dp GPUs, dense data parallelism dp).
   auto add = [&](int64_t tp, int64_t cp, int64_t pp, PipelineSchedule sched, int64_t ep, int64_t fsdp, int64_t dp, bool folded, int64_t etp) {
+    // Under FSDP the weight gradients stay in the backward and ZB-H1 is 1F1B (lower_step): not
+    // searched twice.
+    if (sched == PipelineSchedule::zb_h1 && fsdp > 1) return;
     const int64_t dense_dp = folded ? dp : ep * fsdp * dp;
     if (res.global_batch % dense_dp != 0) return;
     const int64_t per_rank = res.global_batch / dense_dp;
@@ -210,6 +217,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
     const size_t i = order[pos];
     jobs.push_back([&, i] {
       const Candidate& c = cands[i];
+      if (o.cancel && o.cancel->load()) return;
       {
         std::lock_guard<std::mutex> lk(mu);
         if (bound[i] > kth()) {
@@ -342,6 +350,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   // The kept layouts predicted whole: figures, band, memory, capacity, the objective.
   std::vector<PlanEntry> ok;
   for (size_t i : ranked) {
+    // Cancelled (o.cancel): the best found so far is predicted, no more.
+    if (o.cancel && o.cancel->load() && !ok.empty()) break;
     PlanEntry e{cands[i].layout, cands[i].sets, predict(cands[i].s, cands[i].s.calibration, popt), 0};
     // A balanced candidate names the split it runs, in Megatron's syntax.
     if (const Parallelism& p = e.report.scenario->parallelism; p.balance_layout && !p.layout_spec.empty())

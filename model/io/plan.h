@@ -18,6 +18,7 @@
 //   PlanResult r = plan(io::load_scenario(path), path, {.gpus = 2048, .top = 5});
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct PlanOptions {
   // plan() returns the counts of their shard and no layouts.
   int shard = 0, shards = 1;
   std::function<bool(PlanResult&, std::vector<std::pair<size_t, double>>&)> merge;
+  // Set (from another thread) to stop: candidates not started are skipped, and of the best found
+  // only the first is predicted whole (the GUI's Cancel, and its window closing).
+  const std::atomic<bool>* cancel = nullptr;
   // Called (one thread at a time) as each of this process's candidates is done: how many of how many.
   std::function<void(size_t done, size_t total)> progress;
 };

@@ -412,8 +412,8 @@ std::string sweep_csv_row(const SweepSpec& sp, const SweepRow& r) {
          fixed(r.cluster_tokens_per_s, 0) + "," + std::to_string(r.gpus_bought));
     if (sp.train_tokens > 0) {
       cell(l, fixed(r.time_to_train_days, 2));
-      cell(l, fixed(r.gpu_hours_held, 0));
-      cell(l, r.cost_to_train_usd ? fixed(*r.cost_to_train_usd, 0) : std::string());
+      cell(l, fixed(r.gpu_hours_held, 2));
+      cell(l, r.cost_to_train_usd ? fixed(*r.cost_to_train_usd, 2) : std::string());
     }
   } else {
     l += std::string(sp.train_tokens > 0 ? 14 : 11, ',');
@@ -444,8 +444,8 @@ std::string sweep_jsonl_row(const SweepRow& r) {
     j["cluster_tokens_per_s"] = num(r.cluster_tokens_per_s, 0);
     j["gpus_bought"] = r.gpus_bought;
     if (r.time_to_train_days > 0) j["time_to_train_days"] = num(r.time_to_train_days, 2);
-    if (r.gpu_hours_held > 0) j["gpu_hours_held"] = num(r.gpu_hours_held, 0);
-    if (r.cost_to_train_usd) j["cost_to_train_usd"] = num(*r.cost_to_train_usd, 0);
+    if (r.time_to_train_days > 0) j["gpu_hours_held"] = num(r.gpu_hours_held, 2);
+    if (r.cost_to_train_usd) j["cost_to_train_usd"] = num(*r.cost_to_train_usd, 2);
   }
   if (!r.reason.empty()) j["reason"] = r.reason;
   return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";

@@ -116,13 +116,11 @@ FlopsPerSecond parse_flop_rate(std::string_view s) { return FlopsPerSecond(parse
 Watts parse_power(std::string_view s) { return Watts(parse(s, QuantityKind::power)); }
 
 double parse_token_count(const char* flag, const std::string& text) {
-  size_t used = 0;
+  // std::from_chars: the C locale's decimal point whatever the process's (the GUI's Qt sets it from
+  // the environment, where "2.5" may not parse with std::stod).
   double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  size_t used = ec == std::errc() ? static_cast<size_t>(end - text.data()) : 0;
   double unit = 1;
   const std::string rest = text.substr(used);
   if (rest == "K") unit = 1e3;

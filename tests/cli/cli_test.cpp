@@ -1159,16 +1159,25 @@ TEST(CliPlan, SchedulesAreSearchedAsAsked) {
   const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
   const std::string args = "plan " + source(kSeed) + " --gpus 4 --format json" + small;
   auto searched = [&](const std::string& schedules) {
-    const Result r = run_stdout(args + " --top 3 --schedules " + schedules);
+    const Result r = run_stdout(args + " --top 3 --schedules '" + schedules + "'");
     EXPECT_EQ(r.code, 0) << r.out;
     return nlohmann::json::parse(r.out);
   };
-  // N unpipelined meshes and P pipelined ones per schedule: 1f1b N + P, the default N + 2P, all N + 5P.
-  const auto one = searched("1f1b"), two = searched("1f1b,interleaved"), every = searched("all");
-  const size_t c1 = one["searched"]["candidates"], c2 = two["searched"]["candidates"], c5 = every["searched"]["candidates"];
-  ASSERT_GT(c2, c1);
-  EXPECT_EQ(c5 - c2, 3 * (c2 - c1));
+  // N unpipelined meshes, searched once, and each schedule's pipelined ones: the list's count is
+  // N plus each schedule's own (N from 1f1b, interleaved and the two together). ZB-H1 drops the
+  // FSDP meshes (there it is 1F1B).
+  std::map<std::string, size_t> alone;
+  for (const char* s : {"1f1b", "interleaved", "zbh1", "dualpipe", "dualpipev"}) alone[s] = searched(s)["searched"]["candidates"];
+  const auto two = searched("1f1b,interleaved"), every = searched(" all ");
+  const size_t c2 = two["searched"]["candidates"], c5 = every["searched"]["candidates"];
+  const size_t n = alone["1f1b"] + alone["interleaved"] - c2;
+  ASSERT_GT(c2, alone["1f1b"]);
+  size_t sum = n;
+  for (const auto& [name, c] : alone) sum += c - n;
+  EXPECT_EQ(c5, sum);
+  EXPECT_LT(alone["zbh1"], alone["1f1b"]);
   EXPECT_EQ(every["schedules"], nlohmann::json({"1f1b", "interleaved", "zbh1", "dualpipe", "dualpipev"}));
+  EXPECT_EQ(searched("zbh1 , dualpipev")["schedules"], nlohmann::json({"zbh1", "dualpipev"}));  // spaces are not names
   const Result d = run_stdout(args + " --top 3");
   ASSERT_EQ(d.code, 0) << d.out;
   EXPECT_EQ(nlohmann::json::parse(d.out)["searched"]["candidates"], c2);  // the default: 1f1b and interleaved

@@ -581,6 +581,13 @@ class ScenarioFormTest : public QObject {
     QString error;
     QVERIFY2(f.save(b.filePath(QStringLiteral("saved.json")), &error), qPrintable(error));
     const Scenario got = io::load_scenario(b.filePath(QStringLiteral("saved.json")).toStdString());
+    {
+      // Absolute references stay absolute.
+      QFile saved(b.filePath(QStringLiteral("saved.json")));
+      QVERIFY(saved.open(QIODevice::ReadOnly));
+      const QJsonObject sd = QJsonDocument::fromJson(saved.readAll()).object();
+      for (const char* key : {"model", "system"}) QCOMPARE(sd.value(QLatin1String(key)).toString(), doc.value(QLatin1String(key)).toString());
+    }
     QCOMPARE(got.stack.name, std::string("megatron-core"));
     QCOMPARE(got.calibration.end_to_end.size(), size_t{1});
     QCOMPARE(got.calibration.end_to_end.front().step_ratio, 1.5);
