@@ -17,6 +17,7 @@ namespace {
 
 struct Opts {
   std::string file, objective = "tokens_per_s", tokens, format = "text", schedules = "1f1b,interleaved";
+  std::vector<int64_t> vpps = {2};
   std::vector<std::string> sets;
   int64_t gpus = 0, global_batch = 0;
   int top = 5, jobs = 0;
@@ -30,6 +31,7 @@ int cmd_plan(const Opts& o) {
   po.prune = !o.no_prune;
   po.balance = o.balance;
   po.schedules = io::parse_schedules(o.schedules);
+  po.vpps = o.vpps;
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
@@ -78,6 +80,7 @@ int cmd_plan(const Opts& o) {
     j["objective"] = o.objective;
     j["schedules"] = nlohmann::json::array();
     for (PipelineSchedule x : po.schedules) j["schedules"].push_back(io::schedule_name(x));
+    j["vpps"] = po.vpps;
     j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded}, {"pruned_by_compute_bound", r.compute_bounded}, {"pruned_by_comm_bound", r.comm_bounded}, {"pruned_by_schedule_bound", r.schedule_bounded},
                      {"predicted", r.predicted}, {"failed", r.failed}, {"seconds", secs}, {"threads", jobs}, {"processes", rk.size()}};
     j["best"] = nlohmann::json::array();
@@ -153,6 +156,9 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--schedules", o->schedules,
                   "pipeline schedules searched for pp > 1, comma-separated: 1f1b, interleaved (vpp 2), zbh1, dualpipe, "
                   "dualpipev, or all (default 1f1b,interleaved)");
+  sub->add_option("--vpp", o->vpps, "virtual stages per GPU tried under the interleaved schedule, comma-separated (default 2)")
+      ->delimiter(',')
+      ->check(whole_at_least(2, "a virtual stage count"));
   sub->add_flag("--no-prune", o->no_prune, "simulate every valid layout that fits (slow; checks that the bounds lose nothing)");
   return {sub, [o] { return cmd_plan(*o); }};
 }

@@ -56,6 +56,10 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   schedules_ = new QLineEdit(QStringLiteral("1f1b,interleaved"));
   schedules_->setObjectName(QStringLiteral("planSchedules"));
   schedules_->setToolTip(tr("--schedules: pipeline schedules searched for pp > 1 (1f1b, interleaved, zbh1, dualpipe, dualpipev, or all)"));
+  vpps_ = new QLineEdit(QStringLiteral("2"));
+  vpps_->setObjectName(QStringLiteral("planVpps"));
+  vpps_->setMaximumWidth(60);
+  vpps_->setToolTip(tr("--vpp: virtual stages per GPU tried under the interleaved schedule (2,4)"));
   balance_ = new QCheckBox(tr("balanced layouts"));
   balance_->setObjectName(QStringLiteral("planBalance"));
   balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced, not split evenly"));
@@ -81,6 +85,8 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   form->addWidget(tokens_);
   form->addWidget(new QLabel(tr("schedules")));
   form->addWidget(schedules_, 2);
+  form->addWidget(new QLabel(tr("vpp")));
+  form->addWidget(vpps_);
   form->addWidget(balance_);
   form->addWidget(run_);
   form->addWidget(cancel_);
@@ -128,6 +134,7 @@ void PlanView::setObjective(const QString& objective, const QString& tokens) {
 }
 void PlanView::setSchedules(const QString& text) { schedules_->setText(text); }
 void PlanView::setBalance(bool on) { balance_->setChecked(on); }
+void PlanView::setVpps(const QString& text) { vpps_->setText(text); }
 
 void PlanView::run(int threads) {
   if (!source_ || job_->busy()) return;
@@ -143,6 +150,7 @@ void PlanView::run(int threads) {
     o.objective = objective_->currentText().toStdString();
     if (o.objective == "time_to_train") o.train_tokens = io::parse_token_count("--tokens", tokens_->text().trimmed().toStdString());
     o.schedules = io::parse_schedules(schedules_->text().trimmed().toStdString());
+    o.vpps = io::parse_vpps(vpps_->text().trimmed().toStdString());
     o.balance = balance_->isChecked();
   } catch (const InputError& e) {
     status_->setText(QString::fromStdString(e.what()));

@@ -37,6 +37,7 @@ class PlanView : public QWidget {
   void setTop(int top);
   void setObjective(const QString& objective, const QString& tokens = {});  // tokens_per_s, time_to_train, cost
   void setSchedules(const QString& text);  // "1f1b,interleaved", "all", ...
+  void setVpps(const QString& text);       // "2,4": virtual stages per GPU tried when interleaved
   void setBalance(bool on);
   void run(int threads = 0);  // as the Run button (threads 0: every core)
   void cancel();
@@ -61,6 +62,7 @@ class PlanView : public QWidget {
   QComboBox* objective_;
   QLineEdit* tokens_;
   QLineEdit* schedules_;
+  QLineEdit* vpps_;
   QCheckBox* balance_;
   QPushButton* run_;
   QPushButton* cancel_;

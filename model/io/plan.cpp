@@ -1,6 +1,7 @@
 #include "model/io/plan.h"
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <cmath>
 #include <map>
@@ -81,12 +82,33 @@ std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
   return out;
 }
 
+std::vector<int64_t> parse_vpps(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 2 || v > 1024)
+      throw InputError("--vpp " + text + ": expected virtual stages per GPU, whole numbers from 2 to 1024 separated by commas, got \"" +
+                       item + "\"");
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
+
 PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions& o,
                 const std::function<void(std::vector<std::function<void()>>&)>& run) {
   if (o.gpus < 1) throw InputError("plan: --gpus must be at least 1");
   if (o.objective == "cost" && !base.system.power_price.usd_per_gpu_hour)
     throw InputError("plan --objective cost: " + base.system.name + " gives no price per GPU-hour (system price.usd_per_gpu_hour)");
   if (o.schedules.empty()) throw InputError("plan: no pipeline schedule to search (--schedules)");
+  if (o.vpps.empty() || *std::min_element(o.vpps.begin(), o.vpps.end()) < 2)
+    throw InputError("plan: interleaving needs virtual stages per GPU of at least 2 (--vpp)");
   if (o.objective == "time_to_train" && !(o.train_tokens > 0))
     throw InputError("plan --objective time_to_train needs --tokens (a budget like 15T)");
   PlanResult res;
@@ -118,7 +140,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   std::vector<Candidate> cands;
   // One candidate per micro-batch and memory policy of a mesh. `folded`: Megatron's MoE parallel
   // folding (ep x etp carved from each stage's tp x cp x dp GPUs, dense data parallelism dp).
-  auto add = [&](int64_t tp, int64_t cp, int64_t pp, PipelineSchedule sched, int64_t ep, int64_t fsdp, int64_t dp, bool folded, int64_t etp) {
+  auto add = [&](int64_t tp, int64_t cp, int64_t pp, PipelineSchedule sched, int64_t vpp, int64_t ep, int64_t fsdp, int64_t dp,
+                 bool folded, int64_t etp) {
     // Under FSDP the weight gradients stay in the backward and ZB-H1 is 1F1B (lower_step): not
     // searched twice.
     if (sched == PipelineSchedule::zb_h1 && fsdp > 1) return;
@@ -140,7 +163,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         // string does not carry over to another mesh: the even split, or with --balance each
         // pipelined candidate's balanced split (predict() finds it again for the kept ones).
         p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
-        p.vpp = sched == PipelineSchedule::interleaved ? 2 : 1;
+        p.vpp = vpp;
         p.schedule = sched;
         p.layout.clear(), p.layout_spec.clear();
         p.balance_layout = o.balance && pp > 1;
@@ -171,16 +194,31 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         cands.push_back(std::move(c));
       }
   };
+  // The schedules for a pipeline depth: each asked, interleaved once per VPP asked that leaves every
+  // virtual stage a layer; without a pipeline, none (1F1B's program is the plain step).
+  auto pipe_choices = [&](int64_t pp) {
+    std::vector<std::pair<PipelineSchedule, int64_t>> v;
+    if (pp == 1) return decltype(v){{PipelineSchedule::one_f_one_b, 1}};
+    for (PipelineSchedule sc : o.schedules) {
+      if (sc != PipelineSchedule::interleaved) {
+        v.emplace_back(sc, 1);
+        continue;
+      }
+      for (int64_t vpp : o.vpps)
+        if (pp * vpp <= m.layers) v.emplace_back(sc, vpp);
+    }
+    return v;
+  };
   for (int64_t tp : tps)
     for (int64_t cp : cps)
       for (int64_t pp : pps)
-        for (PipelineSchedule sched : pp > 1 ? o.schedules : std::vector<PipelineSchedule>{PipelineSchedule::one_f_one_b}) {
+        for (const auto& [sched, vpp] : pipe_choices(pp)) {
           for (int64_t ep : eps) {
             const int64_t inner = tp * cp * pp * ep;
             if (inner > o.gpus || o.gpus % inner != 0) continue;
             const int64_t rest = o.gpus / inner;
-            add(tp, cp, pp, sched, ep, rest, 1, false, 1);
-            if (rest > 1) add(tp, cp, pp, sched, ep, 1, rest, false, 1);
+            add(tp, cp, pp, sched, vpp, ep, rest, 1, false, 1);
+            if (rest > 1) add(tp, cp, pp, sched, vpp, ep, 1, rest, false, 1);
           }
           // Folded: ETP 1 (an EP group across TP/CP ranks; with tp = cp = 1 it is the unfolded
           // EP x DP above), 2, 4 or 8 inside an NVLink domain, dividing the experts' FFN width.
@@ -189,7 +227,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
           for (int64_t etp : {1, 2, 4, 8}) {
             if (etp > domain || m.expert_ffn % etp != 0 || (etp == 1 && tp * cp == 1)) continue;
             for (int64_t ep : eps)
-              if (stage % (ep * etp) == 0) add(tp, cp, pp, sched, ep, 1, dp, true, etp);
+              if (stage % (ep * etp) == 0) add(tp, cp, pp, sched, vpp, ep, 1, dp, true, etp);
           }
         }
   res.candidates = cands.size();

@@ -1,6 +1,6 @@
 // moeperf plan: the feasible layouts of a scenario's model, system and batch on N GPUs, ranked.
 // Candidates: TP (inside an NVLink domain, dividing the heads), CP (long sequences), PP with 1F1B
-// or interleaved (VPP 2) (or the schedules asked: ZB-H1, DualPipe, DualPipeV), EP (powers of two dividing the experts), the rest FSDP or DP, the
+// or interleaved (VPP 2, or the VPPs asked) (or the schedules asked: ZB-H1, DualPipe, DualPipeV), EP (powers of two dividing the experts), the rest FSDP or DP, the
 // micro-batch, and the memory policy (the scenario's recompute/offload, or everything recomputed);
 // and MoE parallel folding (ETP 1 across TP/CP ranks, 2, 4, 8; the rest DP) at the scenario's
 // micro-batch and memory policy. Pipelined candidates split the layers evenly, or (balance) by
@@ -43,6 +43,9 @@ struct PlanOptions {
   // per GPU, or two for DualPipe(V) as their programs place them); a layout the loader refuses
   // under one (DualPipe's even pp, its micro-batch count) is counted invalid.
   std::vector<PipelineSchedule> schedules = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved};
+  // Virtual stages per GPU tried under the interleaved schedule (each at least 2; pp x vpp at most
+  // the model's layers).
+  std::vector<int64_t> vpps = {2};
   // Across processes: this one searches the candidates at positions shard, shard + shards, ... of
   // the search order; `merge` (given when shards > 1) then brings every shard's counts and best
   // (candidate, simulated step) pairs to one process, and returns false on the others, whose
@@ -79,6 +82,10 @@ struct PlanResult {
 // "1f1b,zbh1" or "all" (as --schedules takes them): the schedules a scenario file names, each once,
 // in the order given; InputError naming the text and the names expected.
 std::vector<PipelineSchedule> parse_schedules(const std::string& text);
+
+// "2,4" (as --vpp takes them): whole numbers of at least 2, each once, in the order given;
+// InputError naming the text.
+std::vector<int64_t> parse_vpps(const std::string& text);
 
 // `run` maps independent jobs onto threads (serial when not given). Throws InputError for an
 // objective the scenario cannot give (cost without a price) or a GPU count no layout fits.

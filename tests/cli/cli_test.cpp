@@ -1178,6 +1178,18 @@ TEST(CliPlan, SchedulesAreSearchedAsAsked) {
   EXPECT_LT(alone["zbh1"], alone["1f1b"]);
   EXPECT_EQ(every["schedules"], nlohmann::json({"1f1b", "interleaved", "zbh1", "dualpipe", "dualpipev"}));
   EXPECT_EQ(searched("zbh1 , dualpipev")["schedules"], nlohmann::json({"zbh1", "dualpipev"}));  // spaces are not names
+  // --vpp: the interleaved meshes once per VPP (here every pipeline has room for 4 per GPU).
+  const Result v24 = run_stdout(args + " --top 60 --no-prune --schedules interleaved --vpp 2,4");
+  ASSERT_EQ(v24.code, 0) << v24.out;
+  const auto vj = nlohmann::json::parse(v24.out);
+  EXPECT_EQ(vj["vpps"], nlohmann::json({2, 4}));
+  EXPECT_EQ(vj["searched"]["candidates"].get<size_t>(), 2 * alone["interleaved"] - n);
+  bool four = false;
+  for (const auto& x : vj["best"]) four = four || x["layout"].get<std::string>().find("(vpp 4)") != std::string::npos;
+  EXPECT_TRUE(four) << v24.out.substr(0, 3000);
+  const Result v1 = run("plan " + source(kSeed) + " --gpus 4 --vpp 1" + small);
+  EXPECT_EQ(v1.code, 2) << v1.out;
+  EXPECT_NE(v1.out.find("--vpp: expected a virtual stage count (a whole number >= 2), got 1"), std::string::npos) << v1.out;
   const Result d = run_stdout(args + " --top 3");
   ASSERT_EQ(d.code, 0) << d.out;
   EXPECT_EQ(nlohmann::json::parse(d.out)["searched"]["candidates"], c2);  // the default: 1f1b and interleaved

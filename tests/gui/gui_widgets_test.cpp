@@ -926,6 +926,11 @@ class MainWindowTest : public QObject {
     QVERIFY2(v->statusText().startsWith(QStringLiteral("--schedules 1f1b,gpipe: unknown schedule \"gpipe\"")), qPrintable(v->statusText()));
     QCOMPARE(m->rowCount(), 5);
     v->setSchedules(QStringLiteral("1f1b"));
+    v->setVpps(QStringLiteral("2,1"));
+    v->run(2);
+    QVERIFY(!v->job()->busy());
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("--vpp 2,1: expected virtual stages per GPU")), qPrintable(v->statusText()));
+    v->setVpps(QStringLiteral("2"));
     v->setObjective(QStringLiteral("time_to_train"), QStringLiteral("15X"));
     v->run(2);
     QVERIFY(!v->job()->busy());
