@@ -18,11 +18,19 @@ namespace {
 struct Opts {
   std::string file, objective = "tokens_per_s", tokens, format = "text", schedules = "1f1b,interleaved";
   std::vector<int64_t> vpps = {2};
+  int64_t max_passes = 2048;
   std::vector<std::string> sets;
   int64_t gpus = 0, global_batch = 0;
   int top = 5, jobs = 0;
   bool no_prune = false, balance = false;
 };
+
+// 2048 -> "2,048", as the rest of the text writes counts.
+std::string fmt_count(int64_t n) {
+  std::string t = std::to_string(n);
+  for (auto i = static_cast<std::ptrdiff_t>(t.size()) - 3; i > 0; i -= 3) t.insert(static_cast<size_t>(i), ",");
+  return t;
+}
 
 int cmd_plan(const Opts& o) {
   const Scenario s = load_named(o.file, o.sets);
@@ -32,6 +40,7 @@ int cmd_plan(const Opts& o) {
   po.balance = o.balance;
   po.schedules = io::parse_schedules(o.schedules);
   po.vpps = o.vpps;
+  po.max_layer_passes = o.max_passes;
   if (!o.tokens.empty()) po.train_tokens = parse_token_count("--tokens", o.tokens);
   int jobs = 1;
   auto run = [&](std::vector<std::function<void()>>& work) { jobs = run_on_threads(o.jobs, work); };
@@ -102,11 +111,11 @@ int cmd_plan(const Opts& o) {
   }
   std::printf("plan: %s on %lld GPUs (global batch %lld sequences), by %s\n", s.model.name.c_str(), static_cast<long long>(o.gpus),
               static_cast<long long>(r.global_batch), o.objective.c_str());
-  std::printf("  searched %zu layouts in %.1f s on %s: %zu invalid (the loader's layout rules), %zu with over 2,048 "
+  std::printf("  searched %zu layouts in %.1f s on %s: %zu invalid (the loader's layout rules), %zu with over %s "
               "micro-batch x layer passes left out, %zu do not fit in memory (checked before pricing), %zu pruned by their FLOP "
               "bound, %zu by their priced compute ops, %zu by a collective queue, %zu by their uncontended schedule, %zu "
               "predicted%s\n",
-              r.candidates, secs, threads.c_str(), r.invalid, r.too_fine, r.no_fit, r.bounded, r.compute_bounded, r.comm_bounded,
+              r.candidates, secs, threads.c_str(), r.invalid, r.too_fine, fmt_count(o.max_passes).c_str(), r.no_fit, r.bounded, r.compute_bounded, r.comm_bounded,
               r.schedule_bounded, r.predicted,
               r.failed ? (", " + std::to_string(r.failed) + " failed").c_str() : "");
   int rank = 0;
@@ -159,6 +168,9 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--vpp", o->vpps, "virtual stages per GPU tried under the interleaved schedule, comma-separated (default 2)")
       ->delimiter(',')
       ->check(whole_at_least(2, "a virtual stage count"));
+  sub->add_option("--max-passes", o->max_passes,
+                  "leave out layouts with more micro-batch x layer passes per step (default 2048; slow to simulate)")
+      ->check(whole_at_least_one("a pass count"));
   sub->add_flag("--no-prune", o->no_prune, "simulate every valid layout that fits (slow; checks that the bounds lose nothing)");
   return {sub, [o] { return cmd_plan(*o); }};
 }

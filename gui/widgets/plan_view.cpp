@@ -60,6 +60,11 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   vpps_->setObjectName(QStringLiteral("planVpps"));
   vpps_->setMaximumWidth(60);
   vpps_->setToolTip(tr("--vpp: virtual stages per GPU tried under the interleaved schedule (2,4)"));
+  passes_ = new QSpinBox();
+  passes_->setObjectName(QStringLiteral("planMaxPasses"));
+  passes_->setRange(1, 1 << 15);
+  passes_->setValue(2048);
+  passes_->setToolTip(tr("--max-passes: layouts with more micro-batch x layer passes per step are left out (slow to simulate)"));
   balance_ = new QCheckBox(tr("balanced layouts"));
   balance_->setObjectName(QStringLiteral("planBalance"));
   balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced, not split evenly"));
@@ -87,6 +92,8 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   form->addWidget(schedules_, 2);
   form->addWidget(new QLabel(tr("vpp")));
   form->addWidget(vpps_);
+  form->addWidget(new QLabel(tr("max passes")));
+  form->addWidget(passes_);
   form->addWidget(balance_);
   form->addWidget(run_);
   form->addWidget(cancel_);
@@ -151,6 +158,7 @@ void PlanView::run(int threads) {
     if (o.objective == "time_to_train") o.train_tokens = io::parse_token_count("--tokens", tokens_->text().trimmed().toStdString());
     o.schedules = io::parse_schedules(schedules_->text().trimmed().toStdString());
     o.vpps = io::parse_vpps(vpps_->text().trimmed().toStdString());
+    o.max_layer_passes = passes_->value();
     o.balance = balance_->isChecked();
   } catch (const InputError& e) {
     status_->setText(QString::fromStdString(e.what()));
@@ -228,8 +236,8 @@ void PlanView::onFinished(bool cancelled) {
       if (std::abs(v) >= 0.0005 && n++ < 4)
         loss += QStringLiteral("%1 %2 %3 s").arg(n > 1 ? QStringLiteral(",") : QString()).arg(QString::fromStdString(k)).arg(v, 0, 'f', 3);
   }
-  status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over 2,048 micro-batch x layer "
-                      "passes left out, %7 do not fit, %8 pruned by bounds, %9 predicted%10 · double-click a row to open it in the timeline")
+  status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over %L7 micro-batch x layer "
+                      "passes left out, %8 do not fit, %9 pruned by bounds, %10 predicted%11 · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after %1 of %2 layouts; the best of them, the first predicted whole · ")
                                             .arg(job_->searched())
                                             .arg(r->candidates)
@@ -239,6 +247,7 @@ void PlanView::onFinished(bool cancelled) {
                        .arg(r->global_batch)
                        .arg(r->invalid)
                        .arg(r->too_fine)
+                       .arg(static_cast<qlonglong>(job_->options().max_layer_passes))
                        .arg(r->no_fit)
                        .arg(r->bounded + r->compute_bounded + r->comm_bounded + r->schedule_bounded)
                        .arg(r->predicted)

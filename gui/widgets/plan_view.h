@@ -63,6 +63,7 @@ class PlanView : public QWidget {
   QLineEdit* tokens_;
   QLineEdit* schedules_;
   QLineEdit* vpps_;
+  QSpinBox* passes_;
   QCheckBox* balance_;
   QPushButton* run_;
   QPushButton* cancel_;

@@ -22,8 +22,6 @@
 namespace moeperf::io {
 namespace {
 
-constexpr int64_t kPlanLayerPasses = 2048;
-
 struct Candidate {
   Scenario s;
   std::string layout;
@@ -107,6 +105,7 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   if (o.objective == "cost" && !base.system.power_price.usd_per_gpu_hour)
     throw InputError("plan --objective cost: " + base.system.name + " gives no price per GPU-hour (system price.usd_per_gpu_hour)");
   if (o.schedules.empty()) throw InputError("plan: no pipeline schedule to search (--schedules)");
+  if (o.max_layer_passes < 1) throw InputError("plan: --max-passes must be at least 1");
   if (o.vpps.empty() || *std::min_element(o.vpps.begin(), o.vpps.end()) < 2)
     throw InputError("plan: interleaving needs virtual stages per GPU of at least 2 (--vpp)");
   if (o.objective == "time_to_train" && !(o.train_tokens > 0))
@@ -270,9 +269,9 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
         ++res.invalid;
         return;
       }
-      // Thousands of micro-batch passes per step make a slow simulation and a poor layout (tiny
-      // micro-batches on a deep pipeline): left out of a plan (kPlanLayerPasses), and counted.
-      if (c.s.micro_batches() * (c.s.model.layers + (c.s.train_mtp ? c.s.model.mtp_layers : 0)) > kPlanLayerPasses) {
+      // Thousands of micro-batch passes per step make a slow simulation and often a poor layout
+      // (tiny micro-batches on a deep pipeline): left out of a plan (o.max_layer_passes), and counted.
+      if (c.s.micro_batches() * (c.s.model.layers + (c.s.train_mtp ? c.s.model.mtp_layers : 0)) > o.max_layer_passes) {
         std::lock_guard<std::mutex> lk(mu);
         ++res.too_fine;
         return;

@@ -46,6 +46,10 @@ struct PlanOptions {
   // Virtual stages per GPU tried under the interleaved schedule (each at least 2; pp x vpp at most
   // the model's layers).
   std::vector<int64_t> vpps = {2};
+  // Candidates with more micro-batch x layer passes per step are left out (too_fine): their
+  // simulations are slow. DeepSeek-V3's published Megatron mesh on 256 GB200 (PP 8 x VPP 4 x EP 32,
+  // micro-batch 1) has 3,904.
+  int64_t max_layer_passes = 2048;
   // Across processes: this one searches the candidates at positions shard, shard + shards, ... of
   // the search order; `merge` (given when shards > 1) then brings every shard's counts and best
   // (candidate, simulated step) pairs to one process, and returns false on the others, whose
@@ -69,7 +73,7 @@ struct PlanEntry {
 struct PlanResult {
   std::vector<PlanEntry> best;  // the best first
   size_t candidates = 0, invalid = 0, no_fit = 0, predicted = 0, failed = 0;
-  size_t too_fine = 0;  // more than 2,048 micro-batch x layer passes per step: not simulated
+  size_t too_fine = 0;  // more than max_layer_passes micro-batch x layer passes per step: not simulated
   size_t bounded = 0;   // pruned: their FLOP bound already exceeds the K-th best step found
   size_t compute_bounded = 0;  // pruned: their compute ops, priced, already exceed it (compute_bound)
   size_t comm_bounded = 0;     // pruned: one of their collective queues already exceeds it (comm_bound)

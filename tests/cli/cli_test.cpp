@@ -1187,6 +1187,15 @@ TEST(CliPlan, SchedulesAreSearchedAsAsked) {
   bool four = false;
   for (const auto& x : vj["best"]) four = four || x["layout"].get<std::string>().find("(vpp 4)") != std::string::npos;
   EXPECT_TRUE(four) << v24.out.substr(0, 3000);
+  // --max-passes: a lower bound on micro-batch x layer passes leaves more layouts out, and says so.
+  const Result few = run("plan " + source(kSeed) + " --gpus 4 --top 1 --max-passes 100" + small);
+  ASSERT_EQ(few.code, 0) << few.out;
+  EXPECT_NE(few.out.find("micro-batch x layer passes left out"), std::string::npos) << few.out;
+  EXPECT_NE(few.out.find("with over 100 micro-batch"), std::string::npos) << few.out;
+  const Result fewj = run_stdout(args + " --top 1 --max-passes 100");
+  ASSERT_EQ(fewj.code, 0) << fewj.out;
+  EXPECT_GT(nlohmann::json::parse(fewj.out)["searched"]["too_many_passes"].get<size_t>(),
+            two["searched"]["too_many_passes"].get<size_t>());
   const Result v1 = run("plan " + source(kSeed) + " --gpus 4 --vpp 1" + small);
   EXPECT_EQ(v1.code, 2) << v1.out;
   EXPECT_NE(v1.out.find("--vpp: expected a virtual stage count (a whole number >= 2), got 1"), std::string::npos) << v1.out;
