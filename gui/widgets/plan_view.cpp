@@ -55,10 +55,11 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   tokens_->setEnabled(false);
   schedules_ = new QLineEdit(QStringLiteral("1f1b,interleaved"));
   schedules_->setObjectName(QStringLiteral("planSchedules"));
+  schedules_->setMinimumWidth(220);
   schedules_->setToolTip(tr("--schedules: pipeline schedules searched for pp > 1 (1f1b, interleaved, zbh1, dualpipe, dualpipev, or all)"));
   vpps_ = new QLineEdit(QStringLiteral("2"));
   vpps_->setObjectName(QStringLiteral("planVpps"));
-  vpps_->setMaximumWidth(60);
+  vpps_->setMaximumWidth(80);
   vpps_->setToolTip(tr("--vpp: virtual stages per GPU tried under the interleaved schedule (2,4)"));
   passes_ = new QSpinBox();
   passes_->setObjectName(QStringLiteral("planMaxPasses"));
@@ -80,6 +81,7 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
+  // Two rows: what to plan for, then how wide the search is.
   auto* form = new QHBoxLayout();
   form->addWidget(new QLabel(tr("GPUs")));
   form->addWidget(gpus_);
@@ -88,15 +90,18 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   form->addWidget(new QLabel(tr("by")));
   form->addWidget(objective_);
   form->addWidget(tokens_);
-  form->addWidget(new QLabel(tr("schedules")));
-  form->addWidget(schedules_, 2);
-  form->addWidget(new QLabel(tr("vpp")));
-  form->addWidget(vpps_);
-  form->addWidget(new QLabel(tr("max passes")));
-  form->addWidget(passes_);
-  form->addWidget(balance_);
+  form->addStretch(1);
   form->addWidget(run_);
   form->addWidget(cancel_);
+  auto* search = new QHBoxLayout();
+  search->addWidget(new QLabel(tr("schedules")));
+  search->addWidget(schedules_, 3);
+  search->addWidget(new QLabel(tr("vpp")));
+  search->addWidget(vpps_, 1);
+  search->addWidget(new QLabel(tr("max passes")));
+  search->addWidget(passes_);
+  search->addWidget(balance_);
+  search->addStretch(1);
 
   model_ = new QStandardItemModel(this);
   table_ = new QTableView();
@@ -109,6 +114,7 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   table_->setToolTip(tr("Double-click a row to open that layout in the timeline"));
   auto* l = new QVBoxLayout(this);
   l->addLayout(form);
+  l->addLayout(search);
   l->addWidget(bar_);
   l->addWidget(status_);
   l->addWidget(table_, 1);
