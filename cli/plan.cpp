@@ -106,6 +106,11 @@ int cmd_plan(const Opts& o) {
     nlohmann::json loss = nlohmann::json::object();
     for (const auto& [k, v] : r.runner_up_loss) loss[k] = v;
     j["runner_up_loss_s"] = loss;
+    if (r.own)
+      j["scenario_layout"] = {{"layout", io::layout_text(*r.own->scenario)}, {"step_time_s", r.own->step_time.value()},
+                              {"tokens_per_s_per_gpu", r.own->tokens_per_s_per_gpu},
+                              {"model_tflops_per_gpu", r.own->model_tflops_per_gpu},
+                              {"fits_in_memory", r.own->memory.fits}};
     std::cout << j.dump(2) << "\n";
     return kExitOk;
   }
@@ -135,6 +140,13 @@ int cmd_plan(const Opts& o) {
     for (const auto& [k, v] : r.runner_up_loss)
       if (std::abs(v) >= 0.0005 && n++ < 4) std::printf("%s %s %+.3f s", n > 1 ? "," : "", k.c_str(), v);
     std::printf("\n");
+  }
+  if (r.own) {
+    const StepReport& x = *r.own;
+    const double gain = x.step_time.value() / r.best.front().report.step_time.value() - 1;
+    std::printf("  the scenario's own layout (%s): step %.3f s, %.0f tokens/s/GPU%s; %s\n", io::layout_text(*x.scenario).c_str(),
+                x.step_time.value(), x.tokens_per_s_per_gpu, x.memory.fits ? "" : ", does not fit in memory",
+                gain > 1e-9 ? ("the best is " + fmt(100 * gain, 1) + " % faster").c_str() : "no layout found is faster");
   }
   std::printf("  predict the best: moeperf predict %s", o.file.c_str());
   for (const auto& x : o.sets) std::printf(" --set '%s'", x.c_str());

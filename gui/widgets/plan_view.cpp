@@ -242,6 +242,11 @@ void PlanView::onFinished(bool cancelled) {
       if (std::abs(v) >= 0.0005 && n++ < 4)
         loss += QStringLiteral("%1 %2 %3 s").arg(n > 1 ? QStringLiteral(",") : QString()).arg(QString::fromStdString(k)).arg(v, 0, 'f', 3);
   }
+  if (r->own && !r->best.empty()) {
+    const double gain = r->own->step_time.value() / r->best.front().report.step_time.value() - 1;
+    loss += tr(" · the scenario's own layout: step %1 s, %2").arg(r->own->step_time.value(), 0, 'f', 3)
+                .arg(gain > 1e-9 ? tr("the best is %1 % faster").arg(100 * gain, 0, 'f', 1) : tr("no layout found is faster"));
+  }
   status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over %L7 micro-batch x layer "
                       "passes left out, %8 do not fit, %9 pruned by bounds, %10 predicted%11 · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after %1 of %2 layouts; the best of them, the first predicted whole · ")

@@ -408,6 +408,8 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
   }
   ok.resize(std::min<size_t>(ok.size(), static_cast<size_t>(std::max(1, o.top))));
   res.best = std::move(ok);
+  if (base.gpus == o.gpus && base.batch.global_batch == res.global_batch && !(o.cancel && o.cancel->load()))
+    res.own = predict(base, base.calibration, popt);
   return res;
 }
 

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ struct PlanResult {
   size_t comm_bounded = 0;     // pruned: one of their collective queues already exceeds it (comm_bound)
   size_t schedule_bounded = 0; // pruned: their step scheduled without contention exceeds it (schedule_bound)
   int64_t global_batch = 0;
+  // The scenario's own layout predicted whole, when the plan is for its GPU count and global batch
+  // (how far the layout a user runs is from the best); empty otherwise, or cancelled.
+  std::optional<StepReport> own;
   // For the runner-up: its step terms minus the best's (step_terms), largest first.
   std::vector<std::pair<std::string, double>> runner_up_loss;
 };

@@ -1097,6 +1097,21 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const std::string all_done = "plan: " + std::to_string(n["candidates"].get<size_t>()) + "/" +
                                std::to_string(n["candidates"].get<size_t>()) + " layouts, ";
   EXPECT_NE(t.out.find(all_done), std::string::npos) << t.out;
+  // On the scenario's own GPU count and batch, its own layout is predicted too: the same step as
+  // predict gives it, and no faster than the best (it is one of the layouts searched).
+  const std::string own = small + " --set gpus=4 --set parallelism.ep=4 --set parallelism.fsdp=1 --set batch.global_batch=24";
+  const Result o = run_stdout("plan " + source(kSeed) + " --gpus 4 --top 1 --format json" + own);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto oj = nlohmann::json::parse(o.out);
+  ASSERT_TRUE(oj.contains("scenario_layout")) << o.out;
+  const Result op = run("predict " + source(kSeed) + own + " --format json");
+  ASSERT_EQ(op.code, 0) << op.out;
+  EXPECT_DOUBLE_EQ(oj["scenario_layout"]["step_time_s"].get<double>(), nlohmann::json::parse(op.out)["step_time_s"].get<double>());
+  EXPECT_LE(oj["best"][0]["step_time_s"].get<double>(), oj["scenario_layout"]["step_time_s"].get<double>() * (1 + 1e-9));
+  EXPECT_EQ(oj["scenario_layout"]["layout"], "tp 1 x cp 1 x pp 1 x ep 4 x fsdp 1 x dp 1");
+  EXPECT_FALSE(j.contains("scenario_layout"));  // 4 GPUs planned for a 128-GPU scenario
+  const Result ot = run("plan " + source(kSeed) + " --gpus 4 --top 1" + own);
+  EXPECT_NE(ot.out.find("  the scenario's own layout (tp 1 x cp 1 x pp 1 x ep 4 x fsdp 1 x dp 1): step "), std::string::npos) << ot.out;
   // An objective the system cannot price is bad input.
   const Result c = run("plan " + source(kSeed) + " --gpus 4 --objective cost" + small);
   EXPECT_EQ(c.code, 2) << c.out;
