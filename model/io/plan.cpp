@@ -55,46 +55,49 @@ double step_bound_s(const Scenario& s) {
 
 }  // namespace
 
-std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
-  constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
-                                        PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
-  std::vector<PipelineSchedule> out;
-  auto trimmed = [](std::string x) {
-    const size_t a = x.find_first_not_of(" \t"), b = x.find_last_not_of(" \t");
-    return a == std::string::npos ? std::string() : x.substr(a, b - a + 1);
-  };
-  if (trimmed(text) == "all") return {std::begin(every), std::end(every)};
-  std::string names;
-  for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + schedule_name(s);
+namespace {
+// "a, b,c" -> {"a", "b", "c"}: the items of a comma-separated list, blanks around them dropped.
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> out;
   size_t at = 0;
   while (at <= text.size()) {
     const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string name = trimmed(text.substr(at, comma - at));
+    const std::string item = text.substr(at, comma - at);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    out.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
+    at = comma + 1;
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<PipelineSchedule> parse_schedules(const std::string& text) {
+  constexpr PipelineSchedule every[] = {PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved, PipelineSchedule::zb_h1,
+                                        PipelineSchedule::dualpipe, PipelineSchedule::dualpipev};
+  const std::vector<std::string> items = comma_items(text);
+  if (items.size() == 1 && items.front() == "all") return {std::begin(every), std::end(every)};
+  std::string names;
+  for (PipelineSchedule s : every) names += std::string(names.empty() ? "" : ", ") + schedule_name(s);
+  std::vector<PipelineSchedule> out;
+  for (const std::string& name : items) {
     const auto* hit = std::find_if(std::begin(every), std::end(every), [&](PipelineSchedule s) { return name == schedule_name(s); });
     if (hit == std::end(every))
       throw InputError("--schedules " + text + ": unknown schedule \"" + name + "\" (expected a comma-separated list of " + names +
                        ", or all)");
     if (std::find(out.begin(), out.end(), *hit) == out.end()) out.push_back(*hit);
-    at = comma + 1;
   }
   return out;
 }
 
 std::vector<int64_t> parse_vpps(const std::string& text) {
   std::vector<int64_t> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    std::string item = text.substr(at, comma - at);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
+  for (const std::string& item : comma_items(text)) {
     int64_t v = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 2 || v > 1024)
       throw InputError("--vpp " + text + ": expected virtual stages per GPU, whole numbers from 2 to 1024 separated by commas, got \"" +
                        item + "\"");
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
-    at = comma + 1;
   }
   return out;
 }
