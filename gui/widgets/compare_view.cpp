@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "gui/models/compare_diff.h"
+#include "gui/models/table_items.h"
 
 #include "gui/models/timeline_model.h"
 #include "gui/widgets/timeline_view.h"
@@ -88,17 +89,11 @@ void CompareView::setReports(std::shared_ptr<const StepReport> upper, std::share
   fields_->setText(f.isEmpty() ? tr("The two scenarios differ in no field (names and descriptions aside)")
                                : tr("Fields that differ: %1").arg(f.join(QStringLiteral(", "))));
   diff_->setHorizontalHeaderLabels({tr("what"), tr("name"), tr("upper s"), tr("lower s"), tr("lower - upper s"), tr("lower / upper")});
-  auto num = [](double v, const QString& text) {
-    auto* it = new QStandardItem(text);
-    it->setData(v, Qt::UserRole);
-    it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-    return it;
-  };
   for (const DiffRow& r : d.rows) {
     QList<QStandardItem*> cells{new QStandardItem(QString::fromStdString(r.group)), new QStandardItem(QString::fromStdString(r.name)),
-                                num(r.upper, QString::number(r.upper, 'f', 4)), num(r.lower, QString::number(r.lower, 'f', 4)),
-                                num(r.delta(), QString::asprintf("%+.4f", r.delta()))};
-    cells << (r.upper > 0 ? num(r.lower / r.upper, QString::number(r.lower / r.upper, 'f', 3)) : new QStandardItem(QStringLiteral("-")));
+                                number_item(r.upper, 4), number_item(r.lower, 4),
+                                number_item(r.delta(), QString::asprintf("%+.4f", r.delta()))};
+    cells << (r.upper > 0 ? number_item(r.lower / r.upper, 3) : new QStandardItem(QStringLiteral("-")));
     // Slower below in red, faster in green (the step's row in bold).
     const double tiny = 1e-9 * std::max(std::abs(r.upper), std::abs(r.lower));
     const QColor c = r.delta() > tiny ? QColor(0xa3, 0x1f, 0x1f) : r.delta() < -tiny ? QColor(0x1d, 0x6b, 0x2a) : QColor(Qt::black);

@@ -15,22 +15,12 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "gui/models/table_items.h"
 #include "model/error.h"
 #include "model/io/units_parse.h"
 #include "model/limits.h"
 
 namespace moeperf::gui {
-
-namespace {
-
-QStandardItem* number_item(double v, int decimals) {
-  auto* it = new QStandardItem(QString::number(v, 'f', decimals));
-  it->setData(v, Qt::UserRole);
-  it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-  return it;
-}
-
-}  // namespace
 
 PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   job_ = new PlanJob(this);

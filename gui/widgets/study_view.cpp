@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "gui/models/table_items.h"
 #include "model/error.h"
 #include "model/io/units_parse.h"
 
@@ -31,19 +32,6 @@ QStringList split_list(const QString& text) {
   for (const QString& s : text.split(QLatin1Char(';')))
     if (!s.trimmed().isEmpty()) out << s.trimmed();
   return out;
-}
-
-QStandardItem* number_item(double v, int decimals) {
-  auto* it = new QStandardItem(QString::number(v, 'f', decimals));
-  it->setData(v, Qt::UserRole);
-  it->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-  return it;
-}
-
-QStandardItem* text_item(const QString& t, double sort_key) {
-  auto* it = new QStandardItem(t);
-  it->setData(sort_key, Qt::UserRole);
-  return it;
 }
 
 }  // namespace
