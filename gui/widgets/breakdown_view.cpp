@@ -8,6 +8,7 @@
 #include <QValueAxis>
 
 #include "gui/models/palette.h"
+#include "gui/widgets/chart_frame.h"
 #include "gui/models/timeline_model.h"
 
 namespace moeperf::gui {
@@ -56,22 +57,16 @@ void BreakdownView::setReport(std::shared_ptr<const StepReport> r) {
     chart->addAxis(x, Qt::AlignBottom);
     series->attachAxis(x);
     x->applyNiceNumbers();
-    chart->setTitle(QStringLiteral("%1 — %2 GPUs — step %3, exposed communication %4 (%5%)")
+    set_headline(chart, QStringLiteral("%1 — %2 GPUs — step %3, exposed communication %4 (%5%)")
                         .arg(QString::fromStdString(r->name))
                         .arg(r->gpus)
                         .arg(format_seconds(step), format_seconds(exposed))
                         .arg(100 * r->exposed_comm_fraction, 0, 'f', 1));
     chart->legend()->setAlignment(Qt::AlignBottom);
-    QFont f = chart->titleFont();
-    f.setPointSizeF(f.pointSizeF() * 1.4);
-    f.setBold(true);
-    chart->setTitleFont(f);
   } else {
     chart->setTitle(tr("Open a scenario (File > Open scenario)"));
   }
-  QChart* old = this->chart();
-  setChart(chart);
-  delete old;
+  replace_chart(this, chart);
 }
 
 }  // namespace moeperf::gui

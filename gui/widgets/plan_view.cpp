@@ -22,7 +22,8 @@
 
 namespace moeperf::gui {
 
-PlanView::PlanView(QWidget* parent) : QWidget(parent) {
+PlanView::PlanView(QWidget* parent)
+    : QWidget(parent), controls_(QStringLiteral("Plan"), tr("Plan the scenario shown on N GPUs: its best layouts, as moeperf plan")) {
   job_ = new PlanJob(this);
   gpus_ = new QSpinBox();
   gpus_->setObjectName(QStringLiteral("planGpus"));
@@ -59,17 +60,6 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   balance_ = new QCheckBox(tr("balanced layouts"));
   balance_->setObjectName(QStringLiteral("planBalance"));
   balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced, not split evenly"));
-  run_ = new QPushButton(tr("Run"));
-  run_->setObjectName(QStringLiteral("runPlan"));
-  cancel_ = new QPushButton(tr("Cancel"));
-  cancel_->setObjectName(QStringLiteral("cancelPlan"));
-  cancel_->setEnabled(false);
-  bar_ = new QProgressBar();
-  bar_->setRange(0, 1);
-  bar_->setValue(0);
-  status_ = new QLabel(tr("Plan the scenario shown on N GPUs: its best layouts, as moeperf plan"));
-  status_->setWordWrap(true);
-  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   // Two rows: what to plan for, then how wide the search is.
   auto* form = new QHBoxLayout();
@@ -81,8 +71,8 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   form->addWidget(objective_);
   form->addWidget(tokens_);
   form->addStretch(1);
-  form->addWidget(run_);
-  form->addWidget(cancel_);
+  form->addWidget(controls_.run);
+  form->addWidget(controls_.cancel);
   auto* search = new QHBoxLayout();
   search->addWidget(new QLabel(tr("schedules")));
   search->addWidget(schedules_, 3);
@@ -105,15 +95,15 @@ PlanView::PlanView(QWidget* parent) : QWidget(parent) {
   auto* l = new QVBoxLayout(this);
   l->addLayout(form);
   l->addLayout(search);
-  l->addWidget(bar_);
-  l->addWidget(status_);
+  l->addWidget(controls_.bar);
+  l->addWidget(controls_.status);
   l->addWidget(table_, 1);
 
   connect(gpus_, &QSpinBox::valueChanged, this, [this] { gpus_set_ = true; });
   connect(objective_, &QComboBox::currentTextChanged, this,
           [this](const QString& o) { tokens_->setEnabled(o == QStringLiteral("time_to_train")); });
-  connect(run_, &QPushButton::clicked, this, [this] { run(); });
-  connect(cancel_, &QPushButton::clicked, this, &PlanView::cancel);
+  connect(controls_.run, &QPushButton::clicked, this, [this] { run(); });
+  connect(controls_.cancel, &QPushButton::clicked, this, &PlanView::cancel);
   connect(job_, &PlanJob::progress, this, &PlanView::onProgress);
   connect(job_, &PlanJob::finished, this, &PlanView::onFinished);
   connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
@@ -143,7 +133,7 @@ void PlanView::run(int threads) {
   if (!source_ || job_->busy()) return;
   const auto [path, sets] = source_();
   if (path.isEmpty()) {
-    status_->setText(tr("No scenario: File > Open first"));
+    controls_.say(tr("No scenario: File > Open first"));
     return;
   }
   io::PlanOptions o;
@@ -157,30 +147,25 @@ void PlanView::run(int threads) {
     o.max_layer_passes = passes_->value();
     o.balance = balance_->isChecked();
   } catch (const InputError& e) {
-    status_->setText(QString::fromStdString(e.what()));
+    controls_.say(QString::fromStdString(e.what()));
     return;
   }
   model_->clear();
-  bar_->setRange(0, 1);
-  bar_->setValue(0);
-  status_->setText(tr("Planning %1 on %2 GPUs …").arg(path).arg(o.gpus));
-  run_->setEnabled(false);
-  cancel_->setEnabled(true);
+  controls_.begin(tr("Planning %1 on %2 GPUs …").arg(path).arg(o.gpus), 0);
   job_->start(path, sets, std::move(o), threads);
 }
 
 void PlanView::cancel() {
   if (!job_->busy()) return;
   job_->cancel();
-  status_->setText(tr("Cancelling (the layouts being simulated finish, then the best found is predicted) …"));
+  controls_.say(tr("Cancelling (the layouts being simulated finish, then the best found is predicted) …"));
 }
 
 void PlanView::onProgress(int done, int total) {
-  bar_->setRange(0, std::max(1, total));
-  bar_->setValue(done);
+  controls_.progress(done, total);
 }
 
-QString PlanView::statusText() const { return status_->text(); }
+QString PlanView::statusText() const { return controls_.text(); }
 
 QStringList PlanView::pointSets(int row) const {
   QStringList out = job_->sets();
@@ -191,15 +176,13 @@ QStringList PlanView::pointSets(int row) const {
 }
 
 void PlanView::onFinished(bool cancelled) {
-  run_->setEnabled(true);
-  cancel_->setEnabled(false);
   model_->clear();
   const auto& r = job_->result();
+  controls_.end(r.has_value());
   if (!r) {
-    status_->setText(job_->error());
+    controls_.say(job_->error());
     return;
   }
-  bar_->setValue(bar_->maximum());
   const QString objective = QString::fromStdString(job_->options().objective);  // the run's, not the box's now
   QStringList head{tr("#"), tr("layout"), tr("step s"), tr("band s"), tr("tokens/s/GPU"), tr("TFLOPS/GPU"), tr("MFU %"),
                    tr("exposed comm %"), tr("memory GB")};
@@ -237,7 +220,7 @@ void PlanView::onFinished(bool cancelled) {
     loss += tr(" · the scenario's own layout: step %1 s, %2").arg(r->own->step_time.value(), 0, 'f', 3)
                 .arg(gain > 1e-9 ? tr("the best is %1 % faster").arg(100 * gain, 0, 'f', 1) : tr("no layout found is faster"));
   }
-  status_->setText(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over %L7 micro-batch x layer "
+  controls_.say(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over %L7 micro-batch x layer "
                       "passes left out, %8 do not fit, %9 pruned by bounds, %10 predicted%11 · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after %1 of %2 layouts; the best of them, the first predicted whole · ")
                                             .arg(job_->searched())

@@ -11,13 +11,11 @@
 #include <utility>
 
 #include "gui/models/plan_job.h"
+#include "gui/widgets/run_controls.h"
 
 class QCheckBox;
 class QComboBox;
-class QLabel;
 class QLineEdit;
-class QProgressBar;
-class QPushButton;
 class QSpinBox;
 class QStandardItemModel;
 class QTableView;
@@ -65,10 +63,7 @@ class PlanView : public QWidget {
   QLineEdit* vpps_;
   QSpinBox* passes_;
   QCheckBox* balance_;
-  QPushButton* run_;
-  QPushButton* cancel_;
-  QProgressBar* bar_;
-  QLabel* status_;
+  RunControls controls_;
   QStandardItemModel* model_;
   QTableView* table_;
   bool gpus_set_ = false;  // the user (or setGpus) chose the count: suggestions leave it

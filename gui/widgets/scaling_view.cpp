@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "gui/models/palette.h"
+#include "gui/widgets/chart_frame.h"
 
 namespace moeperf::gui {
 
@@ -104,7 +105,7 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     if (nofit_->count() == 0) chart->legend()->markers(nofit_).front()->setVisible(false);
     chart->legend()->setAlignment(Qt::AlignBottom);
     const std::string lost = lost_text(pts.back());
-    chart->setTitle(QStringLiteral("%1<br>scaling at a fixed per-GPU batch: %2 → %3 GPUs, efficiency %4%%5")
+    set_headline(chart, QStringLiteral("%1<br>scaling at a fixed per-GPU batch: %2 → %3 GPUs, efficiency %4%%5")
                         .arg(QString::fromStdString(studies_->name).toHtmlEscaped())
                         .arg(pts.front().gpus)
                         .arg(pts.back().gpus)
@@ -113,18 +114,12 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
                                           : tr("<br>at %1 GPUs the step lost: %2")
                                                 .arg(pts.back().gpus)
                                                 .arg(QString::fromStdString(lost).toHtmlEscaped())));
-    QFont f = chart->titleFont();
-    f.setPointSizeF(f.pointSizeF() * 1.4);
-    f.setBold(true);
-    chart->setTitleFont(f);
   } else if (studies_) {
     chart->setTitle(tr("No scaling sweep: %1").arg(QString::fromStdString(studies_->scaling_error)));
   } else {
     chart->setTitle(tr("Open a scenario (File > Open scenario)"));
   }
-  QChart* old = this->chart();
-  setChart(chart);
-  delete old;
+  replace_chart(this, chart);
 }
 
 }  // namespace moeperf::gui

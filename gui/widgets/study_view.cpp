@@ -36,7 +36,8 @@ QStringList split_list(const QString& text) {
 
 }  // namespace
 
-StudyView::StudyView(QWidget* parent) : QWidget(parent) {
+StudyView::StudyView(QWidget* parent)
+    : QWidget(parent), controls_(QStringLiteral("Study"), tr("Sweep the scenario shown: each point a prediction, as moeperf sweep")) {
   job_ = new SweepJob(this);
   vary_ = new QLineEdit(QStringLiteral("parallelism.ep=1,2,4,8,16,32,64"));
   vary_->setObjectName(QStringLiteral("vary"));
@@ -54,17 +55,6 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   chart_kind_->addItems({tr("tokens/s/GPU"), tr("time to train vs cost")});
   chart_kind_->setToolTip(tr("The chart: tokens/s/GPU against the varied field, or (with a token budget) the days to train "
                              "against their cost, with the Pareto front"));
-  run_ = new QPushButton(tr("Run"));
-  run_->setObjectName(QStringLiteral("runStudy"));
-  cancel_ = new QPushButton(tr("Cancel"));
-  cancel_->setObjectName(QStringLiteral("cancelStudy"));
-  cancel_->setEnabled(false);
-  bar_ = new QProgressBar();
-  bar_->setRange(0, 1);
-  bar_->setValue(0);
-  status_ = new QLabel(tr("Sweep the scenario shown: each point a prediction, as moeperf sweep"));
-  status_->setWordWrap(true);
-  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
   auto* form = new QHBoxLayout();
   form->addWidget(new QLabel(tr("Vary")));
@@ -74,8 +64,8 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   form->addWidget(new QLabel(tr("Tokens")));
   form->addWidget(tokens_);
   form->addWidget(chart_kind_);
-  form->addWidget(run_);
-  form->addWidget(cancel_);
+  form->addWidget(controls_.run);
+  form->addWidget(controls_.cancel);
 
   model_ = new QStandardItemModel(this);
   proxy_ = new QSortFilterProxyModel(this);
@@ -103,13 +93,13 @@ StudyView::StudyView(QWidget* parent) : QWidget(parent) {
   split->setStretchFactor(1, 1);
   auto* l = new QVBoxLayout(this);
   l->addLayout(form);
-  l->addWidget(bar_);
-  l->addWidget(status_);
+  l->addWidget(controls_.bar);
+  l->addWidget(controls_.status);
   l->addWidget(split, 1);
 
   connect(chart_kind_, &QComboBox::currentIndexChanged, this, [this] { drawChart(); });
-  connect(run_, &QPushButton::clicked, this, [this] { run(); });
-  connect(cancel_, &QPushButton::clicked, this, &StudyView::cancel);
+  connect(controls_.run, &QPushButton::clicked, this, [this] { run(); });
+  connect(controls_.cancel, &QPushButton::clicked, this, &StudyView::cancel);
   connect(job_, &SweepJob::progress, this, &StudyView::onProgress);
   connect(job_, &SweepJob::finished, this, &StudyView::onFinished);
   connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& idx) {
@@ -127,7 +117,7 @@ void StudyView::run(int threads) {
   if (!source_) return;
   std::tie(path_, sets_) = source_();
   if (path_.isEmpty()) {
-    status_->setText(tr("No scenario: File > Open first"));
+    controls_.say(tr("No scenario: File > Open first"));
     return;
   }
   io::SweepSpec sp;
@@ -136,35 +126,30 @@ void StudyView::run(int threads) {
     if (sp.axes.empty()) throw InputError("sweep: nothing to vary: give PATH=V1,V2,...");
     if (!tokens_->text().trimmed().isEmpty()) sp.train_tokens = io::parse_token_count("--tokens", tokens_->text().trimmed().toStdString());
   } catch (const InputError& e) {
-    status_->setText(QString::fromStdString(e.what()));
+    controls_.say(QString::fromStdString(e.what()));
     return;
   }
   model_->clear();
   rows_.clear();
   const int n = static_cast<int>(io::sweep_size(sp));
-  bar_->setRange(0, std::max(1, n));
-  bar_->setValue(0);
-  status_->setText(tr("Running %1 points …").arg(n));
-  run_->setEnabled(false);
-  cancel_->setEnabled(true);
+  controls_.begin(tr("Running %1 points …").arg(n), n);
   job_->start(std::move(sp), threads);
 }
 
 void StudyView::cancel() {
   job_->cancel();
-  status_->setText(tr("Cancelling (the points running finish) …"));
+  controls_.say(tr("Cancelling (the points running finish) …"));
 }
 
 void StudyView::onProgress(int done, int total) {
-  bar_->setRange(0, std::max(1, total));
-  bar_->setValue(done);
+  controls_.progress(done, total);
 }
 
 QString StudyView::chartXTitle() const {
   return chart_->chart()->axes(Qt::Horizontal).isEmpty() ? QString() : chart_->chart()->axes(Qt::Horizontal).front()->titleText();
 }
 
-QString StudyView::statusText() const { return status_->text(); }
+QString StudyView::statusText() const { return controls_.text(); }
 
 QStringList StudyView::pointSets(int source_row) const {
   QStringList out = sets_;
@@ -177,8 +162,7 @@ QStringList StudyView::pointSets(int source_row) const {
 }
 
 void StudyView::onFinished(bool cancelled) {
-  run_->setEnabled(true);
-  cancel_->setEnabled(false);
+  controls_.end(false);
   rows_ = job_->rows();
   const io::SweepSpec& sp = job_->sweep();
   QStringList head{tr("point")};
@@ -221,7 +205,7 @@ void StudyView::onFinished(bool cancelled) {
   }
   drawChart();
   table_->resizeColumnsToContents();
-  status_->setText(tr("%1%2 points: %3 ok, %4 infeasible, %5 failed · double-click a row to open it in the timeline")
+  controls_.say(tr("%1%2 points: %3 ok, %4 infeasible, %5 failed · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after ") : QString())
                        .arg(rows_.size())
                        .arg(ok)

@@ -12,15 +12,13 @@
 #include <utility>
 
 #include "gui/models/sweep_job.h"
+#include "gui/widgets/run_controls.h"
 
 class QChartView;
 class QComboBox;
 class QScatterSeries;
-class QLabel;
 class QLineEdit;
 class QLineSeries;
-class QProgressBar;
-class QPushButton;
 class QSortFilterProxyModel;
 class QStandardItemModel;
 class QTableView;
@@ -67,10 +65,7 @@ class StudyView : public QWidget {
   QLineEdit* derive_;
   QLineEdit* tokens_;
   QComboBox* chart_kind_;
-  QPushButton* run_;
-  QPushButton* cancel_;
-  QProgressBar* bar_;
-  QLabel* status_;
+  RunControls controls_;
   QStandardItemModel* model_;
   QSortFilterProxyModel* proxy_;
   QTableView* table_;

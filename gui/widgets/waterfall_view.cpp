@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "gui/models/palette.h"
+#include "gui/widgets/chart_frame.h"
 #include <QBarSet>
 #include <QChart>
 #include <QLegend>
@@ -11,16 +12,6 @@
 #include <QValueAxis>
 
 namespace moeperf::gui {
-
-namespace {
-void set_title(QChart* chart, const QString& text) {
-  chart->setTitle(text);
-  QFont f = chart->titleFont();
-  f.setPointSizeF(f.pointSizeF() * 1.4);
-  f.setBold(true);
-  chart->setTitleFont(f);
-}
-}  // namespace
 
 QColor WaterfallView::barColor() { return series_color(); }
 QColor WaterfallView::noFitColor() { return no_fit_color(); }
@@ -75,7 +66,7 @@ void WaterfallView::setStudies(std::shared_ptr<const Studies> st) {
     series->attachAxis(y);
     y->applyNiceNumbers();
     const double gain = bars.front().tflops_per_gpu > 0 ? bars.back().tflops_per_gpu / bars.front().tflops_per_gpu : 0.0;
-    set_title(chart, QStringLiteral("%1<br>%5 (compare --ablate): %2 → %3 TFLOPS/GPU (%4x)")
+    set_headline(chart, QStringLiteral("%1<br>%5 (compare --ablate): %2 → %3 TFLOPS/GPU (%4x)")
                          .arg(QString::fromStdString(studies_->name).toHtmlEscaped())
                          .arg(bars.front().tflops_per_gpu, 0, 'f', 0)
                          .arg(bars.back().tflops_per_gpu, 0, 'f', 0)
@@ -87,9 +78,7 @@ void WaterfallView::setStudies(std::shared_ptr<const Studies> st) {
   } else {
     chart->setTitle(tr("Open a scenario (File > Open scenario)"));
   }
-  QChart* old = this->chart();
-  setChart(chart);
-  delete old;
+  replace_chart(this, chart);
 }
 
 }  // namespace moeperf::gui

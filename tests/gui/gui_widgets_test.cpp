@@ -18,6 +18,8 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTableView>
@@ -108,6 +110,13 @@ int wide_gemm(const StepReport& r, const TimelineView& v) {
     if (r.graph->classes[c].ops[i].category == Category::gemm && d > best_d) best = static_cast<int>(i), best_d = d;
   }
   return v.timeGeometry().time_to_x(best_d) - v.timeGeometry().time_to_x(0) >= 3 ? best : -1;
+}
+
+// The column of a result table whose header reads `name`, or -1.
+int column_named(const QStandardItemModel& m, const QString& name) {
+  for (int c = 0; c < m.columnCount(); ++c)
+    if (m.horizontalHeaderItem(c)->text() == name) return c;
+  return -1;
 }
 
 }  // namespace
@@ -717,11 +726,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(m->rowCount(), 4);
     const io::SweepSpec sp = SweepJob::spec(good, {}, {QStringLiteral("parallelism.ep=4,8,16,3")},
                                             {QStringLiteral("parallelism.fsdp=gpus/(ep*tp*pp*dp)")});
-    auto col = [&](const QString& name) {
-      for (int c = 0; c < m->columnCount(); ++c)
-        if (m->horizontalHeaderItem(c)->text() == name) return c;
-      return -1;
-    };
+    auto col = [m](const QString& name) { return column_named(*m, name); };
     const int status = col(QStringLiteral("status")), tps = col(QStringLiteral("tokens/s/GPU")), reason = col(QStringLiteral("reason"));
     QVERIFY(status > 0 && tps > 0 && reason > 0);
     for (int r = 0; r < 4; ++r) {
@@ -795,11 +800,7 @@ class MainWindowTest : public QObject {
     sp.train_tokens = 15e12;
     QStandardItemModel* m = v->rowsModel();
     QCOMPARE(m->rowCount(), 4);
-    auto col = [&](const QString& name) {
-      for (int c = 0; c < m->columnCount(); ++c)
-        if (m->horizontalHeaderItem(c)->text() == name) return c;
-      return -1;
-    };
+    auto col = [m](const QString& name) { return column_named(*m, name); };
     const int days = col(QStringLiteral("days to train")), held = col(QStringLiteral("GPU-hours held")), cost = col(QStringLiteral("cost $"));
     QVERIFY(days > 0 && held > 0 && cost > 0);
     std::vector<QPointF> all;
@@ -862,9 +863,21 @@ class MainWindowTest : public QObject {
     v->setSchedules(QStringLiteral("1f1b,zbh1"));
     v->setBalance(true);
     QSignalSpy done(v->job(), &PlanJob::finished);
+    auto* run = v->findChild<QPushButton*>(QStringLiteral("runPlan"));
+    auto* stop = v->findChild<QPushButton*>(QStringLiteral("cancelPlan"));
+    auto* bar = v->findChild<QProgressBar*>();
+    QVERIFY(run && stop && bar);
+    QVERIFY(run->isEnabled() && !stop->isEnabled());
     v->run(2);
+    // Running: Run off, Cancel on, the status says what runs.
+    QVERIFY(!run->isEnabled() && stop->isEnabled());
+    QVERIFY2(v->statusText().startsWith(QStringLiteral("Planning ")), qPrintable(v->statusText()));
     QVERIFY(done.wait(120000));
     QCOMPARE(done.front().front().toBool(), false);  // not cancelled
+    // Done: the buttons back, the bar full at the candidate count.
+    QVERIFY(run->isEnabled() && !stop->isEnabled());
+    QCOMPARE(bar->value(), bar->maximum());
+    QVERIFY(bar->maximum() > 1);
     QVERIFY2(v->job()->error().isEmpty(), qPrintable(v->job()->error()));
     io::PlanOptions o;
     o.gpus = 4, o.top = 5, o.balance = true;
@@ -873,11 +886,7 @@ class MainWindowTest : public QObject {
                                          good.toStdString(), o);
     QStandardItemModel* m = v->rowsModel();
     QCOMPARE(m->rowCount(), 5);
-    auto col = [&](const QString& name) {
-      for (int c = 0; c < m->columnCount(); ++c)
-        if (m->horizontalHeaderItem(c)->text() == name) return c;
-      return -1;
-    };
+    auto col = [m](const QString& name) { return column_named(*m, name); };
     const int layout = col(QStringLiteral("layout")), step = col(QStringLiteral("step s")), tps = col(QStringLiteral("tokens/s/GPU"));
     QVERIFY(layout > 0 && step > 0 && tps > 0);
     for (int r = 0; r < 5; ++r) {
