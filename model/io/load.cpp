@@ -293,10 +293,14 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
           {{"uniform", RoutingDistribution::uniform}, {"balanced", RoutingDistribution::balanced},
            {"zipf", RoutingDistribution::zipf}, {"dirichlet", RoutingDistribution::dirichlet},
            {"histogram", RoutingDistribution::histogram}});
-    if (ro.distribution == RoutingDistribution::zipf) ro.zipf_exponent = r->at("zipf_exponent").as_positive_number();
-    if (ro.distribution == RoutingDistribution::dirichlet)
+    // A distribution's parameter is required with it and checked whenever given: another
+    // distribution keeps it unused (a sweep over distributions sets it once), and the report
+    // says so (expert_load's notes).
+    if (ro.distribution == RoutingDistribution::zipf || r->get("zipf_exponent"))
+      ro.zipf_exponent = r->at("zipf_exponent").as_positive_number();
+    if (ro.distribution == RoutingDistribution::dirichlet || r->get("dirichlet_alpha"))
       ro.dirichlet_alpha = r->at("dirichlet_alpha").as_positive_number();
-    if (ro.distribution == RoutingDistribution::histogram) {
+    if (ro.distribution == RoutingDistribution::histogram || r->get("histogram")) {
       const Node h = r->at("histogram");
       if (h.is_array()) {
         ro.histogram = parse_histogram(h);

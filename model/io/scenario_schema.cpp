@@ -60,9 +60,9 @@ const std::vector<FieldDoc>& scenario_fields() {
       // ---------------------------------------------------------------- routing
       {"routing", "object", "", "all defaults below", "", "How tokens spread over experts: the busiest EP rank's rows (the expected maximum) set the expert GEMMs and all-to-alls."},
       {"routing.distribution", "\"uniform\" | \"balanced\" | \"zipf\" | \"dirichlet\" | \"histogram\"", "", "\"uniform\"", "\"uniform\"", "Expert popularity: uniform (every k-subset alike, random imbalance only), balanced (forced equal, as benchmarks do), Zipf, Dirichlet, or a measured histogram."},
-      {"routing.zipf_exponent", "number > 0", "", "required for zipf", "", "Zipf exponent s: the i-th most popular expert's share ~ i^-s (experts shuffled by the seed)."},
-      {"routing.dirichlet_alpha", "number > 0", "", "required for dirichlet", "", "Concentration of Dirichlet-drawn expert shares (smaller: more skew)."},
-      {"routing.histogram", "array of numbers >= 0, or path", "tokens", "required for histogram", "", "Measured tokens per routed expert, one per expert, inline or a `\"kind\": \"histogram\"` file."},
+      {"routing.zipf_exponent", "number > 0", "", "required for zipf", "", "Zipf exponent s: the i-th most popular expert's share ~ i^-s (experts shuffled by the seed). Checked wherever given; under another distribution unused, and the report notes it."},
+      {"routing.dirichlet_alpha", "number > 0", "", "required for dirichlet", "", "Concentration of Dirichlet-drawn expert shares (smaller: more skew). Checked wherever given; under another distribution unused, and the report notes it."},
+      {"routing.histogram", "array of numbers >= 0, or path", "tokens", "required for histogram", "", "Measured tokens per routed expert, one per expert, inline or a `\"kind\": \"histogram\"` file. Checked wherever given; under another distribution unused, and the report notes it."},
       {"routing.seed", "integer >= 0", "", "1", "1", "Seed of the shuffles and draws of zipf and dirichlet."},
       {"routing.group_limited", "boolean", "", "true", "true", "Applies the model's group-limited routing (DeepSeek-V3: 4 of 8 groups) to the expected loads and distinct nodes (uniform shares only)."},
       // ---------------------------------------------------------------- stack

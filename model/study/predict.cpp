@@ -28,6 +28,19 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
     router = RouterSpec{};
     if (notes) notes->push_back("group-limited routing is modelled for uniform shares only; skewed routing priced without it");
   }
+  if (notes) {
+    // A parameter of another distribution than the one routed (a sweep over distributions sets it
+    // for all points): given, checked, not used.
+    constexpr const char* kNames[] = {"uniform", "balanced", "zipf", "dirichlet", "histogram"};  // RoutingDistribution's
+    const char* routed = kNames[static_cast<size_t>(s.routing.distribution)];
+    auto unused = [&](const char* field, bool given, RoutingDistribution reads) {
+      if (given && s.routing.distribution != reads)
+        notes->push_back(std::string("routing.") + field + " is given but the distribution is " + routed + ": not used");
+    };
+    unused("zipf_exponent", s.routing.zipf_exponent > 0, RoutingDistribution::zipf);
+    unused("dirichlet_alpha", s.routing.dirichlet_alpha > 0, RoutingDistribution::dirichlet);
+    unused("histogram", !s.routing.histogram.empty(), RoutingDistribution::histogram);
+  }
   const LoadStats st = expected_loads(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep), tokens);
   load.mean_rows = st.mean_rank_rows;
   load.max_rows = st.expected_max_rank_rows;

@@ -226,6 +226,27 @@ TEST(BadInput, TpMustDivideHeadsAndMoreGpusThanTheFabricHolds) {
   EXPECT_NE(e.detail().find("no scale-out fabric"), std::string::npos) << e.what();
 }
 
+// A distribution's parameter is checked wherever it is given, also beside a distribution that does
+// not read it (a sweep over distributions sets it for every point; predict then notes it unused).
+TEST(BadInput, RoutingParametersAreCheckedWhenGiven) {
+  TempDir d;
+  SpecError e = scenario_error(d, [](json& s) { s["routing"] = {{"distribution", "uniform"}, {"zipf_exponent", -0.5}}; });
+  EXPECT_EQ(e.json_path(), "/routing/zipf_exponent");
+  EXPECT_EQ(e.detail(), "expected a positive number, got -0.5");
+  e = scenario_error(d, [](json& s) { s["routing"] = {{"distribution", "zipf"}, {"dirichlet_alpha", "lots"}, {"zipf_exponent", 1}}; });
+  EXPECT_EQ(e.json_path(), "/routing/dirichlet_alpha");
+  e = scenario_error(d, [](json& s) { s["routing"] = {{"histogram", {1, 2, 3}}}; });
+  EXPECT_EQ(e.json_path(), "/routing/histogram");
+  EXPECT_EQ(e.detail(), "expected one count per routed expert (256), got 3");
+  e = scenario_error(d, [](json& s) { s["routing"] = {{"distribution", "zipf"}}; });
+  EXPECT_EQ(e.json_path(), "/routing");
+  EXPECT_NE(e.detail().find("zipf_exponent"), std::string::npos) << e.what();
+  // Given and unused: loaded as given.
+  const Scenario ok = load_scenario(scenario_with(d, [](json& s) { s["routing"] = {{"distribution", "uniform"}, {"zipf_exponent", 0.5}}; }));
+  EXPECT_EQ(ok.routing.distribution, RoutingDistribution::uniform);
+  EXPECT_EQ(ok.routing.zipf_exponent, 0.5);
+}
+
 TEST(BadInput, StragglerRacksMustExistAndNotOverlap) {
   TempDir d;
   SpecError e = scenario_error(d, [](json& s) { s["stragglers"] = json::array({{{"rack", 2}}}); });

@@ -201,6 +201,23 @@ TEST(Step, ForwardBackwardOverlapHidesCommunication) {
   EXPECT_NEAR(sum_model_flops(*b.graph), sum_model_flops(*a.graph), 1e-6 * sum_model_flops(*a.graph));
 }
 
+// A parameter of a distribution that is not routed changes nothing and says so.
+TEST(Step, UnusedRoutingParameterIsNoted) {
+  const Calibration cal;
+  const StepReport plain = predict(scenario(), cal);
+  const StepReport with = predict(scenario({"routing.zipf_exponent=0.5"}), cal);
+  EXPECT_EQ(with.step_time.value(), plain.step_time.value());
+  auto has = [](const StepReport& r, const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n == text; });
+  };
+  EXPECT_FALSE(has(plain, "routing.zipf_exponent is given but the distribution is uniform: not used"));
+  EXPECT_TRUE(has(with, "routing.zipf_exponent is given but the distribution is uniform: not used"));
+  const StepReport zipf = predict(scenario({"routing.distribution=zipf", "routing.zipf_exponent=0.5"}), cal);
+  EXPECT_GT(zipf.step_time.value(), plain.step_time.value());
+  EXPECT_FALSE(std::any_of(zipf.notes.begin(), zipf.notes.end(),
+                           [](const std::string& n) { return n.find("not used") != std::string::npos; }));
+}
+
 // Dropless imbalance of 1 % or more: each EP group's busiest rank is one class, its typical ranks
 // (the mean load) another, synchronized with it; they wait in the all-to-alls, and a profiler counts
 // the wait as communication. Uniform routing (0.3 % here) keeps one class.
