@@ -96,6 +96,7 @@ int cmd_sweep(const Opts& o) {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
     }
+    io::check_sweep(sp);  // what would fail every point alike: exit 2 before a row is written
     const std::string fmt_name = !o.format.empty() ? o.format
                                  : (o.out.size() > 6 && o.out.substr(o.out.size() - 6) == ".jsonl") ? "jsonl"
                                                                                                      : "csv";

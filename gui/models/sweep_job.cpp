@@ -30,6 +30,7 @@ io::SweepSpec SweepJob::spec(const QString& scenario, const QStringList& sets, c
     if (!v.trimmed().isEmpty()) sp.axes.push_back(io::parse_vary(v.trimmed().toStdString()));
   for (const QString& d : derive)
     if (!d.trimmed().isEmpty()) sp.derive.push_back(io::parse_derive(d.trimmed().toStdString()));
+  io::check_sweep(sp);
   return sp;
 }
 

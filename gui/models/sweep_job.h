@@ -27,7 +27,8 @@ class SweepJob : public QObject {
   ~SweepJob() override;  // cancels and waits for the running points
 
   // The spec of `moeperf SCENARIO --set S... --vary V... --derive D...`; throws InputError (the
-  // CLI's message) for a bad --vary or --derive text.
+  // CLI's message) for a bad --vary or --derive text, or what would fail every point alike
+  // (io::check_sweep: a misspelt path, a malformed file).
   static io::SweepSpec spec(const QString& scenario, const QStringList& sets, const QStringList& vary,
                             const QStringList& derive);
   void start(io::SweepSpec sp, int threads = 0);  // threads 0: every core

@@ -35,7 +35,8 @@ class PathTrackingBuilder : public nlohmann::json_sax<json> {
     Level& top = stack_.back();
     if (top.value->contains(k))
       throw SpecError(file_, path_of(top) + "/" + k,
-                      "duplicate key \"" + k + "\" in one object (which of the values is meant is unclear)");
+                      "duplicate key \"" + k + "\" in one object (which of the values is meant is unclear)",
+                      SpecError::Kind::shape);
     top.key = k;
     return true;
   }
@@ -46,7 +47,7 @@ class PathTrackingBuilder : public nlohmann::json_sax<json> {
     std::string what = ex.what();
     const auto p = what.find("parse error");
     what = p == std::string::npos ? ": " + what : what.substr(p + std::string("parse error").size());
-    throw SpecError(file_, "", "malformed JSON" + what);
+    throw SpecError(file_, "", "malformed JSON" + what, SpecError::Kind::shape);
   }
 
  private:
@@ -99,7 +100,7 @@ json read_json_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     throw SpecError(path, "", "is a directory; expected a JSON file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno));
+  if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno), SpecError::Kind::shape);
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
@@ -177,7 +178,8 @@ void Node::allow_only(const std::vector<std::string>& all) const {
     if (std::find(all.begin(), all.end(), k) != all.end()) continue;
     const std::string hint = did_you_mean(k, all);
     throw SpecError(file_, path_ + "/" + k,
-                    "unknown key \"" + k + "\"" + (hint.empty() ? "; expected one of " + join_choices(all) : hint));
+                    "unknown key \"" + k + "\"" + (hint.empty() ? "; expected one of " + join_choices(all) : hint),
+                    SpecError::Kind::shape);
   }
 }
 
@@ -186,7 +188,8 @@ bool Node::has(const char* key) const { return j_->is_object() && j_->contains(k
 Node Node::at(const char* key) const {
   expect_object();
   auto it = j_->find(key);
-  if (it == j_->end()) fail(std::string("missing required field \"") + key + "\"");
+  if (it == j_->end())
+    throw SpecError(file_, path_, std::string("missing required field \"") + key + "\"", SpecError::Kind::missing);
   return Node(*it, file_, path_ + "/" + key);
 }
 

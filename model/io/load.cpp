@@ -594,7 +594,7 @@ Scenario load_scenario(const std::string& path, const std::vector<Override>& set
     for (const Override& o : sets) {
       const std::string ptr = pointer_of(o.path);
       if (e.file() == path && (e.json_path() == ptr || e.json_path().rfind(ptr + "/", 0) == 0))
-        throw SpecError(e.file(), e.json_path(), e.detail() + " (set by --set " + o.path + "=" + o.value + ")");
+        throw SpecError(e.file(), e.json_path(), e.detail() + " (set by " + o.origin + " " + o.path + "=" + o.value + ")", e.kind());
     }
     throw;
   }

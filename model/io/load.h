@@ -22,6 +22,7 @@ ModelSpec load_model(const std::string& path);
 struct Override {
   std::string path;
   std::string value;
+  const char* origin = "--set";  // how the user gave it (--set, --vary, --derive, --grid), for messages
 };
 Override parse_override(const std::string& arg);  // throws SpecError for "a.b" without "="
 

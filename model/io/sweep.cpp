@@ -287,7 +287,7 @@ std::vector<std::vector<Override>> load_sweep_grid(const std::string& path) {
     std::vector<Override> os;
     for (const auto& [k, v] : p.raw().items()) {
       if (v.is_object() || v.is_array()) p.at(k.c_str()).fail("expected a value (a number, string or boolean) for --set " + k);
-      os.push_back({k, v.is_string() ? v.get<std::string>() : v.dump()});
+      os.push_back({k, v.is_string() ? v.get<std::string>() : v.dump(), "--grid"});
     }
     out.push_back(std::move(os));
   }
@@ -314,35 +314,65 @@ std::vector<Override> sweep_point(const SweepSpec& sp, size_t i) {
   std::vector<Override> axes(sp.axes.size());
   for (size_t k = sp.axes.size(); k-- > 0;) {
     const auto& a = sp.axes[k];
-    axes[k] = {a.path, a.values[rem % a.values.size()]};
+    axes[k] = {a.path, a.values[rem % a.values.size()], "--vary"};
     rem /= a.values.size();
   }
   out.insert(out.end(), axes.begin(), axes.end());
   return out;
 }
 
+namespace {
+
+// Point i's overrides in r (its values, what the derive rules set) and as the loader takes them:
+// the --set list, the values, the derived ones. Empty with r infeasible when a rule cannot be
+// evaluated; a base file that cannot be read throws.
+std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepRow& r) {
+  r.point = sweep_point(sp, r.index);
+  std::vector<Override> sets = sp.sets;
+  sets.insert(sets.end(), r.point.begin(), r.point.end());
+  if (sp.derive.empty()) return sets;
+  const json doc = detail::read_json_file(sp.scenario);
+  for (const DeriveRule& d : sp.derive) {
+    double v = 0;
+    try {
+      v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, doc, sets, n); }).eval();
+    } catch (const std::invalid_argument& e) {
+      r.status = "infeasible";
+      r.reason = "--derive " + d.path + "=" + d.expr + ": " + e.what();
+      return std::nullopt;
+    }
+    r.derived.push_back({d.path, number_text(v), "--derive"});
+    sets.push_back(r.derived.back());
+  }
+  return sets;
+}
+
+}  // namespace
+
+void check_sweep(const SweepSpec& sp) {
+  if (sweep_size(sp) == 0) return;
+  SweepRow r;
+  try {
+    const auto sets = point_overrides(sp, r);
+    if (sets) load_scenario(sp.scenario, *sets);
+  } catch (const SpecError& e) {
+    // The same for every point: the paths are every point's, only values change (an unknown key
+    // is a misspelt path; a missing top-level field no override sets stays missing).
+    if (e.kind() == SpecError::Kind::shape ||
+        (e.kind() == SpecError::Kind::missing && e.file() == sp.scenario && e.json_path().empty()))
+      throw SpecError(e.file(), e.json_path(), e.detail() + " (every point of the sweep has it)", e.kind());
+  } catch (const InputError&) {
+    // A value of this point (a layout rule, an enum): a row of its own, as run_point gives it.
+  }
+}
+
 SweepRow run_point(const SweepSpec& sp, size_t i) {
   SweepRow r;
   r.index = i;
-  r.point = sweep_point(sp, i);
-  std::vector<Override> sets = sp.sets;
-  sets.insert(sets.end(), r.point.begin(), r.point.end());
   try {
-    if (!sp.derive.empty()) {
-      const json doc = detail::read_json_file(sp.scenario);
-      for (const DeriveRule& d : sp.derive) {
-        double v = 0;
-        try {
-          v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, doc, sets, n); }).eval();
-        } catch (const std::invalid_argument& e) {
-          r.status = "infeasible";
-          r.reason = "--derive " + d.path + "=" + d.expr + ": " + e.what();
-          return r;
-        }
-        r.derived.push_back({d.path, number_text(v)});
-        sets.push_back(r.derived.back());
-      }
-    }
+    const std::optional<std::vector<Override>> ov = point_overrides(sp, r);
+    if (!ov) return r;
+    const std::vector<Override>& sets = *ov;
     const Scenario s = load_scenario(sp.scenario, sets);
     const StepReport rep = predict(s, s.calibration);
     r.predicted = true;

@@ -67,6 +67,12 @@ struct SweepRow {
   int64_t gpus_bought = 0;
 };
 SweepRow run_point(const SweepSpec& sp, size_t i);
+// Before any point runs: what fails every point alike is bad input of the sweep itself, thrown
+// (exit 2) rather than written as a row per point with one reason: the base file unreadable or
+// malformed, an unknown key (a misspelt --set, --vary or --derive path), a top-level field of the
+// scenario missing. Found by loading the first point; its other errors (a layout rule, a value)
+// are left to its row.
+void check_sweep(const SweepSpec& sp);
 
 // Output: CSV (a header, then a line per row) or JSON Lines. Numbers are printed with fixed
 // precision so the bytes depend on the row only.

@@ -938,6 +938,27 @@ TEST(CliSweep, RangesGridsAndBadArguments) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("the step 0.5 is below the precision of the values it steps (10000000000000000)"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out));
+  // What fails every point alike is the sweep's own bad input (a misspelt path of --vary, --set or
+  // --derive; a malformed or incomplete scenario file): exit 2 before a row is written, not a file
+  // of rows with one reason. A value that fails some points stays their rows.
+  const std::string no_model = d.write("no-model.json", R"({"kind": "scenario"})");
+  const std::vector<std::pair<std::string, std::string>> every = {
+      {source(kSeed) + " --vary parallelism.epp=4,8", "(set by --vary parallelism.epp=4) (every point of the sweep has it)"},
+      {source(kSeed) + " --vary parallelism.ep=4,8 --set parallelism.fsdpp=2", "/parallelism/fsdpp: unknown key \"fsdpp\""},
+      {source(kSeed) + " --vary parallelism.ep=4,8 --derive 'parallelism.fsdpp=gpus/ep'", "/parallelism/fsdpp: unknown key \"fsdpp\" (did you mean \"fsdp\"?) (set by --derive parallelism.fsdpp="},
+      {no_model + " --vary gpus=64,128", "no-model.json: missing required field \"model\" (every point of the sweep has it)"},
+      {d.write("cut.json", "{\"kind\": \"scenario\",") + " --vary gpus=64,128", "cut.json: malformed JSON"}};
+  for (const auto& [args, want] : every) {
+    r = run("sweep " + args + " --out " + out);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+  r = run("sweep " + source(kSeed) + " --vary 'precision.dense_gemm=fp3,bf16' --vary parallelism.ep=8 --out " + out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  const std::string csv = slurp(out);
+  EXPECT_NE(csv.find("0,fp3,8,infeasible"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("1,bf16,8,ok"), std::string::npos) << csv;
 }
 
 // moeperf sensitivity: each term is predict with that one thing changed, minus the scenario's step.

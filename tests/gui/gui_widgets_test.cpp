@@ -843,6 +843,17 @@ class MainWindowTest : public QObject {
     v->setTokens(QStringLiteral("lots"));
     v->run(2);
     QVERIFY2(v->statusText().startsWith(QStringLiteral("--tokens lots: expected a token count")), qPrintable(v->statusText()));
+    // A misspelt path fails every point alike: refused in the window, no run, the last rows kept.
+    v->setTokens(QString());
+    const int rows_before = v->rowsModel()->rowCount();
+    QVERIFY(rows_before > 0);
+    v->setVary(QStringLiteral("parallelism.epp=4,8"));
+    v->run(2);
+    QVERIFY2(v->statusText().contains(QStringLiteral("/parallelism/epp: unknown key \"epp\"")) &&
+                 v->statusText().endsWith(QStringLiteral("(every point of the sweep has it)")),
+             qPrintable(v->statusText()));
+    QVERIFY(!v->job()->busy());
+    QCOMPARE(v->rowsModel()->rowCount(), rows_before);
   }
   // The Plan tab: `moeperf plan` of the scenario shown (with the panel's edits) off the GUI thread;
   // its rows are io::plan's best for the same options, in order, with the same figures; a row opens
