@@ -79,6 +79,7 @@ StudyView::StudyView(QWidget* parent)
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->setDefaultSectionSize(20);
+  table_->verticalHeader()->hide();  // the point's index is the first column (row numbers beside it disagreed by one)
   table_->setToolTip(tr("Double-click a row to open that point in the timeline"));
   chart_ = new QChartView();
   chart_->setRenderHint(QPainter::Antialiasing);
