@@ -104,6 +104,16 @@ LayerParams layer_params(const ModelSpec& m, int layer) {
   return p;
 }
 
+double kv_share(const AttentionSpec& a, int64_t tp) {
+  if (a.kind == AttentionKind::mla || a.kv_heads <= 0 || a.kv_heads % tp == 0) return 1.0 / d(tp);
+  return std::max(1.0, d(a.kv_heads) / d(tp)) / d(a.kv_heads);
+}
+
+double dense_params_per_rank(const ModelSpec& m, int layer, int64_t tp) {
+  const double kv = layer_forward_flops(m, layer, 1).kv_proj / 2.0;
+  return layer_params(m, layer).dense / d(tp) + kv * (kv_share(m.attention, tp) - 1.0 / d(tp));
+}
+
 double lm_head_forward_flops(const ModelSpec& m) { return 2 * d(m.hidden) * d(m.vocab); }
 
 double mtp_forward_flops(const ModelSpec& m, int64_t seq_len) {

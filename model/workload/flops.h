@@ -78,6 +78,14 @@ struct LayerParams {
 // Parameters of layer `layer`; layers >= m.layers are MTP modules (their layer, eh_proj and norms).
 LayerParams layer_params(const ModelSpec& m, int layer);
 
+// The share of a layer's K/V projection one of `tp` tensor-parallel ranks holds and computes: 1/tp
+// (MLA, and GQA with tp dividing the KV heads), or one whole KV head of kv_heads when tp exceeds
+// them (each KV head replicated on tp / kv_heads ranks, as the loader allows).
+double kv_share(const AttentionSpec& a, int64_t tp);
+// Non-routed-expert weights of layer `layer` on one of `tp` ranks: split by tp, the K/V projection
+// by kv_share.
+double dense_params_per_rank(const ModelSpec& m, int layer, int64_t tp);
+
 struct ParamCounts {
   double total = 0;          // every weight of the main model (no MTP module)
   double active = 0;         // weights a token uses: non-expert + top_k routed experts, both embeddings

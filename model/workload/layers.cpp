@@ -19,7 +19,7 @@ void Lowering::forward_layer(int l) {
   tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
-  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
        a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, true, true);
   rope(l, heads, kvh, qk, vd, true, true);
@@ -166,7 +166,7 @@ void Lowering::backward_layer(int l) {
     gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,
          a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   if (has(s_.memory.recompute, TensorClass::kv_proj))
-    gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj / tp_, 0, dd, t_, kvh * (qk + vd),
+    gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), 0, dd, t_, kvh * (qk + vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
@@ -183,7 +183,7 @@ void Lowering::backward_layer(int l) {
                                   {last()}));
   rope(l, heads, kvh, qk, vd, true, true);
   qk_norm(l, heads, kvh, qk, true, true);
-  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj / tp_, t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
            a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);

@@ -223,7 +223,7 @@ class Lowering {
 
   // ---------------------------------------------------------------- parameters of a layer
   // Non-expert weights of layer l on this rank (TP-split), expert weights of this rank's experts.
-  double dense_params(int l) const { return layer_params(m_, l).dense / tp_; }
+  double dense_params(int l) const { return dense_params_per_rank(m_, l, p_.tp); }
   double local_expert_params(int l) const { return layer_params(m_, l).routed_experts / d(p_.ep * p_.etp); }
   bool is_moe_layer(int l) const { return m_.is_moe_layer(l); }
   bool fsdp() const { return p_.fsdp > 1; }

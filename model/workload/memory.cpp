@@ -77,9 +77,10 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     double dense = 0, expert = 0, max_layer = 0;
     for (int l : layers) {
       const LayerParams lp = layer_params(m, l);
-      dense += lp.dense / tp;
+      const double own = dense_params_per_rank(m, l, p.tp);
+      dense += own;
       expert += lp.routed_experts / d(p.ep * p.etp);
-      max_layer = std::max(max_layer, lp.dense / tp + lp.routed_experts / d(p.ep * p.etp));
+      max_layer = std::max(max_layer, own + lp.routed_experts / d(p.ep * p.etp));
     }
     if (holds_embedding(s, st)) dense += pc.embedding / tp;
     if (holds_head(s, st)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm

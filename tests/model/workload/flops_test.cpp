@@ -72,6 +72,20 @@ TEST(Flops, MlaAndGqaLayerClosedForms) {
   EXPECT_DOUBLE_EQ(gqa.routed_experts, 2 * 8 * 3.0 * 4096 * 1536);
 }
 
+// Tensor parallelism past the KV heads replicates them: a rank holds a whole KV head (Qwen3-235B's
+// 4 at tp 8: a quarter of the K/V projection, as at tp 4), the rest of the layer's weights 1/tp.
+TEST(Params, KvHeadsReplicatedPastTheirCount) {
+  const ModelSpec m = model("qwen3-235b-a22b/config.json");
+  const double kv = 2.0 * 4096 * 4 * 128, dense = layer_params(m, 0).dense;
+  EXPECT_DOUBLE_EQ(kv_share(m.attention, 2), 0.5);
+  EXPECT_DOUBLE_EQ(kv_share(m.attention, 4), 0.25);
+  EXPECT_DOUBLE_EQ(kv_share(m.attention, 8), 0.25);
+  EXPECT_DOUBLE_EQ(kv_share(m.attention, 32), 0.25);
+  EXPECT_DOUBLE_EQ(dense_params_per_rank(m, 0, 4), dense / 4);
+  EXPECT_DOUBLE_EQ(dense_params_per_rank(m, 0, 8), (dense - kv) / 8 + kv / 4);
+  EXPECT_DOUBLE_EQ(kv_share(model("deepseek-v3/config.json").attention, 8), 0.125);  // MLA: split by heads
+}
+
 TEST(Flops, SlidingWindowLayersAttendToFewerKeys) {
   EXPECT_DOUBLE_EQ(attended_keys(4096, 0), 2048.0);
   EXPECT_DOUBLE_EQ(attended_keys(4096, 128), (128.0 * 129 / 2 + (4096.0 - 128) * 128) / 4096);

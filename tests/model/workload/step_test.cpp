@@ -85,6 +85,32 @@ double sum_model_flops(const StepGraph& g) {
   return f;
 }
 
+// A dense GEMM executes 2 m n k FLOPs of the shape it is priced at. With tensor parallelism beyond
+// a GQA model's KV heads (Qwen3-30B-A3B: 4 of them, tp 8), each rank holds and computes one whole
+// KV head: the K/V projection's FLOPs are a head's, not an eighth of four (they were, at the
+// shape of a whole head), while its useful (model) FLOPs stay the rank's 1/tp share.
+TEST(Step, DenseGemmFlopsMatchTheirShapeAtAnyTp) {
+  for (int tp : {1, 2, 4, 8}) {
+    const Scenario s = scenario({"model=../models/qwen3-30b-a3b/config.json", "parallelism.tp=" + std::to_string(tp),
+                                 "parallelism.fsdp=" + std::to_string(16 / tp)});
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    int seen = 0;
+    for (const Op& op : g.classes[0].ops) {
+      if (op.category != Category::gemm || op.groups != 1 || !name_starts(op.name.str(), "attn.")) continue;
+      ++seen;
+      EXPECT_NEAR(op.flops.value(), 2.0 * double(op.m) * double(op.n) * double(op.k), 1e-9 * op.flops.value())
+          << op.name.str() << " at tp " << tp << ": m " << op.m << " n " << op.n << " k " << op.k;
+      if (name_starts(op.name.str(), "attn.kv_proj") && op.phase != Phase::recompute) {
+        // Useful work: this rank's 1/tp of the 4 heads' projection (tokens x 2 x 4 heads x 128 x 2048 x 2).
+        const double tokens = double(s.batch.micro_batch * s.batch.seq_len);
+        EXPECT_NEAR(op.model_flops.value(), 2.0 * tokens * 2 * 4 * 128 * 2048 / tp, 1e-9 * op.model_flops.value())
+            << op.name.str() << " at tp " << tp;
+      }
+    }
+    EXPECT_GT(seen, 0);
+  }
+}
+
 TEST(Step, ModelFlopsOfTheOpsAddUpToTheMaxTextCount) {
   for (const auto& sets : std::vector<std::vector<std::string>>{
            {},
