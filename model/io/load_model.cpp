@@ -154,7 +154,9 @@ ModelSpec parse_hf_model(const Node& n) {
     a.head_dim = static_cast<int>(n.positive_int_or("head_dim", m.hidden / a.heads, limits::kHidden));
   };
   auto moe_checks = [&] {
-    if (m.top_k > m.experts) n.at("num_experts_per_tok").fail("expected at most the expert count");
+    // gpt-oss may write its top-k as experts_per_token alone.
+    const char* k = n.has("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
+    if (m.top_k > m.experts) n.at(k).fail("expected at most the expert count (" + std::to_string(m.experts) + ")");
   };
   // DeepSeek's MoE keys, shared by its V2 and V3 configs, Kimi K2's and GLM-4.5's (glm4_moe): routed
   // and shared experts, dense layers first, the router's score function and group limit.

@@ -78,6 +78,29 @@ TEST(LoadModel, GqaModelsFromHuggingFace) {
   for (bool b : g.attention.sliding_layers) sliding += b;
   EXPECT_EQ(sliding, 18);  // alternate layers
   EXPECT_TRUE(g.attention.sinks);
+  // gpt-oss may write its top-k as experts_per_token alone; too large a top-k is named by that key.
+  {
+    TempDir d;
+    std::ifstream in(source("examples/models/gpt-oss-120b/config.json"));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto drop = [&](const std::string& key) {  // the line "key": N, of the published file
+      const size_t at = text.find("\"" + key + "\"");
+      ASSERT_NE(at, std::string::npos) << key;
+      text.erase(text.rfind('\n', at), text.find('\n', at) - text.rfind('\n', at));
+    };
+    drop("num_experts_per_tok");
+    EXPECT_EQ(load_model(d.write("oss.json", text)).top_k, 4);
+    const size_t k = text.find("\"experts_per_token\": 4");
+    ASSERT_NE(k, std::string::npos);
+    text.replace(k, std::string("\"experts_per_token\": 4").size(), "\"experts_per_token\": 200");
+    try {
+      load_model(d.write("oss-bad.json", text));
+      ADD_FAILURE() << "top-k 200 of 128 experts loaded";
+    } catch (const SpecError& e) {
+      EXPECT_EQ(e.json_path(), "/experts_per_token");
+      EXPECT_EQ(e.detail(), "expected at most the expert count (128)");
+    }
+  }
 
   const ModelSpec k = load_model(source("examples/models/kimi-k2/config.json"));
   EXPECT_EQ(k.attention.kind, AttentionKind::mla);
