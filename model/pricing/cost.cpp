@@ -121,7 +121,7 @@ Seconds Pricer::compute_time(const Op& op) const {
   }
 }
 
-CollectiveCost Pricer::comm_cost(const Op& op) const {
+CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
   if (op.collective == Collective::d2h) return host_d2h_;
   if (op.collective == Collective::h2d) return host_;
   const AllToAllShape shape{op.collective == Collective::all_to_all && op.fanout > 0 ? op.fanout : 1.0,
@@ -129,13 +129,18 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
   const bool fused_ep = op.collective == Collective::all_to_all && op.group == Group::ep &&
                         s_.stack.dispatcher == Dispatcher::fused_dedup;
   const bool combine = fused_ep && op.combine;
-  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout, combine);
+  // A pipeline hand-off: this stage and its peer (the next one when the op names none).
+  const int pp = static_cast<int>(s_.parallelism.pp);
+  const int from = std::clamp(stage, 0, std::max(pp - 1, 0));
+  const int to = std::clamp(op.peer_stage >= 0 ? op.peer_stage : from + 1 < pp ? from + 1 : from - 1, 0, std::max(pp - 1, 0));
+  const int pair = op.group == Group::pp ? std::min(from, to) * pp + std::max(from, to) : -1;
+  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout, combine, pair);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     std::vector<int64_t> members;
     if (op.group == Group::pp) {
       const auto all = group_members(Group::pp, s_.parallelism, 0);
-      members = {all[0], all.size() > 1 ? all[1] : all[0]};
+      members = {all[static_cast<size_t>(std::min(from, to))], all[static_cast<size_t>(std::max(from, to))]};
     } else {
       members = group_members(op.group, s_.parallelism, 0);
     }
@@ -167,9 +172,9 @@ CollectiveCost Pricer::comm_cost(const Op& op) const {
   return *best;
 }
 
-Seconds Pricer::time(const Op& op) const {
+Seconds Pricer::time(const Op& op, int stage) const {
   if (op.collective == Collective::none) return compute_time(op);
-  const CollectiveCost c = comm_cost(op);
+  const CollectiveCost c = comm_cost(op, stage);
   return c.time(std::max(op.bytes, op.recv_bytes));
 }
 

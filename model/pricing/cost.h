@@ -61,8 +61,11 @@ class Pricer {
   // `memo`, when given, must outlive the Pricer and serve only this topology and calibration.
   Pricer(const Scenario& s, const Topology& t, const Calibration& cal, CollectiveMemo* memo = nullptr);
   Seconds compute_time(const Op& op) const;
-  CollectiveCost comm_cost(const Op& op) const;
-  Seconds time(const Op& op) const;  // either kind, uncontended
+  // `stage`: the pipeline stage of the class that runs the op; a send or receive crosses from it to
+  // the op's peer_stage, between those stages' first GPUs (each stage is a block of GPU ids, so the
+  // pair of first GPUs crosses what every pair of the two stages crosses).
+  CollectiveCost comm_cost(const Op& op, int stage = 0) const;
+  Seconds time(const Op& op, int stage = 0) const;  // either kind, uncontended
   const std::vector<std::string>& notes() const { return notes_; }
   const Calibration& calibration() const { return cal_; }
   const Scenario& scenario() const { return s_; }
@@ -72,9 +75,9 @@ class Pricer {
   const Topology& t_;
   Calibration cal_;
   std::vector<std::string> notes_;
-  // Candidate algorithms per (collective, group, fanout, node fanout); comm_cost picks the fastest
-  // at the op's size.
-  mutable std::map<std::tuple<Collective, Group, double, double, bool>, std::vector<CollectiveCost>> cache_;
+  // Candidate algorithms per (collective, group, fanout, node fanout, combine, pipeline stage pair);
+  // comm_cost picks the fastest at the op's size.
+  mutable std::map<std::tuple<Collective, Group, double, double, bool, int>, std::vector<CollectiveCost>> cache_;
   CollectiveCost host_, host_d2h_;
   CollectiveMemo* memo_ = nullptr;
 };

@@ -27,7 +27,7 @@ int queue_of(Stream s, bool multistream) {
 // time alone: the latency, then its bytes at the bottleneck resource's rate. Max-min sharing only
 // lowers the rate, so the simulator never runs it faster.
 CollectiveCost class_comm_cost(const Pricer& pricer, const RankClass& rc, const Op& op) {
-  CollectiveCost cc = pricer.comm_cost(op).at(std::max(op.bytes, op.recv_bytes));
+  CollectiveCost cc = pricer.comm_cost(op, rc.pp_stage).at(std::max(op.bytes, op.recv_bytes));
   cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
   cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
   cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
@@ -673,7 +673,7 @@ std::string queue_name(const SimClass& sc, size_t queue) {
 
 Seconds serial_time(const RankClass& rc, const Pricer& pricer) {
   Seconds t;
-  for (const Op& op : rc.ops) t += pricer.time(op);
+  for (const Op& op : rc.ops) t += pricer.time(op, rc.pp_stage);
   return t;
 }
 

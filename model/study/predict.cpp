@@ -129,7 +129,7 @@ void price_items(const Scenario& s, const Pricer& pricer, const StepGraph& even,
       const auto i = static_cast<size_t>(item);
       if (owner[i] < 0) owner[i] = static_cast<int>(c), mb[i] = op.micro_batch;
       if (owner[i] != static_cast<int>(c) || mb[i] != op.micro_batch) continue;
-      cost[i] += pricer.time(op).value();
+      cost[i] += pricer.time(op, even.classes[c].pp_stage).value();
     }
   out.layer_costs.assign(cost.begin(), cost.begin() + L);
   out.embedding_cost = cost[static_cast<size_t>(L)];
@@ -316,7 +316,7 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
       SimClass sc;
       Seconds t;
       for (const Op& op : rc.ops) {
-        const Seconds d = pricer.time(op);
+        const Seconds d = pricer.time(op, rc.pp_stage);
         sc.ops.push_back({t, t + d, 0, Seconds(0)});
         t += d;
       }
@@ -371,7 +371,7 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     OpSummary& o = r.ops[it->second];
     ++o.count;
     o.seconds += d;
-    o.serial_seconds += pricer.time(op);
+    o.serial_seconds += pricer.time(op, rc.pp_stage);
     o.flops += op.flops;
     // XLA's one-shot all-to-all is a copy kernel (no collective) whose bytes are messages.
     const bool message = op.collective != Collective::none || op.one_shot_peers > 0;

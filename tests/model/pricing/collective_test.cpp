@@ -288,6 +288,36 @@ TEST(Collective, FusedDedupDispatchAcrossRacksUsesDistinctNodes) {
     }
 }
 
+// A pipeline hand-off is priced between the two stages it joins: with 4 GPUs a stage on 8-GPU
+// DGX H100 nodes, stages 0 and 1 share a node (NVLink) and stages 1 and 2 do not (the NICs). Each
+// boundary was priced as stage 0's, so every hand-off ran at NVLink speed.
+TEST(Collective, PipelineSendsCrossWhatTheirStagesCross) {
+  Scenario s = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"),
+                                 {io::parse_override("gpus=32"), io::parse_override("parallelism.dp=2"),
+                                  io::parse_override("parallelism.ep=4"), io::parse_override("batch.global_batch=128")});
+  ASSERT_EQ(s.parallelism.pp, 8);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Pricer pr(s, t, s.calibration);
+  const RankClass* stage1 = nullptr;
+  for (const RankClass& rc : g.classes)
+    if (rc.pp_stage == 1 && !stage1) stage1 = &rc;
+  ASSERT_NE(stage1, nullptr);
+  const Op *to0 = nullptr, *to2 = nullptr;
+  for (const Op& op : stage1->ops)
+    if (op.name == "pp.send" || op.name == "pp.send.bwd") (op.peer_stage == 2 ? to2 : to0) = &op;
+  ASSERT_TRUE(to0 && to2);
+  EXPECT_EQ(to0->peer_stage, 0);
+  const CollectiveCost in_node = pr.comm_cost(*to0, 1), across = pr.comm_cost(*to2, 1);
+  // Across nodes the bytes go through one CX-7 NIC: at most its 50 GB/s, far below NVLink.
+  const double bytes = to2->bytes.value();
+  EXPECT_GT(across.time(to2->bytes).value(), bytes / 50e9);
+  EXPECT_LT(in_node.time(to0->bytes).value(), bytes / 100e9 + in_node.latency.value());
+  EXPECT_GT(across.time(to2->bytes).value(), 3 * in_node.time(to0->bytes).value());
+  // The same boundary from either side.
+  EXPECT_DOUBLE_EQ(pr.comm_cost(*to0, 1).time(to0->bytes).value(), pr.time(*to0, 1).value());
+}
+
 // A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
 // receiver: over NVLink its seconds per byte are the dispatch's over ep_combine_factor, closed form
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is
