@@ -43,6 +43,7 @@ enum class Param : int {
   host_link_d2h_fraction,  // the same, device to host
   collective_launch_s,     // fixed software latency per collective
   nvlink_step_s,           // latency of one algorithm step over NVLink (NCCL Simple protocol)
+  nvls_step_s,             // latency of one phase of an NVLink SHARP collective (switch reduction, multicast)
   network_step_s,          // latency of one algorithm step over the scale-out network
   host_reduce_fraction,    // a collective's reduction over a host-memory transport: memory rate / the device's memory bandwidth
   host_cache_speedup,      // a host-memory transport's rate for collectives far below host_cache_bytes / its rate for large ones

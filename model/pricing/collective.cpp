@@ -433,7 +433,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
           loads.nvl_in[loads.gpu(m)] += each;
         }
         cost.steps = 2;
-        step_latency = lat.at(2) * 2.0;
+        step_latency = Seconds(cal[Param::nvls_step_s]) * 2.0;
         cost.algorithm = "nvls";
         nvls = true;
       } else {
@@ -530,7 +530,8 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   const int64_t intra = nvls ? 1 : static_cast<int64_t>(g_max) - 1;  // NVLink steps per phase
   cost.steps = static_cast<int>(2 * (depth + intra));
   // Latency: NVLink steps inside the domains, network steps between them.
-  const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
+  // An NVLS phase inside a domain is the switches' reduction or multicast (nvls_step_s), not a ring step.
+  const Seconds nvl_lat = nvls ? Seconds(cal[Param::nvls_step_s]) : lat.count(2) ? lat.at(2) : Seconds(0);
   cost.latency += nvl_lat * static_cast<double>(2 * intra) + loads.net_latency * static_cast<double>(2 * depth);
   set_rates(cost, loads, t, cal, nvls);
   return cost;

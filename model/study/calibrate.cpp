@@ -35,8 +35,10 @@ std::vector<Param> class_params(PartClass c) {
       return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
               Param::attention_hd_half, Param::attention_tile_rows};
     case PartClass::collective:
+      // The step latencies (nvlink_step_s, nvls_step_s, network_step_s) stay NCCL's own: the set
+      // has no small message of a ring or tree, and large ones moved them for other reasons.
       return {Param::nvlink_fraction,    Param::nvls_fraction,    Param::ib_fraction,  Param::host_reduce_fraction,
-              Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s};
+              Param::host_cache_speedup, Param::host_cache_bytes};
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
               Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
