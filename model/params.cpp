@@ -101,14 +101,13 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::nvlink_step_s, "nvlink_step_s", 3.4e-6, "s", 0, 1e-3,
      "One step of a ring or tree (a chunk handed to the next GPU and its flag seen) over NVLink: NCCL's own "
      "latency model charges 3.4 us per ring step with the Simple protocol used for large messages "
-     "(hwLat table, src/graph/tuning.cc); a route's wire and switch latency is the floor. Not fitted: the "
-     "published set has no small ring or tree message, and gigabyte records moved it to 0.5 us (Blackwell) "
-     "while one 1 MiB NVLS record moved it to 14 us (Hopper), both for reasons other than a ring step."},
+     "(hwLat table, src/graph/tuning.cc); a route's wire and switch latency is the floor. Fitted only from "
+     "records whose time depends on it (small ring or tree messages: the executor's suite has them, the "
+     "published set does not)."},
     {Param::nvls_step_s, "nvls_step_s", 12.5e-6, "s", 0, 1e-3,
      "One phase of an NVLink SHARP all-reduce (the switches reduce each shard, then multicast it; two phases): "
      "NCCL's latency model charges NVLS 25 us over NVLink with the Simple protocol (hwLat table, "
-     "src/graph/tuning.cc), against 3.4 us for a ring step. Not fitted: the one small NVLS record "
-     "(1 MiB on 8 H100, 43.7 GB/s) is reproduced within 8 % at this value."},
+     "src/graph/tuning.cc), against 3.4 us for a ring step (nvlink_step_s), which NVLS records no longer set."},
     {Param::network_step_s, "network_step_s", 14e-6, "s", 0, 1e-2,
      "One algorithm step through the network (proxy thread, RDMA write, completion): NCCL's latency model "
      "charges 14 us per network step for ring and tree with the Simple protocol (hwLat table, "

@@ -18,7 +18,10 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=58.3    # MAPE in %, pinned: lower it when the model improves (59.0 -> 58.3 (MAPE 58.24 %) when a masked
+ceiling=52.6    # MAPE in %, pinned: lower it when the model improves (58.3 -> 52.6 (MAPE 52.51 %) when a pipeline
+                # hand-off was priced between the stages it joins: the ladder's 32-GPU stages on 64-GPU racks cross
+                # InfiniBand at every other boundary, priced at NVLink speed before; and NCCL's step latencies
+                # stopped being fitted; 59.0 -> 58.3 (MAPE 58.24 %) when a masked
                 # edge of attention got the GPU kernels' 128-key tile instead of none; 59.9 -> 59.0 (MAPE 58.90 %) when Megatron's
                 # MoE block added the shared expert's output and summed its input gradients in kernels of their own;
                 # 60.7 -> 59.9 (MAPE 59.80 %) when Megatron's residual adds and autograd's skip-gradient sums became kernels of their own; raised 60.5 -> 60.7 (MAPE 60.69 %) when the

@@ -35,10 +35,8 @@ std::vector<Param> class_params(PartClass c) {
       return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
               Param::attention_hd_half, Param::attention_tile_rows};
     case PartClass::collective:
-      // The step latencies (nvlink_step_s, nvls_step_s, network_step_s) stay NCCL's own: the set
-      // has no small message of a ring or tree, and large ones moved them for other reasons.
       return {Param::nvlink_fraction,    Param::nvls_fraction,    Param::ib_fraction,  Param::host_reduce_fraction,
-              Param::host_cache_speedup, Param::host_cache_bytes};
+              Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s, Param::nvls_step_s};
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
               Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
@@ -146,7 +144,17 @@ struct ClassRecords {
 bool moves(const PartRecord& r, Param p, const Calibration& cal) {
   const ParamDef& d = param_def(p);
   Calibration c = cal;
-  const double x = c[p], h = (d.max - d.min) * 1e-3;
+  const double x = c[p];
+  if (x > 0) {
+    // A record sets a parameter only where it depends on it: a tenth more of the parameter moves
+    // the record's prediction by at least half a percent. (A step latency of a few microseconds
+    // in a gigabyte collective moves it by a few millionths: such records left the fit free to
+    // push the step anywhere for a thousandth of their error.)
+    const double h = 0.1 * x;
+    c.set(p, x + h <= d.max ? x + h : x - h);
+    return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) >= 0.005;
+  }
+  const double h = (d.max - d.min) * 1e-3;  // a shape term off at 0: any effect of switching it on
   c.set(p, x + h <= d.max ? x + h : x - h);
   return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) > 1e-9;
 }

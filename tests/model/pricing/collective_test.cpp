@@ -183,7 +183,8 @@ TEST(Collective, TreeAllReduceAcrossTwoRacks) {
   EXPECT_NEAR(nvls_tree.s_per_byte[nvl_r], (1.0 + 1.0 / 64) / nvl, 1e-24);
   EXPECT_NEAR(nvls_tree.s_per_byte[nic_r], 1.0 / 64 / nic, 1e-24);
   // Steps: the ring 2 x 127, of which 2 x 1 cross the network; the tree 2 (1 network level + 63
-  // chain steps); NVLS tree 2 (1 + 1). Each step costs the library's step latency (route as floor).
+  // chain steps); NVLS tree 2 (1 + 1). Each step costs the library's step latency (route as floor);
+  // an NVLS phase inside a rack is the switches' reduction or multicast (nvls_step_s).
   EXPECT_EQ(ring.steps, 254);
   EXPECT_EQ(tree.steps, 128);
   EXPECT_EQ(nvls_tree.steps, 4);
@@ -192,7 +193,7 @@ TEST(Collective, TreeAllReduceAcrossTwoRacks) {
   const double launch = cal[Param::collective_launch_s];
   EXPECT_NEAR(ring.latency.value(), launch + 2 * (126 * nvl_step + 1 * net_step), 1e-12);
   EXPECT_NEAR(tree.latency.value(), launch + 2 * (63 * nvl_step + 1 * net_step), 1e-12);
-  EXPECT_NEAR(nvls_tree.latency.value(), launch + 2 * (1 * nvl_step + 1 * net_step), 1e-12);
+  EXPECT_NEAR(nvls_tree.latency.value(), launch + 2 * (1 * cal[Param::nvls_step_s] + 1 * net_step), 1e-12);
   // Rails line up between the racks (rail-optimized leaves): nothing goes up to a spine.
   EXPECT_DOUBLE_EQ(tree.s_per_byte[static_cast<int>(Resource::fabric)], 0.0);
 }
