@@ -917,6 +917,38 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
   EXPECT_THROW(fit_parts(recs, Calibration{}, "blackwell"), InputError);
 }
 
+// A record sets a parameter only where its time depends on it: a gigabyte ring all-gather, whose
+// 3.4 us steps are a few millionths of its time, fits the NVLink fraction and leaves the step at
+// NCCL's value even when its measured time would be met a little better by another step (it once
+// pushed the step to 0.49 us); small all-gathers, where the steps are most of the time, set it.
+TEST(Calibrate, ARecordSetsOnlyTheParametersItsTimeDependsOn) {
+  auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h100-cluster.json"));
+  auto topo = std::make_shared<const Topology>(Topology::build(*sys, 8));
+  Calibration truth;
+  truth.set(Param::nvlink_fraction, 0.7);
+  truth.set(Param::nvlink_step_s, 2e-6);
+  auto record = [&](const std::string& id, double bytes, double error) {
+    PartRecord r;
+    r.id = id, r.cls = PartClass::collective, r.op = "collective.all_gather";
+    r.gpu = sys->gpu(), r.generation = "hopper", r.system = sys, r.topology = topo, r.gpus = 8;
+    r.collective = Collective::all_gather, r.bytes = bytes, r.metric = PartMetric::seconds;
+    r.value = predict_part(r, truth) * (1 + error);
+    return r;
+  };
+  // Large messages only, one measured a little slow: the fraction is fitted, the step is not.
+  std::vector<PartRecord> big{record("g1", 1e9, 0.0), record("g2", 4e9, 0.001), record("g3", 8e9, 0.0)};
+  const FitReport f = fit_parts(big, Calibration{}, "hopper");
+  EXPECT_NEAR(f.fitted[Param::nvlink_fraction], 0.7, 2e-3);
+  EXPECT_EQ(f.fitted[Param::nvlink_step_s], Calibration{}[Param::nvlink_step_s]);
+  for (const ParamFit& p : f.classes[0].params)
+    if (p.param == Param::nvlink_step_s) { EXPECT_TRUE(p.fitted_on.empty()); }
+  // With small ones the step is theirs.
+  std::vector<PartRecord> both = big;
+  for (double b : {1e4, 3e4, 1e5}) both.push_back(record("s" + std::to_string(static_cast<int>(b)), b, 0.0));
+  const FitReport g = fit_parts(both, Calibration{}, "hopper");
+  EXPECT_NEAR(g.fitted[Param::nvlink_step_s], 2e-6, 1e-7);
+}
+
 // Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x hd / (hd + hd_half),
 // hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
 // over keys, head dims, masks and directions (the masked edges tell tile_rows from kv_half, the
