@@ -154,7 +154,11 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double f = ep_sm_factor(sms, cal_, deepep);
       const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
       cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c);
-      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * f);
+      // Over RDMA DeepEP's normal kernels reach the NIC's rate at their default SMs (V1 on H800:
+      // 43-58 GB/s internode at 24 SMs, of a 50 GB/s NIC); its SM curve (deepep_sm_half) is fitted on
+      // NVLink records and is not the NIC's. HybridEP's RDMA rate does follow its SMs (4 SMs: 37 GB/s
+      // on H100 against 58 at 8).
+      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * (deepep ? 1.0 : f));
     }
     if (memo_) {
       const auto& v = memo_->get({op.collective, members, shape.fanout, shape.node_fanout, cal[Param::nvlink_fraction], cal[Param::ib_fraction]},

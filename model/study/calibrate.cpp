@@ -103,9 +103,9 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       // record's figure is the NIC's (bottleneck) bandwidth.
       if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
       const double f = ep_sm_factor(r.sms, cal, r.deepep);
-      if (r.rdma && !r.deepep) {
+      if (r.rdma) {  // as the pricer: DeepEP's RDMA side at the NIC's rate, HybridEP's by its SMs
         const double nic = r.system->domain.tray.nic.port_bandwidth.value();
-        return nic * cal[Param::ep_network_fraction] * f;
+        return nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : f);
       }
       const double n = std::max(2.0, r.ep);
       const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;

@@ -319,6 +319,33 @@ TEST(Collective, PipelineSendsCrossWhatTheirStagesCross) {
   EXPECT_DOUBLE_EQ(pr.comm_cost(*to0, 1).time(to0->bytes).value(), pr.time(*to0, 1).value());
 }
 
+// DeepEP's normal kernels over RDMA run at the NIC's rate whatever SMs they are given (V1 on H800:
+// 43-58 GB/s internode at 24 SMs, of a 50 GB/s NIC); their SM curve, fitted on NVLink records,
+// slows the NVLink part only. (The NIC part was cut by it too: 30 GB/s at 24 SMs.)
+TEST(Collective, DeepEpsRdmaRateDoesNotFollowItsSms) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/h800-dualpipe.json"));
+  s.stack.ep_kernel = EpKernel::deepep;
+  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
+  ASSERT_EQ(s.parallelism.ep, 64);  // across 8 nodes
+  const ExpertLoad load = expert_load(s, s.calibration);
+  const StepGraph g = lower_step(s, load);
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Op* dispatch = nullptr;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "moe.dispatch") dispatch = &op;
+  ASSERT_NE(dispatch, nullptr);
+  const int nic = static_cast<int>(Resource::nic), nvl = static_cast<int>(Resource::nvlink);
+  auto priced = [&](int sms) {
+    Scenario x = s;
+    x.stack.ep_sms = sms;
+    const Pricer pr(x, t, x.calibration);
+    return pr.comm_cost(*dispatch);
+  };
+  const CollectiveCost few = priced(8), many = priced(24);
+  EXPECT_GT(few.s_per_byte[nvl], many.s_per_byte[nvl] * 1.2);  // the NVLink part follows the SMs
+  EXPECT_DOUBLE_EQ(few.s_per_byte[nic], many.s_per_byte[nic]);  // the NIC part does not
+}
+
 // A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
 // receiver: over NVLink its seconds per byte are the dispatch's over ep_combine_factor, closed form
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is
