@@ -310,6 +310,11 @@ struct MemoryPolicy {
 };
 
 enum class RoutingDistribution { uniform, balanced, zipf, dirichlet, histogram };
+// The name a scenario file gives it ("routing.distribution").
+inline const char* to_string(RoutingDistribution d) {
+  constexpr const char* kNames[] = {"uniform", "balanced", "zipf", "dirichlet", "histogram"};
+  return kNames[static_cast<int>(d)];
+}
 
 struct Routing {
   RoutingDistribution distribution = RoutingDistribution::uniform;

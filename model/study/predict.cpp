@@ -31,8 +31,7 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   if (notes) {
     // A parameter of another distribution than the one routed (a sweep over distributions sets it
     // for all points): given, checked, not used.
-    constexpr const char* kNames[] = {"uniform", "balanced", "zipf", "dirichlet", "histogram"};  // RoutingDistribution's
-    const char* routed = kNames[static_cast<size_t>(s.routing.distribution)];
+    const char* routed = to_string(s.routing.distribution);
     auto unused = [&](const char* field, bool given, RoutingDistribution reads) {
       if (given && s.routing.distribution != reads)
         notes->push_back(std::string("routing.") + field + " is given but the distribution is " + routed + ": not used");

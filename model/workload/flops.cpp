@@ -110,8 +110,10 @@ double kv_share(const AttentionSpec& a, int64_t tp) {
 }
 
 double dense_params_per_rank(const ModelSpec& m, int layer, int64_t tp) {
-  const double kv = layer_forward_flops(m, layer, 1).kv_proj / 2.0;
-  return layer_params(m, layer).dense / d(tp) + kv * (kv_share(m.attention, tp) - 1.0 / d(tp));
+  const double split = layer_params(m, layer).dense / d(tp);
+  const double share = kv_share(m.attention, tp);
+  if (share == 1.0 / d(tp)) return split;  // nothing replicated (the lowering asks this per gather)
+  return split + layer_forward_flops(m, layer, 1).kv_proj / 2.0 * (share - 1.0 / d(tp));
 }
 
 double lm_head_forward_flops(const ModelSpec& m) { return 2 * d(m.hidden) * d(m.vocab); }
