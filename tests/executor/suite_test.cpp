@@ -122,6 +122,29 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitLowersTheirErrors) {
   EXPECT_TRUE(held) << last;
 }
 
+// A budget spent before a section starts (here: all of it, at once) cuts each class to its
+// cheapest case, never to none: the fit needs a record of every op class the model prices. Seen
+// before the rule: a suite whose compute sections overran their shares started its collectives at
+// "15 s of 15 s" and wrote no collective record at all.
+TEST(Suite, ABudgetSpentEarlyStillMeasuresEveryClassOnce) {
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";
+  TempDir d;
+  const std::string out = d.path("tiny.json");
+  const Result r = sh(mpirun(2) + MOEPERF_CLI + " run --suite calibrate --backend cpu --budget 0.01 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::map<std::string, int> per_op;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  for (const auto& x : j["records"]) per_op[x["op"]] += 1;
+  for (const char* op : {"gemm", "grouped_gemm", "attention.fwd", "attention.bwd", "collective.all_gather",
+                         "collective.reduce_scatter", "collective.all_reduce"})
+    EXPECT_EQ(per_op[op], 1) << op << "\n" << r.out;
+  // The even and the ragged all-to-all, one each; the memory section's smallest size, its widths
+  // and orders (3 x 2).
+  EXPECT_EQ(per_op["collective.all_to_all"], 2) << r.out;
+  EXPECT_EQ(per_op["memory.copy"], 6) << r.out;
+  EXPECT_NE(r.out.find("skipped: budget"), std::string::npos) << r.out;
+}
+
 // The closed loop: fit on the suite's microbenchmarks, then predict the MoE layer the executor
 // runs, op by op. The layer's ops are never fitted: they are the held-back set. GEMMs are most of
 // the layer's compute on the CPU.
