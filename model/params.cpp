@@ -132,7 +132,10 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "A fused expert-parallel dispatch/combine kernel (DeepEP, HybridEP: stack.dispatcher fused_dedup) "
      "over NVLink: algorithm bandwidth over the link rate when given many SMs."},
     {Param::ep_network_fraction, "ep_network_fraction", 0.90, "fraction", 0.05, 1.0,
-     "The same kernel's RDMA part: bottleneck bandwidth over the NIC line rate."},
+     "The same kernel's RDMA part: the NIC's achieved rate over its line rate, for the rows that cross it (one "
+     "per remote node a token's top-k hits). The RDMA records count a row per node hit, own node included: "
+     "(D - 1)/D of them cross the NIC on D nodes, and HybridEP's SMs follow x / (x + ep_sm_half) with x = SMs "
+     "x (D - 1) (each SM keeps requests in flight to every remote node)."},
     {Param::ep_sm_half, "ep_sm_half", 0, "SMs", 0, 256,
      "The EP kernel's copy engines are its thread blocks: rate x sms / (sms + ep_sm_half), with the SMs it "
      "is given (comm_sm_fraction of the GPU in a training step)."},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model/pricing/efficiency.h"
 
@@ -155,10 +156,20 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
       cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c);
       // Over RDMA DeepEP's normal kernels reach the NIC's rate at their default SMs (V1 on H800:
-      // 43-58 GB/s internode at 24 SMs, of a 50 GB/s NIC); its SM curve (deepep_sm_half) is fitted on
-      // NVLink records and is not the NIC's. HybridEP's RDMA rate does follow its SMs (4 SMs: 37 GB/s
-      // on H100 against 58 at 8).
-      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] * (deepep ? 1.0 : f));
+      // 58 and 51 GB/s of rows counted per node hit at 4 and 8 nodes and 24 SMs, 43.5 and 44.6 GB/s
+      // on a 50 GB/s NIC); its SM curve (deepep_sm_half) is fitted on NVLink records and is not the
+      // NIC's. HybridEP's RDMA rate follows its SMs times the remote nodes it writes to: each SM
+      // keeps requests in flight to every remote peer (Little's law), so at 2 nodes 4 SMs reach 22
+      // GB/s of the NIC on H100 and at 4 nodes 40 (calibrate.cpp prices its records the same way).
+      double nodes = 0;
+      if (!deepep) {
+        std::vector<int64_t> doms;
+        for (int64_t m : members) doms.push_back(t_.domain_of(m));
+        std::sort(doms.begin(), doms.end());
+        nodes = static_cast<double>(std::unique(doms.begin(), doms.end()) - doms.begin());
+      }
+      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] *
+                                      (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false)));
     }
     if (memo_) {
       const auto& v = memo_->get({op.collective, members, shape.fanout, shape.node_fanout, cal[Param::nvlink_fraction], cal[Param::ib_fraction]},

@@ -99,13 +99,20 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
     }
     case PartClass::ep: {
       // Algorithm bandwidth: the rows a rank sends (its own included) over the kernel's time. Over
-      // NVLink the rows to other ranks, (n - 1)/n of them, cross the GPU's links; over RDMA the
-      // record's figure is the NIC's (bottleneck) bandwidth.
+      // NVLink the rows to other ranks, (n - 1)/n of them, cross the GPU's links. Over RDMA the
+      // benchmarks (DeepEP's test_internode and HybridEP's, "RDMA/IB algorithm bandwidth") count a
+      // token once per node its top-k hits, its own node included: on D nodes under the records'
+      // uniform routing (D - 1)/D of those rows cross the NIC (the records reach 77 GB/s on a
+      // 50 GB/s NIC at 2 nodes, 58 at 4). The pricer sends the remote rows alone over the network
+      // (all_to_all_hierarchical_cost, one row per node hit), so the record is priced as those.
       if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
       const double f = ep_sm_factor(r.sms, cal, r.deepep);
       if (r.rdma) {  // as the pricer: DeepEP's RDMA side at the NIC's rate, HybridEP's by its SMs
         const double nic = r.system->domain.tray.nic.port_bandwidth.value();
-        return nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : f);
+        const double per_node = static_cast<double>(job_gpus_per_domain(*r.system, static_cast<int64_t>(r.ep)));
+        const double nodes = std::max(2.0, std::ceil(r.ep / std::max(1.0, per_node)));
+        const double fr = ep_sm_factor(r.sms * (nodes - 1.0), cal, false);
+        return nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0);
       }
       const double n = std::max(2.0, r.ep);
       const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;

@@ -346,6 +346,39 @@ TEST(Collective, DeepEpsRdmaRateDoesNotFollowItsSms) {
   EXPECT_DOUBLE_EQ(few.s_per_byte[nic], many.s_per_byte[nic]);  // the NIC part does not
 }
 
+// HybridEP over RDMA: each SM keeps requests in flight to every remote node it writes to, so its
+// NIC rate is ep_network_fraction x x / (x + ep_sm_half) with x = SMs x (remote nodes), closed form;
+// the same SMs reach more of the NIC over more nodes (HybridEP on H100: 4 SMs, 22 GB/s of the NIC
+// at 2 nodes, 40 at 4).
+TEST(Collective, HybridEpsRdmaRateFollowsItsSmsTimesRemoteNodes) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/h800-dualpipe.json"));
+  s.stack.ep_kernel = EpKernel::hybridep;
+  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
+  ASSERT_EQ(s.parallelism.ep, 64);  // across 8 nodes
+  s.calibration.set(Param::ep_sm_half, 7.0);
+  s.calibration.set(Param::ep_network_fraction, 0.9);
+  const ExpertLoad load = expert_load(s, s.calibration);
+  const StepGraph g = lower_step(s, load);
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Op* dispatch = nullptr;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "moe.dispatch") dispatch = &op;
+  ASSERT_NE(dispatch, nullptr);
+  const int nic = static_cast<int>(Resource::nic);
+  auto nic_s_per_byte = [&](int sms) {
+    Scenario x = s;
+    x.stack.ep_sms = sms;
+    return Pricer(x, t, x.calibration).comm_cost(*dispatch).s_per_byte[nic];
+  };
+  // 1 SM x 7 remote nodes: half the rate; 7 SMs x 7: 7/8 of it.
+  EXPECT_NEAR(nic_s_per_byte(1) / nic_s_per_byte(7), (7.0 / 8.0) / 0.5, 1e-9);
+  // Against the fraction alone (ep_sm_half 0): 1 / 0.5.
+  Scenario y = s;
+  y.stack.ep_sms = 1;
+  y.calibration.set(Param::ep_sm_half, 0.0);
+  EXPECT_NEAR(nic_s_per_byte(1) / Pricer(y, t, y.calibration).comm_cost(*dispatch).s_per_byte[nic], 2.0, 1e-9);
+}
+
 // A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
 // receiver: over NVLink its seconds per byte are the dispatch's over ep_combine_factor, closed form
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is

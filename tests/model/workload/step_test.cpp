@@ -949,6 +949,28 @@ TEST(Calibrate, ARecordSetsOnlyTheParametersItsTimeDependsOn) {
   EXPECT_NEAR(g.fitted[Param::nvlink_step_s], 2e-6, 1e-7);
 }
 
+// An RDMA EP record (DeepEP's and HybridEP's "RDMA/IB algorithm bandwidth") counts a token once per
+// node its top-k hits, its own node included: on D nodes (D - 1)/D of those rows cross the NIC, and
+// HybridEP's SMs keep requests in flight to each of the D - 1 remote nodes. Closed form on 8-GPU
+// H100 nodes with a 50 GB/s NIC: EP 16 (2 nodes) and EP 64 (8 nodes) at 4 SMs.
+TEST(Calibrate, AnRdmaEpRecordCountsRowsPerNodeHitItsOwnIncluded) {
+  auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h100-cluster.json"));
+  ASSERT_DOUBLE_EQ(sys->domain.tray.nic.port_bandwidth.value(), 50e9);
+  Calibration cal;
+  cal.set(Param::ep_network_fraction, 0.9);
+  cal.set(Param::ep_sm_half, 4.0);
+  auto record = [&](double ep, bool deepep) {
+    PartRecord r;
+    r.id = "rdma", r.cls = PartClass::ep, r.op = "ep.dispatch", r.gpu = sys->gpu(), r.generation = "hopper", r.system = sys;
+    r.ep = ep, r.sms = 4, r.rdma = true, r.deepep = deepep, r.metric = PartMetric::algorithm_bandwidth;
+    return r;
+  };
+  EXPECT_NEAR(predict_part(record(16, false), cal), 50e9 * 0.9 * (4.0 / 8.0) * 2.0, 1e3);
+  EXPECT_NEAR(predict_part(record(64, false), cal), 50e9 * 0.9 * (28.0 / 32.0) * 8.0 / 7.0, 1e3);
+  // DeepEP's RDMA side runs at the NIC's rate whatever its SMs: the node count alone.
+  EXPECT_NEAR(predict_part(record(64, true), cal), 50e9 * 0.9 * 8.0 / 7.0, 1e3);
+}
+
 // Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x hd / (hd + hd_half),
 // hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
 // over keys, head dims, masks and directions (the masked edges tell tile_rows from kv_half, the
