@@ -63,7 +63,7 @@ void PlanJob::start(const QString& scenario, const QStringList& sets, io::PlanOp
     };
     try {
       std::vector<io::Override> ov;
-      for (const auto& s : set_list) ov.push_back(io::parse_override(s));
+      for (const auto& s : set_list) ov.push_back(io::parse_override(s, io::kEditOrigin));
       const Scenario s = io::load_scenario(file, ov);
       run->result = io::plan(s, file, options, on_threads);
     } catch (const InputError& e) {

@@ -217,7 +217,7 @@ bool ScenarioForm::save(const QString& out, QString* error) {
   QJsonObject doc;
   try {  // never write a scenario moeperf rejects
     std::vector<io::Override> ov;
-    for (const QString& o : overrides()) ov.push_back(io::parse_override(o.toStdString()));
+    for (const QString& o : overrides()) ov.push_back(io::parse_override(o.toStdString(), io::kEditOrigin));
     (void)io::load_scenario(path_.toStdString(), ov);
     // The edits as the loader applies them (a named stack becomes a base, a field of a referenced
     // file brings that file in), its references rewritten for OUT's folder.

@@ -10,7 +10,7 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
   LoadResult out;
   try {
     std::vector<io::Override> ov;
-    for (const auto& s : sets) ov.push_back(io::parse_override(s));
+    for (const auto& s : sets) ov.push_back(io::parse_override(s, io::kEditOrigin));
     const Scenario s = io::load_scenario(path, ov);
     out.report = std::make_shared<const StepReport>(predict(s, s.calibration));
   } catch (const io::SpecError& e) {

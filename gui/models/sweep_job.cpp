@@ -25,7 +25,7 @@ SweepJob::~SweepJob() {
 io::SweepSpec SweepJob::spec(const QString& scenario, const QStringList& sets, const QStringList& vary, const QStringList& derive) {
   io::SweepSpec sp;
   sp.scenario = scenario.toStdString();
-  for (const QString& s : sets) sp.sets.push_back(io::parse_override(s.toStdString()));
+  for (const QString& s : sets) sp.sets.push_back(io::parse_override(s.toStdString(), io::kEditOrigin));
   for (const QString& v : vary)
     if (!v.trimmed().isEmpty()) sp.axes.push_back(io::parse_vary(v.trimmed().toStdString()));
   for (const QString& d : derive)

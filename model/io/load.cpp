@@ -424,7 +424,7 @@ std::vector<AccuracyCase> load_accuracy_cases(const std::string& path) {
   return out;
 }
 
-Override parse_override(const std::string& arg) {
+Override parse_override(const std::string& arg, const char* origin) {
   // The value may become a JSON string: it must be text JSON can hold (a Latin-1 byte typed on a
   // command line is not).
   if (const size_t bad = first_invalid_utf8(arg); bad != std::string::npos)
@@ -433,7 +433,9 @@ Override parse_override(const std::string& arg) {
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0)
     throw SpecError("--set " + arg, "", "expected PATH=VALUE, e.g. --set parallelism.ep=32");
-  return {arg.substr(0, eq), arg.substr(eq + 1)};
+  Override o{arg.substr(0, eq), arg.substr(eq + 1)};
+  o.origin = origin;
+  return o;
 }
 
 void check_scenario(const Scenario& s, const std::string& file) {

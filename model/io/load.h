@@ -24,7 +24,9 @@ struct Override {
   std::string value;
   const char* origin = "--set";  // how the user gave it (--set, --vary, --derive, --grid), for messages
 };
-Override parse_override(const std::string& arg);  // throws SpecError for "a.b" without "="
+Override parse_override(const std::string& arg, const char* origin = "--set");  // throws SpecError for "a.b" without "="
+// How the desktop app names an override in messages: the user typed it into a form field.
+inline constexpr const char* kEditOrigin = "the edit";
 
 Scenario load_scenario(const std::string& path, const std::vector<Override>& sets = {});
 // The scenario file's JSON (indented) with the overrides applied as load_scenario applies them (a

@@ -612,6 +612,12 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.errorText(), QString::fromStdString(expected.error));  // moeperf's InputError::what()
     QCOMPARE(w.report(), before);
     QCOMPARE(w.scenarioPath(), good);
+    // A value of the wrong kind typed into a field: the message names the edit, not a command-line --set.
+    QVERIFY(!w.openScenario(good, {QStringLiteral("parallelism.ep=abc")}));
+    QVERIFY2(w.errorText().contains(QStringLiteral("expected a positive integer, got \"abc\" (set by the edit parallelism.ep=abc)")),
+             qPrintable(w.errorText()));
+    QVERIFY2(!w.errorText().contains(QStringLiteral("--set")), qPrintable(w.errorText()));
+    QCOMPARE(w.report(), before);
     // Not even JSON: same outcome, the loader's message shown, the report kept.
     QTemporaryDir dir;
     const QString broken = dir.filePath(QStringLiteral("broken.json"));
