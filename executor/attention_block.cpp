@@ -134,7 +134,7 @@ AttentionBlock::AttentionBlock(const Dims& dims, int rank, int ranks) : d_(dims)
   group_ = d.heads / d.kv_heads;
   // The cost model's count of the core: 2 x keys x heads x (qk + v dims) per query.
   keys_ = attended_keys(d.seq, static_cast<int>(d.window), d.chunk);
-  edges_ = masked_edges(true, d.window);  // causal, and the window's far edge
+  edges_ = masked_edges(true, d.window, d.seq);  // causal, and the window's far edge
   core_flops_ = D(d.tokens) * 2.0 * keys_ * D(d.heads) * D(d.head_dim + d.v_dim);
   rope_ = rope_dims(d);
   rope_cos_.resize(Z(d.seq * (rope_ / 2))), rope_sin_.resize(rope_cos_.size());

@@ -314,6 +314,12 @@ ModelSpec parse_hf_model(const Node& n) {
     a.qk_norm = type == "qwen3";
     m.dense_layers = m.layers;
     m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
+    // Mistral's window applies to every layer (transformers' MistralAttention); Qwen2/Qwen3 configs
+    // carry a sliding_window that use_sliding_window (false in the released models) leaves off.
+    if (auto w = type == "mistral" ? n.get("sliding_window") : std::nullopt) {
+      a.sliding_window = static_cast<int>(w->as_nonneg_int(limits::kSeqLen));
+      a.sliding_layers.assign(static_cast<size_t>(m.layers), a.sliding_window > 0);
+    }
   } else {
     n.at("model_type").fail("unsupported model_type \"" + type +
                             "\"; expected one of deepseek_v3, deepseek_v2, kimi_k2, glm4_moe, qwen3_moe, qwen2_moe, "

@@ -170,7 +170,7 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       const double fwd = 2.0 * b * h * seq * keys * (dqk + dv);
       r.flops = bwd ? kAttentionBwdWork * fwd : fwd;
       r.bytes = (bwd ? kAttentionBwdWork : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
-      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, masked_edges(causal, window)};
+      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, masked_edges(causal, window, static_cast<int64_t>(seq))};
       if (x.has("dtype")) {
         const Dtype d = parse_dtype(x.at("dtype"));
         if (d != Dtype::bf16 && d != Dtype::fp16) x.at("dtype").fail("expected bf16 or fp16 attention (the model prices attention in BF16)");

@@ -38,8 +38,11 @@ struct LayerForwardFlops {
 double attended_keys(int64_t seq_len, int window, int64_t chunk = 0);
 
 // Masked edges of a query's key range, each costing a kernel about half a query tile of scores
-// computed and masked (attention_tile_rows): the causal diagonal, a sliding window's far edge.
-inline int masked_edges(bool causal, int64_t window) { return (causal ? 1 : 0) + (window > 0 ? 1 : 0); }
+// computed and masked (attention_tile_rows): the causal diagonal, a sliding window's far edge. A
+// window at least as long as the sequence masks no key at a far edge (it is full causal attention).
+inline int masked_edges(bool causal, int64_t window, int64_t seq) {
+  return (causal ? 1 : 0) + (window > 0 && window < seq ? 1 : 0);
+}
 
 // FlashAttention's backward executes 2.5 x its forward's matmul FLOPs (QK^T recomputed, then dV,
 // dP, dQ, dK) and moves about 2.5 x its bytes.

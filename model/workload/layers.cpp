@@ -67,7 +67,7 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   op.m = static_cast<int64_t>(t_);
   op.n = static_cast<int64_t>(std::lround((qk + vd) / 2.0));
   op.k = static_cast<int64_t>(std::max(1.0, std::round(fwd / (t_ * 2.0 * heads * (qk + vd)))));
-  op.mask_edges = static_cast<uint8_t>(masked_edges(true, is_sliding(m_, l) ? m_.attention.sliding_window : 0));  // training attention is causal
+  op.mask_edges = static_cast<uint8_t>(masked_edges(true, is_sliding(m_, l) ? m_.attention.sliding_window : 0, s_.batch.seq_len));  // training attention is causal
   emit(std::move(op));
 }
 

@@ -69,6 +69,20 @@ TEST(LoadModel, GqaModelsFromHuggingFace) {
   EXPECT_EQ(mx.expert_ffn, 14336);
   EXPECT_EQ(mx.attention.head_dim, 4096 / 32);
 
+  // A dense Mistral config's window covers every layer; a Qwen2 config's stays off (its
+  // use_sliding_window is false in the released models).
+  {
+    TempDir d;
+    const std::string body = R"("hidden_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "intermediate_size": 14336, "vocab_size": 32000, "sliding_window": 4096)";
+    const std::string mistral = d.write("mistral.json", "{\"model_type\": \"mistral\", " + body + "}");
+    const std::string qwen2 = d.write("qwen2.json", "{\"model_type\": \"qwen2\", \"use_sliding_window\": false, " + body + "}");
+    const ModelSpec ms = load_model(mistral), qw = load_model(qwen2);
+    EXPECT_EQ(ms.attention.sliding_window, 4096);
+    EXPECT_EQ(ms.attention.sliding_layers, std::vector<bool>(4, true));
+    EXPECT_EQ(qw.attention.sliding_window, 0);
+  }
+
   const ModelSpec g = load_model(source("examples/models/gpt-oss-120b/config.json"));
   EXPECT_EQ(g.top_k, 4);
   EXPECT_EQ(g.attention.head_dim, 64);

@@ -142,6 +142,14 @@ TEST(Step, AttentionCoresCarryTheirMaskedEdges) {
       EXPECT_EQ(op.mask_edges, op.layer % 2 == 0 ? 2 : 1) << op.name << " layer " << op.layer;
     }
   EXPECT_GT(cores, 0);
+  // A window as long as the sequence masks no key at a far edge: plain causal attention, the
+  // diagonal alone (Phi-3.5-MoE's 131,072-token window; a Mistral config at seq <= its window).
+  s.model.attention.sliding_window = static_cast<int>(s.batch.seq_len);
+  const StepGraph full = lower_step(s, expert_load(s, Calibration{}));
+  for (const Op& op : full.classes[0].ops)
+    if (op.category == Category::attention) {
+      EXPECT_EQ(op.mask_edges, 1) << op.name << " layer " << op.layer;
+    }
 }
 
 // Training DeepSeek-V3's MTP module adds, on the last stage, one more MoE layer, the 2H -> H
