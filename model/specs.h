@@ -305,6 +305,9 @@ inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::kCount);
 struct MemoryPolicy {
   std::vector<TensorClass> recompute;
   std::vector<TensorClass> offload;
+  // Saved tensors kept in FP8 with a scale per 128 elements instead of BF16 (DeepSeek-V3's
+  // low-precision storage of the SwiGLU input, arXiv 2412.19437 section 3.3).
+  std::vector<TensorClass> fp8_cache;
   double usable_hbm_fraction = 1.0;  // JAX's XLA_PYTHON_CLIENT_MEM_FRACTION and the like
   std::optional<Bytes> host_offload_limit;  // per process
 };

@@ -282,6 +282,12 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     m->allow_only(scenario_keys("memory"));
     if (auto x = m->get("recompute")) s.memory.recompute = parse_tensor_classes(*x);
     if (auto x = m->get("offload")) s.memory.offload = parse_tensor_classes(*x);
+    if (auto x = m->get("fp8_cache")) {
+      s.memory.fp8_cache = parse_tensor_classes(*x);
+      for (size_t i = 0; i < s.memory.fp8_cache.size(); ++i)
+        if (s.memory.fp8_cache[i] == TensorClass::router)
+          (*x)[i].fail("\"router\" holds FP32 routing scores, not a BF16 activation to cache in FP8");
+    }
     if (auto x = m->get("usable_hbm_fraction")) s.memory.usable_hbm_fraction = x->as_fraction();
     if (auto x = m->get("host_offload_limit")) s.memory.host_offload_limit = x->as_bytes();
   }

@@ -114,6 +114,18 @@ void Lowering::residual_add(int l, const char* name) {
   if (!s_.stack.residual_fusion) memory(name, l, 3.0 * t_sp_ * d(m_.hidden) * 2.0);
 }
 
+// Under PyTorch autograd a recomputed normalization (Megatron's "layernorm" recompute module,
+// DeepSeek-V3's RMSNorm recompute) runs its forward again before the projections' backward need
+// its output: one read of the input, one write. JAX's remat always recomputes a norm's output (it
+// is no checkpoint name), inside the projections' recomputation.
+void Lowering::norm_recompute(int l, const char* block) {
+  if (s_.stack.remat_dispatch || !has(s_.memory.recompute, TensorClass::norm)) return;
+  const Phase was = phase_;
+  phase_ = Phase::recompute;
+  memory(std::string(block) + ".norm.recompute", l, 2.0 * t_sp_ * d(m_.hidden) * 2.0);
+  phase_ = was;
+}
+
 void Lowering::norm_backward(int l, const std::string& block) {
   const double x = t_sp_ * d(m_.hidden) * 2.0;
   memory(block + ".norm.bwd", l, norm_bwd_passes() * x);
@@ -141,6 +153,7 @@ void Lowering::backward_layer(int l) {
   // gradient): the weights' gathers and the activations' copy back gate its first compute op.
   for (int32_t x : first_deps) wait_before_next_compute(x);
   layer_start_.record(l, phase_, static_cast<int32_t>(rc_.ops.size()));
+  norm_recompute(l, "mlp");
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     if (has(s_.memory.recompute, TensorClass::mlp)) {
@@ -155,12 +168,21 @@ void Lowering::backward_layer(int l) {
              2 * ffn / tp_, h);
     tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   } else {
+    if (has(s_.memory.recompute, TensorClass::router)) {
+      // The router's scores were not kept: its GEMM and top-k run again (the combine's backward
+      // needs the routing weights, the router's own backward its scores).
+      phase_ = Phase::recompute;
+      gemm("moe.router.recompute", Category::gemm, l, t_sp_ * f.router, 0, Dtype::bf16, t_sp_, d(m_.experts), d(m_.hidden));
+      memory("moe.topk.recompute", l, t_sp_ * d(m_.experts) * 4.0 * 2.0);
+      phase_ = Phase::backward;
+    }
     moe_backward(l, f);
   }
   norm_backward(l, "mlp");
   // The attention block's output gradient, gathered while the projections are recomputed.
   const int32_t attn_grad = tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, false);
   // Attention: recompute the projections the policy did not keep, then the backward.
+  norm_recompute(l, "attn");
   phase_ = Phase::recompute;
   if (has(s_.memory.recompute, TensorClass::q_proj))
     gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,

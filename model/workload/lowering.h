@@ -268,6 +268,7 @@ class Lowering {
     double sum = 0;
     for (TensorClass c : s_.memory.offload)
       if (!has(s_.memory.recompute, c)) sum += b[static_cast<size_t>(c)];
+      else if (c == TensorClass::norm) sum += layer_input_bytes(s_);  // the part no recompute frees
     return sum;
   }
 
@@ -280,6 +281,7 @@ class Lowering {
   // and writes the gradient.
   void qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part);
   double norm_passes() const;  // a layer norm's forward passes over the hidden state (layers.cpp)
+  void norm_recompute(int l, const char* block);  // a recomputed norm's forward in the backward (autograd stacks)
   double norm_bwd_passes() const;  // and its backward's
   void residual_add(int l, const char* name);           // unfused stacks: the residual add's kernel
   void norm_backward(int l, const std::string& block);  // the norm's backward and the skip gradient's sum

@@ -100,8 +100,15 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       const auto b = saved_tensor_bytes(s, load, l);
       for (int c = 0; c < kTensorClassCount; ++c) {
         const auto cls = static_cast<TensorClass>(c);
-        if (has(s.memory.recompute, cls)) continue;
-        const double bytes = b[static_cast<size_t>(c)] * r.micro_batches_in_flight;
+        double saved = b[static_cast<size_t>(c)];
+        // The layer's input is the checkpoint every recomputation starts from: no recompute list
+        // frees it (JAX's scan keeps its carry, PyTorch's checkpoint its input); offload moves it.
+        // Recomputing "norm" drops what else the class holds, the normalizations' outputs.
+        if (has(s.memory.recompute, cls)) {
+          if (cls != TensorClass::norm) continue;
+          saved = layer_input_bytes(s);
+        }
+        const double bytes = saved * r.micro_batches_in_flight;
         if (has(s.memory.offload, cls)) {
           off += bytes;
         } else {

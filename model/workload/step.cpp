@@ -102,6 +102,11 @@ OpName OpName::cat(std::string_view a, std::string_view b) {
   return n;
 }
 
+double layer_input_bytes(const Scenario& s) {
+  const Parallelism& p = s.parallelism;
+  return d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp) / d(p.tp) * d(s.model.hidden) * 2.0;
+}
+
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int l) {
   const ModelSpec& m = s.model;
   const AttentionSpec& a = m.attention;
@@ -113,7 +118,9 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp);
   std::array<double, kTensorClassCount> b{};
   auto at = [&](TensorClass c) -> double& { return b[static_cast<size_t>(c)]; };
-  at(TensorClass::norm) = t_sp * h * 2.0;  // decoder_layer_input
+  // decoder_layer_input; under PyTorch autograd also the two normalizations' outputs it saves for
+  // the projections' weight gradients (Megatron's "layernorm" recompute drops those, not the input).
+  at(TensorClass::norm) = t_sp * h * 2.0 * (s.stack.remat_dispatch ? 1.0 : 3.0);
   at(TensorClass::q_proj) = t * ((a.kind == AttentionKind::mla ? a.q_lora_rank : 0) + heads * qk) * 2.0;
   at(TensorClass::kv_proj) =
       t * ((a.kind == AttentionKind::mla ? a.kv_lora_rank + a.qk_rope_head_dim : 0) + kvh * (qk + vd)) * 2.0;
@@ -131,6 +138,14 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
       at(TensorClass::moe_act) = load.max_rows * d(m.expert_ffn) * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de);
   } else {
     at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
+  }
+  // Classes cached in FP8 (one byte and an FP32 scale per 128 elements): their BF16 elements.
+  constexpr double kFp8Cached = (1.0 + 4.0 / 128.0) / 2.0;
+  for (TensorClass c : s.memory.fp8_cache) {
+    double& x = at(c);
+    if (c == TensorClass::attn_out) x = t * heads * (vd * 2.0 * kFp8Cached + 4.0);
+    else if (c == TensorClass::moe_act && s.precision.expert_gemm != Dtype::bf16) continue;  // already the FC2's quantized copy
+    else x *= kFp8Cached;
   }
   return b;
 }

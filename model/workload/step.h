@@ -176,6 +176,8 @@ struct ExpertLoad {
 // Bytes of each saved activation class for one layer and one micro-batch on one rank (MaxText's
 // checkpoint names; moe_mlpwi on the busiest rank).
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int layer);
+// The layer's input (part of the norm class): no recompute frees it, every recomputation starts from it.
+double layer_input_bytes(const Scenario& s);
 
 struct StepGraph {
   std::vector<RankClass> classes;

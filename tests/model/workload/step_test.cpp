@@ -529,6 +529,60 @@ TEST(Memory, PublishedReproductionFitsAndOffloadIsWhatMakesItFit) {
   EXPECT_DOUBLE_EQ(mk.hbm_shortfall.value(), (mk.hbm_total - mk.hbm_capacity).value());
 }
 
+// No recompute list frees a layer's input: every recomputation starts from it (JAX's scan keeps its
+// carry, PyTorch's checkpoint its input). Under PyTorch autograd the norm class also holds the two
+// normalizations' outputs, which "norm" recompute drops (a norm forward re-run per block); a
+// recomputed router runs its GEMM and top-k again; FP8-cached classes keep 1 + 4/128 bytes per BF16
+// element. Closed forms per layer and micro-batch in flight.
+TEST(Memory, RecomputeKeepsTheLayerInputAndPricesWhatItDrops) {
+  const Calibration cal;
+  auto report = [&](const std::vector<std::string>& sets) {
+    const Scenario s = scenario(sets);
+    return memory_report(s, expert_load(s, cal), cal);
+  };
+  const std::vector<std::string> base{"memory.offload=[]", "memory.recompute=[]"};
+  auto with = [&](const std::string& set) {
+    std::vector<std::string> v = base;
+    v.push_back(set);
+    return v;
+  };
+  const Scenario s0 = scenario(base);
+  const double input = layer_input_bytes(s0);
+  ASSERT_NEAR(input, static_cast<double>(s0.batch.micro_batch * s0.batch.seq_len / s0.parallelism.cp / s0.parallelism.tp) * 7168 * 2, 1.0);
+  auto norm_of = [](const MemoryReport& m) { return m.activations_by_class[static_cast<size_t>(TensorClass::norm)].value(); };
+  const MemoryReport m0 = report(base);
+  const double per = m0.micro_batches_in_flight * static_cast<double>(stage_layers(s0, 0).size());
+  // JAX (remat_dispatch): the class is the layer input alone, and recomputing it frees nothing.
+  ASSERT_TRUE(s0.stack.remat_dispatch);
+  EXPECT_NEAR(norm_of(m0), input * per, 1e-6 * input * per);
+  EXPECT_NEAR(norm_of(report(with("memory.recompute=[\"norm\"]"))), input * per, 1e-6 * input * per);
+  // Every class recomputed: the layer inputs remain.
+  const MemoryReport all = report(with(R"(memory.recompute=["norm","q_proj","kv_proj","attn_out","out_proj","mlp","router","moe_mlpwi","moe_mlpwo","moe_act"])"));
+  EXPECT_NEAR(all.activations.value(), input * per, 1e-6 * input * per);
+  // PyTorch autograd: the input and two norm outputs; "norm" recompute drops the outputs and re-runs
+  // both norms' forward (two passes over the hidden state each) in every layer's backward.
+  std::vector<std::string> torch = with("stack.remat_dispatch=false");
+  EXPECT_NEAR(norm_of(report(torch)), 3 * input * per, 1e-6 * input * per);
+  torch[1] = "memory.recompute=[\"norm\", \"router\"]";
+  EXPECT_NEAR(norm_of(report(torch)), input * per, 1e-6 * input * per);
+  const Scenario st = scenario(torch);
+  const StepGraph g = lower_step(st, expert_load(st, cal));
+  int norms = 0, routers = 0;
+  for (const Op& op : g.classes[0].ops) {
+    if (op.name == "attn.norm.recompute" || op.name == "mlp.norm.recompute") {
+      ++norms;
+      EXPECT_EQ(op.phase, Phase::recompute);
+      EXPECT_NEAR(op.hbm_bytes.value(), 2 * input, 1e-6 * input);
+    }
+    routers += op.name == "moe.router.recompute";
+  }
+  EXPECT_EQ(norms, 2 * 61);
+  EXPECT_EQ(routers, 58);
+  // FP8 cache of the expert FC1 output: its bytes x (1 + 4/128) / 2.
+  auto wi = [](const MemoryReport& m) { return m.activations_by_class[static_cast<size_t>(TensorClass::moe_mlpwi)].value(); };
+  EXPECT_NEAR(wi(report(with("memory.fp8_cache=[\"moe_mlpwi\"]"))), wi(m0) * (1 + 4.0 / 128) / 2, 1e-6 * wi(m0));
+}
+
 // Exposed communication per op and idle time on a hand-made timeline (seconds):
 //   compute [0, 1) [2.5, 4) [5, 6); comm A [0.5, 2), comm B [1.5, 3).
 // Exposed: [1, 2.5) = 1.5 s: A alone 0.5, A and B 0.5 (0.25 each), B alone 0.5. Idle: [4, 5).
