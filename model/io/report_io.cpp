@@ -242,7 +242,9 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   out << "\n";
   // Every stage's HBM: an uneven layout or 1F1B's warm-up fills the first stages most.
   if (m.hbm_by_stage.size() > 1) out << "    per stage (GB) " << stage_memory_text(m) << "\n";
-  out << "    weights " << gb(m.weights) << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
+  out << "    weights " << gb(m.weights)
+      << (m.weight_cache.value() > 0 ? " (+ " + gb(m.weight_cache) + " of quantized copies kept for the step)" : std::string())
+      << ", gradients " << gb(m.gradients) << ", optimizer " << gb(m.optimizer_states)
       << ", FSDP buffers " << gb(m.fsdp_buffers) << "\n";
   const double mif = m.micro_batches_in_flight;
   out << "    activations " << gb(m.activations) << " (" << (mif == std::floor(mif) ? f(mif, 0) : f(mif, 2))
@@ -367,6 +369,7 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   j["fits_in_memory"] = r.memory.fits;
   nlohmann::json mem;
   mem["weights"] = r.memory.weights.value();
+  mem["weight_cache"] = r.memory.weight_cache.value();
   mem["gradients"] = r.memory.gradients.value();
   mem["optimizer_states"] = r.memory.optimizer_states.value();
   mem["fsdp_buffers"] = r.memory.fsdp_buffers.value();

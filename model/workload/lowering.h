@@ -63,7 +63,11 @@ class Lowering {
     auto ends = [&](const auto& lit) { return name_ends(name, lit); };
     if (const double q = quantize_bytes_per_element(dt); q > 0 && !ends(".wgrad")) {
       const bool again = ends(".dgrad") || ends(".recompute");
-      const double qb = again && !fsdp() ? 0.0 : q;
+      // Weights stored in the GEMM's format are used as they are; a per-step cache (Transformer
+      // Engine's is_first_microbatch) quantizes them in the first micro-batch's forward only.
+      const bool stored = s_.precision.weights == dt;
+      const bool cached = s_.stack.weight_quant_cache && !fsdp() && mb_ > 0;
+      const double qb = (again && !fsdp()) || stored || cached ? 0.0 : q;
       const bool arrives_quantized =
           (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)

@@ -82,6 +82,12 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       expert += lp.routed_experts / d(p.ep * p.etp);
       max_layer = std::max(max_layer, own + lp.routed_experts / d(p.ep * p.etp));
     }
+    // Transformer Engine's per-step cache of the quantized weights (row- and column-wise copies) for
+    // the layers' low-precision GEMMs (the embedding and LM head stay BF16).
+    if (s.stack.weight_quant_cache && p.fsdp == 1) {
+      auto cache = [&](Dtype dt) { return quantize_bytes_per_element(dt) > 0 && s.precision.weights != dt ? 2.0 * bytes_per_element(dt) : 0.0; };
+      r.weight_cache = Bytes(dense * cache(s.precision.dense_gemm) + expert * cache(s.precision.expert_gemm));
+    }
     if (holds_embedding(s, st)) dense += pc.embedding / tp;
     if (holds_head(s, st)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
     const double local = dense / dense_shard + expert / expert_shard;
@@ -144,7 +150,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     if (off > 0 && !layers.empty()) transient += 2 * off / d(layers.size());
     r.transient = Bytes(transient);
     r.runtime_reserve = Bytes(cal[Param::runtime_reserve_gib] * kGibi);
-    r.hbm_total = r.weights + r.gradients + r.optimizer_states + r.fsdp_buffers + r.activations + r.comm_buffers +
+    r.hbm_total = r.weights + r.weight_cache + r.gradients + r.optimizer_states + r.fsdp_buffers + r.activations + r.comm_buffers +
                   r.transient + r.runtime_reserve;
     r.hbm_capacity = g.hbm_usable * s.memory.usable_hbm_fraction;
     const ComputeTraySpec& tray = s.system.domain.tray;

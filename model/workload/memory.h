@@ -20,6 +20,7 @@ namespace moeperf {
 
 struct MemoryReport {
   Bytes weights, gradients, optimizer_states, fsdp_buffers, activations, comm_buffers, transient, runtime_reserve;
+  Bytes weight_cache;  // quantized weight copies kept for the step (stack.weight_quant_cache)
   std::array<Bytes, kTensorClassCount> activations_by_class{};  // saved in HBM, whole stage, all micro-batches in flight
   Bytes offloaded_to_host;        // tensors the policy offloads (host memory they use)
   Bytes offloaded_if_kept;        // the HBM those tensors would need without offload

@@ -586,5 +586,42 @@ TEST(Stacks, TheHeadsNormSumsAGradientOnlyWhereAnMtpModuleReadsItsInput) {
   }
 }
 
+
+// Transformer Engine's per-step weight cache (Megatron-Core sets is_first_microbatch): a step's first
+// micro-batch quantizes each weight (row- and column-wise copies, k x n x 2 x (1 + 1/32) bytes written
+// for MXFP8 after a BF16 read), the later ones use the copies, which stay in HBM; weights stored in
+// the GEMM's format are never quantized; without the cache every micro-batch quantizes them again.
+TEST(Stacks, QuantizedWeightsAreMadeOncePerStepUnderTheCache) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario cached = load(ladder), per_mb = load(ladder, {"stack.weight_quant_cache=false"}),
+                 stored = load(ladder, {"precision.weights=\"mxfp8\""});
+  ASSERT_TRUE(cached.stack.weight_quant_cache);
+  ASSERT_EQ(cached.precision.expert_gemm, Dtype::mxfp8);
+  const ExpertLoad l = expert_load(cached, cached.calibration);
+  // The expert FC1 quantization of one MoE layer, by micro-batch: its bytes less the rows' part.
+  auto weight_part = [&](const Scenario& s) {
+    std::map<int, double> by_mb;
+    const StepGraph g = lower_step(s, l);
+    const int layer = named(g, "moe.expert_fc1").front()->layer;
+    for (const Op* op : named(g, "moe.expert_fc1.quant"))
+      if (op->layer == layer) by_mb[op->micro_batch] = op->hbm_bytes.value();
+    return by_mb;
+  };
+  const double w = 8.0 * 7168 * 4096 * quantize_bytes_per_element(Dtype::mxfp8);  // 8 local experts
+  const auto c = weight_part(cached), p = weight_part(per_mb), st = weight_part(stored);
+  ASSERT_GT(c.size(), 2u);
+  EXPECT_NEAR(c.at(0) - c.at(1), w, 1e-6 * w);
+  EXPECT_NEAR(p.at(1) - c.at(1), w, 1e-6 * w);
+  EXPECT_NEAR(p.at(0), p.at(1), 1e-6 * w);
+  for (const auto& [mb, bytes] : st) EXPECT_NEAR(bytes, c.at(1), 1e-6 * w) << "micro-batch " << mb;
+  // Memory: the cached copies of the stage's quantized weights, two MXFP8 layouts per parameter.
+  const StepReport rc = predict(cached, cached.calibration), rp = predict(per_mb, per_mb.calibration);
+  EXPECT_DOUBLE_EQ(rp.memory.weight_cache.value(), 0.0);
+  EXPECT_DOUBLE_EQ(rc.memory.weights.value(), rp.memory.weights.value());
+  EXPECT_NEAR(rc.memory.weight_cache.value() / (rp.memory.weights.value() / 2), 2 * bytes_per_element(Dtype::mxfp8), 0.05);
+  EXPECT_NEAR((rc.memory.hbm_total - rp.memory.hbm_total).value(), rc.memory.weight_cache.value(), 1.0);
+  EXPECT_LT(rc.step_time.value(), rp.step_time.value());
+}
+
 }  // namespace
 }  // namespace moeperf
