@@ -157,8 +157,14 @@ void Lowering::backward_layer(int l) {
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     if (has(s_.memory.recompute, TensorClass::mlp)) {
+      // FC1 and the activation rebuild FC2's input; PyTorch's checkpoint of the MLP module
+      // (Megatron's "mlp" recompute) runs the module's whole forward again, FC2 included, where
+      // JAX's remat drops the FC2 output nothing in the backward reads.
       phase_ = Phase::recompute;
       gemm("mlp.fc1.recompute", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
+      memory("mlp.act.recompute", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+      if (!s_.stack.remat_dispatch)
+        gemm("mlp.fc2.recompute", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, 0, dd, t_, h, ffn / tp_);
       phase_ = Phase::backward;
     }
     tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);

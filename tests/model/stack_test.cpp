@@ -623,5 +623,22 @@ TEST(Stacks, QuantizedWeightsAreMadeOncePerStepUnderTheCache) {
   EXPECT_LT(rc.step_time.value(), rp.step_time.value());
 }
 
+// A recomputed dense MLP: FC1 and the activation rebuild FC2's input in every stack; PyTorch's
+// checkpoint of the module (Megatron's "mlp" recompute) also runs FC2 again, JAX's remat does not.
+TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
+  const Scenario torch = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+                 jax = load(kOptimized, {"memory.recompute=[\"mlp\"]"});
+  ASSERT_FALSE(torch.stack.remat_dispatch);
+  ASSERT_TRUE(jax.stack.remat_dispatch);
+  for (const Scenario* s : {&torch, &jax}) {
+    const StepGraph g = lower_step(*s, expert_load(*s, s->calibration));
+    const size_t fc1 = named(g, "mlp.fc1.recompute").size();
+    EXPECT_GT(fc1, 0u);
+    EXPECT_EQ(named(g, "mlp.act.recompute").size(), fc1);
+    EXPECT_EQ(named(g, "mlp.fc2.recompute").size(), s == &torch ? fc1 : 0u);
+    for (const Op* op : named(g, "mlp.fc2.recompute")) EXPECT_DOUBLE_EQ(op->model_flops.value(), 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace moeperf
