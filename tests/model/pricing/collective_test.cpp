@@ -319,29 +319,38 @@ TEST(Collective, PipelineSendsCrossWhatTheirStagesCross) {
   EXPECT_DOUBLE_EQ(pr.comm_cost(*to0, 1).time(to0->bytes).value(), pr.time(*to0, 1).value());
 }
 
+// DeepSeek's H800 mesh (EP 64 over 8 nodes) with a fused EP kernel, and its first MoE dispatch's
+// cost at `sms` SMs: each part's seconds per byte.
+struct H800Dispatch {
+  Scenario s;
+  Topology t;
+  StepGraph g;
+  const Op* dispatch = nullptr;
+  explicit H800Dispatch(EpKernel kernel, const std::vector<std::pair<Param, double>>& params = {})
+      : s(io::load_scenario(source("examples/deepseek-v3/h800-dualpipe.json"))), t(Topology::build(s.system, s.gpus)) {
+    s.stack.ep_kernel = kernel;
+    for (auto [p, v] : params) s.calibration.set(p, v);
+    g = lower_step(s, expert_load(s, s.calibration));
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == "moe.dispatch" && !dispatch) dispatch = &op;
+  }
+  CollectiveCost priced(int sms) const {
+    Scenario x = s;
+    x.stack.ep_sms = sms;
+    return Pricer(x, t, x.calibration).comm_cost(*dispatch);
+  }
+};
+
 // DeepEP's normal kernels over RDMA run at the NIC's rate whatever SMs they are given (V1 on H800:
 // 43-58 GB/s internode at 24 SMs, of a 50 GB/s NIC); their SM curve, fitted on NVLink records,
 // slows the NVLink part only. (The NIC part was cut by it too: 30 GB/s at 24 SMs.)
 TEST(Collective, DeepEpsRdmaRateDoesNotFollowItsSms) {
-  Scenario s = io::load_scenario(source("examples/deepseek-v3/h800-dualpipe.json"));
-  s.stack.ep_kernel = EpKernel::deepep;
-  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
-  ASSERT_EQ(s.parallelism.ep, 64);  // across 8 nodes
-  const ExpertLoad load = expert_load(s, s.calibration);
-  const StepGraph g = lower_step(s, load);
-  const Topology t = Topology::build(s.system, s.gpus);
-  const Op* dispatch = nullptr;
-  for (const Op& op : g.classes[0].ops)
-    if (op.name == "moe.dispatch") dispatch = &op;
-  ASSERT_NE(dispatch, nullptr);
+  const H800Dispatch h(EpKernel::deepep);
+  ASSERT_EQ(h.s.stack.dispatcher, Dispatcher::fused_dedup);
+  ASSERT_EQ(h.s.parallelism.ep, 64);  // across 8 nodes
+  ASSERT_NE(h.dispatch, nullptr);
   const int nic = static_cast<int>(Resource::nic), nvl = static_cast<int>(Resource::nvlink);
-  auto priced = [&](int sms) {
-    Scenario x = s;
-    x.stack.ep_sms = sms;
-    const Pricer pr(x, t, x.calibration);
-    return pr.comm_cost(*dispatch);
-  };
-  const CollectiveCost few = priced(8), many = priced(24);
+  const CollectiveCost few = h.priced(8), many = h.priced(24);
   EXPECT_GT(few.s_per_byte[nvl], many.s_per_byte[nvl] * 1.2);  // the NVLink part follows the SMs
   EXPECT_DOUBLE_EQ(few.s_per_byte[nic], many.s_per_byte[nic]);  // the NIC part does not
 }
@@ -351,32 +360,15 @@ TEST(Collective, DeepEpsRdmaRateDoesNotFollowItsSms) {
 // the same SMs reach more of the NIC over more nodes (HybridEP on H100: 4 SMs, 22 GB/s of the NIC
 // at 2 nodes, 40 at 4).
 TEST(Collective, HybridEpsRdmaRateFollowsItsSmsTimesRemoteNodes) {
-  Scenario s = io::load_scenario(source("examples/deepseek-v3/h800-dualpipe.json"));
-  s.stack.ep_kernel = EpKernel::hybridep;
-  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
-  ASSERT_EQ(s.parallelism.ep, 64);  // across 8 nodes
-  s.calibration.set(Param::ep_sm_half, 7.0);
-  s.calibration.set(Param::ep_network_fraction, 0.9);
-  const ExpertLoad load = expert_load(s, s.calibration);
-  const StepGraph g = lower_step(s, load);
-  const Topology t = Topology::build(s.system, s.gpus);
-  const Op* dispatch = nullptr;
-  for (const Op& op : g.classes[0].ops)
-    if (op.name == "moe.dispatch") dispatch = &op;
-  ASSERT_NE(dispatch, nullptr);
+  const H800Dispatch h(EpKernel::hybridep, {{Param::ep_sm_half, 7.0}, {Param::ep_network_fraction, 0.9}});
+  ASSERT_EQ(h.s.parallelism.ep, 64);  // across 8 nodes
+  ASSERT_NE(h.dispatch, nullptr);
   const int nic = static_cast<int>(Resource::nic);
-  auto nic_s_per_byte = [&](int sms) {
-    Scenario x = s;
-    x.stack.ep_sms = sms;
-    return Pricer(x, t, x.calibration).comm_cost(*dispatch).s_per_byte[nic];
-  };
   // 1 SM x 7 remote nodes: half the rate; 7 SMs x 7: 7/8 of it.
-  EXPECT_NEAR(nic_s_per_byte(1) / nic_s_per_byte(7), (7.0 / 8.0) / 0.5, 1e-9);
+  EXPECT_NEAR(h.priced(1).s_per_byte[nic] / h.priced(7).s_per_byte[nic], (7.0 / 8.0) / 0.5, 1e-9);
   // Against the fraction alone (ep_sm_half 0): 1 / 0.5.
-  Scenario y = s;
-  y.stack.ep_sms = 1;
-  y.calibration.set(Param::ep_sm_half, 0.0);
-  EXPECT_NEAR(nic_s_per_byte(1) / Pricer(y, t, y.calibration).comm_cost(*dispatch).s_per_byte[nic], 2.0, 1e-9);
+  const H800Dispatch flat(EpKernel::hybridep, {{Param::ep_sm_half, 0.0}, {Param::ep_network_fraction, 0.9}});
+  EXPECT_NEAR(h.priced(1).s_per_byte[nic] / flat.priced(1).s_per_byte[nic], 2.0, 1e-9);
 }
 
 // A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
