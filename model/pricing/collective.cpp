@@ -131,21 +131,6 @@ std::map<int, Seconds> hop_latencies(const Topology& t, const std::vector<int64_
   return out;
 }
 
-// The members split by NVLink domain, in member order (members are sorted by GPU id, so each
-// domain's members are consecutive).
-std::vector<std::vector<int64_t>> by_domain(const Topology& t, const std::vector<int64_t>& members) {
-  std::vector<std::vector<int64_t>> per_domain;
-  int64_t cur = -1;
-  for (int64_t m : members) {
-    if (per_domain.empty() || t.domain_of(m) != cur) {
-      per_domain.emplace_back();
-      cur = t.domain_of(m);
-    }
-    per_domain.back().push_back(m);
-  }
-  return per_domain;
-}
-
 // Ring orders for multi-domain groups: one channel per member of a domain, each rotated so that
 // every channel leaves the domain from a different GPU (NCCL builds rail-aligned rings so every
 // NIC carries traffic). A group inside one domain uses one ring.
@@ -199,6 +184,21 @@ void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, cons
 }
 
 }  // namespace
+
+// The members split by NVLink domain, in member order (members are sorted by GPU id, so each
+// domain's members are consecutive).
+std::vector<std::vector<int64_t>> by_domain(const Topology& t, const std::vector<int64_t>& members) {
+  std::vector<std::vector<int64_t>> per_domain;
+  int64_t cur = -1;
+  for (int64_t m : members) {
+    if (per_domain.empty() || t.domain_of(m) != cur) {
+      per_domain.emplace_back();
+      cur = t.domain_of(m);
+    }
+    per_domain.back().push_back(m);
+  }
+  return per_domain;
+}
 
 double expected_max_balls(int64_t balls, int bins) {
   if (balls <= 0 || bins <= 0) return 0.0;

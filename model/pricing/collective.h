@@ -93,6 +93,9 @@ struct AllToAllShape {
 //    (each row crosses the network once to the GPU on the destination's rail in its domain, then
 //    NVLink; with node_fanout > 0 a token crosses to a remote domain once, the only way offered then);
 //  - others: collective_cost.
+// The members split by NVLink domain, in member order (members sorted by GPU id).
+std::vector<std::vector<int64_t>> by_domain(const Topology& t, const std::vector<int64_t>& members);
+
 std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vector<int64_t>& members, const Topology& t,
                                                   const Calibration& cal, const AllToAllShape& shape = {});
 // nvls: the domains reduce in their NVLink switches (NCCL's NVLS tree) instead of a chain.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "model/pricing/efficiency.h"
 
@@ -161,13 +160,7 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       // NIC's. HybridEP's RDMA rate follows its SMs times the remote nodes it writes to: each SM
       // keeps requests in flight to every remote peer (Little's law), so at 2 nodes 4 SMs reach 22
       // GB/s of the NIC on H100 and at 4 nodes 40 (calibrate.cpp prices its records the same way).
-      double nodes = 0;
-      if (!deepep) {
-        std::vector<int64_t> doms;
-        for (int64_t m : members) doms.push_back(t_.domain_of(m));
-        std::sort(doms.begin(), doms.end());
-        nodes = static_cast<double>(std::unique(doms.begin(), doms.end()) - doms.begin());
-      }
+      const double nodes = static_cast<double>(by_domain(t_, members).size());
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] *
                                       (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false)));
     }

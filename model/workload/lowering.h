@@ -272,7 +272,7 @@ class Lowering {
     double sum = 0;
     for (TensorClass c : s_.memory.offload)
       if (!has(s_.memory.recompute, c)) sum += b[static_cast<size_t>(c)];
-      else if (c == TensorClass::norm) sum += layer_input_bytes(s_);  // the part no recompute frees
+      else if (c == TensorClass::norm) sum += b[static_cast<size_t>(c)] * norm_input_share(s_);  // the part no recompute frees
     return sum;
   }
 

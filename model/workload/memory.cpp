@@ -112,7 +112,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
         // Recomputing "norm" drops what else the class holds, the normalizations' outputs.
         if (has(s.memory.recompute, cls)) {
           if (cls != TensorClass::norm) continue;
-          saved = layer_input_bytes(s);
+          saved *= norm_input_share(s);
         }
         const double bytes = saved * r.micro_batches_in_flight;
         if (has(s.memory.offload, cls)) {

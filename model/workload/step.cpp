@@ -120,7 +120,7 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   auto at = [&](TensorClass c) -> double& { return b[static_cast<size_t>(c)]; };
   // decoder_layer_input; under PyTorch autograd also the two normalizations' outputs it saves for
   // the projections' weight gradients (Megatron's "layernorm" recompute drops those, not the input).
-  at(TensorClass::norm) = t_sp * h * 2.0 * (s.stack.remat_dispatch ? 1.0 : 3.0);
+  at(TensorClass::norm) = layer_input_bytes(s) / norm_input_share(s);
   at(TensorClass::q_proj) = t * ((a.kind == AttentionKind::mla ? a.q_lora_rank : 0) + heads * qk) * 2.0;
   at(TensorClass::kv_proj) =
       t * ((a.kind == AttentionKind::mla ? a.kv_lora_rank + a.qk_rope_head_dim : 0) + kvh * (qk + vd)) * 2.0;

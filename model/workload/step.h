@@ -178,6 +178,9 @@ struct ExpertLoad {
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int layer);
 // The layer's input (part of the norm class): no recompute frees it, every recomputation starts from it.
 double layer_input_bytes(const Scenario& s);
+// Its share of the norm class's bytes: all of them under JAX's remat, a third under PyTorch's
+// autograd (which also saves the two normalizations' outputs).
+inline double norm_input_share(const Scenario& s) { return s.stack.remat_dispatch ? 1.0 : 1.0 / 3.0; }
 
 struct StepGraph {
   std::vector<RankClass> classes;
