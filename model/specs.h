@@ -267,13 +267,19 @@ struct Parallelism {
   int64_t world() const { return folded ? tp * cp * pp * dp : tp * cp * pp * ep * fsdp * dp; }
   // GPUs of one pipeline stage.
   int64_t stage_gpus() const { return world() / pp; }
-  // Dense (non-expert) layers are data-parallel over every GPU not used by TP, CP or PP.
+  // Dense (non-expert) layers are data-parallel over every GPU not used by TP, CP or PP: the ranks
+  // that split the global batch.
   int64_t dense_data_parallel() const { return folded ? dp : ep * fsdp * dp; }
+  // The ranks holding a replica (or an FSDP shard of one) of a dense parameter: the batch's data
+  // parallelism and the CP ranks, which hold the same weights and compute their gradients over other
+  // tokens of the same sequences (Megatron reduces over get_data_parallel_group(with_context_parallel
+  // =True) and shards its distributed optimizer over it).
+  int64_t dense_grad_replicas() const { return cp * dense_data_parallel(); }
   // Expert layers split experts over ep (and each expert over etp) and are data-parallel over the
-  // rest: fsdp x dp unfolded, edp = stage GPUs / (etp x ep) folded.
-  int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : fsdp * dp; }
+  // rest: cp x fsdp x dp unfolded, edp = stage GPUs / (etp x ep) folded (which includes cp).
+  int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : cp * fsdp * dp; }
   // The expert replicas a gradient all-reduce spans (those FSDP has not reduce-scattered already).
-  int64_t expert_reduce_replicas() const { return folded ? expert_data_parallel() : dp; }
+  int64_t expert_reduce_replicas() const { return folded ? expert_data_parallel() : cp * dp; }
   // Rank distance between neighbours of an EP group, and the span of one group in ranks.
   int64_t ep_stride() const { return folded ? etp : tp * cp; }
   int64_t ep_span() const { return ep_stride() * ep; }

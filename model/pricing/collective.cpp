@@ -301,7 +301,8 @@ double bus_factor(Collective c, int64_t n) {
 int64_t group_size(Group g, const Parallelism& p) {
   if (p.folded) {
     switch (g) {
-      case Group::dense_dp: return p.dp;
+      case Group::dp:
+      case Group::dense_dp: return p.cp * p.dp;
       case Group::expert_dp: return p.expert_data_parallel();
       case Group::etp: return p.etp;
       case Group::fsdp: return 1;
@@ -316,10 +317,10 @@ int64_t group_size(Group g, const Parallelism& p) {
     case Group::ep: return p.ep;
     case Group::fsdp: return p.fsdp;
     case Group::dense_shard: return p.ep * p.fsdp;
-    case Group::dp: return p.dp;
-    case Group::dense_dp: return p.ep * p.dp;
+    case Group::dp: return p.cp * p.dp;
+    case Group::dense_dp: return p.cp * p.ep * p.dp;
     case Group::pp: return p.pp;
-    case Group::expert_dp: return p.dp;
+    case Group::expert_dp: return p.cp * p.dp;
     case Group::etp: return 1;
   }
   return 1;
@@ -338,7 +339,7 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
       case Group::tp: axes = {{1, p.tp}}; break;
       case Group::cp: axes = {{p.tp, p.cp}}; break;
       case Group::dp:
-      case Group::dense_dp: axes = {{p.tp * p.cp, p.dp}}; break;
+      case Group::dense_dp: axes = {{p.tp, p.cp * p.dp}}; break;  // cp and dp, adjacent
       case Group::pp: axes = {{stage, p.pp}}; break;
       case Group::etp: axes = {{1, p.etp}}; break;
       case Group::ep:
@@ -354,10 +355,10 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
     case Group::ep: axes = {{s_ep, p.ep}}; break;
     case Group::fsdp: axes = {{s_fsdp, p.fsdp}}; break;
     case Group::dense_shard: axes = {{s_ep, p.ep}, {s_fsdp, p.fsdp}}; break;
-    case Group::dp: axes = {{s_dp, p.dp}}; break;
-    case Group::dense_dp: axes = {{s_ep, p.ep}, {s_dp, p.dp}}; break;
+    case Group::dp:
+    case Group::expert_dp: axes = {{s_cp, p.cp}, {s_dp, p.dp}}; break;
+    case Group::dense_dp: axes = {{s_cp, p.cp}, {s_ep, p.ep}, {s_dp, p.dp}}; break;
     case Group::pp: axes = {{s_pp, p.pp}}; break;
-    case Group::expert_dp: axes = {{s_dp, p.dp}}; break;
     case Group::etp: return {rank};
   }
   }

@@ -428,7 +428,7 @@ class Lowering {
   // One layer's gradient reduction over its data-parallel replicas (dense over dense_dp, experts
   // over the expert replicas), after op `after`; the ids are kept for the optimizer step.
   void grad_reduce(int l, int32_t after) {
-    if (p_.dense_data_parallel() > 1)
+    if (p_.dense_grad_replicas() > 1)
       grad_reduces_.push_back(comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, l, Collective::all_reduce,
                                    Group::dense_dp, dense_params(l) * bg_, {after}));
     if (is_moe_layer(l) && p_.expert_reduce_replicas() > 1)

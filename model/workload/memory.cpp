@@ -63,10 +63,10 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
   const double bw = bytes_per_element(s.precision.weights), bg = bytes_per_element(s.precision.grads),
                bo = bytes_per_element(s.precision.optimizer_state);
   // A distributed optimizer (ZeRO-1) without FSDP shards each parameter's optimizer states over the
-  // ranks that hold a replica of it: the dense data-parallel group (ep x dp) for dense parameters,
-  // the expert data-parallel group (dp) for expert parameters, which EP has already split.
+  // ranks that hold a replica of it: cp x ep x dp for dense parameters (cp x dp folded), the expert
+  // data-parallel group (cp x dp; edp folded) for expert parameters, which EP has already split.
   const bool zero1 = p.distributed_optimizer && p.fsdp == 1;
-  const double dense_opt_div = zero1 ? d(p.dense_data_parallel()) : 1.0;
+  const double dense_opt_div = zero1 ? d(p.dense_grad_replicas()) : 1.0;
   const double expert_opt_div = zero1 ? d(p.expert_data_parallel()) : 1.0;
   MemoryReport best;
   std::vector<Bytes> by_stage;

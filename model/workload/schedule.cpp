@@ -412,14 +412,14 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       // The layers' reductions ran during the last backward; the embedding and head remain.
       const double rest = dense - layers_dense;
       for (int32_t id : low.grad_reduces()) grads.push_back(id);
-      if (p.dense_data_parallel() > 1 && rest > 0)
+      if (p.dense_grad_replicas() > 1 && rest > 0)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dense_dp, rest * bgrad, {low.last()}));
     } else {
-      if (p.fsdp == 1 && p.dense_data_parallel() > 1)
+      if (p.fsdp == 1 && p.dense_grad_replicas() > 1)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dense_dp, dense * bgrad, {low.last()}));
-      if (p.dp > 1 && p.fsdp > 1)
+      if (p.cp * p.dp > 1 && p.fsdp > 1)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dp, dense / dense_shard * bgrad, {low.last()}));
       // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
@@ -429,9 +429,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     }
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
-    // optimizer, no FSDP) its slice of every replica group: dense over ep x dp, experts over dp.
+    // optimizer, no FSDP) its slice of every replica group: dense over cp x ep x dp, experts over
+    // their data-parallel group (cp x dp; edp folded).
     const bool zero1 = s.parallelism.distributed_optimizer && p.fsdp == 1;
-    const double local = zero1 ? dense / static_cast<double>(p.dense_data_parallel()) +
+    const double local = zero1 ? dense / static_cast<double>(p.dense_grad_replicas()) +
                                      expert / static_cast<double>(p.expert_data_parallel())
                                : dense / dense_shard + expert / expert_shard;
     const double bw = bytes_per_element(s.precision.weights), bo = bytes_per_element(s.precision.optimizer_state);

@@ -214,8 +214,8 @@ const char* to_string(Group g) {
     case Group::ep: return "ep";
     case Group::fsdp: return "fsdp";
     case Group::dense_shard: return "ep_x_fsdp";
-    case Group::dp: return "dp";
-    case Group::dense_dp: return "ep_x_dp";
+    case Group::dp: return "cp_x_dp";
+    case Group::dense_dp: return "dense_dp";
     case Group::pp: return "pp";
     case Group::expert_dp: return "expert_dp";
     case Group::etp: return "etp";

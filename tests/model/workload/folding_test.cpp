@@ -141,6 +141,68 @@ TEST(Folding, ExpertWeightsSplitOverTheWholeStage) {
   EXPECT_NEAR(mu.weights.value(), (dense / 2 + expert / 16) * 2, 1e-6 * mu.weights.value());
 }
 
+// Context parallelism: the CP ranks of a sequence hold the same weights and sum their gradients
+// with the data-parallel replicas (Megatron's get_data_parallel_group(with_context_parallel=True)),
+// and a distributed optimizer shards over them. Unfolded cp 2 x ep 16 x dp 1 on 32 GPUs per stage:
+// the dense gradients reduce over all 32 ranks of a stage, the experts' over the two CP ranks,
+// and the optimizer states are the stage's dense parameters / 32 and its experts / (16 x 2).
+// Folded (tp 2 x cp 2 x dp 8, EP 32): the dense group is the 16 ranks at TP stride.
+TEST(Folding, ContextParallelRanksReduceTheirGradientsWithTheDataParallelOnes) {
+  const Scenario u =
+      folded({"parallelism={\"tp\": 1, \"cp\": 2, \"pp\": 8, \"ep\": 16, \"dp\": 1, \"distributed_optimizer\": true}"});
+  const Parallelism& p = u.parallelism;
+  ASSERT_FALSE(p.folded);
+  EXPECT_EQ(p.dense_data_parallel(), 16);  // the batch is still split 16 ways
+  EXPECT_EQ(u.micro_batches(), 64);
+  EXPECT_EQ(p.dense_grad_replicas(), 32);
+  EXPECT_EQ(p.expert_data_parallel(), 2);
+  EXPECT_EQ(group_members(Group::dense_dp, p, 0), range(0, 32, 1));
+  EXPECT_EQ(group_members(Group::expert_dp, p, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(group_members(Group::expert_dp, p, 37), (std::vector<int64_t>{36, 37}));
+  EXPECT_EQ(group_size(Group::expert_dp, p), 2);
+  const ExpertLoad load = expert_load(u, u.calibration);
+  const StepGraph g = lower_step(u, load);
+  const RankClass& rc = g.classes[1];
+  ASSERT_EQ(rc.pp_stage, 1);
+  double dense = 0, expert = 0;
+  for (int l : stage_layers(u, 1)) {
+    dense += layer_params(u.model, l).dense;
+    expert += layer_params(u.model, l).routed_experts / 16;
+  }
+  double dense_reduced = 0, expert_reduced = 0;
+  for (const Op& op : rc.ops) {
+    if (op.name == "dp.all_reduce") {
+      EXPECT_EQ(op.group, Group::dense_dp);
+      dense_reduced += op.bytes.value();
+    }
+    if (op.name == "dp.all_reduce_experts") {
+      EXPECT_EQ(op.group, Group::expert_dp);
+      expert_reduced += op.bytes.value();
+    }
+  }
+  EXPECT_NEAR(dense_reduced, dense * 4, 1e-6 * dense * 4);  // FP32 gradients
+  EXPECT_NEAR(expert_reduced, expert * 4, 1e-6 * expert * 4);
+  const MemoryReport m = memory_report(u, load, u.calibration);
+  double md = 0, me = 0;
+  for (int l : stage_layers(u, m.pp_stage)) {
+    md += layer_params(u.model, l).dense;
+    me += layer_params(u.model, l).routed_experts / 16;
+  }
+  const ParamCounts pc = count_params(u.model);
+  if (holds_embedding(u, m.pp_stage)) md += pc.embedding;
+  if (holds_head(u, m.pp_stage)) md += pc.lm_head + static_cast<double>(u.model.hidden);
+  // Adam's two FP32 moments and the FP32 master weights: 12 bytes per parameter owned.
+  EXPECT_NEAR(m.optimizer_states.value(), (md / 32 + me / 2) * 12, 1e-6 * m.optimizer_states.value());
+  // Folded: the dense data-parallel group counts cp x dp = 16 at TP stride; the expert mesh
+  // (EP 32 = the stage) has no replicas.
+  const Scenario f = folded({"parallelism.cp=2", "parallelism.dp=8"});
+  EXPECT_EQ(f.parallelism.dense_grad_replicas(), 16);
+  EXPECT_EQ(f.micro_batches(), 128);
+  EXPECT_EQ(group_members(Group::dense_dp, f.parallelism, 1), range(1, 16, 2));
+  EXPECT_EQ(group_size(Group::dense_dp, f.parallelism), 16);
+  EXPECT_EQ(f.parallelism.expert_data_parallel(), 1);
+}
+
 // Wrong folded meshes: the rule in the message, at the JSON path.
 TEST(Folding, WrongFoldedMeshesSayWhy) {
   auto message = [](std::vector<std::string> sets) -> std::string {
