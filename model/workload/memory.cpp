@@ -34,9 +34,11 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
   const Parallelism& p = s.parallelism;
   const double all = d(s.micro_batches());
   if (p.pp <= 1) return std::min(1.0, all);
+  // Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs one forward more before its first backward.
+  const double paired = s.stack.fwd_bwd_overlap ? 1.0 : 0.0;
   switch (p.schedule) {
     case PipelineSchedule::interleaved:
-      return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) / d(p.vpp), all);
+      return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) + paired, d(p.vpp) * all) / d(p.vpp);
     // DualPipe and DualPipeV keep at most PP + 1 chunks' activations (DeepSeek-V3 report, table 2;
     // PP counts model stages): here in units of the stage's layers, which are two chunks.
     case PipelineSchedule::dualpipe: return std::min(d(p.pp + 1) / 2, all);
@@ -49,7 +51,33 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
       break;
     case PipelineSchedule::one_f_one_b: break;
   }
-  return std::min(d(p.pp - stage), all);
+  return std::min(d(p.pp - stage) + paired, all);
+}
+
+std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, const std::vector<double>& chunk_bytes) {
+  const Parallelism& p = s.parallelism;
+  const int chunks = static_cast<int>(chunk_bytes.size());
+  if (p.pp <= 1 || p.schedule != PipelineSchedule::interleaved || chunks != pipeline_chunks(s))
+    return std::vector<double>(chunk_bytes.size(), micro_batches_in_flight(s, stage));
+  // Megatron's interleaved order: forwards chunk by chunk in groups of pp micro-batches, backwards
+  // from the last chunk. A forward adds its chunk's activations, a backward frees them; the stage's
+  // peak follows one of the forwards.
+  const OneFOneBUnits u = one_f_one_b_units(s, stage, s.micro_batches(), s.stack.fwd_bwd_overlap);
+  std::vector<double> n(chunk_bytes.size(), 0.0), best = n;
+  double held = 0, peak = -1;
+  size_t next_b = 0;
+  for (size_t f = 0; f < u.forward.size(); ++f) {
+    const auto c = static_cast<size_t>(u.forward[f].second);
+    n[c] += 1;
+    held += chunk_bytes[c];
+    if (held > peak) peak = held, best = n;
+    if (static_cast<int64_t>(f) >= u.warm_up && next_b < u.backward.size()) {
+      const auto b = static_cast<size_t>(u.backward[next_b++].second);
+      n[b] -= 1;
+      held -= chunk_bytes[b];
+    }
+  }
+  return best;
 }
 
 MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal) {
@@ -100,33 +128,51 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       const double depth = s.stack.fsdp_prefetch ? s.stack.fsdp_prefetch_depth : 0;
       r.fsdp_buffers = Bytes(max_layer * ((1 + depth) * bw + bg));
     }
-    r.micro_batches_in_flight = micro_batches_in_flight(s, st);
-    double kept = 0, off = 0;
-    for (int l : layers) {
-      const auto b = saved_tensor_bytes(s, load, l);
-      for (int c = 0; c < kTensorClassCount; ++c) {
-        const auto cls = static_cast<TensorClass>(c);
-        double saved = b[static_cast<size_t>(c)];
-        // The layer's input is the checkpoint every recomputation starts from: no recompute list
-        // frees it (JAX's scan keeps its carry, PyTorch's checkpoint its input); offload moves it.
-        // Recomputing "norm" drops what else the class holds, the normalizations' outputs.
-        if (has(s.memory.recompute, cls)) {
-          if (cls != TensorClass::norm) continue;
-          saved *= norm_input_share(s);
+    // One micro-batch's saved tensors per layer (the layer's input is the checkpoint every
+    // recomputation starts from: no recompute list frees it, as JAX's scan keeps its carry and
+    // PyTorch's checkpoint its input; offload moves it; recomputing "norm" drops what else the class
+    // holds, the normalizations' outputs), and what each chunk keeps in HBM.
+    const int chunks = pipeline_chunks(s);
+    std::vector<std::array<double, kTensorClassCount>> saved_by_layer;
+    std::vector<double> rows_by_layer, chunk_kept(static_cast<size_t>(chunks), 0.0);
+    std::vector<size_t> chunk_of;
+    for (int c = 0; c < chunks; ++c)
+      for (int l : virtual_stage_layers(s, virtual_stage(s, st, c))) {
+        auto b = saved_tensor_bytes(s, load, l);
+        for (int k = 0; k < kTensorClassCount; ++k) {
+          const auto cls = static_cast<TensorClass>(k);
+          if (has(s.memory.recompute, cls)) b[static_cast<size_t>(k)] *= cls == TensorClass::norm ? norm_input_share(s) : 0.0;
+          if (!has(s.memory.offload, cls)) chunk_kept[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
         }
-        const double bytes = saved * r.micro_batches_in_flight;
-        if (has(s.memory.offload, cls)) {
+        // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
+        // them for the expert GEMMs' weight gradients, whatever the recompute list says.
+        const double rows = !s.stack.remat_dispatch && m.is_moe_layer(l)
+                                ? load.max_rows * d(m.hidden) * bytes_per_element(s.precision.dispatch)
+                                : 0.0;
+        chunk_kept[static_cast<size_t>(c)] += rows;
+        saved_by_layer.push_back(b);
+        rows_by_layer.push_back(rows);
+        chunk_of.push_back(static_cast<size_t>(c));
+      }
+    // Micro-batches in flight per chunk at the stage's peak: interleaved stages fill their chunks
+    // in Megatron's order, so an uneven layout's chunks hold different counts.
+    const std::vector<double> in_flight = chunk_micro_batches_in_flight(s, st, chunk_kept);
+    double kept = 0, off = 0, layer_mbs = 0;
+    for (size_t i = 0; i < saved_by_layer.size(); ++i) {
+      const double n = in_flight[chunk_of[i]];
+      layer_mbs += n;
+      for (int c = 0; c < kTensorClassCount; ++c) {
+        const double bytes = saved_by_layer[i][static_cast<size_t>(c)] * n;
+        if (has(s.memory.offload, static_cast<TensorClass>(c))) {
           off += bytes;
         } else {
           kept += bytes;
           r.activations_by_class[static_cast<size_t>(c)] += Bytes(bytes);
         }
       }
-      // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
-      // them for the expert GEMMs' weight gradients, whatever the recompute list says.
-      if (!s.stack.remat_dispatch && m.is_moe_layer(l))
-        kept += load.max_rows * d(m.hidden) * bytes_per_element(s.precision.dispatch) * r.micro_batches_in_flight;
+      kept += rows_by_layer[i] * n;
     }
+    r.micro_batches_in_flight = saved_by_layer.empty() ? micro_batches_in_flight(s, st) : layer_mbs / d(saved_by_layer.size());
     r.activations = Bytes(kept);
     r.offloaded_to_host = Bytes(off);
     r.offloaded_if_kept = Bytes(off);

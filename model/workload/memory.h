@@ -39,10 +39,16 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
 // Micro-batches whose saved activations a stage holds at once, in units of one micro-batch through
 // all of the stage's layers. 1F1B: pp - stage. Interleaved 1F1B: Megatron's warm-up of
 // (pp - stage - 1) x 2 + (vpp - 1) x pp chunks plus the one running, each 1/vpp of the stage's
-// layers. DualPipe and DualPipeV: PP + 1 chunks on every stage (DeepSeek-V3 report, table 2; PP
+// layers. Both one more under stack.overlap.fwd_bwd (a forward more in the warm-up). DualPipe and DualPipeV: PP + 1 chunks on every stage (DeepSeek-V3 report, table 2; PP
 // counts model stages, pp for DualPipe and 2 pp for DualPipeV), each half the stage's layers:
 // (pp + 1) / 2 and pp + 1/2. Never more than the micro-batches of a step.
 double micro_batches_in_flight(const Scenario& s, int stage);
+// Micro-batches in flight per chunk of `stage` at its activation peak, given what one micro-batch
+// leaves in HBM through each chunk (pipeline_chunks entries). Interleaved: Megatron's unit order
+// (one_f_one_b_units) run forward by forward, each adding its chunk's bytes, each backward freeing
+// them; the counts after the forward that holds the most. Other schedules: micro_batches_in_flight
+// for every chunk. Under an even split both give the same bytes.
+std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, const std::vector<double>& chunk_bytes);
 
 const char* to_string(TensorClass c);
 

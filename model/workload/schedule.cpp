@@ -123,6 +123,28 @@ std::vector<PipeAction> zb_h1_program(int ranks, int64_t micro_batches, int stag
   return p;
 }
 
+OneFOneBUnits one_f_one_b_units(const Scenario& s, int stage, int64_t mbs, bool overlap) {
+  OneFOneBUnits u;
+  const int64_t stages = s.parallelism.pp;
+  const int chunks = pipeline_chunks(s);
+  const int64_t groups = (mbs + stages - 1) / stages;
+  for (int64_t k = 0; k < groups * stages * chunks; ++k) {
+    const int64_t grp = k / (stages * chunks), within = k % (stages * chunks);
+    const int64_t mb = grp * stages + within % stages;
+    if (mb >= mbs) continue;
+    const int c = static_cast<int>(within / stages);
+    u.forward.emplace_back(mb, c);
+    u.backward.emplace_back(mb, chunks - 1 - c);
+  }
+  const int64_t total = static_cast<int64_t>(u.forward.size());
+  const int64_t warm = chunks == 1 ? std::min<int64_t>(stages - stage - 1, total)
+                                   : std::min<int64_t>((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  // With overlap each steady-state forward pairs with the backward of an earlier micro-batch, so
+  // one more forward runs in the warm-up (Megatron's combined 1F1B); the pair runs concurrently.
+  u.warm_up = overlap ? std::min<int64_t>(warm + 1, total) : warm;
+  return u;
+}
+
 std::vector<PipeAction> stage_program(const Scenario& s, int stage) {
   if (s.parallelism.schedule == PipelineSchedule::zb_h1)
     return zb_h1_program(static_cast<int>(s.parallelism.pp), s.micro_batches(), stage);
@@ -195,7 +217,6 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     Lowering low(s, stage_load, rc);
     const std::vector<int> layers = stage_layers(s, st);
     const int64_t mbs = g.micro_batches;
-    const int chunks = pipeline_chunks(s);
     const int vstages = virtual_stages(s);
     // Room for the ops up front: growing the list by doubling moves every op again, and took a
     // fifth of a plan's time. A layer pass lowers about 36 ops (DeepSeek-V3, 2026-12: 4,493 ops for
@@ -335,26 +356,13 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         }
       }
     } else {
-    // Units in program order: warm-up forwards, then one forward and one backward in turn, then the
-    // remaining backwards (1F1B). With chunks (interleaved VPP) the forward units run chunk by chunk
-    // in groups of pp micro-batches and the warm-up is (pp - stage - 1) x 2 + (chunks - 1) x pp
-    // units, as in Megatron's interleaved schedule.
-    std::vector<std::pair<int64_t, int>> fwd_units, bwd_units;
-    const int64_t groups = (mbs + stages - 1) / stages;
-    for (int64_t k = 0; k < groups * stages * chunks; ++k) {
-      const int64_t grp = k / (stages * chunks), within = k % (stages * chunks);
-      const int64_t mb = grp * stages + within % stages;
-      if (mb >= mbs) continue;
-      const int c = static_cast<int>(within / stages);
-      fwd_units.emplace_back(mb, c);
-      bwd_units.emplace_back(mb, chunks - 1 - c);
-    }
+    // Units in program order (one_f_one_b_units): warm-up forwards, then one forward and one
+    // backward in turn, then the remaining backwards.
+    const OneFOneBUnits order = one_f_one_b_units(s, st, mbs, overlap);
+    const auto& fwd_units = order.forward;
+    const auto& bwd_units = order.backward;
     const int64_t total = static_cast<int64_t>(fwd_units.size());
-    const int64_t warm = chunks == 1 ? std::min<int64_t>(stages - st - 1, total)
-                                     : std::min<int64_t>((stages - st - 1) * 2 + (chunks - 1) * stages, total);
-    // With overlap each steady-state forward pairs with the backward of an earlier micro-batch, so
-    // one more forward runs in the warm-up (Megatron's combined 1F1B); the pair runs concurrently.
-    const int64_t warm_up = overlap ? std::min<int64_t>(warm + 1, total) : warm;
+    const int64_t warm_up = order.warm_up;
     int64_t next_f = 0, next_b = 0;
     auto run_forward = [&](bool steady) {
       unit(true, fwd_units[next_f].first, fwd_units[next_f].second, gate(steady ? bwd_end : -1));

@@ -243,6 +243,17 @@ std::vector<PipeAction> dualpipe_program(int ranks, int64_t micro_batches, int s
 std::vector<PipeAction> zb_h1_program(int ranks, int64_t micro_batches, int stage);
 // The program lower_step runs on `stage`: ZB-H1's, or DualPipe's / DualPipeV's.
 std::vector<PipeAction> stage_program(const Scenario& s, int stage);
+// 1F1B's program of `stage` as Megatron orders it (one chunk: plain 1F1B; vpp chunks: the
+// interleaved schedule, megatron/core/pipeline_parallel/schedules.py): the (micro-batch, chunk)
+// units in forward and in backward order, forwards chunk by chunk in groups of pp micro-batches
+// (get_model_chunk_id), backwards from the last chunk; `warm_up` forwards run before the first
+// backward, then a forward and a backward in turn, then the remaining backwards. `overlap` (a
+// forward paired with a backward, Megatron's combined 1F1B) runs one forward more in the warm-up.
+struct OneFOneBUnits {
+  std::vector<std::pair<int64_t, int>> forward, backward;
+  int64_t warm_up = 0;
+};
+OneFOneBUnits one_f_one_b_units(const Scenario& s, int stage, int64_t micro_batches, bool overlap);
 
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 

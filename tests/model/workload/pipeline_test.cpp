@@ -542,6 +542,42 @@ TEST(PipelineLayout, MegatronsDeepSeekLayoutPlacesLayersAsCounted) {
   EXPECT_GT(ml.hbm_by_stage[0].value(), 5 * ml.hbm_by_stage[1].value());
 }
 
+// Interleaved stages fill their chunks in Megatron's order (forwards chunk by chunk in groups of pp
+// micro-batches, backwards from the last chunk), so chunks of unequal activations are held in
+// unequal counts. pp 2, vpp 2, 4 micro-batches, counted by hand: stage 0 warms up 2 + 2 = 4
+// forwards (chunks 0 0 1 1), then F(c0) B(c1) F(c0) B(c1) F(c1) B(c0) F(c1): after each forward
+// it holds [3,2], [4,1], [4,1], [3,2]; stage 1 warms up 2 (chunks 0 0) and holds [2,1] or [3,0].
+// Which instant is the peak depends on the chunks' bytes; the uniform average (2.5 and 1.5 per
+// chunk) is wrong for both.
+TEST(PipelineLayout, InterleavedChunksHoldWhatMegatronsOrderLeavesInFlight) {
+  const Scenario s = ladder({"parallelism.pp=2", "parallelism.ep=64", "gpus=128", "parallelism.vpp=2",
+                             "parallelism.layout=null", "batch.global_batch=256"});
+  ASSERT_EQ(s.micro_batches(), 4);
+  EXPECT_EQ(chunk_micro_batches_in_flight(s, 0, {1, 10}), (std::vector<double>{3, 2}));
+  EXPECT_EQ(chunk_micro_batches_in_flight(s, 0, {10, 1}), (std::vector<double>{4, 1}));
+  EXPECT_EQ(chunk_micro_batches_in_flight(s, 1, {1, 10}), (std::vector<double>{2, 1}));
+  EXPECT_EQ(chunk_micro_batches_in_flight(s, 1, {10, 1}), (std::vector<double>{3, 0}));
+  // Equal chunks: the same bytes as the warm-up count of micro_batches_in_flight.
+  for (int st = 0; st < 2; ++st) {
+    const std::vector<double> n = chunk_micro_batches_in_flight(s, st, {1, 1});
+    EXPECT_DOUBLE_EQ(n[0] + n[1], 2 * micro_batches_in_flight(s, st)) << st;
+  }
+  // The ladder's layout Et|(tt|)*30L: stage 7 holds layers 13-14, 29-30, 45-46 and the loss alone
+  // (no saved activations). It warms up 3 x 8 = 24 forwards and holds the most after its 33rd:
+  // 9 micro-batches of chunk 0 and 8 of chunks 1 and 2, 50 layer passes where the uniform count
+  // gives 6 x 6.25 = 37.5.
+  const Scenario l = ladder();
+  ASSERT_EQ(l.micro_batches(), 64);
+  const std::vector<double> n7 = chunk_micro_batches_in_flight(l, 7, {1, 1, 1, 0});
+  EXPECT_EQ(std::vector<double>(n7.begin(), n7.end() - 1), (std::vector<double>{9, 8, 8}));
+  EXPECT_DOUBLE_EQ(4 * micro_batches_in_flight(l, 7), 25.0);
+  // Combined 1F1B (overlap.fwd_bwd) runs one forward more in the warm-up: one more in flight.
+  const Scenario o = ladder({"parallelism.pp=2", "parallelism.ep=64", "gpus=128", "parallelism.vpp=2",
+                             "parallelism.layout=null", "batch.global_batch=256", "stack.overlap.fwd_bwd=true"});
+  EXPECT_EQ(chunk_micro_batches_in_flight(o, 1, {10, 1}), (std::vector<double>{4, 0}));  // [2,1] [2,2] [3,1] [4,0] ...
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(o, 1), 2.0);  // (2 + 1 + 1) / 2
+}
+
 // A lopsided layout lengthens the step: 1F1B over 2 stages with 60 layers on the first and one on
 // the second runs at the pace of the first (its bubble grows), against the even split.
 TEST(PipelineLayout, LopsidedLayoutLengthensTheStep) {
