@@ -63,7 +63,9 @@ int cmd_topo(const std::string& file, int64_t gpus_opt, const std::string& dot, 
   if (t.fabric_tiers() > 0)
     std::cout << "scale-out/GPU " << fmt(in_gigabits_per_second(t.scaleout_bandwidth_per_gpu()), 0) << " Gb/s = "
               << fmt(in_gigabytes_per_second(t.scaleout_bandwidth_per_gpu()), 0) << " GB/s per direction ("
-              << sys.domain.tray.nic.name << ")\n";
+              << sys.domain.tray.nic.name
+              << (t.scaleout_host_link_bound() ? ", bound by its host link " + sys.domain.tray.nic.host_link_name : std::string())
+              << ")\n";
   else
     std::cout << "scale-out/GPU none (no fabric)\n";
   std::cout << "bisection     NVLink domain " << fmt(in_terabytes_per_second(t.nvlink_domain_bisection()), 2)

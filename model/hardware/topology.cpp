@@ -31,6 +31,7 @@ struct Topology::Impl {
   int64_t gpus = 0, domains = 0, per_domain = 0;
   int tiers = 0;
   BytesPerSecond nic_port;                       // zero without a fabric
+  BytesPerSecond nic_host_link;                  // the NIC's PCIe link to its GPU, per direction
   BytesPerSecond leaf_up;                        // per leaf, per direction
   int leaf_uplinks = 0;
   bool adaptive_routing = true;
@@ -194,6 +195,7 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
     const FatTreeSpec& f = *sys.fabric;
     pcie_class = b.add_class(LinkKind::nic, tray.nic.host_link_bandwidth, Seconds{});
     impl->nic_port = std::min(tray.nic.port_bandwidth, f.sw.port_bandwidth);
+    impl->nic_host_link = tray.nic.host_link_bandwidth;
     up_nic = b.add_class(LinkKind::ib, impl->nic_port, f.nic_to_leaf_latency);
     down_nic = b.add_class(LinkKind::ib, impl->nic_port, f.sw.latency + f.nic_to_leaf_latency);
   }
@@ -326,7 +328,15 @@ std::vector<int64_t> Topology::out_links(int64_t vertex) const {
 
 // Summed once when built: the collective pricing asks for it per ring edge.
 BytesPerSecond Topology::nvlink_bandwidth_per_gpu() const { return impl_->nvlink_per_gpu; }
-BytesPerSecond Topology::scaleout_bandwidth_per_gpu() const { return impl_->nic_port; }
+BytesPerSecond Topology::scaleout_bandwidth_per_gpu() const {
+  // Every byte a GPU sends or receives over the fabric crosses its NIC's host link (PCIe) and its
+  // port: the narrower sets the rate (a 400G port behind PCIe Gen4 x16, 32 GB/s, runs at 32).
+  const BytesPerSecond host = impl_->nic_host_link;
+  return host.value() > 0 ? std::min(impl_->nic_port, host) : impl_->nic_port;
+}
+bool Topology::scaleout_host_link_bound() const {
+  return impl_->nic_host_link.value() > 0 && impl_->nic_host_link < impl_->nic_port;
+}
 BytesPerSecond Topology::nvlink_domain_bisection() const { return impl_->domain_bisection; }
 BytesPerSecond Topology::scaleout_bisection() const { return impl_->fabric_bisection; }
 

@@ -76,6 +76,8 @@ class Topology {
   // Per-direction bandwidth of one GPU into NVLink and out through its NIC.
   BytesPerSecond nvlink_bandwidth_per_gpu() const;
   BytesPerSecond scaleout_bandwidth_per_gpu() const;
+  // True where the NIC's host link (PCIe), not its port, sets scaleout_bandwidth_per_gpu.
+  bool scaleout_host_link_bound() const;
   // Bisection (per direction): of one NVLink domain, and of the scale-out fabric (the smallest
   // of the tier cuts: half of all capacity going up from each tier).
   BytesPerSecond nvlink_domain_bisection() const;

@@ -595,9 +595,12 @@ std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vecto
     if (t.count(VertexKind::nvswitch) > 0) out.push_back(all_reduce_tree_cost(members, t, cal, true));
     return out;
   }
-  // Inside one switched domain NCCL's tuner weighs NVLS against a ring at each size.
-  if (c == Collective::all_reduce && t.count(VertexKind::nvswitch) > 0 && t.host_memory_bandwidth().value() == 0 && members.size() > 2)
-    return {collective_cost(c, members, t, cal), collective_cost(c, members, t, cal, false)};
+  // Inside one switched domain NCCL's tuner weighs NVLS against a ring at each size. Two GPUs run
+  // the ring: it moves S each way, NVLS S (1 + 1/2), at a lower efficiency and with two switch phases.
+  if (c == Collective::all_reduce && t.count(VertexKind::nvswitch) > 0 && t.host_memory_bandwidth().value() == 0) {
+    if (members.size() == 2) return {collective_cost(c, members, t, cal, false)};
+    if (members.size() > 2) return {collective_cost(c, members, t, cal), collective_cost(c, members, t, cal, false)};
+  }
   return {collective_cost(c, members, t, cal)};
 }
 

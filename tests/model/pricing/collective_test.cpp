@@ -543,6 +543,44 @@ TEST(Collective, NvlsAllReduceStaysBelowBnOverNPlusOne) {
   EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nvlink)], (1.0 + 1.0 / 8) / (B * cal[Param::nvls_fraction]), 1e-24);
 }
 
+// Two GPUs of one NVSwitch domain all-reduce by a ring: it moves S each way (2(n-1)/n), NVLS would
+// move S(1 + 1/2) at its lower efficiency, so a pair was priced slower than a group of three.
+TEST(Collective, APairAllReducesByARing) {
+  const SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
+  const Topology t = Topology::build(sys, 8);
+  const Calibration cal;
+  const std::vector<CollectiveCost> two = collective_algorithms(Collective::all_reduce, {0, 1}, t, cal, {});
+  ASSERT_EQ(two.size(), size_t{1});
+  EXPECT_STREQ(two[0].algorithm, "ring");
+  const double bw = 18 * 25e9 * cal[Param::nvlink_fraction];
+  EXPECT_NEAR(two[0].s_per_byte[static_cast<int>(Resource::nvlink)], 1.0 / bw, 1e-24);
+  // Three or more: NVLS and the ring are both offered (NCCL's tuner picks by size).
+  const std::vector<CollectiveCost> three = collective_algorithms(Collective::all_reduce, {0, 1, 2}, t, cal, {});
+  ASSERT_EQ(three.size(), size_t{2});
+  auto best = [](const std::vector<CollectiveCost>& v, Bytes b) {
+    double m = 1e300;
+    for (const CollectiveCost& c : v) m = std::min(m, c.time(b).value());
+    return m;
+  };
+  EXPECT_LT(best(two, gibibytes(1)), best(three, gibibytes(1)));
+}
+
+// The NIC's host link (PCIe) bounds the scale-out rate where it is narrower than the port.
+TEST(Collective, ANicsHostLinkBoundsItsRate) {
+  SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
+  const double port = sys.domain.tray.nic.port_bandwidth.value();
+  EXPECT_DOUBLE_EQ(Topology::build(sys, 16).scaleout_bandwidth_per_gpu().value(), port);
+  EXPECT_FALSE(Topology::build(sys, 16).scaleout_host_link_bound());
+  sys.domain.tray.nic.host_link_bandwidth = BytesPerSecond(8e9);
+  const Topology t = Topology::build(sys, 16);
+  EXPECT_DOUBLE_EQ(t.scaleout_bandwidth_per_gpu().value(), 8e9);
+  EXPECT_TRUE(t.scaleout_host_link_bound());
+  // A ring over two nodes: every NIC carries 2(n-1)/n of S over its 8 GPUs' rails, now at 8 GB/s.
+  const Calibration cal;
+  const CollectiveCost c = collective_cost(Collective::all_gather, iota(16), t, cal);
+  EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nic)], (15.0 / 16) / 8 / (8e9 * cal[Param::ib_fraction]), 1e-22);
+}
+
 // HBM traffic per byte of a collective's size, by algorithm: what it reads and writes.
 TEST(Collective, HbmTrafficFollowsTheAlgorithm) {
   const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
