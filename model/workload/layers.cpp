@@ -198,12 +198,23 @@ void Lowering::backward_layer(int l) {
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
-  if (has(s_.memory.recompute, TensorClass::attn_out)) attention_core(l, f.core, heads, kvh, qk, vd, false);
+  // Context parallelism: the forward's gathered K and V were not kept (only this rank's are), so the
+  // backward gathers them again (TE's all-gather CP re-gathers; its ring passes them round again),
+  // while the output projection's backward runs, or before a recomputed attention core.
+  int32_t kv_gather = -1;
+  if (p_.cp > 1)
+    kv_gather = comm("cp.all_gather.bwd", Category::tp_comm, Stream::tp_comm, l, Collective::all_gather, Group::cp,
+                     t_ * d(p_.cp) * kvh * (qk + vd) * 2.0, {last()});
+  if (has(s_.memory.recompute, TensorClass::attn_out)) {
+    if (kv_gather >= 0) wait_before_next_compute(std::exchange(kv_gather, -1));
+    attention_core(l, f.core, heads, kvh, qk, vd, false);
+  }
   if (has(s_.memory.recompute, TensorClass::out_proj))
     gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
   phase_ = Phase::backward;
   if (attn_grad >= 0) wait_before_next_compute(attn_grad);
   gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
+  if (kv_gather >= 0) wait_before_next_compute(kv_gather);
   attention_core(l, f.core, heads, kvh, qk, vd, true);
   if (p_.cp > 1)  // the K/V projections' backward needs the gradients of this rank's K and V, summed
     wait_before_next_compute(comm("cp.reduce_scatter", Category::tp_comm, Stream::tp_comm, l,

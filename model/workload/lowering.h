@@ -378,8 +378,18 @@ class Lowering {
   void mtp_input(int l, bool backward);
 
   int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
+  // The last op that is not a copy of activations to host memory: what a unit's hand-off waits
+  // for (the copy runs on in the background; the next stage needs the output, not the copy).
+  int32_t last_but_offload() const {
+    int32_t i = last();
+    while (i >= 0 && rc_.ops[static_cast<size_t>(i)].stream == Stream::offload) --i;
+    return i;
+  }
   Op& op(int32_t i) { return rc_.ops[static_cast<size_t>(i)]; }
   void wait_before_next_compute(int32_t i) { pending_.push_back(i); }
+  // The waits no compute op has consumed yet (a blocking TP collective or the shared expert's
+  // output at the end of a unit), handed to the caller and cleared.
+  std::vector<int32_t> take_pending() { return std::exchange(pending_, {}); }
   // The last op on stream `s` in the current lane.
   int32_t last_on(Stream s) const {
     for (int32_t i = last(); i >= 0; --i)
@@ -416,7 +426,8 @@ class Lowering {
       phase_ = Phase::backward;
       gemm(g.name, g.cat, g.layer, g.flops_exec, g.flops_model, g.dt, g.m, g.n, g.k, g.groups, g.launches);
       // The last weight gradient of a layer in the step's last backward: its reduction may start.
-      if (reduce && (i + 1 == group.size() || group[i + 1].layer != g.layer)) grad_reduce(g.layer, last());
+      // The head's and the embedding's (layer -1) are reduced with the stage's rest after the step.
+      if (reduce && g.layer >= 0 && (i + 1 == group.size() || group[i + 1].layer != g.layer)) grad_reduce(g.layer, last());
     }
     mb_ = mb;
     phase_ = ph;

@@ -265,6 +265,16 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         op.peer_chunk = peer.chunk;
         if (std::string(name).rfind("pp.recv", 0) == 0) low.wait_before_next_compute(id);
       };
+      // What the hand-off waits for: the unit's last op and the waits no compute op consumed (a
+      // blocking TP collective or the shared expert's output ending the unit). Under overlap the
+      // next unit runs on the other lane and does not wait for them; in one stream it does.
+      auto tail = [&](int32_t last_op) {
+        std::vector<int32_t> deps = low.take_pending();
+        if (!overlap)
+          for (int32_t x : deps) low.wait_before_next_compute(x);
+        deps.push_back(last_op);
+        return deps;
+      };
       const int L = s.model.layers;
       int32_t end = -1;
       if (forward) {
@@ -277,8 +287,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           if (l >= L) low.head(false, "mtp.head", l);
         }
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
-        end = low.last();
-        if (v < vstages - 1) p2p("pp.send", v + 1, {low.last()});
+        end = low.last_but_offload();
+        std::vector<int32_t> out = tail(end);
+        if (v < vstages - 1) p2p("pp.send", v + 1, std::move(out));
       } else {
         if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true);
@@ -296,7 +307,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
                low.op(grad_out).collective == Collective::reduce_scatter)
           --grad_out;
         end = grad_out;
-        if (v > 0) p2p("pp.send.bwd", v - 1, {grad_out});
+        std::vector<int32_t> out = tail(grad_out);
+        if (v > 0) p2p("pp.send.bwd", v - 1, std::move(out));
         low.flush_grad_reduces();
       }
       return end;

@@ -1,5 +1,6 @@
 // The step lowering, pricing, memory and serial estimate against closed forms.
 #include <cmath>
+#include <algorithm>
 #include "model/workload/step.h"
 
 #include <gtest/gtest.h>
@@ -805,6 +806,36 @@ TEST(Defects, MicroBatchesInFlightFollowTheSchedule) {
 TEST(Defects, ContextParallelCollectivesBlockCompute) {
   const Scenario s = scenario({"parallelism.cp=2", "parallelism.fsdp=8"});
   EXPECT_GE(expect_consumed_by_compute(predict(s, s.calibration), Group::cp), 2 * 61);
+}
+
+// The forward's gathered K and V are not kept (memory keeps this rank's): the backward gathers
+// them again, the same bytes, once per layer and micro-batch, before the attention core's backward
+// (and before a recomputed attention core).
+TEST(Defects, ContextParallelBackwardGathersKeysAndValuesAgain) {
+  for (const char* recompute : {"[]", "[\"attn_out\"]"}) {
+    const Scenario s = scenario({"parallelism.cp=2", "parallelism.fsdp=8", std::string("memory.recompute=") + recompute});
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    const RankClass& rc = g.classes[0];
+    int fwd = 0, bwd = 0;
+    double fwd_bytes = 0, bwd_bytes = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (op.name == "cp.all_gather") ++fwd, fwd_bytes += op.bytes.value();
+      if (op.name != "cp.all_gather.bwd") continue;
+      ++bwd;
+      bwd_bytes += op.bytes.value();
+      // The first attention core after it (the recomputed forward or the backward) waits for it.
+      for (size_t j = i + 1; j < rc.ops.size(); ++j) {
+        const Op& core = rc.ops[j];
+        if (core.category != Category::attention) continue;
+        EXPECT_NE(std::find(core.deps.begin(), core.deps.end(), static_cast<int32_t>(i)), core.deps.end()) << core.name;
+        break;
+      }
+    }
+    EXPECT_EQ(fwd, 61 * static_cast<int>(s.micro_batches())) << recompute;
+    EXPECT_EQ(bwd, fwd) << recompute;
+    EXPECT_DOUBLE_EQ(bwd_bytes, fwd_bytes) << recompute;
+  }
 }
 
 }  // namespace
