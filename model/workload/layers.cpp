@@ -156,7 +156,9 @@ void Lowering::backward_layer(int l) {
   norm_recompute(l, "mlp");
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
-    if (has(s_.memory.recompute, TensorClass::mlp)) {
+    const bool again = has(s_.memory.recompute, TensorClass::mlp);
+    const int32_t input = sp_input_gather(l, again);
+    if (again) {
       // FC1 and the activation rebuild FC2's input; PyTorch's checkpoint of the MLP module
       // (Megatron's "mlp" recompute) runs the module's whole forward again, FC2 included, where
       // JAX's remat drops the FC2 output nothing in the backward reads.
@@ -170,6 +172,7 @@ void Lowering::backward_layer(int l) {
     tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
     gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
     memory("mlp.act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
+    if (!again && input >= 0) wait_before_next_compute(input);
     gemm_bwd("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_,
              2 * ffn / tp_, h);
     tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
@@ -189,6 +192,8 @@ void Lowering::backward_layer(int l) {
   const int32_t attn_grad = tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, false);
   // Attention: recompute the projections the policy did not keep, then the backward.
   norm_recompute(l, "attn");
+  const bool proj_again = has(s_.memory.recompute, TensorClass::q_proj) || has(s_.memory.recompute, TensorClass::kv_proj);
+  const int32_t input = sp_input_gather(l, proj_again);
   phase_ = Phase::recompute;
   if (has(s_.memory.recompute, TensorClass::q_proj))
     gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,
@@ -222,6 +227,7 @@ void Lowering::backward_layer(int l) {
                                   {last()}));
   rope(l, heads, kvh, qk, vd, true, true);
   qk_norm(l, heads, kvh, qk, true, true);
+  if (!proj_again && input >= 0) wait_before_next_compute(input);
   gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,

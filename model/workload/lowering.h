@@ -346,6 +346,12 @@ class Lowering {
     if (block) wait_before_next_compute(id);
     return id;
   }
+  // The backward's mirror of a block's input gather: the column-parallel projections kept their
+  // input as this rank's sequence shard, and their weight gradients need the whole sequence again
+  // (Megatron's LinearWithGradAccumulationAndAsyncCommunication and Transformer Engine's Linear
+  // re-gather it in the backward, overlapped with the data gradients). Before a recomputation of
+  // the projections it blocks (`block`); otherwise the caller makes their backward wait for it.
+  int32_t sp_input_gather(int l, bool block) { return tp_collective(l, "tp.all_gather.input", Collective::all_gather, block); }
   // Sequence-parallel reduce-scatters whose result a later op of the layer adds in (the shared
   // expert's output beside the routed experts'): that op waits for them.
   std::vector<int32_t> take_tp_outputs() { return std::exchange(tp_outputs_, {}); }

@@ -138,8 +138,10 @@ void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype d
   if (m_.shared_experts == 0) return;
   const double h = d(m_.hidden);
   tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
+  const int32_t input = sp_input_gather(l, false);
   gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
            t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
+  if (input >= 0) wait_before_next_compute(input);
   gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
            t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
   if (const int32_t rs = tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, false); rs >= 0)

@@ -2,6 +2,7 @@
 // the dense one (tp x cp x dp), against closed forms: group placement, collective bytes, memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "model/io/load.h"
@@ -201,6 +202,36 @@ TEST(Folding, ContextParallelRanksReduceTheirGradientsWithTheDataParallelOnes) {
   EXPECT_EQ(group_members(Group::dense_dp, f.parallelism, 1), range(1, 16, 2));
   EXPECT_EQ(group_size(Group::dense_dp, f.parallelism), 16);
   EXPECT_EQ(f.parallelism.expert_data_parallel(), 1);
+}
+
+// Sequence parallelism (TP 2): the projections kept their input as this rank's shard, so each
+// attention block's backward gathers it again (tp.all_gather.input, the forward gather's bytes)
+// before the projections' backward, or before their recomputation when the policy drops them.
+TEST(Folding, SequenceParallelBackwardGathersTheProjectionsInputAgain) {
+  for (const char* recompute : {"[]", "[\"q_proj\", \"kv_proj\"]"}) {
+    const Scenario s = folded({std::string("memory.recompute=") + recompute});
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    const RankClass& rc = g.classes[1];
+    int gathers = 0;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (op.name != "tp.all_gather.input") continue;
+      ++gathers;
+      EXPECT_EQ(op.group, Group::tp);
+      EXPECT_DOUBLE_EQ(op.bytes.value(), 4096.0 * 4096 * 2);  // the block's input: 4,096 tokens x hidden 4,096, BF16
+      // The first GEMM after it that needs it waits for it: the K/V projection's backward, or the
+      // recomputed Q projection.
+      const std::string want = std::string(recompute) == "[]" ? "attn.kv_proj" : "attn.q_proj.recompute";
+      for (size_t j = i + 1; j < rc.ops.size(); ++j) {
+        const Op& next = rc.ops[j];
+        if (next.stream != Stream::compute || std::find(next.deps.begin(), next.deps.end(), static_cast<int32_t>(i)) == next.deps.end())
+          continue;
+        EXPECT_EQ(std::string(next.name).rfind(want, 0), 0u) << next.name << " under " << recompute;
+        break;
+      }
+    }
+    EXPECT_EQ(gathers, static_cast<int>(stage_layers(s, 1).size() * s.micro_batches())) << recompute;
+  }
 }
 
 // Wrong folded meshes: the rule in the message, at the JSON path.
