@@ -376,6 +376,30 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
   return out;
 }
 
+std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology& t, int64_t gpus) {
+  std::vector<int64_t> best = group_members(g, p, 0);
+  if (best.size() <= 1 || t.gpus() < gpus) return best;
+  auto domains = [&](const std::vector<int64_t>& m) {
+    int64_t n = 0, prev = -1;
+    for (int64_t x : m) {  // members are sorted and a domain holds consecutive GPUs
+      const int64_t d = t.domain_of(x);
+      n += d != prev;
+      prev = d;
+    }
+    return n;
+  };
+  int64_t most = domains(best);
+  std::vector<char> seen(static_cast<size_t>(gpus), 0);
+  for (int64_t r = 0; r < gpus; ++r) {
+    if (seen[static_cast<size_t>(r)]) continue;
+    std::vector<int64_t> m = group_members(g, p, r);
+    for (int64_t x : m)
+      if (x >= 0 && x < gpus) seen[static_cast<size_t>(x)] = 1;
+    if (const int64_t n = domains(m); n > most) most = n, best = std::move(m);
+  }
+  return best;
+}
+
 CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
                                const Calibration& cal, bool allow_nvls) {
   CollectiveCost cost;

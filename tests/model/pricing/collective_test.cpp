@@ -581,6 +581,26 @@ TEST(Collective, ANicsHostLinkBoundsItsRate) {
   EXPECT_NEAR(c.s_per_byte[static_cast<int>(Resource::nic)], (15.0 / 16) / 8 / (8e9 * cal[Param::ib_fraction]), 1e-22);
 }
 
+// TP 6 on 8-GPU nodes: rank 0's TP group stays in node 0, the next one straddles nodes 0 and 1 and
+// crosses InfiniBand; the step waits for it, so that is the group priced (it was rank 0's).
+TEST(Collective, AStraddlingGroupIsPricedNotRankZerosGroup) {
+  const SystemSpec sys = io::load_system(source("topologies/dgx-h100-cluster.json"));
+  const Topology t = Topology::build(sys, 24);
+  Parallelism p;
+  p.tp = 6;
+  p.dp = 4;
+  EXPECT_EQ(group_members(Group::tp, p, 0), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  const std::vector<int64_t> w = widest_group(Group::tp, p, t, 24);
+  EXPECT_EQ(w, (std::vector<int64_t>{6, 7, 8, 9, 10, 11}));
+  const Calibration cal;
+  EXPECT_EQ(collective_cost(Collective::all_gather, group_members(Group::tp, p, 0), t, cal).s_per_byte[static_cast<int>(Resource::nic)], 0.0);
+  EXPECT_GT(collective_cost(Collective::all_gather, w, t, cal).s_per_byte[static_cast<int>(Resource::nic)], 0.0);
+  // Groups that all span alike: rank 0's.
+  p.tp = 4;
+  p.dp = 6;
+  EXPECT_EQ(widest_group(Group::tp, p, t, 24), group_members(Group::tp, p, 0));
+}
+
 // HBM traffic per byte of a collective's size, by algorithm: what it reads and writes.
 TEST(Collective, HbmTrafficFollowsTheAlgorithm) {
   const SystemSpec sys = io::load_system(source("topologies/gb300-nvl72.json"));
