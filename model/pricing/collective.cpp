@@ -6,6 +6,7 @@
 #include "model/pricing/collective.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -379,23 +380,30 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
 std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology& t, int64_t gpus) {
   std::vector<int64_t> best = group_members(g, p, 0);
   if (best.size() <= 1 || t.gpus() < gpus) return best;
-  auto domains = [&](const std::vector<int64_t>& m) {
-    int64_t n = 0, prev = -1;
+  // Slower: more domains, then a smaller piece in one of them (a ring runs as many channels across
+  // domains as the smallest piece has GPUs).
+  auto score = [&](const std::vector<int64_t>& m) {
+    int64_t n = 0, prev = -1, piece = 0, smallest = std::numeric_limits<int64_t>::max();
     for (int64_t x : m) {  // members are sorted and a domain holds consecutive GPUs
       const int64_t d = t.domain_of(x);
+      if (d != prev && prev >= 0) smallest = std::min(smallest, piece), piece = 0;
       n += d != prev;
       prev = d;
+      ++piece;
     }
-    return n;
+    smallest = std::min(smallest, piece);
+    return std::make_pair(n, -smallest);
   };
-  int64_t most = domains(best);
-  std::vector<char> seen(static_cast<size_t>(gpus), 0);
-  for (int64_t r = 0; r < gpus; ++r) {
+  auto most = score(best);
+  // The groups of the first pipeline stage (the stage rank 0 is in; the pricer is not per stage).
+  const int64_t ranks = std::min(gpus, p.stage_gpus());
+  std::vector<char> seen(static_cast<size_t>(ranks), 0);
+  for (int64_t r = 0; r < ranks; ++r) {
     if (seen[static_cast<size_t>(r)]) continue;
     std::vector<int64_t> m = group_members(g, p, r);
     for (int64_t x : m)
-      if (x >= 0 && x < gpus) seen[static_cast<size_t>(x)] = 1;
-    if (const int64_t n = domains(m); n > most) most = n, best = std::move(m);
+      if (x >= 0 && x < ranks) seen[static_cast<size_t>(x)] = 1;
+    if (const auto sc = score(m); sc > most) most = sc, best = std::move(m);
   }
   return best;
 }

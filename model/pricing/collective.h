@@ -59,9 +59,10 @@ double bus_factor(Collective c, int64_t n);
 // GPUs of the group of kind `g` that contains `rank`, under the rank order tp, cp, ep, fsdp, dp, pp.
 std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank);
 int64_t group_size(Group g, const Parallelism& p);
-// The group of kind `g` (among the `gpus` ranks) that spans the most NVLink domains of `t`, the
-// first such from rank 0: the one whose collective is slowest, which a synchronized step waits
-// for. Rank 0's group when every group spans alike (the usual layout).
+// Among the groups of kind `g` in the first pipeline stage, the one that spans the most NVLink
+// domains of `t` (then the one with the smallest piece in a domain), the first such from rank 0:
+// the one whose collective is slowest, which a synchronized step waits for. Rank 0's group when
+// every group spans alike (the usual layout). Later stages are taken to straddle as the first.
 std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology& t, int64_t gpus);
 
 // E[the fullest of `bins` bins] when `balls` balls fall uniformly and independently: exact up to

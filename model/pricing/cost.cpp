@@ -146,7 +146,9 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
     } else {
       // The group that crosses the most domains: where tp, cp or a data-parallel group straddles a
       // domain boundary only some groups cross InfiniBand, and the step waits for them.
-      members = widest_group(op.group, s_.parallelism, t_, s_.gpus);
+      auto w = widest_.find(op.group);
+      if (w == widest_.end()) w = widest_.emplace(op.group, widest_group(op.group, s_.parallelism, t_, s_.gpus)).first;
+      members = w->second;
     }
     Calibration cal = cal_;
     if (fused_ep) {

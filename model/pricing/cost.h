@@ -78,6 +78,7 @@ class Pricer {
   // Candidate algorithms per (collective, group, fanout, node fanout, combine, pipeline stage pair);
   // comm_cost picks the fastest at the op's size.
   mutable std::map<std::tuple<Collective, Group, double, double, bool, int>, std::vector<CollectiveCost>> cache_;
+  mutable std::map<Group, std::vector<int64_t>> widest_;  // widest_group per group, scanned once
   CollectiveCost host_, host_d2h_;
   CollectiveMemo* memo_ = nullptr;
 };

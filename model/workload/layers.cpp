@@ -157,7 +157,7 @@ void Lowering::backward_layer(int l) {
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     const bool again = has(s_.memory.recompute, TensorClass::mlp);
-    const int32_t input = sp_input_gather(l, again);
+    int32_t input = sp_input_gather(l, again);
     if (again) {
       // FC1 and the activation rebuild FC2's input; PyTorch's checkpoint of the MLP module
       // (Megatron's "mlp" recompute) runs the module's whole forward again, FC2 included, where
@@ -168,11 +168,12 @@ void Lowering::backward_layer(int l) {
       if (!s_.stack.remat_dispatch)
         gemm("mlp.fc2.recompute", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, 0, dd, t_, h, ffn / tp_);
       phase_ = Phase::backward;
+      input = sp_input_gather(l, false);  // the recomputed FC1 kept its shard again
     }
     tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
     gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);
     memory("mlp.act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
-    if (!again && input >= 0) wait_before_next_compute(input);
+    if (input >= 0) wait_before_next_compute(input);
     gemm_bwd("mlp.fc1", Category::gemm, l, t_ * f.dense_ffn * 2 / 3 / tp_, t_ * f.dense_ffn * 2 / 3 / tp_, dd, t_,
              2 * ffn / tp_, h);
     tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
@@ -193,7 +194,7 @@ void Lowering::backward_layer(int l) {
   // Attention: recompute the projections the policy did not keep, then the backward.
   norm_recompute(l, "attn");
   const bool proj_again = has(s_.memory.recompute, TensorClass::q_proj) || has(s_.memory.recompute, TensorClass::kv_proj);
-  const int32_t input = sp_input_gather(l, proj_again);
+  int32_t input = sp_input_gather(l, proj_again);
   phase_ = Phase::recompute;
   if (has(s_.memory.recompute, TensorClass::q_proj))
     gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_, 0, dd, t_, heads * qk,
@@ -217,6 +218,7 @@ void Lowering::backward_layer(int l) {
   if (has(s_.memory.recompute, TensorClass::out_proj))
     gemm("attn.out_proj.recompute", Category::gemm, l, t_ * f.out_proj / tp_, 0, dd, t_, h, heads * vd);
   phase_ = Phase::backward;
+  if (proj_again) input = sp_input_gather(l, false);  // the recomputed projections kept their shard again
   if (attn_grad >= 0) wait_before_next_compute(attn_grad);
   gemm_bwd("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   if (kv_gather >= 0) wait_before_next_compute(kv_gather);
@@ -227,7 +229,7 @@ void Lowering::backward_layer(int l) {
                                   {last()}));
   rope(l, heads, kvh, qk, vd, true, true);
   qk_norm(l, heads, kvh, qk, true, true);
-  if (!proj_again && input >= 0) wait_before_next_compute(input);
+  if (input >= 0) wait_before_next_compute(input);
   gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,

@@ -34,8 +34,10 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
   const Parallelism& p = s.parallelism;
   const double all = d(s.micro_batches());
   if (p.pp <= 1) return std::min(1.0, all);
-  // Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs one forward more before its first backward.
-  const double paired = s.stack.fwd_bwd_overlap ? 1.0 : 0.0;
+  // Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs one forward more before its first
+  // backward; the programmed schedules (DualPipe, ZB-H1) do not apply it (lower_step).
+  const bool plain = p.schedule == PipelineSchedule::one_f_one_b || p.schedule == PipelineSchedule::interleaved;
+  const double paired = s.stack.fwd_bwd_overlap && plain ? 1.0 : 0.0;
   switch (p.schedule) {
     case PipelineSchedule::interleaved:
       return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) + paired, d(p.vpp) * all) / d(p.vpp);
@@ -57,7 +59,8 @@ double micro_batches_in_flight(const Scenario& s, int stage) {
 std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, const std::vector<double>& chunk_bytes) {
   const Parallelism& p = s.parallelism;
   const int chunks = static_cast<int>(chunk_bytes.size());
-  if (p.pp <= 1 || p.schedule != PipelineSchedule::interleaved || chunks != pipeline_chunks(s))
+  const bool none = std::all_of(chunk_bytes.begin(), chunk_bytes.end(), [](double b) { return b <= 0; });
+  if (p.pp <= 1 || p.schedule != PipelineSchedule::interleaved || chunks != pipeline_chunks(s) || none)
     return std::vector<double>(chunk_bytes.size(), micro_batches_in_flight(s, stage));
   // Megatron's interleaved order: forwards chunk by chunk in groups of pp micro-batches, backwards
   // from the last chunk. A forward adds its chunk's activations, a backward frees them; the stage's
@@ -134,7 +137,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // holds, the normalizations' outputs), and what each chunk keeps in HBM.
     const int chunks = pipeline_chunks(s);
     std::vector<std::array<double, kTensorClassCount>> saved_by_layer;
-    std::vector<double> rows_by_layer, chunk_kept(static_cast<size_t>(chunks), 0.0);
+    std::vector<double> rows_by_layer, chunk_kept(static_cast<size_t>(chunks), 0.0), chunk_saved = chunk_kept;
     std::vector<size_t> chunk_of;
     for (int c = 0; c < chunks; ++c)
       for (int l : virtual_stage_layers(s, virtual_stage(s, st, c))) {
@@ -143,6 +146,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
           const auto cls = static_cast<TensorClass>(k);
           if (has(s.memory.recompute, cls)) b[static_cast<size_t>(k)] *= cls == TensorClass::norm ? norm_input_share(s) : 0.0;
           if (!has(s.memory.offload, cls)) chunk_kept[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
+          chunk_saved[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
         }
         // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
         // them for the expert GEMMs' weight gradients, whatever the recompute list says.
@@ -155,8 +159,10 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
         chunk_of.push_back(static_cast<size_t>(c));
       }
     // Micro-batches in flight per chunk at the stage's peak: interleaved stages fill their chunks
-    // in Megatron's order, so an uneven layout's chunks hold different counts.
-    const std::vector<double> in_flight = chunk_micro_batches_in_flight(s, st, chunk_kept);
+    // in Megatron's order, so an uneven layout's chunks hold different counts. The peak is HBM's;
+    // with everything offloaded, the host's (what the copies hold).
+    const bool kept_any = std::any_of(chunk_kept.begin(), chunk_kept.end(), [](double b) { return b > 0; });
+    const std::vector<double> in_flight = chunk_micro_batches_in_flight(s, st, kept_any ? chunk_kept : chunk_saved);
     double kept = 0, off = 0, layer_mbs = 0;
     for (size_t i = 0; i < saved_by_layer.size(); ++i) {
       const double n = in_flight[chunk_of[i]];

@@ -442,7 +442,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       if (p.cp * p.dp > 1 && p.fsdp > 1)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dp, dense / dense_shard * bgrad, {low.last()}));
-      // Experts: over the replicas FSDP has not reduce-scattered already (dp unfolded, edp folded).
+      // Experts: over the replicas FSDP has not reduce-scattered already (cp x dp unfolded, edp folded).
       if (p.expert_reduce_replicas() > 1)
         grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
                                  Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));

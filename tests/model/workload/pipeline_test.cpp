@@ -576,6 +576,21 @@ TEST(PipelineLayout, InterleavedChunksHoldWhatMegatronsOrderLeavesInFlight) {
                              "parallelism.layout=null", "batch.global_batch=256", "stack.overlap.fwd_bwd=true"});
   EXPECT_EQ(chunk_micro_batches_in_flight(o, 1, {10, 1}), (std::vector<double>{4, 0}));  // [2,1] [2,2] [3,1] [4,0] ...
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(o, 1), 2.0);  // (2 + 1 + 1) / 2
+  // The programmed schedules do not apply it: ZB-H1 under FSDP runs 1F1B's units one at a time
+  // (stage 0 of 2 holds 2, not 3).
+  const Scenario zb = ladder({"parallelism.pp=2", "parallelism.ep=32", "gpus=128", "parallelism.vpp=1",
+                              "parallelism.schedule=\"zbh1\"", "parallelism.layout=null", "parallelism.fsdp=2",
+                              "batch.global_batch=256", "stack.overlap.fwd_bwd=true"});
+  EXPECT_DOUBLE_EQ(micro_batches_in_flight(zb, 0), 2.0);
+  // Nothing kept in HBM (every class offloaded): the counts are the uniform ones, and the host holds
+  // that many micro-batches' copies (the first forward's alone before).
+  EXPECT_EQ(chunk_micro_batches_in_flight(l, 7, {0, 0, 0, 0}), std::vector<double>(4, micro_batches_in_flight(l, 7)));
+  const Scenario all_off = ladder({"memory.recompute=[]", "stack.remat_dispatch=true",
+                                   "memory.offload=[\"norm\", \"q_proj\", \"kv_proj\", \"attn_out\", \"out_proj\", "
+                                   "\"mlp\", \"router\", \"moe_mlpwi\", \"moe_mlpwo\", \"moe_act\"]"});
+  const MemoryReport ma = memory_report(all_off, expert_load(all_off, all_off.calibration), all_off.calibration);
+  EXPECT_GT(ma.micro_batches_in_flight, 5.0);
+  EXPECT_DOUBLE_EQ(ma.activations.value(), 0.0);
 }
 
 // A unit's hand-off waits for what ends it, and nothing of it leaks into the next unit: under
