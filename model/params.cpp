@@ -161,6 +161,13 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::deepep_combine_peer_cost, "deepep_combine_peer_cost", 0, "ratio", 0, 1,
      "ep_combine_peer_cost for DeepEP's normal combine: its published combine runs at 0.83-0.86 of its dispatch "
      "at EP 8 whatever the SMs, and at 0.48 at EP 32 (Megatron's GB200 figures)."},
+    {Param::ep_api_copy_passes, "ep_api_copy_passes", 0, "passes", 0, 8,
+     "A fused EP kernel called through its PyTorch API (stack.ep_buffer_copies) moves the rows between the "
+     "kernel's registered buffers and the framework's tensors around the kernel: this many passes of the "
+     "exchanged bytes over HBM (a copy reads and writes: 2 per copy), at hbm_fraction of the GPU's HBM "
+     "bandwidth, in series with the kernel. Fitted to HybridEP's published torch-API rows against its "
+     "kernel-only rows of the same runs (GB200 and B200, NVLink). 0: the kernel writes the framework's "
+     "buffers itself (DeepEP's published rates are already its API's)."},
     {Param::oneshot_copy_latency_s, "oneshot_copy_latency_s", 0.6e-6, "s", 20e-9, 20e-6,
      "A copy kernel with few thread blocks moves what its threads keep in flight per memory round trip "
      "(Little's law): XLA's one-shot ragged all-to-all runs one block of 128 threads x 8 bytes per peer, so its "

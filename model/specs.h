@@ -393,6 +393,10 @@ struct StackOptions {
   int ragged_a2a_host_waits = 0;       // per call on XLA's NCCL ragged path (ragged_all_to_all_thunk.cc: 2)
   int ep_sms = 0;                      // SMs a fused EP kernel holds (0: comm_sm_fraction of the GPU's)
   EpKernel ep_kernel = EpKernel::hybridep;
+  // The fused EP kernel is called through its PyTorch API: the rows pass between its registered
+  // buffers and the framework's tensors (ep_api_copy_passes over HBM; HybridEP only: DeepEP's
+  // published rates are its API's already).
+  bool ep_buffer_copies = false;
   bool multistream_collectives = true;
   bool fsdp_prefetch = true;
   bool a2a_with_shared_expert = false;

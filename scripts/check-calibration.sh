@@ -18,7 +18,10 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=55.5    # MAPE in %, pinned: lower it when the model improves (raised 52.4 -> 55.5 (MAPE 55.42 %) when
+ceiling=54.3    # MAPE in %, pinned: lower it when the model improves (55.5 -> 54.3 (MAPE 54.24 %) when HybridEP
+                # under Megatron-Core paid its PyTorch API's buffer copies (ep_api_copy_passes, 3.1 HBM passes fitted
+                # on HybridEP's torch-API rows against its kernel-only rows): the ladder's last three steps +33 -> +25 %;
+                # raised 52.4 -> 55.5 (MAPE 55.42 %) when
                 # Megatron-Core's MXFP8 weights were quantized once per step (Transformer Engine's is_first_microbatch
                 # cache, which Megatron's schedules set) instead of in every micro-batch: a truer mechanism, the
                 # ladder 2.5-2.9 % faster, and it was already too fast; 52.6 -> 52.4 (MAPE 52.35 %) when RDMA EP

@@ -199,13 +199,26 @@ def collectives(R):
 
 
 def hybridep(r, system, ep_, sm, link):
-    """A HybridEP table row as two records: its kernel-only BF16 dispatch and combine bandwidths."""
-    m = r["secondary_metrics"]
+    """A HybridEP table row as four records: its kernel-only BF16 dispatch and combine bandwidths, and
+    the same two through its PyTorch API (shape "api": "torch"), which fit ep_api_copy_passes."""
+    m = dict(r["secondary_metrics"])
+    m["dispatch_BF16_torch_api"] = r["value"]
     out = []
-    for op, key, suffix in [("ep.dispatch", "dispatch_BF16_kernel_only", "_dispatch"), ("ep.combine", "combine_kernel_only", "_combine")]:
-        rec = base(r, op, f"{m[key]} GB/s", system=system, shape={"ep": ep_, "sms": sm, "link": link})
+    for op, key, suffix, api in [("ep.dispatch", "dispatch_BF16_kernel_only", "_dispatch", None),
+                                 ("ep.combine", "combine_kernel_only", "_combine", None),
+                                 ("ep.dispatch", "dispatch_BF16_torch_api", "_dispatch_torch", "torch"),
+                                 ("ep.combine", "combine_torch_api", "_combine_torch", "torch")]:
+        shape = {"ep": ep_, "sms": sm, "link": link}
+        if api:
+            shape["api"] = api
+        rec = base(r, op, f"{m[key]} GB/s", system=system, shape=shape)
         rec["id"] = r["id"] + suffix
         rec["quote"] = f"{key} = {m[key]} GB/s ({'IB ' if link == 'rdma' else ''}algorithm bandwidth)"
+        if api and link == "rdma":
+            check(rec, "the torch API's time over the kernel's on InfiniBand (H100, 1/47.4 - 1/57.7 s/GB at EP 32, "
+                       "16 SMs) is about eight times its time per byte over NVLink on GB200 (1/485.5 - 1/629.8): "
+                       "not HBM copies alone, which is all the form prices (the API's other work over RDMA is "
+                       "not modelled)")
         out.append(rec)
     return out
 
@@ -230,6 +243,15 @@ def ep(R):
         c["id"] = r["id"] + "_combine"
         c["quote"] = f"combine = {r['secondary_metrics']['combine']} GB/s (torch API, BF16)"
         out.append(c)
+    # The HybridEP README's DeepEP row on B200 at 48 SMs ("DeepEP needs 48 SMs to roughly match
+    # HybridEP at 16 SMs"): BF16 dispatch and combine, DeepEP's own API.
+    r = R["hybridep_b200_ep8_sm16"]
+    sh = {"ep": 8, "sms": 48, "link": "nvlink", "kernel": "deepep"}
+    for op, key in [("ep.dispatch", "deepep_48SM_dispatch_BF16"), ("ep.combine", "deepep_48SM_combine")]:
+        rec = base(r, op, f"{r['secondary_metrics'][key]} GB/s", system="dgx-b200", shape=sh)
+        rec["id"] = "deepep_on_b200_ep8_sm48" + ("_combine" if op == "ep.combine" else "")
+        rec["quote"] = f"{key} = {r['secondary_metrics'][key]} GB/s (DeepEP's reference row in the HybridEP README, B200)"
+        out.append(rec)
     r = R["mcore_deepep_gb200_ep32_bw"]
     sh = {"ep": 32, "sms": 24, "link": "nvlink", "kernel": "deepep"}
     out.append(base(r, "ep.dispatch", "400 GB/s", system="gb200-nvl72", shape=sh))

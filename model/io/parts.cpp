@@ -238,12 +238,17 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
         r.metric = PartMetric::algorithm_bandwidth;
         break;
       }
-      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k", "kernel"});
+      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k", "kernel", "api"});
       r.ep = positive(sh, "ep");
       if (auto k = sh.get("kernel")) {
         const std::string v = k->as_string();
         if (v != "hybridep" && v != "deepep") k->fail("expected \"hybridep\" or \"deepep\", got \"" + v + "\"");
         r.deepep = v == "deepep";
+      }
+      if (auto a = sh.get("api")) {
+        const std::string v = a->as_string();
+        if (v != "kernel" && v != "torch") a->fail("expected \"kernel\" (the kernel alone) or \"torch\" (through its PyTorch API), got \"" + v + "\"");
+        r.torch_api = v == "torch";
       }
       r.sms = positive(sh, "sms");
       const Node l = sh.at("link");

@@ -177,6 +177,18 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
     } else {
       it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;
     }
+    if (fused_ep && s_.stack.ep_buffer_copies && s_.stack.ep_kernel == EpKernel::hybridep) {
+      // Through HybridEP's PyTorch API the rows also pass over HBM between the kernel's buffers and
+      // the framework's tensors, in series with the kernel: added to the NVLink part's seconds per
+      // byte (the part the copies lengthen; over RDMA the NIC stays the bound, as the records'
+      // torch-API rows over InfiniBand are not priced by this form) and to the HBM traffic the
+      // simulator takes from memory-bound kernels beside it.
+      const double copy = ep_api_copy_s_per_byte(s_.system.gpu(), cal_);
+      for (CollectiveCost& c : it->second) {
+        c.s_per_byte[static_cast<int>(Resource::nvlink)] += copy;
+        c.hbm_bytes_per_byte += cal_[Param::ep_api_copy_passes];
+      }
+    }
   }
   // The fastest algorithm at this op's size (NCCL's tuner chooses per size the same way).
   const Bytes size = std::max(op.bytes, op.recv_bytes);

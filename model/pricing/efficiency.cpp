@@ -103,4 +103,9 @@ double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool 
   return s / (s + half) / (1.0 + peer * (n - 1.0));
 }
 
+double ep_api_copy_s_per_byte(const GpuSpec& gpu, const Calibration& cal) {
+  const double hbm = gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction];
+  return hbm > 0 ? cal[Param::ep_api_copy_passes] / hbm : 0.0;
+}
+
 }  // namespace moeperf

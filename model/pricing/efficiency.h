@@ -70,5 +70,8 @@ double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);
 // A fused EP combine's NVLink rate over its dispatch's (the receiver sums each token's rows):
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)), per kernel family.
 double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep = false);
+// Seconds per exchanged byte that a fused EP kernel's PyTorch API adds in series with the kernel
+// (stack.ep_buffer_copies): ep_api_copy_passes over HBM at hbm_fraction of the GPU's bandwidth.
+double ep_api_copy_s_per_byte(const GpuSpec& gpu, const Calibration& cal);
 
 }  // namespace moeperf

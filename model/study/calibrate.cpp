@@ -40,7 +40,8 @@ std::vector<Param> class_params(PartClass c) {
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
               Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
-              Param::deepep_combine_sm_half, Param::deepep_combine_peer_cost, Param::oneshot_copy_latency_s};
+              Param::deepep_combine_sm_half, Param::deepep_combine_peer_cost, Param::ep_api_copy_passes,
+              Param::oneshot_copy_latency_s};
     case PartClass::kCount: break;
   }
   return {};
@@ -116,8 +117,11 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       }
       const double n = std::max(2.0, r.ep);
       const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;
-      return r.gpu.nvlink_bandwidth().value() * cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] *
-             f * c * n / (n - 1.0);
+      const double kernel = r.gpu.nvlink_bandwidth().value() *
+                            cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c * n / (n - 1.0);
+      // Through the PyTorch API the rows also pass over HBM between the kernel's buffers and the
+      // framework's tensors, in series with the kernel (as the pricer adds it: ep_api_copy_s_per_byte).
+      return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
     }
     case PartClass::kCount: break;
   }

@@ -64,8 +64,9 @@ struct PartRecord {
   // EP kernels
   double ep = 0, sms = 0;
   bool rdma = false;
-  double in_flight = 0;
-  bool deepep = false;        // DeepEP's kernels (shape "kernel": "deepep"), else HybridEP       // ep.one_shot_a2a: bytes a peer's thread blocks keep in flight
+  double in_flight = 0;       // ep.one_shot_a2a: bytes a peer's thread blocks keep in flight
+  bool deepep = false;        // DeepEP's kernels (shape "kernel": "deepep"), else HybridEP
+  bool torch_api = false;     // measured through the kernel's PyTorch API (shape "api": "torch"), else the kernel alone
   // What was measured, in SI units (s, FLOP/s, B/s)
   PartMetric metric = PartMetric::seconds;
   double value = 0;

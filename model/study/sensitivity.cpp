@@ -112,6 +112,7 @@ std::vector<Knob> knobs(const Scenario& base) {
   flip("overlap.fwd_bwd", &StackOptions::fwd_bwd_overlap);
   flip("overlap.grad_reduce", &StackOptions::grad_reduce_overlap);
   flip("remat_dispatch", &StackOptions::remat_dispatch);
+  flip("ep_buffer_copies", &StackOptions::ep_buffer_copies);
   flip("router_fusion", &StackOptions::router_fusion);
   flip("permute_fusion", &StackOptions::permute_fusion);
   flip("pdl_quantize", &StackOptions::pdl_quantize);

@@ -103,6 +103,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.dispatch_host_syncs", oa.dispatch_host_syncs, ob.dispatch_host_syncs);
   cmp("stack.ep_sms", oa.ep_sms, ob.ep_sms);
   cmp("stack.ep_kernel", oa.ep_kernel, ob.ep_kernel);
+  cmp("stack.ep_buffer_copies", oa.ep_buffer_copies, ob.ep_buffer_copies);
   cmp("stack.multistream_collectives", oa.multistream_collectives, ob.multistream_collectives);
   cmp("stack.overlap.fsdp_prefetch", oa.fsdp_prefetch, ob.fsdp_prefetch);
   cmp("stack.overlap.fsdp_prefetch_depth", oa.fsdp_prefetch_depth, ob.fsdp_prefetch_depth);
@@ -200,6 +201,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
          o.dispatch_host_syncs = t.dispatch_host_syncs;
          o.ep_sms = t.ep_sms;
          o.ep_kernel = t.ep_kernel;
+         o.ep_buffer_copies = t.ep_buffer_copies;
        }},
       {"host and fusions", "the stack's host, fusion and CUDA graph fields",
        [&](Scenario& s) {

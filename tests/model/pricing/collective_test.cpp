@@ -382,6 +382,7 @@ TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
   ASSERT_EQ(s.parallelism.ep, 32);
   s.calibration.set(Param::ep_combine_sm_half, s.stack.ep_sms);  // half the rate from the SMs
   s.calibration.set(Param::ep_combine_peer_cost, 1.0 / 31.0);     // and half again from 32 ranks
+  s.stack.ep_buffer_copies = false;  // the kernels alone (the API's copies add alike to both: HybridEpsTorchApi...)
   EXPECT_DOUBLE_EQ(ep_combine_factor(s.stack.ep_sms, 32, s.calibration), 0.25);
   const ExpertLoad load = expert_load(s, s.calibration);
   ASSERT_EQ(load.ep_domains, 1);  // all on NVLink
@@ -408,6 +409,48 @@ TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
   for (const Op& op : g2.classes[0].ops) by2.emplace(op.name, &op);
   EXPECT_NEAR(pr2.comm_cost(*by2["moe.combine"]).bottleneck_s_per_byte() /
                   pr2.comm_cost(*by2["moe.dispatch"]).bottleneck_s_per_byte(), 1.0, 1e-9);
+}
+
+// HybridEP through its PyTorch API (stack.ep_buffer_copies): the rows also pass ep_api_copy_passes
+// times over HBM, in series with the kernel: closed form, seconds per byte + passes / (HBM x
+// hbm_fraction) on the NVLink part, and the passes on the HBM traffic beside it. DeepEP's published
+// rates are its API's already (no copies added), and the AlltoAll dispatcher's NCCL exchanges have none.
+TEST(Collective, HybridEpsTorchApiAddsItsBufferCopiesInSeries) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json"));
+  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
+  ASSERT_EQ(s.stack.ep_kernel, EpKernel::hybridep);
+  ASSERT_TRUE(s.stack.ep_buffer_copies);  // megatron-core's
+  s.calibration.set(Param::ep_api_copy_passes, 4.0);
+  s.calibration.set(Param::hbm_fraction, 0.5);
+  const double copy = 4.0 / (s.system.gpu().hbm_bandwidth.value() * 0.5);
+  EXPECT_DOUBLE_EQ(ep_api_copy_s_per_byte(s.system.gpu(), s.calibration), copy);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const Topology t = Topology::build(s.system, s.gpus);
+  const Op* dispatch = nullptr;
+  const Op* combine = nullptr;
+  for (const Op& op : g.classes[0].ops) {
+    if (op.name == "moe.dispatch" && !dispatch) dispatch = &op;
+    if (op.name == "moe.combine" && !combine) combine = &op;
+  }
+  ASSERT_TRUE(dispatch && combine);
+  const int nvl = static_cast<int>(Resource::nvlink);
+  auto priced = [&](const Scenario& x, const Op& op) { return Pricer(x, t, x.calibration).comm_cost(op); };
+  Scenario plain = s;
+  plain.stack.ep_buffer_copies = false;
+  for (const Op* op : {dispatch, combine}) {
+    const CollectiveCost with = priced(s, *op), without = priced(plain, *op);
+    EXPECT_NEAR(with.s_per_byte[nvl], without.s_per_byte[nvl] + copy, 1e-9 * copy) << op->name;
+    EXPECT_DOUBLE_EQ(with.hbm_bytes_per_byte, without.hbm_bytes_per_byte + 4.0) << op->name;
+    // 470 MB-class exchange: the copies lengthen it by their bytes over half of HBM, four times.
+    EXPECT_NEAR((with.time(op->bytes) - without.time(op->bytes)).value(), op->bytes.value() * copy,
+                1e-9 * op->bytes.value() * copy) << op->name;
+  }
+  // DeepEP: unchanged by the field.
+  Scenario deepep = s, deepep_plain = plain;
+  deepep.stack.ep_kernel = deepep_plain.stack.ep_kernel = EpKernel::deepep;
+  EXPECT_DOUBLE_EQ(priced(deepep, *dispatch).s_per_byte[nvl], priced(deepep_plain, *dispatch).s_per_byte[nvl]);
+  // And the step is slower by about the exposed copies, never faster.
+  EXPECT_GT(predict(s, s.calibration).step_time.value(), predict(plain, plain.calibration).step_time.value());
 }
 
 TEST(Collective, GroupsFollowTheRankOrder) {

@@ -1067,6 +1067,45 @@ TEST(Calibrate, AnRdmaEpRecordCountsRowsPerNodeHitItsOwnIncluded) {
   EXPECT_NEAR(predict_part(record(64, true), cal), 50e9 * 0.9 * 8.0 / 7.0, 1e3);
 }
 
+// A torch-API record of a fused EP kernel: 1 / (1 / the kernel's rate + ep_api_copy_passes / (HBM x
+// hbm_fraction)), closed form; the kernel-only record of the same run does not move with the passes,
+// and the fit recovers the passes from pairs made with known parameters.
+TEST(Calibrate, ATorchApiEpRecordAddsTheBufferCopiesToTheKernel) {
+  auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/gb200-nvl72.json"));
+  const double hbm = sys->gpu().hbm_bandwidth.value(), nvl = sys->gpu().nvlink_bandwidth().value();
+  Calibration cal;
+  cal.set(Param::ep_nvlink_fraction, 0.8);
+  cal.set(Param::ep_sm_half, 0.0);
+  cal.set(Param::hbm_fraction, 0.85);
+  cal.set(Param::ep_api_copy_passes, 3.0);
+  auto record = [&](double ep, bool torch) {
+    PartRecord r;
+    r.id = std::string(torch ? "torch" : "kernel") + std::to_string(static_cast<int>(ep)), r.cls = PartClass::ep,
+    r.op = "ep.dispatch", r.gpu = sys->gpu(), r.generation = "blackwell", r.system = sys;
+    r.ep = ep, r.sms = 16, r.torch_api = torch, r.metric = PartMetric::algorithm_bandwidth;
+    return r;
+  };
+  const double kernel = nvl * 0.8 * 8.0 / 7.0;
+  EXPECT_NEAR(predict_part(record(8, false), cal), kernel, 1e3);
+  EXPECT_NEAR(predict_part(record(8, true), cal), 1.0 / (1.0 / kernel + 3.0 / (hbm * 0.85)), 1e3);
+  Calibration none = cal;
+  none.set(Param::ep_api_copy_passes, 0.0);
+  EXPECT_NEAR(predict_part(record(8, true), none), kernel, 1e3);
+  // Fit: records made at passes 3, started from 0, recover it.
+  std::vector<PartRecord> recs;
+  for (double ep : {8.0, 16.0, 32.0})
+    for (bool torch : {false, true}) {
+      PartRecord r = record(ep, torch);
+      r.value = predict_part(r, cal);
+      recs.push_back(r);
+    }
+  Calibration start = none;
+  start.set(Param::ep_nvlink_fraction, 0.6);
+  const FitReport fit = fit_parts(recs, start, "blackwell");
+  EXPECT_NEAR(fit.fitted[Param::ep_api_copy_passes], 3.0, 0.05);
+  EXPECT_NEAR(predict_part(record(8, false), fit.fitted) / kernel, 1.0, 0.01);
+}
+
 // Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x hd / (hd + hd_half),
 // hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
 // over keys, head dims, masks and directions (the masked edges tell tile_rows from kv_half, the
