@@ -34,6 +34,7 @@ struct Topology::Impl {
   BytesPerSecond nic_host_link;                  // the NIC's PCIe link to its GPU, per direction
   BytesPerSecond leaf_up;                        // per leaf, per direction
   int leaf_uplinks = 0;
+  std::vector<int32_t> leaf_gpus;                // the job's GPUs whose NIC is on each leaf
   bool adaptive_routing = true;
   BytesPerSecond host_memory;                    // NvlinkDomainSpec::host_memory: the GPU's memory bandwidth
   int64_t half = 0, rails = 1, trays_per_domain = 0, tray_gpus = 1;
@@ -254,6 +255,8 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
     impl->leaf_up = sys.fabric->sw.port_bandwidth * static_cast<double>(half);
     impl->leaf_uplinks = static_cast<int>(half);
     impl->adaptive_routing = sys.fabric->sw.adaptive_routing;
+    impl->leaf_gpus.assign(static_cast<size_t>(shape.leaves), 0);
+    for (int64_t g = 0; g < gpus; ++g) ++impl->leaf_gpus.at(static_cast<size_t>(impl->leaf(g)));
   }
 
   // ---- bisection (per direction) ----
@@ -294,6 +297,9 @@ int64_t Topology::leaf_of(int64_t g) const { return impl_->leaf(g); }
 int64_t Topology::pod_of(int64_t g) const { return impl_->tiers == 3 ? leaf_of(g) / impl_->half : 0; }
 BytesPerSecond Topology::leaf_uplink_bandwidth() const { return impl_->leaf_up; }
 int Topology::leaf_uplinks() const { return impl_->leaf_uplinks; }
+int64_t Topology::gpus_on_leaf(int64_t leaf) const {
+  return leaf >= 0 && leaf < static_cast<int64_t>(impl_->leaf_gpus.size()) ? impl_->leaf_gpus[static_cast<size_t>(leaf)] : 0;
+}
 bool Topology::adaptive_routing() const { return impl_->adaptive_routing; }
 BytesPerSecond Topology::host_memory_bandwidth() const { return impl_->host_memory; }
 int64_t Topology::vertex_count() const { return static_cast<int64_t>(boost::num_vertices(impl_->g)); }

@@ -60,6 +60,7 @@ class Topology {
   int64_t pod_of(int64_t gpu) const;    // pod of that leaf (0 in a 2-tier tree)
   BytesPerSecond leaf_uplink_bandwidth() const;  // per leaf, per direction
   int leaf_uplinks() const;                      // uplink ports per leaf (0 without a fabric)
+  int64_t gpus_on_leaf(int64_t leaf) const;      // the job's GPUs whose NIC is on that leaf
   bool adaptive_routing() const;                 // the fabric's switches route adaptively (else static ECMP)
   // The GPU's memory bandwidth when the NVLink domain's transport is host memory (its cores copy
   // and reduce themselves, NvlinkDomainSpec::host_memory); zero otherwise.

@@ -34,6 +34,7 @@ class Slots {
     }
   }
   size_t size() const { return keys_.size(); }
+  int64_t key(size_t slot) const { return keys_[slot]; }
   size_t operator()(int64_t id) const {
     if (!table_.empty()) {
       const int64_t off = id - keys_.front();
@@ -65,6 +66,7 @@ struct Loads {
   std::vector<double> nvl_out, nvl_in, nic_out, nic_in;  // per member GPU
   std::vector<double> leaf_up, leaf_down;                 // per leaf
   std::vector<int64_t> flows_up, flows_down;              // flows crossing each leaf
+  std::vector<int64_t> members_on_leaf;                   // the group's GPUs whose NIC is on each leaf
   Seconds max_latency;      // of any step added
   Seconds nvl_latency;      // of an NVLink step
   Seconds net_latency;      // of the slowest network step
@@ -73,6 +75,9 @@ struct Loads {
     for (auto* v : {&nvl_out, &nvl_in, &nic_out, &nic_in}) v->assign(gpu.size(), 0.0);
     leaf_up.assign(leaf.size(), 0.0), leaf_down.assign(leaf.size(), 0.0);
     flows_up.assign(leaf.size(), 0), flows_down.assign(leaf.size(), 0);
+    members_on_leaf.assign(leaf.size(), 0);
+    if (t.fabric_tiers() > 0)
+      for (int64_t m : members) ++members_on_leaf[leaf(t.leaf_of(m))];
   }
 
   void add(const Topology& t, int64_t a, int64_t b, double bytes, const std::map<int, Seconds>& hop_latency) {
@@ -169,13 +174,20 @@ void set_rates(CollectiveCost& cost, const Loads& loads, const Topology& t, cons
     double load = std::max(max_of(loads.leaf_up), max_of(loads.leaf_down));
     if (!t.adaptive_routing() && t.leaf_uplinks() > 1) {
       // Static ECMP: each flow is hashed to one uplink (and each spine's downlink), so the busiest
-      // link carries E[max] of F flows over U links, not F / U of them: the leaf's load times
-      // E[max] / (F / U), flows taken as equal.
+      // link carries E[max] of the flows over U links, not their mean: this group's load times
+      // E[max] / (F / U), flows taken as equal. The other groups of the same kind run the same
+      // collective at the same time and hash onto the same uplinks: a leaf with d of the job's
+      // GPUs, m of them this group's, carries d / m times this group's F flows (the groups laid out
+      // alike), so the busiest uplink holds E[max] of F d / m flows, each of this group's size.
       const int u = t.leaf_uplinks();
       auto worst = [&](const std::vector<double>& bytes, const std::vector<int64_t>& flows) {
         double v = 0;
         for (size_t i = 0; i < bytes.size(); ++i)
-          if (flows[i] > 0) v = std::max(v, bytes[i] * ecmp_collision_factor(flows[i], u));
+          if (flows[i] > 0) {
+            const double m = static_cast<double>(std::max<int64_t>(1, loads.members_on_leaf[i]));
+            const double d = std::max(m, static_cast<double>(t.gpus_on_leaf(loads.leaf.key(i))));
+            v = std::max(v, bytes[i] * ecmp_collision_factor(flows[i], u, d / m));
+          }
         return v;
       };
       load = std::max(worst(loads.leaf_up, loads.flows_up), worst(loads.leaf_down, loads.flows_down));
@@ -260,9 +272,10 @@ double expected_max_balls(int64_t balls, int bins) {
   return e;
 }
 
-double ecmp_collision_factor(int64_t flows, int uplinks) {
+double ecmp_collision_factor(int64_t flows, int uplinks, double concurrent) {
   if (flows <= 0 || uplinks <= 1) return 1.0;
-  return expected_max_balls(flows, uplinks) / (static_cast<double>(flows) / uplinks);
+  const auto all = std::max<int64_t>(flows, std::llround(static_cast<double>(flows) * std::max(1.0, concurrent)));
+  return expected_max_balls(all, uplinks) / (static_cast<double>(flows) / uplinks);
 }
 
 const char* to_string(Resource r) {

@@ -68,9 +68,11 @@ std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology&
 // E[the fullest of `bins` bins] when `balls` balls fall uniformly and independently: exact up to
 // 200 balls, a normal approximation above. Cached.
 double expected_max_balls(int64_t balls, int bins);
-// Static ECMP: the busiest of `uplinks` links carries E[max] of `flows` hashed flows, this many
-// times the mean (1 with adaptive routing, one flow per link on average never below 1).
-double ecmp_collision_factor(int64_t flows, int uplinks);
+// Static ECMP: a group's `flows` share a leaf's `uplinks` with `concurrent` - 1 times as many flows of
+// the other groups running the same collective; the busiest link carries E[max] of all of them
+// hashed, each of this group's flow size: this many times this group's mean share F / U (1 with
+// adaptive routing; with one group alone, one flow per link on average, never below 1).
+double ecmp_collision_factor(int64_t flows, int uplinks, double concurrent = 1.0);
 
 // Cost of a collective whose `size` semantics follow Op::bytes. For all-to-all, `size` is what each
 // member sends to the others (spread evenly over them). This is the first of the algorithms below

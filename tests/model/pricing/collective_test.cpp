@@ -145,6 +145,20 @@ TEST(Ecmp, StaticHashingCollidesOnTheUplinks) {
   EXPECT_NEAR(s / a, ecmp_collision_factor(64 * 56, 72), 1e-9);
   // Inside one rack nothing crosses a leaf: no collisions either way.
   EXPECT_DOUBLE_EQ(collective_cost(Collective::all_to_all, iota(64), hashed, cal).s_per_byte[fab], 0.0);
+  // A pair across the leaves (GPU 1 on leaf 0, GPU 100 on leaf 1): one flow up from leaf 0, but the
+  // other 71 GPUs of that leaf belong to pairs doing the same at the same time, so 72 flows hash
+  // onto its 72 uplinks and the busiest carries E[max] of 72 balls in 72 bins (about 4.3), not 1:
+  // this pair's flow gets a quarter of a link where rank 0's group alone would have one to itself.
+  ASSERT_EQ(hashed.leaf_of(1), 0);
+  ASSERT_EQ(hashed.leaf_of(100), 1);
+  ASSERT_EQ(hashed.gpus_on_leaf(0), 72);
+  const std::vector<int64_t> pair{1, 100};
+  const double pa = collective_cost(Collective::all_to_all, pair, adaptive, cal).s_per_byte[fab];
+  const double ps = collective_cost(Collective::all_to_all, pair, hashed, cal).s_per_byte[fab];
+  EXPECT_NEAR(ecmp_collision_factor(1, 72, 72.0), expected_max_balls(72, 72) * 72.0, 1e-9);
+  EXPECT_NEAR(ps / pa, expected_max_balls(72, 72) * 72.0, 1e-9);
+  EXPECT_GT(expected_max_balls(72, 72), 3.5);
+  EXPECT_LT(expected_max_balls(72, 72), 5.5);
 }
 
 TEST(Collective, AllToAllOf1152Gb200GpusIsBoundByTheBytesLeavingEachRack) {
