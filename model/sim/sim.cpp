@@ -84,17 +84,30 @@ class Engine {
     // Stragglers: classes that share one program synchronize their collectives.
     sync_.assign(g.classes.size(), {});
     arrived_.assign(g.classes.size(), {});
+    copies_.assign(g.classes.size(), {});
     for (size_t c = 0; c < g.classes.size(); ++c) {
       const int w = g.classes[c].sync_with;
       if (w < 0) continue;
-      sync_[c].push_back(static_cast<size_t>(w));
-      sync_[static_cast<size_t>(w)].push_back(c);
+      copies_[static_cast<size_t>(w)].push_back(c);
+    }
+    // A collective is shared by the stage class and every copy of its program (a straggler, the
+    // typical EP ranks): each waits for all of them, not only for the stage class (with two copies
+    // the typical ranks started while the stage class still waited for the straggler).
+    for (size_t w = 0; w < g.classes.size(); ++w) {
+      if (copies_[w].empty()) continue;
+      std::vector<size_t> all = copies_[w];
+      all.push_back(w);
+      for (size_t c : all)
+        for (size_t o : all)
+          if (o != c) sync_[c].push_back(o);
     }
     for (size_t c = 0; c < g.classes.size(); ++c) arrived_[c].assign(g.classes[c].ops.size(), 0.0);
     spinning_.assign(g.classes.size(), 0);
     // Pipeline: a receive waits for the partner stage's matching send (same micro-batch and chunk).
     // Partners are stage classes; a class that copies a stage's program (straggler, typical EP
-    // ranks) receives from the same sends as its stage class.
+    // ranks) receives from the same sends as its stage class, and a receive also waits for the same
+    // send of every copy of the partner stage's program (ready(), copies_): the ranks fed by a slow
+    // GPU wait for it.
     // Each class's sends indexed once by (name suffix, micro-batch, chunk, receiving stage), the
     // first of equal keys kept (a scan of the peer's ops per receive was receives x ops).
     // The suffix is a view into the op's interned name (OpName: it lives as long as the process):
@@ -132,7 +145,10 @@ class Engine {
     listeners_.assign(g.classes.size(), {});
     for (size_t c = 0; c < g.classes.size(); ++c) {
       for (const auto& [pc, pi] : cls_[c].peer)
-        if (pc >= 0) listeners_[static_cast<size_t>(pc)].push_back(c);
+        if (pc >= 0) {
+          listeners_[static_cast<size_t>(pc)].push_back(c);
+          for (size_t o : copies_[static_cast<size_t>(pc)]) listeners_[o].push_back(c);
+        }
       for (size_t o : sync_[c]) listeners_[c].push_back(o);
     }
     for (auto& l : listeners_) {
@@ -302,7 +318,10 @@ class Engine {
             for (int32_t dep : op.deps)
               if (dep >= 0) t = std::max(t, cs.timing[static_cast<size_t>(dep)].end.value());
             const auto [pc, pi] = cs.peer[k];
-            if (pc >= 0) t = std::max(t, cls_[static_cast<size_t>(pc)].timing[static_cast<size_t>(pi)].end.value());
+            if (pc >= 0) {
+              t = std::max(t, cls_[static_cast<size_t>(pc)].timing[static_cast<size_t>(pi)].end.value());
+              for (size_t o : copies_[static_cast<size_t>(pc)]) t = std::max(t, cls_[o].timing[static_cast<size_t>(pi)].end.value());
+            }
             if (!sync_[c].empty() && is_group_collective(op)) {
               arrival[c][k] = t;
               bool all = true;
@@ -397,7 +416,11 @@ class Engine {
     for (int32_t dep : op.deps)
       if (dep >= 0 && !cs.done[static_cast<size_t>(dep)]) return false;
     const auto [pc, pi] = cs.peer[static_cast<size_t>(i)];
-    if (pc >= 0 && !cls_[static_cast<size_t>(pc)].done[static_cast<size_t>(pi)]) return false;
+    if (pc >= 0) {
+      if (!cls_[static_cast<size_t>(pc)].done[static_cast<size_t>(pi)]) return false;
+      for (size_t o : copies_[static_cast<size_t>(pc)])
+        if (!cls_[o].done[static_cast<size_t>(pi)]) return false;
+    }
     return true;
   }
 
@@ -563,6 +586,7 @@ class Engine {
   double hbm_bytes_per_s_ = pr_.scenario().system.gpu().hbm_bandwidth.value() * pr_.calibration()[Param::hbm_fraction];
   std::vector<ClassState> cls_;
   std::vector<std::vector<size_t>> sync_;       // classes whose collectives start together
+  std::vector<std::vector<size_t>> copies_;     // per stage class: the classes running its program (sync_with it)
   std::vector<std::vector<double>> arrived_;    // when each collective was reached (+1; 0: not yet)
   std::vector<int> spinning_;                   // per class: collectives launched, waiting for peers
   std::vector<Running> running_;
@@ -671,9 +695,14 @@ std::string queue_name(const SimClass& sc, size_t queue) {
   return base + (second ? " (backward lane)" : "");
 }
 
+Seconds class_op_time(const RankClass& rc, const Op& op, const Pricer& pricer) {
+  if (op.collective == Collective::none) return Seconds(pricer.compute_time(op).value() * rc.compute_slowdown);
+  return Seconds(uncontended_comm_s(class_comm_cost(pricer, rc, op), op));
+}
+
 Seconds serial_time(const RankClass& rc, const Pricer& pricer) {
   Seconds t;
-  for (const Op& op : rc.ops) t += pricer.time(op, rc.pp_stage);
+  for (const Op& op : rc.ops) t += class_op_time(rc, op, pricer);
   return t;
 }
 

@@ -66,8 +66,13 @@ std::vector<double> exposed_by_op(const RankClass& rc, const SimClass& sc);
 // the pipeline bubble (waiting for another stage's activations or gradients).
 Seconds idle_time(const RankClass& rc, const SimClass& sc);
 
+// One op's time alone on the class: its priced time with the class's slowdowns (a straggler's or
+// the fleet's compute slowdown, its NVLink and network slowdowns), as the simulator runs it
+// uncontended.
+Seconds class_op_time(const RankClass& rc, const Op& op, const Pricer& pricer);
+
 // The sum of op times (the "serial estimate"): every op back to back, uncontended, no overlap,
-// no waiting for other pipeline stages.
+// no waiting for other pipeline stages; each at class_op_time.
 Seconds serial_time(const RankClass& rc, const Pricer& pricer);
 
 // A lower bound on simulate()'s step without simulating: the busiest class's compute work, each

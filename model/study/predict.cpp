@@ -315,7 +315,7 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
       SimClass sc;
       Seconds t;
       for (const Op& op : rc.ops) {
-        const Seconds d = pricer.time(op, rc.pp_stage);
+        const Seconds d = class_op_time(rc, op, pricer);
         sc.ops.push_back({t, t + d, 0, Seconds(0)});
         t += d;
       }
@@ -370,7 +370,7 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     OpSummary& o = r.ops[it->second];
     ++o.count;
     o.seconds += d;
-    o.serial_seconds += pricer.time(op, rc.pp_stage);
+    o.serial_seconds += class_op_time(rc, op, pricer);
     o.flops += op.flops;
     // XLA's one-shot all-to-all is a copy kernel (no collective) whose bytes are messages.
     const bool message = op.collective != Collective::none || op.one_shot_peers > 0;

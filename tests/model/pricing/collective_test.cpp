@@ -757,6 +757,86 @@ TEST(Simulation, StragglerIsItsOwnClassAndTheOthersWaitForIt) {
   EXPECT_NEAR(waited, slow.sim->classes[0].wait.value(), 1e-9);
 }
 
+// Three copies of one program (the busiest EP rank under a skewed router, the typical ranks, a
+// straggler): every collective starts at one time on all three (the typical ranks synchronized
+// with the stage class alone and started up to 52 ms early while it still waited for the straggler).
+TEST(Simulation, ACollectiveStartsTogetherOnEveryCopyOfTheProgram) {
+  const std::string f = testing::source("examples/deepseek-v3/gb300-optimized.json");
+  const Scenario s = io::load_scenario(f, {io::parse_override("routing.distribution=\"zipf\""), io::parse_override("routing.zipf_exponent=0.5"),
+                                           io::parse_override("stragglers=[{\"gpu\": 5, \"compute_slowdown\": 1.5}]")});
+  const StepReport r = predict(s, s.calibration);
+  ASSERT_EQ(r.graph->classes.size(), 3u);
+  int compared = 0;
+  const auto& ops = r.graph->classes[0].ops;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].collective == Collective::none || ops[i].collective == Collective::send_recv ||
+        ops[i].collective == Collective::d2h || ops[i].collective == Collective::h2d)
+      continue;
+    for (size_t c = 1; c < 3; ++c) {
+      ASSERT_EQ(r.graph->classes[c].ops[i].name.str(), ops[i].name.str());
+      EXPECT_NEAR(r.sim->classes[c].ops[i].start.value(), r.sim->classes[0].ops[i].start.value(), 1e-9) << ops[i].name.str() << " #" << i;
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 300);
+}
+
+// A straggler inside a pipeline stage: the next stage's receives wait for the straggler's sends
+// too (they waited for the stage class's alone and started before their input existed), every
+// collective of the straggler's stage starts with all copies of its program, and the sum of op
+// times carries the straggler's slowdown (it was the unslowed sum).
+TEST(Simulation, PipelineNeighboursWaitForAStragglersSends) {
+  const std::string f = testing::source("examples/layouts/qwen3-235b-h100-megatron-folded.json");
+  const std::vector<std::string> layout{"parallelism.ep=1", "parallelism.tp=1", "parallelism.dp=32"};
+  auto load = [&](std::vector<std::string> extra) {
+    std::vector<io::Override> o;
+    for (const auto& x : layout) o.push_back(io::parse_override(x));
+    for (const auto& x : extra) o.push_back(io::parse_override(x));
+    return io::load_scenario(f, o);
+  };
+  const Scenario slow_s = load({"stragglers=[{\"gpu\": 100, \"compute_slowdown\": 2}]"});
+  const StepReport slow = predict(slow_s, slow_s.calibration);
+  const auto& g = *slow.graph;
+  int straggler = -1;
+  for (size_t c = 0; c < g.classes.size(); ++c)
+    if (g.classes[c].ranks == 1) straggler = static_cast<int>(c);
+  ASSERT_GE(straggler, 0);
+  const int stage = g.classes[static_cast<size_t>(straggler)].sync_with;
+  ASSERT_GE(stage, 0);
+  ASSERT_EQ(g.classes[static_cast<size_t>(stage)].pp_stage, 3);
+  // Every receive from the straggler's stage starts after the straggler's matching send ended.
+  const auto& st_ops = g.classes[static_cast<size_t>(straggler)].ops;
+  const auto& st_t = slow.sim->classes[static_cast<size_t>(straggler)].ops;
+  int checked = 0;
+  for (size_t c = 0; c < g.classes.size(); ++c) {
+    if (g.classes[c].sync_with >= 0) continue;
+    const auto& ops = g.classes[c].ops;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].name.str().rfind("pp.recv", 0) != 0 || ops[i].peer_stage != stage) continue;
+      const std::string suffix = ops[i].name.str().substr(7);
+      for (size_t j = 0; j < st_ops.size(); ++j)
+        if (st_ops[j].name.str() == "pp.send" + suffix && st_ops[j].micro_batch == ops[i].micro_batch &&
+            st_ops[j].chunk == ops[i].peer_chunk && st_ops[j].peer_stage == static_cast<int>(c)) {
+          EXPECT_GE(slow.sim->classes[c].ops[i].end.value(), st_t[j].end.value() - 1e-12) << ops[i].name.str();
+          ++checked;
+          break;
+        }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 32);  // forward to stage 4 and backward to stage 2, 32 micro-batches each
+  // So the first stage (which the last gradients reach through the straggler's stage) finishes
+  // after the straggler's last send plus what it runs after its last receive: later than the
+  // straggler itself.
+  EXPECT_GT(slow.sim->classes[0].finish.value(), slow.sim->classes[static_cast<size_t>(straggler)].finish.value());
+  // The sum of op times carries the slowdown: the straggler's compute ops twice their priced time.
+  const Topology topo = Topology::build(slow_s.system, slow_s.gpus);
+  const Pricer pr(slow_s, topo, slow_s.calibration);
+  double compute = 0, other = 0;
+  for (const Op& op : st_ops) (op.collective == Collective::none ? compute : other) += pr.time(op, 3).value();
+  EXPECT_NEAR(serial_time(g.classes[static_cast<size_t>(straggler)], pr).value(), 2 * compute + other, 1e-6 * (compute + other));
+  EXPECT_GE(slow.serial_step_time.value(), 2 * compute + other - 1e-6);
+}
+
 // The GPUs that wait for a straggler spin in their collectives: summed over every GPU, the
 // communication share of kernel time rises with the straggler's slowdown.
 TEST(Simulation, WaitingForAStragglerIsCommunicationKernelTime) {
