@@ -18,7 +18,9 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=54.3    # MAPE in %, pinned: lower it when the model improves (55.5 -> 54.3 (MAPE 54.24 %) when HybridEP
+ceiling=53.2    # MAPE in %, pinned: lower it when the model improves (54.3 -> 53.2 (MAPE 53.10 %) when the
+                # ladder's forced load balancing became uniform routing (Megatron's --moe-router-force-load-balancing
+                # draws random logits: balanced on average, not exactly): steps 1.0-1.4 % slower; 55.5 -> 54.3 (MAPE 54.24 %) when HybridEP
                 # under Megatron-Core paid its PyTorch API's buffer copies (ep_api_copy_passes, 3.1 HBM passes fitted
                 # on HybridEP's torch-API rows against its kernel-only rows): the ladder's last three steps +33 -> +25 %;
                 # raised 52.4 -> 55.5 (MAPE 55.42 %) when

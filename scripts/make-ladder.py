@@ -56,7 +56,10 @@ def scenario(k):
     desc = (f"Megatron-Core's DeepSeek-V3 optimization ladder on 256 GB200 ({SOURCE}), step {k}/13 '{TITLES[k - 1]}' "
             f"({PUBLISHED[k - 1]} TFLOPS/GPU published): PP 8 x VPP 4 x EP 32 (DP 32 folded with EP), layout "
             "Et|(tt|)*30L (the embedding and layer 0 on the first virtual stage, the loss alone on the last), micro-batch 1, "
-            "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, forced balanced routing. The stack is "
+            "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, forced load balancing "
+            "(--moe-router-force-load-balancing: Megatron's help text, 'force override routing to balance token "
+            "distribution using random logits', so each token's top-k is a uniform random draw: routing uniform, balanced "
+            "on average with the random imbalance of uniform sampling, not exactly equal). The stack is "
             "megatron-core with the later steps' mechanisms switched off (stacks/megatron-core.json, its ablation); "
             "written by scripts/make-ladder.py. Recompute modules as published: mlp + mla_up_proj in steps 1-4 (MLA's "
             "up-projections mapped to q_proj and kv_proj, an approximation), mlp + moe_act from step 5 on. An end-to-end "
@@ -75,7 +78,7 @@ def scenario(k):
         "precision": {"dense_gemm": "mxfp8", "expert_gemm": "mxfp8", "dispatch": "bf16", "combine": "bf16",
                       "weights": "bf16", "grads": "bf16", "optimizer_state": "bf16"},
         "memory": {"recompute": recompute},
-        "routing": {"distribution": "balanced", "group_limited": False, "seed": 1},
+        "routing": {"distribution": "uniform", "group_limited": False, "seed": 1},
         "stack": stack,
     }
 

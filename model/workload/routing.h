@@ -14,7 +14,8 @@
 //    fraction of rows: a heavy expert is picked at most once per token, so its rows per token are
 //    expert_inclusion() (< 1), not k x share. Experts of share 0 are picked only once every
 //    positive-share expert has been (then uniformly among them);
-//  - balanced: forced-balanced, as published benchmarks force it: every expert receives exactly
+//  - balanced: exactly equal (an idealisation: Megatron's --moe-router-force-load-balancing draws
+//    random logits, i.e. uniform routing): every expert receives exactly
 //    T*k/E rows (a real number when E does not divide T*k) and every rank T*k/R; nothing is random.
 //    A token's k picks are still those of uniform routing when counting distinct ranks and nodes.
 // Group-limited routing (RouterSpec groups G > 1 and topk_groups M < G; DeepSeek-V3: 8 and 4):
