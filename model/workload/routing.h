@@ -19,10 +19,12 @@
 //    T*k/E rows (a real number when E does not divide T*k) and every rank T*k/R; nothing is random.
 //    A token's k picks are still those of uniform routing when counting distinct ranks and nodes.
 // Group-limited routing (RouterSpec groups G > 1 and topk_groups M < G; DeepSeek-V3: 8 and 4):
-// experts [g*E/G, (g+1)*E/G) form group g; a token picks M groups uniformly, then k experts
-// uniformly among those groups' M*E/G experts. This is the uniform-share model of DeepSeek's rule
-// (keep the M groups with the highest top-2 scores, then top-k inside them): with all experts alike
-// every M-subset of groups is equally likely. With non-uniform shares the group rule is not modelled
+// experts [g*E/G, (g+1)*E/G) form group g; DeepSeek's rule keeps the M groups with the highest
+// top-2 scores, then takes the top k inside them. With all experts alike every M-subset of groups
+// is equally likely to be kept, and the picks fall into the kept groups by the rule's own law
+// (routing_laws.h group_count_law: a kept group nearly always gets a pick, 3.95 of 4 groups hit for
+// DeepSeek-V3, where k picks uniform over the pooled experts would hit 3.63), uniformly inside each
+// group. With non-uniform shares the group rule is not modelled
 // and std::invalid_argument is thrown; pass RouterSpec{} (G = 1) to route by the shares alone.
 // Placement: E/R consecutive experts per EP rank (rank r holds [r*E/R, (r+1)*E/R)); E % R == 0.
 //

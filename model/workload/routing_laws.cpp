@@ -2,6 +2,11 @@
 // routing, Plackett-Luce through exponential clocks for shares, group-limited mixing.
 #include "model/workload/routing_laws.h"
 
+#include <bit>
+#include <map>
+#include <mutex>
+#include <tuple>
+
 namespace moeperf::routing_detail {
 
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument("routing: " + what); }
@@ -92,30 +97,121 @@ double log_choose(int n, int r) {
   return s;
 }
 
-// Count of a token's picks in [begin, end) under uniform (possibly group-limited) routing: given
-// the chosen groups the count is hypergeometric over their pooled experts; the number of the set's
-// experts in the pool follows from which of the groups overlapping the set are chosen.
+namespace {
+
+// A deterministic generator (splitmix64) and standard normals by Box-Muller: the same table on
+// every run and platform (std::normal_distribution's algorithm is the library's).
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
+};
+
+std::vector<CountLaw> simulate_group_law(int per, int G, int M, int k) {
+  constexpr int kTokens = 1 << 14;
+  SplitMix rng{0x6d6f657065726621ull};
+  const int E = per * G;
+  std::vector<double> score(static_cast<size_t>(E));
+  std::vector<std::pair<double, int>> group(static_cast<size_t>(G));
+  std::vector<std::pair<double, int>> pool;
+  std::map<std::vector<int>, double> sorted;  // descending counts of the kept groups
+  for (int t = 0; t < kTokens; ++t) {
+    for (int e = 0; e < E; e += 2) {
+      const double r = std::sqrt(-2.0 * std::log(rng.uniform())), a = 2.0 * std::numbers::pi * rng.uniform();
+      score[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-r * std::cos(a)));
+      if (e + 1 < E) score[static_cast<size_t>(e + 1)] = 1.0 / (1.0 + std::exp(-r * std::sin(a)));
+    }
+    for (int g = 0; g < G; ++g) {
+      double a = -1, b = -1;  // the group's two highest
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        const double x = score[static_cast<size_t>(e)];
+        if (x > a) b = a, a = x;
+        else if (x > b) b = x;
+      }
+      group[static_cast<size_t>(g)] = {a + (per > 1 ? b : 0.0), g};
+    }
+    std::partial_sort(group.begin(), group.begin() + M, group.end(), std::greater<>());
+    pool.clear();
+    for (int i = 0; i < M; ++i)
+      for (int e = group[static_cast<size_t>(i)].second * per; e < (group[static_cast<size_t>(i)].second + 1) * per; ++e)
+        pool.push_back({score[static_cast<size_t>(e)], i});
+    std::nth_element(pool.begin(), pool.begin() + (k - 1), pool.end(), std::greater<>());
+    std::vector<int> counts(static_cast<size_t>(M), 0);
+    for (int i = 0; i < k; ++i) ++counts[static_cast<size_t>(pool[static_cast<size_t>(i)].second)];
+    std::sort(counts.begin(), counts.end(), std::greater<>());
+    sorted[counts] += 1.0 / kTokens;
+  }
+  // Kept groups are exchangeable: each sorted composition spread evenly over its arrangements, and
+  // the law of m given kept groups is that of the first m places.
+  std::vector<std::map<std::vector<int>, double>> marg(static_cast<size_t>(M + 1));
+  for (const auto& [desc, q] : sorted) {
+    std::vector<int> c(desc.rbegin(), desc.rend());  // ascending: next_permutation walks them all
+    std::vector<std::vector<int>> arrangements;
+    do arrangements.push_back(c);
+    while (std::next_permutation(c.begin(), c.end()));
+    for (const auto& a : arrangements)
+      for (int m = 0; m <= M; ++m) marg[static_cast<size_t>(m)][std::vector<int>(a.begin(), a.begin() + m)] += q / static_cast<double>(arrangements.size());
+  }
+  std::vector<CountLaw> out(static_cast<size_t>(M + 1));
+  for (int m = 0; m <= M; ++m) out[static_cast<size_t>(m)].assign(marg[static_cast<size_t>(m)].begin(), marg[static_cast<size_t>(m)].end());
+  return out;
+}
+
+}  // namespace
+
+const std::vector<CountLaw>& group_count_law(int per_group, int groups, int topk_groups, int top_k) {
+  static std::map<std::tuple<int, int, int, int>, std::vector<CountLaw>> cache;
+  static std::mutex mu;
+  const auto key = std::make_tuple(per_group, groups, topk_groups, top_k);
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto law = simulate_group_law(per_group, groups, topk_groups, top_k);
+  const std::lock_guard<std::mutex> lock(mu);
+  return cache.try_emplace(key, std::move(law)).first->second;  // std::map: references stay valid
+}
+
 Pmf subset_pmf(const Process& p, int begin, int end) {
-  const int E = p.experts, k = p.top_k, G = p.groups, M = p.topk_groups, per = E / G, pool = M * per;
+  const int E = p.experts, k = p.top_k, G = p.groups, M = p.topk_groups, per = E / G;
+  Pmf pmf(k + 1, 0.0);
+  if (G <= 1) {
+    for (int j = 0; j <= k; ++j) pmf[j] = hypergeometric(E, end - begin, k, j);
+    return pmf;
+  }
   std::vector<int> overlap;  // experts of the set in each group it overlaps
   for (int g = begin / per; g * per < end; ++g)
     overlap.push_back(std::min(end, (g + 1) * per) - std::max(begin, g * per));
-  const int I = static_cast<int>(overlap.size()), size = end - begin;
-  // ways[m][n]: subsets of m overlapping groups holding n of the set's experts.
-  std::vector<std::vector<double>> ways(I + 1, std::vector<double>(size + 1, 0.0));
-  ways[0][0] = 1;
-  for (int c : overlap)
-    for (int m = I; m >= 1; --m)
-      for (int n = size; n >= c; --n) ways[m][n] += ways[m - 1][n - c];
-  Pmf pmf(k + 1, 0.0);
+  const int I = static_cast<int>(overlap.size());
+  const std::vector<CountLaw>& law = group_count_law(per, G, M, k);
   const double all = log_choose(G, M);
-  for (int m = 0; m <= std::min(I, M); ++m) {
-    const double rest = std::exp(log_choose(G - I, M - m) - all);  // the other groups chosen
-    if (rest == 0) continue;
-    for (int n = 0; n <= size; ++n) {
-      if (ways[m][n] == 0) continue;
-      const double w = ways[m][n] * rest;
-      for (int j = 0; j <= k; ++j) pmf[j] += w * hypergeometric(pool, n, k, j);
+  // Each subset A of the overlapping groups kept (the other M - |A| from the G - I others), the
+  // picks in A's groups by the law of |A| kept groups, hypergeometric inside each.
+  for (unsigned a = 0; a < (1u << I); ++a) {
+    const int m = std::popcount(a);
+    if (m > M) continue;
+    const double chosen = std::exp(log_choose(G - I, M - m) - all);
+    if (chosen == 0) continue;
+    std::vector<int> in;
+    for (int i = 0; i < I; ++i)
+      if (a & (1u << i)) in.push_back(overlap[static_cast<size_t>(i)]);
+    for (const auto& [counts, q] : law[static_cast<size_t>(m)]) {
+      Pmf x(k + 1, 0.0);
+      x[0] = 1;
+      for (size_t i = 0; i < in.size(); ++i) {
+        Pmf y(k + 1, 0.0);
+        for (int u = 0; u <= k; ++u) {
+          if (x[u] == 0) continue;
+          for (int v = 0; v <= counts[i] && u + v <= k; ++v) y[u + v] += x[u] * hypergeometric(per, in[i], counts[i], v);
+        }
+        x.swap(y);
+      }
+      for (int j = 0; j <= k; ++j) pmf[j] += chosen * q * x[j];
     }
   }
   return pmf;
