@@ -47,6 +47,8 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
                                                static_cast<int>(cal[Param::gemm_tile_m]));
   load.max_rank_tile_rows = std::max(load.max_rank_tile_rows, load.max_rows);
   load.distinct_ranks = st.expected_distinct_ranks;
+  load.mean_tokens = st.mean_rank_tokens;
+  load.max_tokens = st.expected_max_rank_tokens;
   // NVLink domains of the EP group of rank 0 (every group is laid out alike): a token's experts
   // hit distinct_domains of them; a dispatcher that crosses to each remote domain once sends that.
   const std::vector<int64_t> ep = group_members(Group::ep, p, 0);

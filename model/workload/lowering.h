@@ -316,6 +316,13 @@ class Lowering {
   bool ep_exchanges() const { return p_.ep > 1; }
 
   // Rows of one micro-batch in the MoE layer: per rank average and busiest (dropless imbalance).
+  // The busiest rank's exchange over the average rank's: its rows over the mean, or under a
+  // de-duplicating dispatch (one row per token and rank hit) its distinct tokens over the mean.
+  double exchange_imbalance() const {
+    if (s_.stack.dispatcher == Dispatcher::fused_dedup && ep_exchanges() && load_.mean_tokens > 0)
+      return load_.max_tokens / load_.mean_tokens;
+    return load_.mean_rows > 0 ? load_.max_rows / load_.mean_rows : 1.0;
+  }
   double dispatch_fanout() const {
     if (!ep_exchanges()) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
     switch (s_.stack.dispatcher) {

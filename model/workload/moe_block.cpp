@@ -65,7 +65,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   } else {
     const double send = t_sp_ * fan * h * bc * (r - 1) / r;
     op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-            send * rows_max / rows_mean, {last()}, send, fan)).combine = true;
+            send * exchange_imbalance(), {last()}, send, fan)).combine = true;
   }
   std::vector<int32_t> unpermute_deps{last()};
   if (overlap_shared)  // the shared expert's reduce-scattered output is added here
@@ -99,7 +99,7 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
-         send * load_.max_rows / load_.mean_rows, fan);
+         send * exchange_imbalance(), fan);
   local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
   etp_collective(l, dispatch + ".etp_all_gather", Collective::all_gather, bd);
 }
@@ -176,7 +176,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   } else {
     const double send = t_sp_ * fan * h * bg * (r - 1) / r;
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
-              {last()}, send * load_.max_rows / load_.mean_rows, fan);
+              {last()}, send * exchange_imbalance(), fan);
     if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
       local_sort(l, "moe.sort.bwd", bg, {cb});
       cb = last();
@@ -230,7 +230,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   } else {
     const double send = t_sp_ * fan * h * bd * (r - 1) / r;
     op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-            send * load_.max_rows / load_.mean_rows, {last()}, send, fan)).combine = true;
+            send * exchange_imbalance(), {last()}, send, fan)).combine = true;
   }
   std::vector<int32_t> permute_bwd_deps{last()};
   if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here

@@ -84,6 +84,7 @@ LoadStats expected_loads(const Routing& r, const RouterSpec& router, int experts
     uniform.kind = Process::Kind::subsets;
     const auto pmfs = count_pmfs(uniform, {by_rank});
     for (const Pmf& x : pmfs[0]) l.expected_distinct_ranks += 1 - x[0];
+    l.mean_rank_tokens = l.expected_max_rank_tokens = T * l.expected_distinct_ranks / ranks;
     l.expected_max_rank_rows = l.mean_rank_rows;
     l.expected_max_expert_rows = T * top_k / experts;
     l.imbalance = 1;
@@ -91,7 +92,17 @@ LoadStats expected_loads(const Routing& r, const RouterSpec& router, int experts
   }
   const auto pmfs = count_pmfs(p, {by_expert, by_rank});
   for (const Pmf& x : pmfs[1]) l.expected_distinct_ranks += 1 - x[0];
+  l.mean_rank_tokens = T * l.expected_distinct_ranks / ranks;
   if (tokens == 0) return l;
+  {
+    // Each rank's indicator per token (hit at least once), its loads by the sets' model (the
+    // groups' two-level form is for counts that sum to k, which indicators do not).
+    std::vector<Pmf> hit;
+    for (const Pmf& x : pmfs[1]) hit.push_back({x[0], 1 - x[0]});
+    Process flat = p;
+    flat.groups = 1;
+    l.expected_max_rank_tokens = std::max(l.mean_rank_tokens, expected_max(load_model(flat, experts / ranks, hit, T)));
+  }
   l.expected_max_expert_rows = expected_max(load_model(p, 1, pmfs[0], T));
   l.expected_max_rank_rows = expected_max(load_model(p, experts / ranks, pmfs[1], T));
   l.imbalance = l.expected_max_rank_rows / l.mean_rank_rows;

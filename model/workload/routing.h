@@ -87,6 +87,10 @@ struct LoadStats {
   double imbalance = 1;               // expected_max_rank_rows / mean_rank_rows (1 when T = 0)
   double expected_distinct_ranks = 0;  // E[distinct ranks among a token's k experts]; uniform
                                        // without groups: R (1 - C(E - E/R, k) / C(E, k))
+  // Tokens a rank receives once however many of its experts they picked (what a de-duplicating
+  // dispatch sends it): the mean over ranks, T x expected_distinct_ranks / R, and the expected
+  // maximum, from each rank's per-token indicator P(X_rank >= 1) through the same load model.
+  double mean_rank_tokens = 0, expected_max_rank_tokens = 0;
 };
 
 // Throws std::invalid_argument unless 1 <= top_k <= experts, ranks >= 1, experts % ranks == 0,

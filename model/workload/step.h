@@ -171,6 +171,8 @@ struct ExpertLoad {
   double max_rank_tile_rows = 0;  // busiest rank's rows after padding each expert to gemm_tile_m
   double max_expert_rows = 0;  // rows of the busiest expert (a batched GEMM pads every expert to it)
   double distinct_ranks = 0;   // E[distinct EP ranks a token's k experts live on]
+  double mean_tokens = 0;      // tokens an average rank receives once each (a de-duplicating dispatch)
+  double max_tokens = 0;       // ... the busiest rank by that count
   double distinct_domains = 1; // E[distinct NVLink domains they live on] (1 when the EP group is in one)
   int64_t ep_domains = 1;      // NVLink domains one EP group spans
 };
