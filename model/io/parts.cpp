@@ -249,6 +249,8 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
         const std::string v = a->as_string();
         if (v != "kernel" && v != "torch") a->fail("expected \"kernel\" (the kernel alone) or \"torch\" (through its PyTorch API), got \"" + v + "\"");
         r.torch_api = v == "torch";
+        if (r.torch_api && r.deepep)
+          a->fail("expected no \"api\" on a DeepEP record: DeepEP's published rates are its PyTorch API's (the copies are in them)");
       }
       r.sms = positive(sh, "sms");
       const Node l = sh.at("link");

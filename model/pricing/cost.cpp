@@ -179,14 +179,17 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
     }
     if (fused_ep && s_.stack.ep_buffer_copies && s_.stack.ep_kernel == EpKernel::hybridep) {
       // Through HybridEP's PyTorch API the rows also pass over HBM between the kernel's buffers and
-      // the framework's tensors, in series with the kernel: added to the NVLink part's seconds per
-      // byte (the part the copies lengthen; over RDMA the NIC stays the bound, as the records'
-      // torch-API rows over InfiniBand are not priced by this form) and to the HBM traffic the
-      // simulator takes from memory-bound kernels beside it.
-      const double copy = ep_api_copy_s_per_byte(s_.system.gpu(), cal_);
+      // the framework's tensors, in series with the kernel: added to the seconds per byte of each
+      // resource the exchange loads (the bottleneck's time grows by the copies' whichever it is)
+      // and to the HBM traffic the simulator takes from memory-bound kernels beside it.
+      // The copies move every row the rank handles, its own included, where the exchange's size
+      // counts the rows to other ranks, (n - 1)/n of them (as calibrate prices the records).
+      const double n = static_cast<double>(members.size()), all_rows = n > 1 ? n / (n - 1) : 1.0;
+      const double copy = ep_api_copy_s_per_byte(s_.system.gpu(), cal_) * all_rows;
       for (CollectiveCost& c : it->second) {
-        c.s_per_byte[static_cast<int>(Resource::nvlink)] += copy;
-        c.hbm_bytes_per_byte += cal_[Param::ep_api_copy_passes];
+        for (double& x : c.s_per_byte)
+          if (x > 0) x += copy;  // in series with whichever resource bounds the exchange
+        c.hbm_bytes_per_byte += cal_[Param::ep_api_copy_passes] * all_rows;
       }
     }
   }

@@ -113,7 +113,8 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
         const double per_node = static_cast<double>(job_gpus_per_domain(*r.system, static_cast<int64_t>(r.ep)));
         const double nodes = std::max(2.0, std::ceil(r.ep / std::max(1.0, per_node)));
         const double fr = ep_sm_factor(r.sms * (nodes - 1.0), cal, false);
-        return nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0);
+        const double kernel = nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0);
+        return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
       }
       const double n = std::max(2.0, r.ep);
       const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;

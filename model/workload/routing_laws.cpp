@@ -2,7 +2,6 @@
 // routing, Plackett-Luce through exponential clocks for shares, group-limited mixing.
 #include "model/workload/routing_laws.h"
 
-#include <bit>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -99,33 +98,16 @@ double log_choose(int n, int r) {
 
 namespace {
 
-// A deterministic generator (splitmix64) and standard normals by Box-Muller: the same table on
-// every run and platform (std::normal_distribution's algorithm is the library's).
-struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
-};
-
 std::vector<CountLaw> simulate_group_law(int per, int G, int M, int k) {
   constexpr int kTokens = 1 << 14;
-  SplitMix rng{0x6d6f657065726621ull};
+  SplitMix64 rng(0x6d6f657065726621ull);  // deterministic: the same table on every run and library
   const int E = per * G;
   std::vector<double> score(static_cast<size_t>(E));
   std::vector<std::pair<double, int>> group(static_cast<size_t>(G));
   std::vector<std::pair<double, int>> pool;
   std::map<std::vector<int>, double> sorted;  // descending counts of the kept groups
   for (int t = 0; t < kTokens; ++t) {
-    for (int e = 0; e < E; e += 2) {
-      const double r = std::sqrt(-2.0 * std::log(rng.uniform())), a = 2.0 * std::numbers::pi * rng.uniform();
-      score[static_cast<size_t>(e)] = 1.0 / (1.0 + std::exp(-r * std::cos(a)));
-      if (e + 1 < E) score[static_cast<size_t>(e + 1)] = 1.0 / (1.0 + std::exp(-r * std::sin(a)));
-    }
+    for (double& x : score) x = 1.0 / (1.0 + std::exp(-rng.normal()));  // sigmoid of a logit
     for (int g = 0; g < G; ++g) {
       double a = -1, b = -1;  // the group's two highest
       for (int e = g * per; e < (g + 1) * per; ++e) {
@@ -177,6 +159,30 @@ const std::vector<CountLaw>& group_count_law(int per_group, int groups, int topk
   return cache.try_emplace(key, std::move(law)).first->second;  // std::map: references stay valid
 }
 
+// Picks uniform over the kept groups' pooled experts (the law for more than kMaxRuleGroups kept
+// groups): given the kept groups the count is hypergeometric over the pool; the number of the set's
+// experts in the pool follows from which of the groups overlapping the set are kept.
+Pmf pooled_subset_pmf(const Process& p, const std::vector<int>& overlap, int size) {
+  const int k = p.top_k, G = p.groups, M = p.topk_groups, per = p.experts / G, pool = M * per;
+  const int I = static_cast<int>(overlap.size());
+  std::vector<std::vector<double>> ways(I + 1, std::vector<double>(size + 1, 0.0));  // [m][n]
+  ways[0][0] = 1;
+  for (int c : overlap)
+    for (int m = I; m >= 1; --m)
+      for (int n = size; n >= c; --n) ways[m][n] += ways[m - 1][n - c];
+  Pmf pmf(k + 1, 0.0);
+  const double all = log_choose(G, M);
+  for (int m = 0; m <= std::min(I, M); ++m) {
+    const double rest = std::exp(log_choose(G - I, M - m) - all);
+    if (rest == 0) continue;
+    for (int n = 0; n <= size; ++n) {
+      if (ways[m][n] == 0) continue;
+      for (int j = 0; j <= k; ++j) pmf[j] += ways[m][n] * rest * hypergeometric(pool, n, k, j);
+    }
+  }
+  return pmf;
+}
+
 Pmf subset_pmf(const Process& p, int begin, int end) {
   const int E = p.experts, k = p.top_k, G = p.groups, M = p.topk_groups, per = E / G;
   Pmf pmf(k + 1, 0.0);
@@ -187,33 +193,46 @@ Pmf subset_pmf(const Process& p, int begin, int end) {
   std::vector<int> overlap;  // experts of the set in each group it overlaps
   for (int g = begin / per; g * per < end; ++g)
     overlap.push_back(std::min(end, (g + 1) * per) - std::max(begin, g * per));
+  if (M > kMaxRuleGroups) return pooled_subset_pmf(p, overlap, end - begin);
   const int I = static_cast<int>(overlap.size());
+  // The overlapping groups by overlap size (whole groups inside the set, at most two partial ends):
+  // which of them are kept is enumerated per size class, j of its n kept in C(n, j) ways.
+  std::map<int, int> by_size;
+  for (int o : overlap) ++by_size[o];
+  const std::vector<std::pair<int, int>> classes(by_size.begin(), by_size.end());
   const std::vector<CountLaw>& law = group_count_law(per, G, M, k);
   const double all = log_choose(G, M);
-  // Each subset A of the overlapping groups kept (the other M - |A| from the G - I others), the
-  // picks in A's groups by the law of |A| kept groups, hypergeometric inside each.
-  for (unsigned a = 0; a < (1u << I); ++a) {
-    const int m = std::popcount(a);
-    if (m > M) continue;
-    const double chosen = std::exp(log_choose(G - I, M - m) - all);
-    if (chosen == 0) continue;
-    std::vector<int> in;
-    for (int i = 0; i < I; ++i)
-      if (a & (1u << i)) in.push_back(overlap[static_cast<size_t>(i)]);
-    for (const auto& [counts, q] : law[static_cast<size_t>(m)]) {
-      Pmf x(k + 1, 0.0);
-      x[0] = 1;
-      for (size_t i = 0; i < in.size(); ++i) {
-        Pmf y(k + 1, 0.0);
-        for (int u = 0; u <= k; ++u) {
-          if (x[u] == 0) continue;
-          for (int v = 0; v <= counts[i] && u + v <= k; ++v) y[u + v] += x[u] * hypergeometric(per, in[i], counts[i], v);
+  std::vector<int> kept(classes.size(), 0);
+  // Each choice of kept overlapping groups (the other M - m from the G - I others), the picks in
+  // them by the law of m kept groups, hypergeometric inside each.
+  auto visit = [&](auto&& self, size_t c, int m, double ways) -> void {
+    if (c == classes.size()) {
+      const double chosen = ways * std::exp(log_choose(G - I, M - m) - all);
+      if (chosen == 0) return;
+      std::vector<int> in;
+      for (size_t i = 0; i < classes.size(); ++i) in.insert(in.end(), static_cast<size_t>(kept[i]), classes[i].first);
+      for (const auto& [counts, q] : law[static_cast<size_t>(m)]) {
+        Pmf x(k + 1, 0.0);
+        x[0] = 1;
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (counts[i] == 0) continue;
+          Pmf y(k + 1, 0.0);
+          for (int u = 0; u <= k; ++u) {
+            if (x[u] == 0) continue;
+            for (int v = 0; v <= counts[i] && u + v <= k; ++v) y[u + v] += x[u] * hypergeometric(per, in[i], counts[i], v);
+          }
+          x.swap(y);
         }
-        x.swap(y);
+        for (int j = 0; j <= k; ++j) pmf[j] += chosen * q * x[j];
       }
-      for (int j = 0; j <= k; ++j) pmf[j] += chosen * q * x[j];
+      return;
     }
-  }
+    for (int j = 0; j <= classes[c].second && m + j <= M; ++j) {
+      kept[c] = j;
+      self(self, c + 1, m + j, ways * std::exp(log_choose(classes[c].second, j)));
+    }
+  };
+  visit(visit, 0, 0, 1.0);
   return pmf;
 }
 

@@ -99,7 +99,10 @@ Pmf subset_pmf(const Process& p, int begin, int end);
 // 3.63 for uniform picks from the pool). law[m]: the joint law of the picks in m given kept groups
 // (exchangeable), as (counts, probability), tabulated once per shape by a deterministic simulation
 // of 16,384 tokens and cached.
+// More kept groups than kMaxRuleGroups (the table's arrangements grow like C(M, k)) fall back to
+// picks uniform over the kept groups' pooled experts.
 using CountLaw = std::vector<std::pair<std::vector<int>, double>>;
+inline constexpr int kMaxRuleGroups = 8;
 const std::vector<CountLaw>& group_count_law(int per_group, int groups, int topk_groups, int top_k);
 // Plackett-Luce counts of a token's picks in each set of several partitions of the experts.
 // Exponential clocks: expert e fires at an Exp(w_e) time; the k first to fire are the picks, in

@@ -477,6 +477,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   if (s.model.is_moe() && p.ep > 1 && imbalance >= 1.01) {
     ExpertLoad mean = load;
     mean.max_rows = load.mean_rows;
+    mean.max_tokens = load.mean_tokens;  // a de-duplicating dispatch's exchange: the mean rank's too
     mean.max_rank_tile_rows = load.max_rank_tile_rows / imbalance;
     for (int st = 0; st < stages; ++st) {
       RankClass rc = lower_stage(st, mean);

@@ -436,8 +436,11 @@ TEST(Collective, HybridEpsTorchApiAddsItsBufferCopiesInSeries) {
   ASSERT_TRUE(s.stack.ep_buffer_copies);  // megatron-core's
   s.calibration.set(Param::ep_api_copy_passes, 4.0);
   s.calibration.set(Param::hbm_fraction, 0.5);
-  const double copy = 4.0 / (s.system.gpu().hbm_bandwidth.value() * 0.5);
-  EXPECT_DOUBLE_EQ(ep_api_copy_s_per_byte(s.system.gpu(), s.calibration), copy);
+  const double per_row = 4.0 / (s.system.gpu().hbm_bandwidth.value() * 0.5);
+  EXPECT_DOUBLE_EQ(ep_api_copy_s_per_byte(s.system.gpu(), s.calibration), per_row);
+  // The copies move all 32 ranks' rows, the exchange's size counts the 31 other ranks' (as the
+  // records' algorithm bandwidth counts all rows): per byte of the size, 32/31 of the rows' cost.
+  const double copy = per_row * 32.0 / 31.0;
   const StepGraph g = lower_step(s, expert_load(s, s.calibration));
   const Topology t = Topology::build(s.system, s.gpus);
   const Op* dispatch = nullptr;
@@ -454,7 +457,8 @@ TEST(Collective, HybridEpsTorchApiAddsItsBufferCopiesInSeries) {
   for (const Op* op : {dispatch, combine}) {
     const CollectiveCost with = priced(s, *op), without = priced(plain, *op);
     EXPECT_NEAR(with.s_per_byte[nvl], without.s_per_byte[nvl] + copy, 1e-9 * copy) << op->name;
-    EXPECT_DOUBLE_EQ(with.hbm_bytes_per_byte, without.hbm_bytes_per_byte + 4.0) << op->name;
+    EXPECT_DOUBLE_EQ(with.hbm_bytes_per_byte, without.hbm_bytes_per_byte + 4.0 * 32.0 / 31.0) << op->name;
+    EXPECT_EQ(with.s_per_byte[static_cast<int>(Resource::nic)], 0.0);  // one rack: no NIC to lengthen
     // 470 MB-class exchange: the copies lengthen it by their bytes over half of HBM, four times.
     EXPECT_NEAR((with.time(op->bytes) - without.time(op->bytes)).value(), op->bytes.value() * copy,
                 1e-9 * op->bytes.value() * copy) << op->name;
@@ -779,6 +783,33 @@ TEST(Simulation, ACollectiveStartsTogetherOnEveryCopyOfTheProgram) {
     ++compared;
   }
   EXPECT_GT(compared, 300);
+}
+
+// Under a skewed router a de-duplicating dispatch's busiest rank exchanges its distinct tokens'
+// ratio over the mean (not its rows'), and the typical ranks' class exchanges the mean (it carried
+// the busiest rank's ratio too).
+TEST(Simulation, TheTypicalRanksExchangeTheMeanTokens) {
+  const Scenario s = io::load_scenario(testing::source("examples/deepseek-v3/gb300-optimized.json"),
+                                       {io::parse_override("routing.distribution=\"zipf\""), io::parse_override("routing.zipf_exponent=1")});
+  ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
+  const StepReport r = predict(s, s.calibration);
+  ASSERT_EQ(r.graph->classes.size(), 2u);
+  const ExpertLoad& load = r.graph->load;
+  ASSERT_GT(load.max_tokens / load.mean_tokens, 1.3);
+  ASSERT_GT(load.max_rows / load.mean_rows, load.max_tokens / load.mean_tokens + 0.3);
+  for (size_t c = 0; c < 2; ++c) {
+    const double want = c == 0 ? load.max_tokens / load.mean_tokens : 1.0;
+    int seen = 0;
+    for (const Op& op : r.graph->classes[c].ops)
+      if (op.name.str() == "moe.combine") {
+        EXPECT_NEAR(op.bytes.value() / op.recv_bytes.value(), want, 1e-9) << c;
+        ++seen;
+      } else if (op.name.str() == "moe.dispatch") {
+        EXPECT_NEAR(op.recv_bytes.value() / op.bytes.value(), want, 1e-9) << c;
+        ++seen;
+      }
+    EXPECT_EQ(seen, 2 * 58) << c;
+  }
 }
 
 // A straggler inside a pipeline stage: the next stage's receives wait for the straggler's sends

@@ -359,6 +359,26 @@ TEST(Routing, GroupLimitedDistinctRanks) {
   }
 }
 
+// Many small groups: 64 experts in 32 groups of 2, 8 kept (the rule's table) or 16 kept (more than
+// kMaxRuleGroups: the pooled law), top-4. One rank holds every expert: every pick lands on it
+// (before, a rank spanning 32 groups enumerated 2^32 subsets and counted none); two ranks split
+// the picks evenly on average and hit 1 or 2 of them.
+TEST(Routing, GroupLimitedRoutingWithManyGroupsStaysExactAndFast) {
+  for (int kept : {8, 16}) {
+    RouterSpec g;
+    g.groups = 32, g.topk_groups = kept;
+    const LoadStats one = expected_loads(Routing{}, g, 64, 4, 1, 1024);
+    EXPECT_NEAR(one.expected_max_rank_rows, 4096, 1e-6) << kept;
+    EXPECT_NEAR(one.expected_distinct_ranks, 1.0, 1e-9) << kept;
+    const LoadStats two = expected_loads(Routing{}, g, 64, 4, 2, 1024);
+    EXPECT_NEAR(two.mean_rank_rows, 2048, 1e-9);
+    EXPECT_GT(two.expected_max_rank_rows, 2048);
+    EXPECT_LT(two.expected_max_rank_rows, 2048 * 1.05);
+    EXPECT_GT(two.expected_distinct_ranks, 1.5);
+    EXPECT_LT(two.expected_distinct_ranks, 2.0);
+  }
+}
+
 // A de-duplicating dispatch sends a rank each token once: the busiest rank by distinct tokens is far
 // less above the mean than the busiest by rows under a skewed router (a popular expert's rank gets
 // many rows from tokens that also picked its neighbours). Zipf 1 over 64 experts, top-8, 8 ranks,
