@@ -34,7 +34,7 @@ void print_class(const ClassFit& c, double far) {
     char bounds[64];
     std::snprintf(bounds, sizeof bounds, "[%g, %g] %s", d.min, d.max, std::string(d.unit).c_str());
     std::string on = !p.fitted_on.empty() ? std::to_string(p.fitted_on.size()) + " records"
-                     : p.movers > 0    ? "- (kept: more parameters than fitted records)"
+                     : p.movers > 0    ? "- (kept: the fitted records cannot tell it from the terms before it)"
                                        : "- (no record moves it)";
     const bool at_bound = !p.fitted_on.empty() && (p.after <= d.min || p.after >= d.max);
     std::printf("  %-24s %11.4g %11.4g  %-20s %s%s\n", std::string(d.name).c_str(), p.before, p.after, bounds, on.c_str(),

@@ -45,18 +45,20 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "Per group of a grouped GEMM (one expert): pointer-array and problem-size setup, the ragged tile "
      "scheduler's prologue, and a partly filled last tile row per group."},
     {Param::attention_fwd_fraction, "attention_fwd_fraction", 0.60, "fraction", 0.05, 1.0,
-     "Flash-attention forward rate over the BF16 peak at long key ranges and large head dims, for the "
+     "Flash-attention forward rate over the BF16 peak at long key ranges and head dim 128, for the "
      "generation's native kernel (FlashAttention-3 or cuDNN on Hopper, FlashAttention-4 / cuDNN on "
      "Blackwell); FlashAttention-2 on Blackwell is a different kernel and is not this."},
     {Param::attention_bwd_fraction, "attention_bwd_fraction", 0.45, "fraction", 0.05, 1.0,
-     "Flash-attention backward over the BF16 peak: five matmuls with more synchronization and atomics (dQ "
+     "Flash-attention backward over the BF16 peak (long key ranges, head dim 128): five matmuls with more synchronization and atomics (dQ "
      "accumulation) than the forward."},
     {Param::attention_kv_half, "attention_kv_half", 0, "keys", 0, 65536,
      "Each query block streams the keys it attends to; short key ranges (short sequences, sliding windows) "
      "spend a larger share on the block's prologue and softmax rescaling: efficiency x keys / (keys + attention_kv_half), keys = mean keys per query."},
     {Param::attention_hd_half, "attention_hd_half", 0, "dims", 0, 1024,
      "Softmax (exp on the MUFU units) is per score, the matmuls are per score x head dim: small head dims "
-     "are more exp-bound, efficiency x hd / (hd + attention_hd_half)."},
+     "are more exp-bound: efficiency x [hd / (hd + attention_hd_half)] / [128 / (128 + attention_hd_half)] "
+     "(relative to head dim 128, where the fractions are quoted; the backward's half is divided by its "
+     "2.5x matmul work per score). Identified only by records of two head dims or more."},
     {Param::attention_tile_rows, "attention_tile_rows", 128, "rows", 0, 512,
      "A flash-attention kernel walks the queries in tiles of this many rows and computes every tile it "
      "touches whole: at a causal diagonal (and a sliding window's far edge) the tile's masked scores are "

@@ -89,7 +89,8 @@ class Calibration {
   // of the GPU's generation, or a user's file).
   std::string profile = "defaults";
   // Spread of the profile's fit per op class ("gemm", "attention", "memory", "collective", "ep"):
-  // the RMS of log(predicted / measured) over the records it was fitted and checked on. Empty for
+  // the standard deviation of log(predicted / measured) over the records it was fitted on and held
+  // back, the fitted parameters' degrees of freedom taken out (calibrate.cpp). Empty for
   // the defaults (no fit behind them).
   std::map<std::string, double> residual_rms;
   // End-to-end errors of the published training runs (`moeperf accuracy --out`; the shipped

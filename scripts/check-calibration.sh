@@ -18,7 +18,12 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=53.2    # MAPE in %, pinned: lower it when the model improves (53.3 -> 53.2 (MAPE 53.17 %) when the
+ceiling=54.0    # MAPE in %, pinned: lower it when the model improves (raised 53.2 -> 54.0 (MAPE 53.93 %) when the
+                # calibration stopped holding back the one record that identifies a parameter (Hopper's head-dim-256
+                # FlashAttention-3 record): attention_hd_half fits 58 dims instead of sitting at 0, so MLA's mean head
+                # dim 160 runs 7 % faster forward than head dim 128 (GPT-OSS's 64: 23 % slower); the ladder and
+                # the GB300 runs move 0.5-1 % further too fast - a truer fit of parts, not a step toward the cases;
+                # 53.3 -> 53.2 (MAPE 53.17 %) when the
                 # API's buffer copies moved every row a rank handles (n/(n-1) of the exchange's size, as fitted);
                 # raised 53.2 -> 53.3 (MAPE 53.22 %) when a
                 # de-duplicating dispatch's busiest rank was sized by its distinct tokens, not its rows (under

@@ -127,6 +127,7 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
                           {"median_after", round_sig(a.median, 3)}, {"worst_after", round_sig(a.worst, 3)}};
     }
     cj["rms_log_error"] = round_sig(c.rms_log_after, 4);
+    cj["spread"] = round_sig(c.spread, 4);
     for (const ParamFit& p : c.params) {
       const ParamDef& d = param_def(p.param);
       nlohmann::ordered_json pj;
@@ -135,8 +136,8 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
       pj["bounds"] = {d.min, d.max};
       if (p.fitted_on.empty())
         pj["fitted_on"] = p.movers > 0 ? "none: " + std::to_string(p.movers) + (p.movers == 1 ? " fitted record moves" : " fitted records move") +
-                                             " it, but the class has more such parameters than records "
-                                             "(the level terms are fitted first); kept from the start"
+                                             " it, but they cannot tell it from the terms freed before it (its sensitivities "
+                                             "are a combination of theirs; the level terms are freed first); kept from the start"
                                        : std::string("none: no record of this class moves it; kept from the start");
       else pj["fitted_on"] = p.fitted_on;
       cj["params"][std::string(d.name)] = pj;

@@ -76,7 +76,12 @@ double attention_efficiency(const AttentionShape& s, const Calibration& cal) {
   // The backward recomputes the scores' softmax (one exp per score, as the forward) but runs
   // kAttentionBwdWork times the forward's matmul FLOPs per score: its softmax share is that much smaller.
   const double hd_half = cal[Param::attention_hd_half] / (s.backward ? kAttentionBwdWork : 1.0);
-  return frac * keys / (keys + cal[Param::attention_kv_half] + wasted) * hd / (hd + hd_half);
+  // The head-dim term is relative to head dim 128, where the fractions are quoted (and where the
+  // records of most generations sit): a fitted attention_hd_half reshapes other head dims without
+  // moving the level a generation without such records inherits.
+  constexpr double kRefHd = 128.0;
+  return frac * keys / (keys + cal[Param::attention_kv_half] + wasted) * (hd / (hd + hd_half)) /
+         (kRefHd / (kRefHd + hd_half));
 }
 
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,

@@ -12,7 +12,7 @@
 //       kernel_launch_s + (ragged ? groups x gemm_group_overhead_s : 0).
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
 //   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half + edges x attention_tile_rows/2)
-//         x hd/(hd + hd_half); edges: masked edges per query (0 full, 1 causal, 2 causal with a
+//         x [hd/(hd + hd_half)] / [128/(128 + hd_half)] (relative to head dim 128); edges: masked edges per query (0 full, 1 causal, 2 causal with a
 //         sliding window), each costing about half a query tile of computed-then-masked scores;
 //         hd_half = attention_hd_half forward, attention_hd_half / 2.5 backward (the same softmax
 //         work per score against 2.5 x the matmul FLOPs).

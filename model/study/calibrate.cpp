@@ -146,7 +146,10 @@ ErrorStats error_stats(const std::vector<RecordFit>& v, bool after, int which) {
 
 namespace {
 
-constexpr double kPrior = 1e-3;  // pull toward the start, per normalised unit, against a record's log error
+constexpr double kPrior = 1e-3;
+// A parameter is identified by a set of records when its unit sensitivity column leaves at least
+// this much (relative to the largest pivot) outside the span of the parameters before it.
+constexpr double kIdentifiable = 1e-2;  // pull toward the start, per normalised unit, against a record's log error
 
 struct ClassRecords {
   std::vector<const PartRecord*> fit, held, check;
@@ -169,6 +172,36 @@ bool moves(const PartRecord& r, Param p, const Calibration& cal) {
   const double h = (d.max - d.min) * 1e-3;  // a shape term off at 0: any effect of switching it on
   c.set(p, x + h <= d.max ? x + h : x - h);
   return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) > 1e-9;
+}
+
+// The record's log prediction per normalised unit of `p` (its bounds' range), by the step moves()
+// takes: a column of the fit's Jacobian at `cal`.
+double sensitivity(const PartRecord& r, Param p, const Calibration& cal) {
+  const ParamDef& d = param_def(p);
+  Calibration c = cal;
+  const double x = c[p];
+  double h = x > 0 ? 0.1 * x : (d.max - d.min) * 1e-3;
+  if (x + h > d.max) h = -h;
+  c.set(p, x + h);
+  return std::log(predict_part(r, c) / predict_part(r, cal)) / (h / (d.max - d.min));
+}
+
+// How many of `cols` the records `rows` can tell apart: the numerical rank of their sensitivity
+// matrix (entries of records that do not move a parameter zeroed, each column scaled to unit norm
+// over every usable record, so a column that is a multiple of another - a head-dim term seen on
+// one head dim only, which scales every record as the level does - adds nothing).
+using Sens = std::map<const PartRecord*, std::vector<double>>;
+int rank_of(const std::vector<const PartRecord*>& rows, const std::vector<size_t>& cols, const Sens& s,
+            const std::vector<double>& norm) {
+  if (rows.empty() || cols.empty()) return 0;
+  Eigen::MatrixXd m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols.size()));
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < cols.size(); ++j)
+      m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
+          norm[cols[j]] > 0 ? s.at(rows[i])[cols[j]] / norm[cols[j]] : 0.0;
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(m);
+  qr.setThreshold(kIdentifiable);
+  return static_cast<int>(qr.rank());
 }
 
 // Projected Levenberg-Marquardt on u in [0, 1]^p (each parameter normalised to its bounds).
@@ -256,6 +289,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   std::sort(mine.begin(), mine.end(), [](const PartRecord* a, const PartRecord* b) { return a->id < b->id; });
   FitReport rep;
   rep.fitted = start;
+  std::vector<std::string> underdetermined;  // classes with fewer than 3 degrees of freedom and no inherited spread
   const std::string gen = mine.front()->generation;
   for (int ci = 0; ci < static_cast<int>(PartClass::kCount); ++ci) {
     const auto cls = static_cast<PartClass>(ci);
@@ -264,26 +298,36 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     for (const PartRecord* r : mine)
       if (r->cls == cls) (r->check_only ? g.check : usable).push_back(r);
     if (usable.empty() && g.check.empty()) continue;
-    // Which record moves which of the class's parameters, at the values the class starts from.
+    // Which record moves which of the class's parameters, at the values the class starts from, and
+    // by how much (the sensitivity columns that decide what a set of records can identify).
     const std::vector<Param> params = class_params(cls);
     std::map<const PartRecord*, std::vector<bool>> mover;
-    std::vector<int> movers(params.size(), 0);
+    Sens sens;
+    std::vector<double> norm(params.size(), 0.0);
     for (const PartRecord* r : usable) {
       auto& m = mover[r];
+      auto& sv = sens[r];
       for (size_t j = 0; j < params.size(); ++j) {
         m.push_back(moves(*r, params[j], rep.fitted));
-        movers[j] += m.back();
+        sv.push_back(m.back() ? sensitivity(*r, params[j], rep.fitted) : 0.0);
+        norm[j] += sv.back() * sv.back();
       }
     }
-    // Every fourth record is held back, unless it is the only one that moves one of the class's
-    // parameters (holding it back would leave that parameter unfitted).
-    auto sole_mover = [&](const PartRecord* r) {
-      for (size_t j = 0; j < params.size(); ++j)
-        if (mover[r][j] && movers[j] == 1) return true;
-      return false;
-    };
+    for (double& v : norm) v = std::sqrt(v);
+    std::vector<size_t> all_cols(params.size());
+    for (size_t j = 0; j < params.size(); ++j) all_cols[j] = j;
+    // Every fourth record is held back, unless the records fitted without it identify fewer of the
+    // class's parameters than with it (holding back the one record of a second head dim would leave
+    // the head-dim term unfitted, though every record "moves" it).
+    std::vector<const PartRecord*> candidates;
     for (size_t i = 0; i < usable.size(); ++i)
-      (usable.size() >= 4 && i % 4 == 3 && !sole_mover(usable[i]) ? g.held : g.fit).push_back(usable[i]);
+      (usable.size() >= 4 && i % 4 == 3 ? candidates : g.fit).push_back(usable[i]);
+    for (const PartRecord* r : candidates) {
+      std::vector<const PartRecord*> with = g.fit;
+      with.push_back(r);
+      (rank_of(with, all_cols, sens, norm) > rank_of(g.fit, all_cols, sens, norm) ? g.fit : g.held).push_back(r);
+    }
+    std::sort(g.fit.begin(), g.fit.end(), [](const PartRecord* a, const PartRecord* b) { return a->id < b->id; });
     ClassFit cf;
     cf.cls = cls;
     cf.generation = gen;
@@ -291,17 +335,23 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     cf.held_back = static_cast<int>(g.held.size());
     cf.checked = static_cast<int>(g.check.size());
     const Calibration before = rep.fitted;
-    // A parameter is fitted only when some fitted record's prediction moves with it; those records
-    // are what it was fitted on.
+    // A parameter is fitted only when some fitted record's prediction moves with it (those records
+    // are what it was fitted on) and the fitted records tell it apart from the parameters freed
+    // before it (the level terms are listed first): no more parameters than the records identify.
     std::vector<Param> free;
+    std::vector<size_t> free_cols;
     std::map<Param, std::vector<std::string>> fitted_on;
     for (size_t j = 0; j < params.size(); ++j) {
       for (const PartRecord* r : g.fit)
         if (mover[r][j]) fitted_on[params[j]].push_back(r->id);
-      if (fitted_on.count(params[j])) free.push_back(params[j]);
+      if (!fitted_on.count(params[j])) continue;
+      std::vector<size_t> with = free_cols;
+      with.push_back(j);
+      if (rank_of(g.fit, with, sens, norm) > rank_of(g.fit, free_cols, sens, norm)) {
+        free.push_back(params[j]);
+        free_cols.push_back(j);
+      }
     }
-    // No more parameters than records: the level terms (listed first) before the shape terms.
-    if (free.size() > g.fit.size()) free.resize(g.fit.size());
     cf.iterations = solve(g.fit, free, rep.fitted, start);
     for (Param p : params) {
       ParamFit pf{p, before[p], rep.fitted[p], {}, 0};
@@ -322,14 +372,27 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
         cf.records.push_back(rf);
       }
     cf.rms_log_after = cnt ? std::sqrt(ss / cnt) : 0;
-    // A spread from fewer than four records (which as many parameters can fit exactly) is not
-    // evidence of accuracy: the class keeps at least the starting profile's spread.
-    double spread = cf.rms_log_after;
-    if (cnt < 4)
+    // The class's spread is the residuals' standard deviation with the freed parameters' degrees of
+    // freedom taken out (n records, p fitted: sum of squares / (n - p)), as a fit of p terms to n
+    // points leaves n - p independent residuals. Fewer than three left (four records fit by two
+    // terms, or as many terms as records) is not evidence of accuracy: the class keeps at least
+    // the starting profile's spread.
+    const int dof = cnt - static_cast<int>(free.size());
+    double spread = cnt ? std::sqrt(ss / std::max(1, dof)) : 0;
+    cf.spread = spread;
+    if (dof < 3) {
       if (auto it = start.residual_rms.find(to_string(cls)); it != start.residual_rms.end()) spread = std::max(spread, it->second);
+      else if (cnt) underdetermined.push_back(to_string(cls));
+    }
     if (cnt) rep.fitted.residual_rms[to_string(cls)] = spread;
     rep.classes.push_back(std::move(cf));
   }
+  // A class too thinly measured to show its own spread, with none to inherit, takes the widest of
+  // the generation's better-measured classes rather than the near-zero residual of an exact fit.
+  double widest = 0;
+  for (const auto& [cls, v] : rep.fitted.residual_rms)
+    if (std::find(underdetermined.begin(), underdetermined.end(), cls) == underdetermined.end()) widest = std::max(widest, v);
+  for (const std::string& cls : underdetermined) rep.fitted.residual_rms[cls] = std::max(rep.fitted.residual_rms[cls], widest);
   return rep;
 }
 

@@ -88,7 +88,7 @@ struct ParamFit {
   Param param;
   double before = 0, after = 0;
   std::vector<std::string> fitted_on;  // record ids (empty: not fitted, kept from the start)
-  int movers = 0;  // fitted records that move it; > 0 with fitted_on empty: more such parameters than records
+  int movers = 0;  // fitted records that move it; > 0 with fitted_on empty: they cannot tell it from the terms before it
 };
 
 struct ClassFit {
@@ -97,7 +97,8 @@ struct ClassFit {
   int fitted = 0, held_back = 0, checked = 0;
   std::vector<ParamFit> params;
   std::vector<RecordFit> records;   // every record of the group, fitted, held back and checked
-  double rms_log_after = 0;         // over fitted and held-back records: the class's band
+  double rms_log_after = 0;         // over fitted and held-back records
+  double spread = 0;                // sqrt(sum of squared log errors / (records - fitted parameters)): the class's band
   int iterations = 0;
 };
 

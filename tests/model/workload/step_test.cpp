@@ -1106,8 +1106,8 @@ TEST(Calibrate, ATorchApiEpRecordAddsTheBufferCopiesToTheKernel) {
   EXPECT_NEAR(predict_part(record(8, false), fit.fitted) / kernel, 1.0, 0.01);
 }
 
-// Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x hd / (hd + hd_half),
-// hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
+// Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x [hd / (hd + hd_half)]
+// / [128 / (128 + hd_half)] (the fractions quoted at head dim 128), hd_half / 2.5 in the backward. The closed form, then the fit recovers the parameters from records
 // over keys, head dims, masks and directions (the masked edges tell tile_rows from kv_half, the
 // directions tell the backward's head-dim curve from the forward's).
 TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
@@ -1117,9 +1117,10 @@ TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
   truth.set(Param::attention_kv_half, 20);
   truth.set(Param::attention_hd_half, 40);
   truth.set(Param::attention_tile_rows, 64);
-  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 1}, truth), 0.7 * 100 / 152 * 0.5, 1e-12);
-  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, true, 2}, truth), 0.5 * 100 / 184 * 40 / 56, 1e-12);
-  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 0}, truth), 0.7 * 100 / 120 * 0.5, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 1}, truth), 0.7 * 100 / 152 * 0.5 * 168 / 128, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, true, 2}, truth), 0.5 * 100 / 184 * 40 / 56 * 144 / 128, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 40, false, 0}, truth), 0.7 * 100 / 120 * 0.5 * 168 / 128, 1e-12);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{100, 128, false, 0}, truth), 0.7 * 100 / 120, 1e-12);
   std::vector<PartRecord> recs;
   const GpuSpec g = test_gpu();
   int i = 0;
@@ -1166,6 +1167,53 @@ TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
       EXPECT_EQ(p.movers, 0);
     }
   }
+}
+
+// A parameter every record moves but only one identifies: forward records at head dim 64 over
+// several key ranges (each moves attention_hd_half, but by the same factor, as the level does) and
+// one at head dim 256, sorted fourth. The every-fourth rule would hold the head-dim-256 record back
+// and leave attention_hd_half to records that cannot tell it from the level; the split keeps it
+// fitted because it raises the rank of what the fitted records identify, and the fit recovers the
+// truth. (The head-dim-128 records of the shipped set do not move the term at all.)
+TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
+  Calibration truth;
+  truth.set(Param::attention_fwd_fraction, 0.65);
+  truth.set(Param::attention_kv_half, 200);
+  truth.set(Param::attention_hd_half, 60);
+  std::vector<PartRecord> recs;
+  const GpuSpec g = test_gpu();
+  const std::vector<std::pair<double, double>> shapes = {{512, 64}, {4096, 64}, {16384, 64}, {16384, 256},
+                                                        {1024, 64}, {8192, 64}, {2048, 64}, {32768, 64}};
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    PartRecord r;
+    r.id = "attn" + std::to_string(i);
+    r.cls = PartClass::attention;
+    r.op = "attention.fwd";
+    r.gpu = g;
+    r.generation = "hopper";
+    r.attention = AttentionShape{shapes[i].first, shapes[i].second, false, 0};
+    r.flops = 1e12;
+    r.metric = PartMetric::flop_rate;
+    r.value = predict_part(r, truth);
+    recs.push_back(r);
+  }
+  const FitReport f = fit_parts(recs, Calibration{}, "hopper");
+  ASSERT_EQ(f.classes.size(), 1u);
+  for (const RecordFit& r : f.classes[0].records) {
+    if (r.record->attention.head_dim == 256) {
+      EXPECT_FALSE(r.held_back);
+    }
+    if (r.record->id == "attn7") {
+      EXPECT_TRUE(r.held_back);  // adds nothing the others do not identify
+    }
+  }
+  EXPECT_EQ(f.classes[0].held_back, 1);
+  EXPECT_NEAR(f.fitted[Param::attention_hd_half], 60, 0.5);
+  EXPECT_NEAR(f.fitted[Param::attention_fwd_fraction], 0.65, 1e-3);
+  for (const ParamFit& p : f.classes[0].params)
+    if (p.param == Param::attention_hd_half) {
+      EXPECT_EQ(p.fitted_on.size(), 7u);  // moved by every fitted record, identified by attn3
+    }
 }
 
 }  // namespace
