@@ -33,7 +33,8 @@ void print_class(const ClassFit& c, double far) {
     const ParamDef& d = param_def(p.param);
     char bounds[64];
     std::snprintf(bounds, sizeof bounds, "[%g, %g] %s", d.min, d.max, std::string(d.unit).c_str());
-    std::string on = !p.fitted_on.empty() ? std::to_string(p.fitted_on.size()) + " records"
+    std::string on = !p.borrowed.empty()  ? "- (borrowed: " + p.borrowed + ")"
+                     : !p.fitted_on.empty() ? std::to_string(p.fitted_on.size()) + " records"
                      : p.movers > 0    ? "- (kept: the fitted records cannot tell it from the terms before it)"
                                        : "- (no record moves it)";
     const bool at_bound = !p.fitted_on.empty() && (p.after <= d.min || p.after >= d.max);

@@ -93,6 +93,10 @@ class Calibration {
   // back, the fitted parameters' degrees of freedom taken out (calibrate.cpp). Empty for
   // the defaults (no fit behind them).
   std::map<std::string, double> residual_rms;
+  // Parameters a fit set from other parameters of the same generation rather than from records of
+  // their own (a GEMM dtype no record measures takes the median of the generation's fitted GEMM
+  // fractions), with how: predict says so where they price a large share of the step.
+  std::map<Param, std::string> borrowed;
   // End-to-end errors of the published training runs (`moeperf accuracy --out`; the shipped
   // calibration/accuracy/end-to-end.json unless a scenario names another or "none"): each case's
   // software stack and its measured step over the predicted one. Never fitted: predict widens the

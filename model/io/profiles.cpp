@@ -13,7 +13,7 @@ namespace moeperf::io {
 namespace detail {
 
 Calibration parse_calibration(const Node& n, const Calibration& base) {
-  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "fit"});
+  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "borrowed", "fit"});
   Calibration c = base;
   const Node p = n.at("params");
   p.expect_object();
@@ -44,6 +44,15 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       const double val = x.as_number();
       if (!std::isfinite(val) || val < 0) x.fail("expected a spread >= 0, got " + v.dump());
       c.residual_rms[k] = val;
+    }
+  }
+  if (auto b = n.get("borrowed")) {
+    b->expect_object();
+    for (auto& [k, v] : b->raw().items()) {
+      const Node x(v, b->file(), b->path() + "/" + k);
+      const auto id = find_param(k);
+      if (!id) x.fail("unknown parameter \"" + k + "\"" + did_you_mean(k, names));
+      c.borrowed[*id] = x.as_string();
     }
   }
   return c;
@@ -106,10 +115,13 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
   j["generation"] = gen;
   j["description"] =
       "Written by moeperf calibrate: the cost model's parameters fitted to measurements of parts, class by class "
-      "(bounded Gauss-Newton on log errors, every fourth record per class held back). Parameters no record "
-      "constrains keep the starting profile's value (" + start_name + ").";
+      "(bounded Gauss-Newton on log errors; every fourth record per class held back unless the others cannot "
+      "identify as many parameters without it). Parameters no record constrains keep the starting profile's value (" +
+      start_name + "), but for a GEMM dtype no record measures, which borrows the median of the generation's fitted "
+      "GEMM fractions (listed under borrowed).";
   for (const ParamDef& d : param_defs()) j["params"][std::string(d.name)] = round_sig(f.fitted[d.id]);
   for (auto& [k, v] : f.fitted.residual_rms) j["residual_rms"][k] = round_sig(v, 4);
+  for (auto& [p, how] : f.fitted.borrowed) j["borrowed"][std::string(param_def(p).name)] = how;
   nlohmann::ordered_json fit;
   fit["measurements"] = files;
   fit["start"] = start_name;
@@ -134,7 +146,9 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
       pj["value"] = round_sig(p.after);
       pj["start"] = round_sig(p.before);
       pj["bounds"] = {d.min, d.max};
-      if (p.fitted_on.empty())
+      if (!p.borrowed.empty())
+        pj["fitted_on"] = "none: no record of this class moves it; borrowed: " + p.borrowed;
+      else if (p.fitted_on.empty())
         pj["fitted_on"] = p.movers > 0 ? "none: " + std::to_string(p.movers) + (p.movers == 1 ? " fitted record moves" : " fitted records move") +
                                              " it, but they cannot tell it from the terms freed before it (its sensitivities "
                                              "are a combination of theirs; the level terms are freed first); kept from the start"

@@ -353,8 +353,37 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
       }
     }
     cf.iterations = solve(g.fit, free, rep.fitted, start);
+    for (Param p : free) rep.fitted.borrowed.erase(p);
+    // A GEMM dtype no record of the generation measures, and no earlier generation fitted (still at
+    // its default), takes the median of the dtype fractions this generation's records did fit: the
+    // same tensor cores under the same clocks and power limit (Blackwell's records put BF16 and
+    // MXFP8 within 1 % of each other), where the default is a guess with no record behind it.
+    std::map<Param, std::string> borrowed_now;
+    if (cls == PartClass::gemm) {
+      const std::vector<Param> fractions = {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,
+                                            Param::gemm_fraction_mxfp8, Param::gemm_fraction_nvfp4};
+      std::vector<double> fitted;
+      std::string donors;
+      for (Param p : fractions)
+        if (std::find(free.begin(), free.end(), p) != free.end()) {
+          fitted.push_back(rep.fitted[p]);
+          donors += std::string(donors.empty() ? "" : ", ") + std::string(param_def(p).name);
+        }
+      if (!fitted.empty()) {
+        std::sort(fitted.begin(), fitted.end());
+        const size_t m = fitted.size();
+        const double median = m % 2 ? fitted[m / 2] : (fitted[m / 2 - 1] + fitted[m / 2]) / 2;
+        for (Param p : fractions)
+          if (!fitted_on.count(p) && start.is_default(p) && !start.borrowed.count(p)) {
+            rep.fitted.set(p, median);
+            borrowed_now[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
+            rep.fitted.borrowed[p] = borrowed_now[p];
+          }
+      }
+    }
     for (Param p : params) {
-      ParamFit pf{p, before[p], rep.fitted[p], {}, 0};
+      ParamFit pf{p, before[p], rep.fitted[p], {}, {}, 0};
+      if (auto it = borrowed_now.find(p); it != borrowed_now.end()) pf.borrowed = it->second;
       if (auto it = fitted_on.find(p); it != fitted_on.end()) pf.movers = static_cast<int>(it->second.size());
       if (std::find(free.begin(), free.end(), p) != free.end()) pf.fitted_on = fitted_on[p];
       cf.params.push_back(pf);

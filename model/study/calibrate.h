@@ -88,6 +88,7 @@ struct ParamFit {
   Param param;
   double before = 0, after = 0;
   std::vector<std::string> fitted_on;  // record ids (empty: not fitted, kept from the start)
+  std::string borrowed;             // non-empty: set from the generation's other fitted parameters (how)
   int movers = 0;  // fitted records that move it; > 0 with fitted_on empty: they cannot tell it from the terms before it
 };
 

@@ -365,7 +365,8 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = kernel_time(sc.ops[i]);
-    if (const auto p = rate_param(op, s.system.gpu()); p && cal.is_default(*p)) at_default[*p] += d.value();
+    if (const auto p = rate_param(op, s.system.gpu()); p && (cal.is_default(*p) || cal.borrowed.count(*p)))
+      at_default[*p] += d.value();
     r.breakdown[static_cast<size_t>(op.category)] += d;
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
     if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}, {}, {}, {}});
@@ -443,17 +444,21 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     r.end_to_end = e;
   }
   // A fitted profile may leave a parameter at its default where no record of the generation moves
-  // it (Hopper's BF16 GEMMs and attention backward): the band does not cover that, so say it.
+  // it (Hopper's attention backward), or borrows it (Hopper's BF16 GEMMs): the band does not cover that, so say it.
   if (cal.profile != "defaults") {
     for (const auto& [p, sec] : at_default) {
       const double share = sec / std::max(r.step_time.value(), 1e-300);
       if (share < 0.05) continue;
       const ParamDef& d = param_def(p);
       char value[32], pct[32];
-      std::snprintf(value, sizeof value, "%g", d.value);
+      std::snprintf(value, sizeof value, "%g", cal[p]);
       std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
-      r.notes.push_back(std::string(d.name) + " = " + value + " is its default, not a fit: no measurement of the profile's " +
-                        "GPU generation sets it, and it prices " + pct + " of the step's kernel time (the band does not cover it)");
+      if (auto b = cal.borrowed.find(p); b != cal.borrowed.end())
+        r.notes.push_back(std::string(d.name) + " = " + value + " is borrowed, not a fit: " + b->second + "; it prices " + pct +
+                          " of the step's kernel time (the band does not cover it)");
+      else
+        r.notes.push_back(std::string(d.name) + " = " + value + " is its default, not a fit: no measurement of the profile's " +
+                          "GPU generation sets it, and it prices " + pct + " of the step's kernel time (the band does not cover it)");
     }
   }
   r.profile = cal.profile;

@@ -166,9 +166,11 @@ TEST(Band, EndToEndPrefersTheCasesOfTheSameStackConfiguration) {
   EXPECT_TRUE(states.back().scenario.stack.overrides.empty());
 }
 
-// A fitted profile that leaves a rate at its default (Hopper's BF16 GEMMs: no Hopper BF16 GEMM
-// record in calibration/published/) says so when that rate prices a share of the step; a fitted
-// value, or a step priced with the defaults throughout, says nothing.
+// A fitted profile that leaves a rate at its default (Hopper's attention backward: no Hopper
+// backward record in calibration/published/; below 5 % of this step, so not named here), or borrows it from the generation's other fitted
+// rates (Hopper's BF16 GEMMs: no Hopper BF16 GEMM record, so the median of its FP8 and block-scaled
+// fractions), says so when that rate prices a share of the step; a fitted value, or a step priced
+// with the defaults throughout, says nothing.
 TEST(Band, ARateNoMeasurementSetIsNamed) {
   auto notes_on = [](const Scenario& s, const std::string& what) {
     const StepReport r = predict(s, s.calibration);
@@ -180,10 +182,14 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
   // (and the test runs in seconds under the sanitizers, not a minute).
   Scenario h = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"), {{"batch.global_batch", "128"}});
   ASSERT_NE(h.calibration.profile.find("hopper"), std::string::npos);
-  ASSERT_TRUE(h.calibration.is_default(Param::gemm_fraction_bf16));
-  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16 = 0.8 is its default, not a fit"), 1);
-  h.calibration.set(Param::gemm_fraction_bf16, 0.7);  // as a fit would
+  ASSERT_EQ(h.calibration.borrowed.count(Param::gemm_fraction_bf16), 1u);
+  const double fp8 = h.calibration[Param::gemm_fraction_fp8], mx = h.calibration[Param::gemm_fraction_mxfp8];
+  EXPECT_NEAR(h.calibration[Param::gemm_fraction_bf16], (fp8 + mx) / 2, 1e-5);
+  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16 = 0.7055"), 1);
+  h.calibration.borrowed.clear();  // as a fit of its own would
   EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);
+  h.calibration.set(Param::gemm_fraction_bf16, 0.8);  // back at the default, no borrowing: named so
+  EXPECT_EQ(notes_on(h, "gemm_fraction_bf16 = 0.8 is its default, not a fit"), 1);
   h.calibration.profile = "defaults";  // no profile: every rate is a default, nothing to single out
   h.calibration.set(Param::gemm_fraction_bf16, 0.8);
   EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);

@@ -975,13 +975,15 @@ TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
   for (size_t l = 4; l < b.layer_costs.size(); ++l) EXPECT_NEAR(b.layer_costs[l], b.layer_costs[3], 1e-9 * b.layer_costs[3]) << l;
 
   // Kimi-K2 on the same mesh: 60 MoE layers after one dense one; some stage holds four MoE layers
-  // in any split, so the even split is already least and is kept.
+  // in any split, so four MoE layers' cost is the least busiest stage there is. The even split puts
+  // four beside the head and loss on the last stage; the balanced one reaches the bound.
   const Scenario kimi = load("h800-dualpipe.json", {"parallelism.schedule=\"1f1b\"", "train_mtp=false",
                                                     "model=../models/kimi-k2/config.json"});
   const Pricer kp(kimi, topo, kimi.calibration);
   const BalancedLayout kb = balanced_layout(kimi, kimi.calibration, kp);
-  EXPECT_EQ(kb.layout, effective_layout(kimi));
-  EXPECT_EQ(kb.balanced_costs, kb.even_costs);
+  const double four = 4 * kb.layer_costs[1];
+  EXPECT_NEAR(*std::max_element(kb.balanced_costs.begin(), kb.balanced_costs.end()), four, 1e-9 * four);
+  EXPECT_GE(*std::max_element(kb.even_costs.begin(), kb.even_costs.end()), four * (1 - 1e-12));
 
   // Memory: at 5,120 tokens per sequence the uncapped split (five layers and 16 micro-batches in
   // flight on stage 0) no longer fits in 85.5 GB where the even split (71.4 GB) does: stage 0 is

@@ -1,5 +1,6 @@
 // The step lowering, pricing, memory and serial estimate against closed forms.
 #include <cmath>
+#include <fstream>
 #include <algorithm>
 #include "model/workload/step.h"
 
@@ -1005,9 +1006,41 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
     EXPECT_LT(error_stats(c.records, true, 1).worst, 1e-3) << to_string(c.cls);
   }
   EXPECT_GT(error_stats(f.classes[1].records, false, 0).worst, 0.05);  // the defaults were off
-  // A parameter no record moves (NVFP4) stays at its start and says so.
+  // A GEMM dtype no record measures (NVFP4) is not fitted: it borrows the median of the
+  // generation's fitted dtype fractions (here of BF16's 0.62 and FP8's 0.55), says so, and the
+  // profile written from the fit carries it to predict's note.
   for (const ParamFit& p : f.classes[1].params)
-    if (p.param == Param::gemm_fraction_nvfp4) { EXPECT_TRUE(p.fitted_on.empty()); }
+    if (p.param == Param::gemm_fraction_nvfp4) {
+      EXPECT_TRUE(p.fitted_on.empty());
+      EXPECT_NE(p.borrowed.find("gemm_fraction_bf16, gemm_fraction_fp8"), std::string::npos) << p.borrowed;
+    }
+  EXPECT_NEAR(f.fitted[Param::gemm_fraction_nvfp4], (0.62 + 0.55) / 2, 1e-3);
+  ASSERT_EQ(f.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 1u);
+  EXPECT_EQ(f.fitted.borrowed.count(Param::gemm_fraction_bf16), 0u);
+  {
+    const std::string path = ::testing::TempDir() + "/borrowed_profile.json";
+    std::ofstream(path) << io::calibration_profile_json(f, {"synthetic"}, "synthetic", "defaults");
+    const Calibration back = io::load_calibration(path);
+    EXPECT_NEAR(back[Param::gemm_fraction_nvfp4], (0.62 + 0.55) / 2, 1e-3);
+    ASSERT_EQ(back.borrowed.count(Param::gemm_fraction_nvfp4), 1u);
+    EXPECT_EQ(back.borrowed.at(Param::gemm_fraction_nvfp4), f.fitted.borrowed.at(Param::gemm_fraction_nvfp4));
+    // A later generation that fits the dtype from records of its own drops the borrowing.
+    std::vector<PartRecord> fp4;
+    for (double k : {1024.0, 4096.0, 16384.0}) {
+      PartRecord r = recs.front();
+      r.id = "fp4_" + std::to_string(static_cast<int>(k));
+      r.gemm = GemmShape{8192, 7168, k, 1};
+      r.dtype = Dtype::nvfp4;
+      r.gpu.dense_nvfp4 = FlopsPerSecond(4e15);
+      Calibration t = back;
+      t.set(Param::gemm_fraction_nvfp4, 0.5);
+      r.value = predict_part(r, t);
+      fp4.push_back(r);
+    }
+    const FitReport g4 = fit_parts(fp4, back, "hopper");
+    EXPECT_NEAR(g4.fitted[Param::gemm_fraction_nvfp4], 0.5, 1e-2);
+    EXPECT_EQ(g4.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 0u);
+  }
   const FitReport again = fit_parts(recs, Calibration{}, "hopper");
   for (const ParamDef& d : param_defs()) EXPECT_EQ(f.fitted[d.id], again.fitted[d.id]) << d.name;
   EXPECT_THROW(fit_parts(recs, Calibration{}, "blackwell"), InputError);
