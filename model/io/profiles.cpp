@@ -31,6 +31,7 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
              std::string(d.unit) + ", got " + v.dump());
     c.set(*id, val);
+    c.borrowed.erase(*id);  // set here: borrowed only if this file's own "borrowed" says so
   }
   const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
   c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
@@ -52,7 +53,10 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       const Node x(v, b->file(), b->path() + "/" + k);
       const auto id = find_param(k);
       if (!id) x.fail("unknown parameter \"" + k + "\"" + did_you_mean(k, names));
-      c.borrowed[*id] = x.as_string();
+      if (!p.has(k.c_str())) x.fail("expected a parameter this file sets under params (a borrowed value is one of them), got \"" + k + "\"");
+      const std::string how = x.as_string();
+      if (how.empty()) x.fail("expected how the value was borrowed, got an empty string");
+      c.borrowed[*id] = how;
     }
   }
   return c;

@@ -79,9 +79,10 @@ double attention_efficiency(const AttentionShape& s, const Calibration& cal) {
   // The head-dim term is relative to head dim 128, where the fractions are quoted (and where the
   // records of most generations sit): a fitted attention_hd_half reshapes other head dims without
   // moving the level a generation without such records inherits.
+  // Above 128 the term exceeds 1: the efficiency is capped at the peak.
   constexpr double kRefHd = 128.0;
-  return frac * keys / (keys + cal[Param::attention_kv_half] + wasted) * (hd / (hd + hd_half)) /
-         (kRefHd / (kRefHd + hd_half));
+  return std::min(1.0, frac * keys / (keys + cal[Param::attention_kv_half] + wasted) * (hd / (hd + hd_half)) /
+                           (kRefHd / (kRefHd + hd_half)));
 }
 
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,

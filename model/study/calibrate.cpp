@@ -146,10 +146,11 @@ ErrorStats error_stats(const std::vector<RecordFit>& v, bool after, int which) {
 
 namespace {
 
-constexpr double kPrior = 1e-3;
-// A parameter is identified by a set of records when its unit sensitivity column leaves at least
-// this much (relative to the largest pivot) outside the span of the parameters before it.
-constexpr double kIdentifiable = 1e-2;  // pull toward the start, per normalised unit, against a record's log error
+constexpr double kPrior = 1e-3;  // pull toward the start, per normalised unit, against a record's log error
+// A parameter is identified by a set of records when its sensitivity column (unit norm over every
+// usable record of the class) leaves at least this much outside the span of the columns pivoted
+// before it: an absolute floor on the QR's diagonal, so a weak column does not hide a strong one.
+constexpr double kIdentifiable = 1e-2;
 
 struct ClassRecords {
   std::vector<const PartRecord*> fit, held, check;
@@ -183,7 +184,9 @@ double sensitivity(const PartRecord& r, Param p, const Calibration& cal) {
   double h = x > 0 ? 0.1 * x : (d.max - d.min) * 1e-3;
   if (x + h > d.max) h = -h;
   c.set(p, x + h);
-  return std::log(predict_part(r, c) / predict_part(r, cal)) / (h / (d.max - d.min));
+  const double v = std::log(std::max(predict_part(r, c), 1e-300) / std::max(predict_part(r, cal), 1e-300)) /
+                   (h / (d.max - d.min));
+  return std::isfinite(v) ? v : 0.0;
 }
 
 // How many of `cols` the records `rows` can tell apart: the numerical rank of their sensitivity
@@ -199,9 +202,10 @@ int rank_of(const std::vector<const PartRecord*>& rows, const std::vector<size_t
     for (size_t j = 0; j < cols.size(); ++j)
       m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) =
           norm[cols[j]] > 0 ? s.at(rows[i])[cols[j]] / norm[cols[j]] : 0.0;
-  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(m);
-  qr.setThreshold(kIdentifiable);
-  return static_cast<int>(qr.rank());
+  const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(m);
+  int rank = 0;  // pivots come in decreasing order; count the ones above the absolute floor
+  for (Eigen::Index k = 0; k < std::min(m.rows(), m.cols()); ++k) rank += std::abs(qr.matrixR()(k, k)) > kIdentifiable;
+  return rank;
 }
 
 // Projected Levenberg-Marquardt on u in [0, 1]^p (each parameter normalised to its bounds).
@@ -274,6 +278,18 @@ int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& 
   return it;
 }
 
+// The RMS log error of a class's fitted and held-back records before its fit.
+double before_rms(const ClassFit& c) {
+  double ss = 0;
+  int n = 0;
+  for (const RecordFit& r : c.records)
+    if (!r.record->check_only) {
+      ss += std::pow(std::log1p(r.before), 2);
+      ++n;
+    }
+  return n ? std::sqrt(ss / n) : 0.0;
+}
+
 }  // namespace
 
 FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& start, const std::string& generation) {
@@ -289,7 +305,10 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   std::sort(mine.begin(), mine.end(), [](const PartRecord* a, const PartRecord* b) { return a->id < b->id; });
   FitReport rep;
   rep.fitted = start;
-  std::vector<std::string> underdetermined;  // classes with fewer than 3 degrees of freedom and no inherited spread
+  // Classes with fewer than 3 degrees of freedom and no inherited spread (with their records' RMS log
+  // error before the fit), and the widest spread of the classes this fit measured well.
+  std::vector<std::pair<std::string, double>> underdetermined;
+  double measured = 0;
   const std::string gen = mine.front()->generation;
   for (int ci = 0; ci < static_cast<int>(PartClass::kCount); ++ci) {
     const auto cls = static_cast<PartClass>(ci);
@@ -358,7 +377,6 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     // its default), takes the median of the dtype fractions this generation's records did fit: the
     // same tensor cores under the same clocks and power limit (Blackwell's records put BF16 and
     // MXFP8 within 1 % of each other), where the default is a guess with no record behind it.
-    std::map<Param, std::string> borrowed_now;
     if (cls == PartClass::gemm) {
       const std::vector<Param> fractions = {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,
                                             Param::gemm_fraction_mxfp8, Param::gemm_fraction_nvfp4};
@@ -374,18 +392,18 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
         const size_t m = fitted.size();
         const double median = m % 2 ? fitted[m / 2] : (fitted[m / 2 - 1] + fitted[m / 2]) / 2;
         for (Param p : fractions)
-          if (!fitted_on.count(p) && start.is_default(p) && !start.borrowed.count(p)) {
+          if (!fitted_on.count(p) && (start.is_default(p) || start.borrowed.count(p))) {
             rep.fitted.set(p, median);
-            borrowed_now[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
-            rep.fitted.borrowed[p] = borrowed_now[p];
+            rep.fitted.borrowed[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
           }
       }
     }
     for (Param p : params) {
       ParamFit pf{p, before[p], rep.fitted[p], {}, {}, 0};
-      if (auto it = borrowed_now.find(p); it != borrowed_now.end()) pf.borrowed = it->second;
       if (auto it = fitted_on.find(p); it != fitted_on.end()) pf.movers = static_cast<int>(it->second.size());
       if (std::find(free.begin(), free.end(), p) != free.end()) pf.fitted_on = fitted_on[p];
+      // Borrowed here or by the generation the fit started from (and not fitted now).
+      if (auto it = rep.fitted.borrowed.find(p); it != rep.fitted.borrowed.end() && pf.fitted_on.empty()) pf.borrowed = it->second;
       cf.params.push_back(pf);
     }
     double ss = 0;
@@ -411,17 +429,19 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     cf.spread = spread;
     if (dof < 3) {
       if (auto it = start.residual_rms.find(to_string(cls)); it != start.residual_rms.end()) spread = std::max(spread, it->second);
-      else if (cnt) underdetermined.push_back(to_string(cls));
+      else if (cnt) underdetermined.emplace_back(to_string(cls), before_rms(cf));
+    } else if (cnt) {
+      measured = std::max(measured, spread);
     }
     if (cnt) rep.fitted.residual_rms[to_string(cls)] = spread;
     rep.classes.push_back(std::move(cf));
   }
   // A class too thinly measured to show its own spread, with none to inherit, takes the widest of
-  // the generation's better-measured classes rather than the near-zero residual of an exact fit.
-  double widest = 0;
-  for (const auto& [cls, v] : rep.fitted.residual_rms)
-    if (std::find(underdetermined.begin(), underdetermined.end(), cls) == underdetermined.end()) widest = std::max(widest, v);
-  for (const std::string& cls : underdetermined) rep.fitted.residual_rms[cls] = std::max(rep.fitted.residual_rms[cls], widest);
+  // the classes this fit measured well (three degrees of freedom or more; not a value inherited
+  // from the start), rather than the near-zero residual of an exact fit; when none was, the RMS of
+  // its own records' log errors before the fit (how far the start was from them).
+  for (const auto& [cls, before] : underdetermined)
+    rep.fitted.residual_rms[cls] = std::max(rep.fitted.residual_rms[cls], measured > 0 ? measured : before);
   return rep;
 }
 

@@ -133,6 +133,15 @@ TEST(Cli, CollectivePricesWithTheGenerationsProfileOrTheOneNamed) {
   const Result b = run("collective " + sys + " --calibration " + t.path("bad.json"));
   EXPECT_EQ(b.code, 2) << b.out;
   EXPECT_NE(b.out.find("bad.json: /params/nvlink_step_s: expected a number"), std::string::npos) << b.out;
+  // A borrowed value must be one the file sets, with how it was borrowed.
+  std::ofstream(t.path("borrow1.json")) << R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "borrowed": {"gemm_fraction_bf16": "x"}})";
+  const Result b1 = run("collective " + sys + " --calibration " + t.path("borrow1.json"));
+  EXPECT_EQ(b1.code, 2) << b1.out;
+  EXPECT_NE(b1.out.find("borrow1.json: /borrowed/gemm_fraction_bf16: expected a parameter this file sets"), std::string::npos) << b1.out;
+  std::ofstream(t.path("borrow2.json")) << R"({"kind": "calibration", "params": {"gemm_fraction_bf16": 0.7}, "borrowed": {"gemm_fraction_bf16": ""}})";
+  const Result b2 = run("collective " + sys + " --calibration " + t.path("borrow2.json"));
+  EXPECT_EQ(b2.code, 2) << b2.out;
+  EXPECT_NE(b2.out.find("borrow2.json: /borrowed/gemm_fraction_bf16: expected how the value was borrowed"), std::string::npos) << b2.out;
 }
 
 TEST(Cli, TopoWritesDot) {

@@ -186,6 +186,12 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
   const double fp8 = h.calibration[Param::gemm_fraction_fp8], mx = h.calibration[Param::gemm_fraction_mxfp8];
   EXPECT_NEAR(h.calibration[Param::gemm_fraction_bf16], (fp8 + mx) / 2, 1e-5);
   EXPECT_EQ(notes_on(h, "gemm_fraction_bf16 = 0.7055"), 1);
+  // A scenario that sets the rate itself has not borrowed it, whatever the profile under it did.
+  const Scenario own = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"),
+                                         {{"batch.global_batch", "128"}, {"calibration", R"({"params": {"gemm_fraction_bf16": 0.75}})"}});
+  EXPECT_EQ(own.calibration.borrowed.count(Param::gemm_fraction_bf16), 0u);
+  EXPECT_EQ(own.calibration[Param::gemm_fraction_bf16], 0.75);
+  EXPECT_EQ(notes_on(own, "gemm_fraction_bf16"), 0);
   h.calibration.borrowed.clear();  // as a fit of its own would
   EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);
   h.calibration.set(Param::gemm_fraction_bf16, 0.8);  // back at the default, no borrowing: named so

@@ -983,7 +983,7 @@ TEST(PipelineLayout, BalancedLayoutEvensTheStagesAndShortensTheStep) {
   const BalancedLayout kb = balanced_layout(kimi, kimi.calibration, kp);
   const double four = 4 * kb.layer_costs[1];
   EXPECT_NEAR(*std::max_element(kb.balanced_costs.begin(), kb.balanced_costs.end()), four, 1e-9 * four);
-  EXPECT_GE(*std::max_element(kb.even_costs.begin(), kb.even_costs.end()), four * (1 - 1e-12));
+  EXPECT_GT(*std::max_element(kb.even_costs.begin(), kb.even_costs.end()), four * (1 + 1e-6));  // the head's stage
 
   // Memory: at 5,120 tokens per sequence the uncapped split (five layers and 16 micro-batches in
   // flight on stage 0) no longer fits in 85.5 GB where the even split (71.4 GB) does: stage 0 is

@@ -1037,6 +1037,19 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
       r.value = predict_part(r, t);
       fp4.push_back(r);
     }
+    // A later fit without NVFP4 records borrows again, from its own fitted fractions.
+    std::vector<PartRecord> slower;
+    Calibration t2 = truth;
+    t2.set(Param::gemm_fraction_bf16, 0.5);
+    t2.set(Param::gemm_fraction_fp8, 0.4);
+    for (PartRecord r : recs)
+      if (r.cls == PartClass::gemm) {
+        r.value = predict_part(r, t2);
+        slower.push_back(r);
+      }
+    const FitReport again2 = fit_parts(slower, back, "hopper");
+    EXPECT_NEAR(again2.fitted[Param::gemm_fraction_nvfp4], 0.45, 2e-3);
+    ASSERT_EQ(again2.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 1u);
     const FitReport g4 = fit_parts(fp4, back, "hopper");
     EXPECT_NEAR(g4.fitted[Param::gemm_fraction_nvfp4], 0.5, 1e-2);
     EXPECT_EQ(g4.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 0u);
@@ -1200,6 +1213,75 @@ TEST(Calibrate, RecoversTheAttentionFormsTileAndHeadDimCurves) {
       EXPECT_EQ(p.movers, 0);
     }
   }
+}
+
+// A class's spread (the band's term) is the standard deviation of its log errors with the fitted
+// parameters' degrees of freedom out: sum of squares / (records - parameters). A class left with
+// fewer than three takes the start's spread, or without one the widest of the classes this fit
+// measured well, or without those its records' RMS log error before the fit.
+TEST(Calibrate, AClassSpreadCountsItsDegreesOfFreedom) {
+  const GpuSpec g = test_gpu();
+  Calibration truth;
+  truth.set(Param::hbm_fraction, 0.8);
+  truth.set(Param::gemm_fraction_bf16, 0.7);
+  auto copy = [&](int i, double bytes, double noise) {
+    PartRecord r;
+    r.id = "copy" + std::to_string(i);
+    r.cls = PartClass::memory;
+    r.gpu = g;
+    r.generation = "hopper";
+    r.bytes = bytes;
+    r.metric = PartMetric::byte_rate;
+    r.value = predict_part(r, truth) * (1 + noise);
+    return r;
+  };
+  auto gemm = [&](int i, double m) {
+    PartRecord r;
+    r.id = "gemm" + std::to_string(i);
+    r.cls = PartClass::gemm;
+    r.gpu = g;
+    r.generation = "hopper";
+    r.gemm = GemmShape{m, 8192, 8192, 1};
+    r.dtype = Dtype::bf16;
+    r.metric = PartMetric::flop_rate;
+    r.value = predict_part(r, truth);
+    return r;
+  };
+  std::vector<PartRecord> copies;
+  const double noise[] = {0.04, -0.03, 0.05, -0.06, 0.02, -0.01};
+  for (int i = 0; i < 6; ++i) copies.push_back(copy(i, 1e9 * (i + 1), noise[i]));
+  const FitReport f = fit_parts(copies, Calibration{}, "hopper");
+  ASSERT_EQ(f.classes.size(), 1u);
+  double ss = 0;
+  int n = 0;
+  for (const RecordFit& r : f.classes[0].records) {
+    ss += std::pow(std::log1p(r.after), 2);
+    ++n;
+  }
+  ASSERT_EQ(n, 6);
+  int freed = 0;
+  for (const ParamFit& p : f.classes[0].params) freed += !p.fitted_on.empty();
+  ASSERT_EQ(freed, 1);  // hbm_fraction; the plain copies do not move memory_row_s
+  EXPECT_NEAR(f.fitted.residual_rms.at("memory"), std::sqrt(ss / 5), 1e-12);
+  EXPECT_GT(f.fitted.residual_rms.at("memory"), std::sqrt(ss / 6));  // not the plain RMS
+
+  // Two GEMM records, one level each way: an exact fit, zero degrees of freedom left.
+  std::vector<PartRecord> both = copies;
+  both.push_back(gemm(0, 4096));
+  both.push_back(gemm(1, 16384));
+  const FitReport w = fit_parts(both, Calibration{}, "hopper");
+  EXPECT_NEAR(w.fitted.residual_rms.at("gemm"), w.fitted.residual_rms.at("memory"), 1e-12);  // the widest measured
+  // The start's spread of the class, when it has one, is kept instead.
+  Calibration start;
+  start.residual_rms["gemm"] = 0.3;
+  EXPECT_NEAR(fit_parts(both, start, "hopper").fitted.residual_rms.at("gemm"), 0.3, 1e-12);
+  // Nothing measured well: the records' RMS log error before the fit (the default 0.8 against 0.7).
+  const FitReport alone = fit_parts({gemm(0, 4096), gemm(1, 16384)}, Calibration{}, "hopper");
+  ASSERT_EQ(alone.classes.size(), 1u);
+  double before = 0;
+  for (const RecordFit& r : alone.classes[0].records) before += std::pow(std::log1p(r.before), 2);
+  EXPECT_NEAR(alone.fitted.residual_rms.at("gemm"), std::sqrt(before / 2), 1e-12);
+  EXPECT_GT(alone.fitted.residual_rms.at("gemm"), 0.1);
 }
 
 // A parameter every record moves but only one identifies: forward records at head dim 64 over
