@@ -156,36 +156,37 @@ struct ClassRecords {
   std::vector<const PartRecord*> fit, held, check;
 };
 
-// Whether the record's prediction moves when `p` moves (by a thousandth of its range) from `cal`.
-bool moves(const PartRecord& r, Param p, const Calibration& cal) {
-  const ParamDef& d = param_def(p);
-  Calibration c = cal;
-  const double x = c[p];
-  if (x > 0) {
-    // A record sets a parameter only where it depends on it: a tenth more of the parameter moves
-    // the record's prediction by at least half a percent. (A step latency of a few microseconds
-    // in a gigabyte collective moves it by a few millionths: such records left the fit free to
-    // push the step anywhere for a thousandth of their error.)
-    const double h = 0.1 * x;
-    c.set(p, x + h <= d.max ? x + h : x - h);
-    return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) >= 0.005;
-  }
-  const double h = (d.max - d.min) * 1e-3;  // a shape term off at 0: any effect of switching it on
-  c.set(p, x + h <= d.max ? x + h : x - h);
-  return std::abs(predict_part(r, c) / predict_part(r, cal) - 1) > 1e-9;
-}
-
-// The record's log prediction per normalised unit of `p` (its bounds' range), by the step moves()
-// takes: a column of the fit's Jacobian at `cal`.
-double sensitivity(const PartRecord& r, Param p, const Calibration& cal) {
+// The record's prediction after a step of `p` from `cal` over its prediction at `cal`, and the
+// step in units of the parameter's range: a tenth of its value, or a thousandth of its range for a
+// term off at 0 (into the bounds).
+struct Step {
+  double ratio, step;
+};
+Step perturb(const PartRecord& r, Param p, const Calibration& cal) {
   const ParamDef& d = param_def(p);
   Calibration c = cal;
   const double x = c[p];
   double h = x > 0 ? 0.1 * x : (d.max - d.min) * 1e-3;
   if (x + h > d.max) h = -h;
   c.set(p, x + h);
-  const double v = std::log(std::max(predict_part(r, c), 1e-300) / std::max(predict_part(r, cal), 1e-300)) /
-                   (h / (d.max - d.min));
+  return {predict_part(r, c) / predict_part(r, cal), h / (d.max - d.min)};
+}
+
+// Whether the record's prediction moves when `p` moves from `cal`. A record sets a parameter only
+// where it depends on it: a tenth more of the parameter moves the record's prediction by at least
+// half a percent. (A step latency of a few microseconds in a gigabyte collective moves it by a few
+// millionths: such records left the fit free to push the step anywhere for a thousandth of their
+// error.) A shape term off at 0: any effect of switching it on.
+bool moves(const PartRecord& r, Param p, const Calibration& cal) {
+  const double change = std::abs(perturb(r, p, cal).ratio - 1);
+  return cal[p] > 0 ? change >= 0.005 : change > 1e-9;
+}
+
+// The record's log prediction per unit of `p`'s range, by the step moves() takes: a column of the
+// fit's Jacobian at `cal` (0 where the prediction is not finite).
+double sensitivity(const PartRecord& r, Param p, const Calibration& cal) {
+  const Step s = perturb(r, p, cal);
+  const double v = std::log(s.ratio) / s.step;
   return std::isfinite(v) ? v : 0.0;
 }
 
@@ -276,18 +277,6 @@ int solve(const std::vector<const PartRecord*>& recs, const std::vector<Param>& 
   }
   for (size_t j = 0; j < p; ++j) cal.set(params[j], to_x(j, u(static_cast<Eigen::Index>(j))));
   return it;
-}
-
-// The RMS log error of a class's fitted and held-back records before its fit.
-double before_rms(const ClassFit& c) {
-  double ss = 0;
-  int n = 0;
-  for (const RecordFit& r : c.records)
-    if (!r.record->check_only) {
-      ss += std::pow(std::log1p(r.before), 2);
-      ++n;
-    }
-  return n ? std::sqrt(ss / n) : 0.0;
 }
 
 }  // namespace
@@ -406,7 +395,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
       if (auto it = rep.fitted.borrowed.find(p); it != rep.fitted.borrowed.end() && pf.fitted_on.empty()) pf.borrowed = it->second;
       cf.params.push_back(pf);
     }
-    double ss = 0;
+    double ss = 0, ss_before = 0;
     int cnt = 0;
     for (const auto* set : {&g.fit, &g.held, &g.check})
       for (const PartRecord* r : *set) {
@@ -414,6 +403,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
                      set == &g.held};
         if (set != &g.check) {
           ss += std::pow(std::log1p(rf.after), 2);
+          ss_before += std::pow(std::log1p(rf.before), 2);
           ++cnt;
         }
         cf.records.push_back(rf);
@@ -429,7 +419,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     cf.spread = spread;
     if (dof < 3) {
       if (auto it = start.residual_rms.find(to_string(cls)); it != start.residual_rms.end()) spread = std::max(spread, it->second);
-      else if (cnt) underdetermined.emplace_back(to_string(cls), before_rms(cf));
+      else if (cnt) underdetermined.emplace_back(to_string(cls), std::sqrt(ss_before / cnt));
     } else if (cnt) {
       measured = std::max(measured, spread);
     }
