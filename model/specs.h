@@ -294,6 +294,9 @@ struct Batch {
 struct Precision {
   Dtype dense_gemm = Dtype::bf16, expert_gemm = Dtype::bf16;
   Dtype dispatch = Dtype::bf16, combine = Dtype::bf16;
+  // The combine's backward exchange: the output gradients sent to the experts' down-projections
+  // (DeepSeek-V3 quantizes them to FP8 as its dispatch; elsewhere they travel in BF16).
+  Dtype combine_bwd = Dtype::bf16;
   Dtype weights = Dtype::bf16, grads = Dtype::bf16, optimizer_state = Dtype::fp32;
   bool master_weights_fp32 = false;
 };
@@ -463,9 +466,10 @@ struct Scenario {
   bool train_mtp = false;  // include the model's MTP modules in the step (MaxText's deepseek3-671b: off)
   Calibration calibration;  // the cost model's parameters: defaults unless a profile overrides them
   std::vector<Straggler> stragglers;
-  // Fleet speed variation: the relative standard deviation of GPU speed across the job's GPUs (a
-  // persistent property of each GPU). Every synchronized step waits for the slowest of the job's
-  // GPUs: compute x (1 + speed_sigma x E[max of gpus standard normals]). 0: not modelled.
+  // Fleet speed variation: the standard deviation of log GPU speed across the job's GPUs (a
+  // persistent property of each GPU; its relative spread, for small values). Every synchronized
+  // step waits for the slowest of the job's GPUs but the listed stragglers: compute x
+  // exp(speed_sigma x E[max of n standard normals]). 0: not modelled.
   double speed_sigma = 0;
   // Derived: micro-batches per step per data-parallel rank (gradient accumulation).
   int64_t micro_batches() const {

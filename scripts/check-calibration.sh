@@ -18,7 +18,13 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=54.1    # MAPE in %, pinned: lower it when the model improves (raised 54.0 -> 54.1 (MAPE 54.06 %) when a
+ceiling=53.9    # MAPE in %, pinned: lower it when the model improves (lowered 54.1 -> 53.9 (MAPE 53.83 %) when
+                # DeepSeek's own H800 run took its report's mechanisms (FP8 gradients before the MoE
+                # down-projections, the dispatched rows kept rather than dispatched again, SwiGLU's output
+                # recomputed) and every shared expert's backward its SwiGLU backward: H800 -3.6 -> +1.5 %;
+                # and a fused EP kernel held to its SMs stopped halving what else shares its links
+                # (GB300 optimized +35.0 -> +35.7 %: its NVLink exchanges leave room to the FSDP rings);
+                # raised 54.0 -> 54.1 (MAPE 54.06 %) when a
                 # GEMM dtype no record of a generation measures borrowed the median of the generation's fitted
                 # fractions instead of the default 0.8 (Hopper BF16: 0.706): DeepSeek's H800 run, whose head and
                 # router GEMMs are BF16, -1.6 -> -3.6 %; raised 53.2 -> 54.0 (MAPE 53.93 %) when the

@@ -273,6 +273,7 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (auto x = pr->get("expert_gemm")) q.expert_gemm = parse_dtype(*x);
     if (auto x = pr->get("dispatch")) q.dispatch = parse_dtype(*x);
     if (auto x = pr->get("combine")) q.combine = parse_dtype(*x);
+    if (auto x = pr->get("combine_bwd")) q.combine_bwd = parse_dtype(*x);
     if (auto x = pr->get("weights")) q.weights = parse_dtype(*x);
     if (auto x = pr->get("grads")) q.grads = parse_dtype(*x);
     if (auto x = pr->get("optimizer_state")) q.optimizer_state = parse_dtype(*x);

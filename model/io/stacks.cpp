@@ -164,9 +164,10 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
   else if (path == "precision.expert_gemm") q.expert_gemm = parse_dtype(n);
   else if (path == "precision.dispatch") q.dispatch = parse_dtype(n);
   else if (path == "precision.combine") q.combine = parse_dtype(n);
+  else if (path == "precision.combine_bwd") q.combine_bwd = parse_dtype(n);
   else if (path == "memory.offload") s.memory.offload = parse_tensor_classes(n);
   else if (path == "memory.recompute") s.memory.recompute = parse_tensor_classes(n);
-  else n.fail("an ablation may switch stack.*, precision.dense_gemm/expert_gemm/dispatch/combine, memory.offload or memory.recompute");
+  else n.fail("an ablation may switch stack.*, precision.dense_gemm/expert_gemm/dispatch/combine/combine_bwd, memory.offload or memory.recompute");
 }
 
 std::vector<std::string> file_keys() {

@@ -262,10 +262,24 @@ double expected_max_balls(int64_t balls, int bins) {
     // The terms for m below ceil(mean) - 1 are 1 each (the maximum is at least the mean).
     e += std::max(0.0, std::ceil(mean) - 1.0);
   } else {
-    // Many flows: counts close to independent normals of variance F p (1 - p) (the fixed total
-    // barely matters with many bins): mean + sd x E[max of U standard normals].
-    const double p = 1.0 / bins, sd = std::sqrt(static_cast<double>(balls) * p * (1 - p));
-    e = mean + sd * expected_max_of_normals(bins);
+    // Many flows: Poissonized, each link's count an independent Poisson of mean F / U, whose
+    // maximum is exact on the integer lattice: E[max] = sum_m (1 - P(N <= m)^U). Against the exact
+    // law: 106.153 for 201 flows on 2 links (exact 106.163), 9.486 for 288 on 72 (exact 9.488);
+    // the fixed total hardly matters, where a normal of variance F p (1 - p) missed the counts'
+    // skew and their spread (8.74 for 288 on 72, and it fell from 19.11 to 18.62 as 200 flows on
+    // 16 links became 201). Terms 10 sd or more below the mean are 1 each (the Poisson's mass
+    // there is below 1e-23); the PMF is built upwards from there, its first term in logs.
+    const double lambda = mean;
+    const double start = std::max(0.0, std::floor(lambda - 10 * std::sqrt(lambda)));
+    e = start;
+    double pmf = std::exp(start * std::log(lambda) - lambda - std::lgamma(start + 1)), cdf = pmf;
+    for (double m = start; m < static_cast<double>(balls); ++m) {
+      const double above = 1.0 - std::pow(cdf, bins);
+      e += above;
+      if (m > lambda && above < 1e-12) break;
+      pmf *= lambda / (m + 1);
+      cdf += pmf;
+    }
   }
   const std::lock_guard<std::mutex> lock(mu);
   cache[{balls, bins}] = e;
@@ -299,7 +313,13 @@ CollectiveCost CollectiveCost::at(Bytes b) const {
 
 Seconds CollectiveCost::time(Bytes b) const { return latency + Seconds(b.value() * at(b).bottleneck_s_per_byte()); }
 
-double CollectiveCost::bottleneck_s_per_byte() const { return *std::max_element(s_per_byte.begin(), s_per_byte.end()); }
+double CollectiveCost::own_bottleneck_s_per_byte() const {
+  return *std::max_element(own_s_per_byte.begin(), own_s_per_byte.end());
+}
+
+double CollectiveCost::bottleneck_s_per_byte() const {
+  return std::max(own_bottleneck_s_per_byte(), *std::max_element(s_per_byte.begin(), s_per_byte.end()));
+}
 
 double bus_factor(Collective c, int64_t n) {
   const double f = n > 0 ? static_cast<double>(n - 1) / static_cast<double>(n) : 0.0;

@@ -36,6 +36,13 @@ const char* to_string(Resource r);
 struct CollectiveCost {
   Seconds latency;                                 // launch + steps x per-step latency
   std::array<double, kResourceCount> s_per_byte{};  // per byte of the collective's size
+  // A kernel's own limit per resource, per byte of the size, apart from what it takes of the
+  // links (s_per_byte): a fused EP kernel at the SMs it holds (and the combine's sums, the API's
+  // buffer copies) reaches less than the links would carry, and its links stay free for other
+  // traffic meanwhile; alone it runs at the slowest of these. All 0: none (NCCL's kernels, whose
+  // rates are the links' own fractions).
+  std::array<double, kResourceCount> own_s_per_byte{};
+  double own_bottleneck_s_per_byte() const;
   int steps = 0;
   const char* algorithm = "";
   // HBM bytes a member reads and writes per byte of the collective's size, which the simulator
@@ -66,7 +73,8 @@ int64_t group_size(Group g, const Parallelism& p);
 std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology& t, int64_t gpus);
 
 // E[the fullest of `bins` bins] when `balls` balls fall uniformly and independently: exact up to
-// 200 balls, a normal approximation above. Cached.
+// 200 balls, Poissonized above (independent Poisson counts, exact on the lattice; within 0.5 % of
+// the exact law). Cached.
 double expected_max_balls(int64_t balls, int bins);
 // Static ECMP: a group's `flows` share a leaf's `uplinks` with `concurrent` - 1 times as many flows of
 // the other groups running the same collective; the busiest link carries E[max] of all of them

@@ -150,7 +150,8 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       if (w == widest_.end()) w = widest_.emplace(op.group, widest_group(op.group, s_.parallelism, t_, s_.gpus)).first;
       members = w->second;
     }
-    Calibration cal = cal_;
+    Calibration cal = cal_;  // a fused EP kernel: its own rates, alone on its links
+    Calibration link = cal_;  // and the share of each link its bytes take (the kernel at full speed)
     if (fused_ep) {
       // A fused EP kernel (DeepEP/HybridEP-like) moves the rows with its own thread blocks: its
       // measured NVLink and RDMA fractions, at the SMs a communication kernel holds; a combine
@@ -159,7 +160,9 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double sms = ep_kernel_sms(s_.stack, s_.system.gpu(), cal_);
       const double f = ep_sm_factor(sms, cal_, deepep);
       const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
-      cal.set(Param::nvlink_fraction, cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c);
+      const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
+      cal.set(Param::nvlink_fraction, nvlink * f * c);
+      link.set(Param::nvlink_fraction, nvlink);
       // Over RDMA DeepEP's normal kernels reach the NIC's rate at their default SMs (V1 on H800:
       // 58 and 51 GB/s of rows counted per node hit at 4 and 8 nodes and 24 SMs, 43.5 and 44.6 GB/s
       // on a 50 GB/s NIC); its SM curve (deepep_sm_half) is fitted on NVLink records and is not the
@@ -169,25 +172,37 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double nodes = static_cast<double>(by_domain(t_, members).size());
       cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] *
                                       (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false)));
+      link.set(Param::ib_fraction, cal_[Param::ep_network_fraction]);
     }
-    if (memo_) {
-      const auto& v = memo_->get({op.collective, members, shape.fanout, shape.node_fanout, cal[Param::nvlink_fraction], cal[Param::ib_fraction]},
-                                 [&] { return collective_algorithms(op.collective, members, t_, cal, shape); });
-      it = cache_.emplace(key, v).first;
-    } else {
-      it = cache_.emplace(key, collective_algorithms(op.collective, members, t_, cal, shape)).first;
+    auto algorithms = [&](const Calibration& k) {
+      if (!memo_) return collective_algorithms(op.collective, members, t_, k, shape);
+      return memo_->get({op.collective, members, shape.fanout, shape.node_fanout, k[Param::nvlink_fraction], k[Param::ib_fraction]},
+                        [&] { return collective_algorithms(op.collective, members, t_, k, shape); });
+    };
+    std::vector<CollectiveCost> v = algorithms(cal);
+    if (fused_ep) {
+      // The kernel alone runs at its own rates (its SMs, the combine's sums): that is its own limit;
+      // its links carry its bytes at the kernel's full-speed fractions, so a pipeline send or a
+      // second exchange beside it takes what the kernel leaves of a link, not half of it.
+      const std::vector<CollectiveCost> on_links = algorithms(link);
+      if (on_links.size() == v.size())
+        for (size_t i = 0; i < v.size(); ++i) {
+          v[i].own_s_per_byte = v[i].s_per_byte;
+          v[i].s_per_byte = on_links[i].s_per_byte;
+        }
     }
+    it = cache_.emplace(key, std::move(v)).first;
     if (fused_ep && s_.stack.ep_buffer_copies && s_.stack.ep_kernel == EpKernel::hybridep) {
       // Through HybridEP's PyTorch API the rows also pass over HBM between the kernel's buffers and
-      // the framework's tensors, in series with the kernel: added to the seconds per byte of each
-      // resource the exchange loads (the bottleneck's time grows by the copies' whichever it is)
-      // and to the HBM traffic the simulator takes from memory-bound kernels beside it.
+      // the framework's tensors, in series with the kernel: added to its own seconds per byte (the
+      // exchange's time grows by the copies' whichever resource bounds it; the links are idle
+      // meanwhile) and to the HBM traffic the simulator takes from memory-bound kernels beside it.
       // The copies move every row the rank handles, its own included, where the exchange's size
       // counts the rows to other ranks, (n - 1)/n of them (as calibrate prices the records).
       const double n = static_cast<double>(members.size()), all_rows = n > 1 ? n / (n - 1) : 1.0;
       const double copy = ep_api_copy_s_per_byte(s_.system.gpu(), cal_) * all_rows;
       for (CollectiveCost& c : it->second) {
-        for (double& x : c.s_per_byte)
+        for (double& x : c.own_s_per_byte)
           if (x > 0) x += copy;  // in series with whichever resource bounds the exchange
         c.hbm_bytes_per_byte += cal_[Param::ep_api_copy_passes] * all_rows;
       }

@@ -49,6 +49,7 @@ struct Running {
   double latency_left = 0;  // s (comm: fixed latency first)
   double work_left = 0;     // compute: s at full SMs; comm: bytes
   std::array<double, kResourceCount> a{};  // comm: s per byte per resource
+  double own = 0;  // comm: the kernel's own s per byte, a cap on its rate (CollectiveCost::own_s_per_byte)
   double rate = 0;
   double hbm_per_byte = 2.0;  // comm: HBM bytes per byte of its size (CollectiveCost::hbm_bytes_per_byte)
 };
@@ -472,6 +473,7 @@ class Engine {
       r.latency_left = cc.latency.value();
       r.work_left = std::max(op.bytes, op.recv_bytes).value();
       r.a = cc.s_per_byte;
+      r.own = cc.own_bottleneck_s_per_byte();
       r.hbm_per_byte = cc.hbm_bytes_per_byte;
       if (cc.bottleneck_s_per_byte() == 0) r.work_left = 0;
       if (r.latency_left == 0) r.latency_left = 0;
@@ -548,6 +550,25 @@ class Engine {
           if (demand <= 0) continue;
           const double l = cap[static_cast<size_t>(k)] / demand;
           if (l < lambda) lambda = l, bottleneck = k;
+        }
+        // A kernel slower than its fair share of every link (its own limit, 1 / own) runs at its
+        // own rate and leaves the rest of its links to the others: frozen first, then the
+        // water-filling goes on without it.
+        double slowest_own = kInf;
+        for (Running* r : open)
+          if (r->own > 0) slowest_own = std::min(slowest_own, 1.0 / r->own);
+        if (slowest_own <= lambda) {
+          std::vector<Running*> rest;
+          for (Running* r : open) {
+            if (r->own > 0 && 1.0 / r->own <= slowest_own) {
+              r->rate = slowest_own;
+              for (int k = 0; k < kResourceCount; ++k) cap[static_cast<size_t>(k)] -= slowest_own * r->a[static_cast<size_t>(k)];
+            } else {
+              rest.push_back(r);
+            }
+          }
+          open.swap(rest);
+          continue;
         }
         if (bottleneck < 0) {
           for (Running* r : open) r->rate = kInf;

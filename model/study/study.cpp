@@ -18,7 +18,7 @@ Scenario baseline_of(const Scenario& s) {
   b.stack.dispatcher = Dispatcher::alltoall;
   b.stack.a2a_with_shared_expert = false;
   b.precision.dense_gemm = b.precision.expert_gemm = Dtype::bf16;
-  b.precision.dispatch = b.precision.combine = Dtype::bf16;
+  b.precision.dispatch = b.precision.combine = b.precision.combine_bwd = Dtype::bf16;
   for (TensorClass c : b.memory.offload)
     if (std::find(b.memory.recompute.begin(), b.memory.recompute.end(), c) == b.memory.recompute.end())
       b.memory.recompute.push_back(c);
@@ -75,6 +75,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("precision.expert_gemm", qa.expert_gemm, qb.expert_gemm);
   cmp("precision.dispatch", qa.dispatch, qb.dispatch);
   cmp("precision.combine", qa.combine, qb.combine);
+  cmp("precision.combine_bwd", qa.combine_bwd, qb.combine_bwd);
   cmp("precision.weights", qa.weights, qb.weights);
   cmp("precision.grads", qa.grads, qb.grads);
   cmp("precision.optimizer_state", qa.optimizer_state, qb.optimizer_state);
@@ -276,9 +277,9 @@ std::vector<std::pair<std::string, double>> step_terms(const StepReport& r) {
   // Every class's timeline to the end of the step, weighted by its GPUs: what an average GPU
   // spends the step on (a class that finishes early idles until the step ends).
   double ranks = 0;
-  const double slow = r.graph->fleet_slowdown;
   for (size_t c = 0; c < r.graph->classes.size() && c < r.sim->classes.size(); ++c) {
     const RankClass& rc = r.graph->classes[c];
+    const double slow = rc.fleet_slowdown;
     const SimClass& sc = r.sim->classes[c];
     const double w = static_cast<double>(rc.ranks);
     ranks += w;

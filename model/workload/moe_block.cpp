@@ -136,14 +136,26 @@ void Lowering::shared_expert(int l, const LayerForwardFlops& f, Dtype dd) {
 
 void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype dd) {
   if (m_.shared_experts == 0) return;
-  const double h = d(m_.hidden);
+  const double h = d(m_.hidden), ffn = d(m_.expert_ffn) * m_.shared_experts;
   tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
   const int32_t input = sp_input_gather(l, false);
+  // moe_mlpwi's saved bytes hold the shared FC1 output beside the routed rows' (step.cpp): recomputing
+  // the class runs the shared FC1 again, from the gathered input, before the activation's backward
+  // needs it.
+  if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
+    if (input >= 0) wait_before_next_compute(input);
+    phase_ = Phase::recompute;
+    gemm("moe.shared_fc1.recompute", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
+    phase_ = Phase::backward;
+  }
   gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
-           t_, h, d(m_.expert_ffn) * m_.shared_experts / tp_);
-  if (input >= 0) wait_before_next_compute(input);
+           t_, h, ffn / tp_);
+  // SwiGLU's backward: reads the saved gate and up outputs and the output gradient, writes both
+  // inputs' gradients (as moe.act.bwd for the routed rows).
+  memory("moe.shared_act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
+  if (input >= 0 && !has(s_.memory.recompute, TensorClass::moe_mlpwi)) wait_before_next_compute(input);
   gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
-           t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * d(m_.expert_ffn) * m_.shared_experts / tp_, h);
+           t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * ffn / tp_, h);
   if (const int32_t rs = tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, false); rs >= 0)
     tp_outputs_.push_back(rs);
 }
@@ -153,6 +165,10 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double etp = d(p_.etp);
   const Dtype de = s_.precision.expert_gemm, dd = s_.precision.dense_gemm;
   const double bg = 2.0;  // gradients travel in BF16
+  // but the combine's backward, the output gradients on their way to the experts' down-projections,
+  // in precision.combine_bwd (FP8 in DeepSeek-V3's recipe; their quantization kernel, priced on the
+  // expert side as FC2's dgrad input, then runs before the send over as many rows).
+  const double bcb = bytes_per_element(s_.precision.combine_bwd);
   if (!s_.stack.a2a_with_shared_expert) {
     shared_expert_backward(l, f, dd);
   }
@@ -172,18 +188,18 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     cb = last();
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
-              r * t_sp_ * h * bg, {last()});
+              r * t_sp_ * h * bcb, {last()});
   } else {
-    const double send = t_sp_ * fan * h * bg * (r - 1) / r;
+    const double send = t_sp_ * fan * h * bcb * (r - 1) / r;
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
               {last()}, send * exchange_imbalance(), fan);
     if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
-      local_sort(l, "moe.sort.bwd", bg, {cb});
+      local_sort(l, "moe.sort.bwd", bcb, {cb});
       cb = last();
     }
   }
   if (p_.etp > 1) {
-    etp_collective(l, "moe.combine.bwd.etp_all_gather", Collective::all_gather, bg);
+    etp_collective(l, "moe.combine.bwd.etp_all_gather", Collective::all_gather, bcb);
     cb = last();
   }
   rows_ready.push_back(cb);

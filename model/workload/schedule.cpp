@@ -491,6 +491,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       g.classes.push_back(std::move(rc));
     }
   }
+  const size_t first_straggler = g.classes.size();
+  int64_t straggling = 0;
   // Stragglers: a copy of their stage's program as a class of their GPUs, synchronized with it.
   // (Every collective of the stage waits for them: right for the FSDP/DP/PP collectives that span
   // racks; EP groups that lie wholly outside a slow rack are synchronized too, through them.)
@@ -508,17 +510,27 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     rc.network_slowdown = x.network_slowdown;
     rc.sync_with = static_cast<int>(stage);  // its pipeline receives match the stage classes' sends (sim.cpp)
     g.classes.push_back(std::move(rc));
+    straggling += x.count;
   }
-  // Fleet speed variation: the job waits at every synchronized step for its slowest GPU.
+  // Fleet speed variation: the job waits at every synchronized step for its slowest GPU. A GPU's
+  // log speed is normal with sd sigma (its relative spread, for small sigma), so the slowest of n
+  // runs at exp(-sigma E[max of n normals]) of the mean speed and its compute takes exp(+sigma E)
+  // as long: close to 1 + sigma E for a few percent, and never a negative speed for a wide spread.
+  // The listed stragglers keep their own slowdown: each is one GPU's draw, not the fleet's slowest;
+  // the rest of the fleet waits for the slowest of its own n GPUs.
   if (s.speed_sigma > 0 && s.gpus > 1) {
-    const double e = expected_max_of_normals(s.gpus);
-    g.fleet_slowdown = 1.0 + s.speed_sigma * e;
-    for (RankClass& rc : g.classes) rc.compute_slowdown *= g.fleet_slowdown;
+    const int64_t n = std::max<int64_t>(1, s.gpus - straggling);
+    const double e = expected_max_of_normals(n);
+    g.fleet_slowdown = std::exp(s.speed_sigma * e);
+    for (size_t c = 0; c < first_straggler; ++c) {
+      g.classes[c].compute_slowdown *= g.fleet_slowdown;
+      g.classes[c].fleet_slowdown = g.fleet_slowdown;
+    }
     char buf[256];
     std::snprintf(buf, sizeof buf,
                   "fleet speed spread %.1f %%: every synchronized step waits for the slowest of %lld GPUs, "
                   "%.2f standard deviations above the mean: compute x %.4f",
-                  100 * s.speed_sigma, static_cast<long long>(s.gpus), e, g.fleet_slowdown);
+                  100 * s.speed_sigma, static_cast<long long>(n), e, g.fleet_slowdown);
     g.notes.push_back(buf);
   }
   if (dualpipe_family(s) && s.parallelism.fsdp > 1)

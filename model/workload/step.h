@@ -161,6 +161,7 @@ struct RankClass {
   // A straggler's class: slowdown factors, and the class whose program it shares (its collectives
   // start only when both have reached them).
   double compute_slowdown = 1.0, nvlink_slowdown = 1.0, network_slowdown = 1.0;
+  double fleet_slowdown = 1.0;  // the part of compute_slowdown that is the fleet's slowest GPU (speed_sigma)
   int sync_with = -1;
 };
 
@@ -193,7 +194,7 @@ struct StepGraph {
   double model_flops_per_token = 0; // MaxText convention, no MTP unless the scenario trains it
   ExpertLoad load;
   std::vector<std::string> notes;   // pricing choices worth saying (e.g. MXFP8 priced as FP8 on Hopper)
-  double fleet_slowdown = 1;        // compute x this on every class: the slowest of the job's GPUs (speed_sigma)
+  double fleet_slowdown = 1;        // compute x this on every class but the listed stragglers: the slowest of the job's GPUs (speed_sigma)
 };
 
 // E[max of n independent standard normals] (0 for n = 1), by Simpson's rule on [-12, 12]:

@@ -292,6 +292,70 @@ TEST(Step, TypicalEpRanksWaitForTheBusiestOne) {
   }
 }
 
+// The shared expert's backward runs SwiGLU's backward (reads the saved gate and up outputs and the
+// output gradient, writes both inputs' gradients: t x (2 f x 2 x 2 + f x 2) bytes, f its FFN width),
+// and when moe_mlpwi (which holds the shared FC1 output beside the routed rows') is recomputed, its
+// FC1 again: 2 x t x 2f x h executed FLOPs, no model FLOPs. Both were missing (the memory report
+// freed the shared FC1 output while no op rebuilt it).
+TEST(Step, TheSharedExpertsBackwardRunsItsActivationAndRecomputesWhatMemoryFreed) {
+  auto find = [](const StepGraph& g, const std::string& name) -> const Op* {
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == name && op.layer == 3 && op.micro_batch == 0) return &op;
+    return nullptr;
+  };
+  const Scenario kept = scenario();
+  const Scenario recomputed = scenario({"memory.recompute=[\"q_proj\", \"kv_proj\", \"moe_mlpwi\"]", "memory.offload=[]"});
+  const double t = static_cast<double>(kept.batch.micro_batch * kept.batch.seq_len), h = static_cast<double>(kept.model.hidden);
+  const double f = static_cast<double>(kept.model.expert_ffn) * kept.model.shared_experts;
+  for (const Scenario* s : {&kept, &recomputed}) {
+    const StepGraph g = lower_step(*s, expert_load(*s, Calibration{}));
+    const Op* act = find(g, "moe.shared_act.bwd");
+    ASSERT_NE(act, nullptr);
+    EXPECT_DOUBLE_EQ(act->hbm_bytes.value(), t * (2 * f * 2.0 * 2 + f * 2.0));
+    const Op* fc1 = find(g, "moe.shared_fc1.recompute");
+    if (s == &kept) {
+      EXPECT_EQ(fc1, nullptr);
+      continue;
+    }
+    ASSERT_NE(fc1, nullptr);
+    EXPECT_EQ(fc1->phase, Phase::recompute);
+    EXPECT_DOUBLE_EQ(fc1->flops.value(), 2 * t * 2 * f * h);
+    EXPECT_EQ(fc1->model_flops.value(), 0.0);
+  }
+}
+
+// The combine's backward sends the output gradients to the experts in precision.combine_bwd: FP8
+// (DeepSeek-V3's recipe) moves half the bytes of BF16 (the default), on the wire and into the sort.
+TEST(Step, TheCombinesBackwardTravelsInItsOwnFormat) {
+  auto bytes = [](const Scenario& s) {
+    const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == "moe.combine.bwd" && op.layer == 3 && op.micro_batch == 0) return op.bytes.value();
+    return 0.0;
+  };
+  const double bf16 = bytes(scenario()), fp8 = bytes(scenario({"precision.combine_bwd=fp8"}));
+  ASSERT_GT(bf16, 0.0);
+  EXPECT_DOUBLE_EQ(fp8, bf16 / 2);
+}
+
+// DeepSeek's own run (its report, section 3.3): the FP8 dispatched rows are kept for the expert
+// weight gradients (no dispatch again in the backward), RMSNorm is recomputed as an op of its own,
+// and SwiGLU's output is rebuilt from its cached input.
+TEST(Step, DeepSeeksOwnRunKeepsItsDispatchedRowsAndRecomputesItsNorms) {
+  const Scenario s = io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/h800-dualpipe.json");
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  int norms = 0, acts = 0;
+  for (const RankClass& rc : g.classes)
+    for (const Op& op : rc.ops) {
+      EXPECT_NE(op.name, "moe.dispatch.recompute");
+      EXPECT_NE(op.name, "moe.permute.recompute");
+      norms += op.name.ends_with(".norm.recompute");
+      acts += op.name == "moe.act.recompute";
+    }
+  EXPECT_GT(norms, 0);
+  EXPECT_GT(acts, 0);
+}
+
 TEST(Step, RecomputeAddsExecutedButNotModelFlops) {
   const Scenario s = scenario();
   const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
