@@ -305,7 +305,7 @@ struct Precision {
 // (decoder_layer_input), q_proj (query_proj), kv_proj (key_proj, value_proj), attn_out (context),
 // out_proj, mlp (dense mlpwi + mlpwo), router, moe_mlpwi (moe_mlpwi_0/1), moe_mlpwo. Only these are
 // saved; everything between them is rebuilt in the backward pass, as JAX's remat does. moe_act, the
-// routed experts' activation output (the FC2 input), has no checkpoint name in MaxText, so JAX
+// experts' activation output (the FC2 input; the shared expert's too), has no checkpoint name in MaxText, so JAX
 // rebuilds it always; PyTorch's autograd (stack.remat_dispatch false) keeps it unless it is
 // recomputed (Megatron's --recompute-modules moe_act).
 enum class TensorClass { norm, q_proj, kv_proj, attn_out, out_proj, mlp, router, moe_mlpwi, moe_mlpwo, moe_act, kCount };

@@ -273,7 +273,14 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (auto x = pr->get("expert_gemm")) q.expert_gemm = parse_dtype(*x);
     if (auto x = pr->get("dispatch")) q.dispatch = parse_dtype(*x);
     if (auto x = pr->get("combine")) q.combine = parse_dtype(*x);
-    if (auto x = pr->get("combine_bwd")) q.combine_bwd = parse_dtype(*x);
+    if (auto x = pr->get("combine_bwd")) {
+      q.combine_bwd = parse_dtype(*x);
+      // Its quantization is the one the expert FC2's FP8 dgrad runs on its input, moved before the
+      // send; a BF16 expert GEMM has none, and a cast to the wire format is not priced.
+      if (q.combine_bwd != Dtype::bf16 && q.expert_gemm == Dtype::bf16)
+        x->fail("expected \"bf16\" while precision.expert_gemm is \"bf16\" (a low-precision combine gradient is quantized "
+                "by the expert GEMM's FP8 backward; set expert_gemm to an FP8 format first), got " + x->raw().dump());
+    }
     if (auto x = pr->get("weights")) q.weights = parse_dtype(*x);
     if (auto x = pr->get("grads")) q.grads = parse_dtype(*x);
     if (auto x = pr->get("optimizer_state")) q.optimizer_state = parse_dtype(*x);

@@ -161,7 +161,10 @@ void apply_off(Scenario& s, const std::string& path, const std::string& value, c
   const Node n(v, file, at);
   Precision& q = s.precision;
   if (path == "precision.dense_gemm") q.dense_gemm = parse_dtype(n);
-  else if (path == "precision.expert_gemm") q.expert_gemm = parse_dtype(n);
+  else if (path == "precision.expert_gemm") {
+    q.expert_gemm = parse_dtype(n);
+    if (q.expert_gemm == Dtype::bf16) q.combine_bwd = Dtype::bf16;  // its quantization was the expert GEMM's
+  }
   else if (path == "precision.dispatch") q.dispatch = parse_dtype(n);
   else if (path == "precision.combine") q.combine = parse_dtype(n);
   else if (path == "precision.combine_bwd") q.combine_bwd = parse_dtype(n);

@@ -272,8 +272,12 @@ double expected_max_balls(int64_t balls, int bins) {
     const double lambda = mean;
     const double start = std::max(0.0, std::floor(lambda - 10 * std::sqrt(lambda)));
     e = start;
-    double pmf = std::exp(start * std::log(lambda) - lambda - std::lgamma(start + 1)), cdf = pmf;
-    for (double m = start; m < static_cast<double>(balls); ++m) {
+    int sign = 0;  // lgamma_r: no global signgam written beside other threads
+    double pmf = std::exp(start * std::log(lambda) - lambda - lgamma_r(start + 1, &sign)), cdf = pmf;
+    // Past 12 sd above the mean the terms are below 1e-30 x bins even where the CDF's rounding
+    // leaves it a hair under 1 (which would keep `above` from falling under the tolerance).
+    const double end = std::min(static_cast<double>(balls), lambda + 12 * std::sqrt(lambda) + 10);
+    for (double m = start; m < end; ++m) {
       const double above = 1.0 - std::pow(cdf, bins);
       e += above;
       if (m > lambda && above < 1e-12) break;

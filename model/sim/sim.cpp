@@ -28,9 +28,11 @@ int queue_of(Stream s, bool multistream) {
 // lowers the rate, so the simulator never runs it faster.
 CollectiveCost class_comm_cost(const Pricer& pricer, const RankClass& rc, const Op& op) {
   CollectiveCost cc = pricer.comm_cost(op, rc.pp_stage).at(std::max(op.bytes, op.recv_bytes));
-  cc.s_per_byte[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
-  cc.s_per_byte[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
-  cc.s_per_byte[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
+  for (auto* a : {&cc.s_per_byte, &cc.own_s_per_byte}) {  // a fused EP kernel's own rates as its links'
+    (*a)[static_cast<size_t>(Resource::nvlink)] *= rc.nvlink_slowdown;
+    (*a)[static_cast<size_t>(Resource::nic)] *= rc.network_slowdown;
+    (*a)[static_cast<size_t>(Resource::fabric)] *= rc.network_slowdown;
+  }
   return cc;
 }
 double uncontended_comm_s(const CollectiveCost& cc, const Op& op) {

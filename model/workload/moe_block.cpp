@@ -148,6 +148,13 @@ void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype d
     gemm("moe.shared_fc1.recompute", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
     phase_ = Phase::backward;
   }
+  // Its activation output, which FC2's weight gradient reads, is rebuilt as the routed experts' is
+  // (moe_act: JAX's remat always, autograd when recomputed; step.cpp counts it otherwise).
+  if (s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act)) {
+    phase_ = Phase::recompute;
+    memory("moe.shared_act.recompute", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+    phase_ = Phase::backward;
+  }
   gemm_bwd("moe.shared_fc2", Category::gemm, l, t_ * f.shared_experts / 3 / tp_, t_ * f.shared_experts / 3 / tp_, dd,
            t_, h, ffn / tp_);
   // SwiGLU's backward: reads the saved gate and up outputs and the output gradient, writes both

@@ -516,8 +516,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
   // log speed is normal with sd sigma (its relative spread, for small sigma), so the slowest of n
   // runs at exp(-sigma E[max of n normals]) of the mean speed and its compute takes exp(+sigma E)
   // as long: close to 1 + sigma E for a few percent, and never a negative speed for a wide spread.
-  // The listed stragglers keep their own slowdown: each is one GPU's draw, not the fleet's slowest;
-  // the rest of the fleet waits for the slowest of its own n GPUs.
+  // The listed stragglers keep their own slowdown: a straggler GPU is one draw, not the fleet's
+  // slowest (a straggler rack the slowest of its own GPUs); the rest of the fleet waits for the
+  // slowest of its own n GPUs.
   if (s.speed_sigma > 0 && s.gpus > 1) {
     const int64_t n = std::max<int64_t>(1, s.gpus - straggling);
     const double e = expected_max_of_normals(n);
@@ -525,6 +526,12 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     for (size_t c = 0; c < first_straggler; ++c) {
       g.classes[c].compute_slowdown *= g.fleet_slowdown;
       g.classes[c].fleet_slowdown = g.fleet_slowdown;
+    }
+    // A straggler rack's GPUs draw their speeds too: it waits for its own slowest of `count`.
+    for (size_t c = first_straggler, x = 0; c < g.classes.size() && x < s.stragglers.size(); ++c, ++x) {
+      const double own = std::exp(s.speed_sigma * expected_max_of_normals(s.stragglers[x].count));
+      g.classes[c].compute_slowdown *= own;
+      g.classes[c].fleet_slowdown = own;
     }
     char buf[256];
     std::snprintf(buf, sizeof buf,

@@ -134,8 +134,11 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     // The activation's output, the FC2 input in BF16 (or its quantized copy for an FP8 FC2, as the
     // moe.act op writes it): kept by autograd only; JAX's remat rebuilds it from moe_mlpwi.
     const Dtype de = s.precision.expert_gemm;
+    // The shared expert's activation output (BF16, as moe.shared_act writes it) for its FC2's
+    // weight gradient, alike.
     if (!s.stack.remat_dispatch)
-      at(TensorClass::moe_act) = load.max_rows * d(m.expert_ffn) * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de);
+      at(TensorClass::moe_act) = load.max_rows * d(m.expert_ffn) * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de) +
+                                 t * shared * 2.0;
   } else {
     at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
   }

@@ -389,9 +389,10 @@ TEST(Stacks, AutogradKeepsTheExpertRowsRematRebuildsThem) {
   const StepReport rj = predict(jax, jax.calibration), rt = predict(torch, torch.calibration);
   // One micro-batch in flight, 58 MoE layers: autograd keeps the expert input rows and the experts'
   // activation output (moe_act, not in this scenario's recompute list), both in the GEMMs' MXFP8,
-  // and in all 61 layers the two normalizations' outputs (BF16, as the layer input).
+  // with the shared expert's activation output (BF16, every token: 6 x 4,096), and in all 61
+  // layers the two normalizations' outputs (BF16, as the layer input).
   const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;
-  const double act = l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) * 58;
+  const double act = (l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) + 6 * 4096.0 * 2048 * 2.0) * 58;
   const double norms = 2 * layer_input_bytes(jax) * 61;
   EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act + norms, 1.0);
   EXPECT_LT(rt.step_time.value(), rj.step_time.value());
@@ -416,12 +417,13 @@ TEST(Stacks, TheExpertActivationIsKeptByAutogradUnlessRecomputed) {
   const StepGraph gj = lower_step(jax, lj);
   EXPECT_EQ(named(gj, "moe.act.recompute").size(), 58u);  // JAX: always, with no moe_act listed
   // Memory: the kept activation is the busiest rank's rows x the expert FFN in the FC2 input's
-  // format (MXFP8 here), per MoE layer of the fullest stage and micro-batch in flight; JAX keeps none.
+  // format (MXFP8 here) and the shared expert's 4,096 tokens x its FFN in BF16, per MoE layer of the
+  // fullest stage and micro-batch in flight; JAX keeps none.
   const StepReport rr = predict(recomputed, recomputed.calibration), rk = predict(kept, kept.calibration);
   const auto act = static_cast<size_t>(TensorClass::moe_act);
   EXPECT_DOUBLE_EQ(rr.memory.activations_by_class[act].value(), 0.0);
   ASSERT_EQ(rk.memory.pp_stage, 2);  // layers 3-4, 19-20, 35-36 and 51-52: eight MoE layers
-  const double per_layer = l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8);
+  const double per_layer = l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) + 4096.0 * 2048 * 2.0;
   EXPECT_NEAR(rk.memory.activations_by_class[act].value(), 8 * per_layer * rk.memory.micro_batches_in_flight, 1.0);
   EXPECT_DOUBLE_EQ(predict(jax, jax.calibration).memory.activations_by_class[act].value(), 0.0);
   // Without the recompute the FC2 data gradient itself waits for the combine's backward.

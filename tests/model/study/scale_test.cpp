@@ -41,7 +41,7 @@ TEST(Fleet, SpreadStretchesComputeByTheSlowestOfTheJob) {
   const Scenario s0 = io::load_scenario(f), s1 = io::load_scenario(f, {io::parse_override("fleet.speed_sigma=0.02")});
   const StepReport r0 = predict(s0, s0.calibration), r1 = predict(s1, s1.calibration);
   const double k = std::exp(0.02 * expected_max_of_normals(s1.gpus));
-  EXPECT_NEAR(k, std::exp(0.02 * 2.5951), 1e-4);  // 128 GPUs: E[max of 128 standard normals] = 2.5951
+  EXPECT_NEAR(k, std::exp(0.02 * 2.5951), 1e-4);  // 128 GPUs: E[max of 128 standard normals] = 2.5946
   EXPECT_DOUBLE_EQ(r1.graph->fleet_slowdown, k);
   for (const RankClass& rc : r1.graph->classes) EXPECT_DOUBLE_EQ(rc.compute_slowdown, k);
   EXPECT_GT(r1.step_time.value(), r0.step_time.value() * 1.02);

@@ -312,6 +312,12 @@ TEST(Step, TheSharedExpertsBackwardRunsItsActivationAndRecomputesWhatMemoryFreed
     const Op* act = find(g, "moe.shared_act.bwd");
     ASSERT_NE(act, nullptr);
     EXPECT_DOUBLE_EQ(act->hbm_bytes.value(), t * (2 * f * 2.0 * 2 + f * 2.0));
+    // JAX's remat (this stack) rebuilds the activation output FC2's weight gradient reads, as the
+    // routed experts' (it was neither saved nor rebuilt).
+    ASSERT_TRUE(s->stack.remat_dispatch);
+    const Op* rebuilt = find(g, "moe.shared_act.recompute");
+    ASSERT_NE(rebuilt, nullptr);
+    EXPECT_DOUBLE_EQ(rebuilt->hbm_bytes.value(), t * (2 * f * 2.0 + f * 2.0));
     const Op* fc1 = find(g, "moe.shared_fc1.recompute");
     if (s == &kept) {
       EXPECT_EQ(fc1, nullptr);
@@ -336,6 +342,8 @@ TEST(Step, TheCombinesBackwardTravelsInItsOwnFormat) {
   const double bf16 = bytes(scenario()), fp8 = bytes(scenario({"precision.combine_bwd=fp8"}));
   ASSERT_GT(bf16, 0.0);
   EXPECT_DOUBLE_EQ(fp8, bf16 / 2);
+  // Its quantization is the FP8 expert GEMM's backward: with BF16 experts nothing would price it.
+  EXPECT_THROW(scenario({"precision.expert_gemm=bf16", "precision.combine_bwd=fp8"}), InputError);
 }
 
 // DeepSeek's own run (its report, section 3.3): the FP8 dispatched rows are kept for the expert
