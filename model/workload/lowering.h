@@ -285,6 +285,11 @@ class Lowering {
   // and writes the gradient.
   void qk_norm(int l, double heads, double kvh, double qk, bool q_part, bool k_part);
   double norm_passes() const;  // a layer norm's forward passes over the hidden state (layers.cpp)
+  // The experts' activation output (the FC2 input, routed and shared) is rebuilt in the backward:
+  // always under JAX's remat (it has no checkpoint name), under autograd when moe_act is recomputed.
+  bool moe_act_rebuilt() const {
+    return s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act);
+  }
   void norm_recompute(int l, const char* block);  // a recomputed norm's forward in the backward (autograd stacks)
   double norm_bwd_passes() const;  // and its backward's
   void residual_add(int l, const char* name);           // unfused stacks: the residual add's kernel

@@ -139,18 +139,19 @@ void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype d
   const double h = d(m_.hidden), ffn = d(m_.expert_ffn) * m_.shared_experts;
   tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
   const int32_t input = sp_input_gather(l, false);
+  const bool fc1_recomputed = has(s_.memory.recompute, TensorClass::moe_mlpwi);
   // moe_mlpwi's saved bytes hold the shared FC1 output beside the routed rows' (step.cpp): recomputing
   // the class runs the shared FC1 again, from the gathered input, before the activation's backward
   // needs it.
-  if (has(s_.memory.recompute, TensorClass::moe_mlpwi)) {
+  if (fc1_recomputed) {
     if (input >= 0) wait_before_next_compute(input);
     phase_ = Phase::recompute;
     gemm("moe.shared_fc1.recompute", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_, 0, dd, t_, 2 * ffn / tp_, h);
     phase_ = Phase::backward;
   }
   // Its activation output, which FC2's weight gradient reads, is rebuilt as the routed experts' is
-  // (moe_act: JAX's remat always, autograd when recomputed; step.cpp counts it otherwise).
-  if (s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act)) {
+  // (step.cpp counts it in moe_act's bytes otherwise).
+  if (moe_act_rebuilt()) {
     phase_ = Phase::recompute;
     memory("moe.shared_act.recompute", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
     phase_ = Phase::backward;
@@ -160,7 +161,7 @@ void Lowering::shared_expert_backward(int l, const LayerForwardFlops& f, Dtype d
   // SwiGLU's backward: reads the saved gate and up outputs and the output gradient, writes both
   // inputs' gradients (as moe.act.bwd for the routed rows).
   memory("moe.shared_act.bwd", l, t_ * (2 * ffn / tp_ * 2.0 * 2 + ffn / tp_ * 2.0));
-  if (input >= 0 && !has(s_.memory.recompute, TensorClass::moe_mlpwi)) wait_before_next_compute(input);
+  if (input >= 0 && !fc1_recomputed) wait_before_next_compute(input);
   gemm_bwd("moe.shared_fc1", Category::gemm, l, t_ * f.shared_experts * 2 / 3 / tp_,
            t_ * f.shared_experts * 2 / 3 / tp_, dd, t_, 2 * ffn / tp_, h);
   if (const int32_t rs = tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, false); rs >= 0)
@@ -228,7 +229,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   // recompute list (Megatron's moe_act), else autograd kept it.
   // `after` (the rows and gradients the expert GEMMs need) goes to the first of these ops that runs;
   // the rest follow it on the stream.
-  if (s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act))
+  if (moe_act_rebuilt())
     memory("moe.act.recompute", l, rows_max * (2 * ffn * 2.0 + ffn * 2.0), Category::memory, std::exchange(after, {}));
   if (has(s_.memory.recompute, TensorClass::moe_mlpwo)) {
     phase_ = Phase::recompute;
