@@ -21,16 +21,23 @@
 namespace moeperf {
 
 // ---------------------------------------------------------------- precision
-enum class Dtype { fp32, bf16, fp16, fp8, mxfp8, nvfp4 };
+// fp8 is E4M3/E5M2 with one scale per tensor (Transformer Engine's delayed or current scaling);
+// fp8_block is the same elements with one FP32 scale per 1 x 128 tile of activations and gradients
+// and per 128 x 128 block of weights (DeepSeek-V3's recipe, arXiv 2412.19437 section 3.3.2;
+// Transformer Engine's Float8BlockScaling); mxfp8 and nvfp4 are the OCP/NVIDIA block formats.
+enum class Dtype { fp32, bf16, fp16, fp8, fp8_block, mxfp8, nvfp4 };
 
 // Bytes per element of a tensor stored in this format, scales included (MXFP8: one E8M0 byte per
-// 32 elements; NVFP4: one FP8 scale per 16 elements, per the OCP MX / NVFP4 formats).
+// 32 elements; NVFP4: one FP8 scale per 16 elements, per the OCP MX / NVFP4 formats; FP8 block
+// scaling: one FP32 scale per 128 elements, the 1 x 128 tiles of the activations and gradients that
+// dominate what is moved and quantized; a 128 x 128 weight block's scale is 1/128 of that).
 constexpr double bytes_per_element(Dtype d) {
   switch (d) {
     case Dtype::fp32: return 4.0;
     case Dtype::bf16:
     case Dtype::fp16: return 2.0;
     case Dtype::fp8: return 1.0;
+    case Dtype::fp8_block: return 1.0 + 4.0 / 128.0;
     case Dtype::mxfp8: return 1.0 + 1.0 / 32.0;
     case Dtype::nvfp4: return 0.5 + 1.0 / 16.0;
   }
@@ -40,10 +47,11 @@ constexpr double bytes_per_element(Dtype d) {
 // HBM bytes per element of quantizing a BF16 operand for a GEMM in `d`: the kernel reads it and
 // writes a row-wise and a column-wise copy (forward/dgrad and wgrad contract different dimensions),
 // scales included; per-tensor scaling (FP8 current scaling, NVFP4's global scale) reads it once more
-// first for the amax. 0 for BF16/FP16/FP32 GEMMs, which take their operands as they are.
+// first for the amax, where a block format takes each block's amax in the same pass. 0 for BF16/FP16/FP32 GEMMs, which take their operands as they are.
 constexpr double quantize_bytes_per_element(Dtype d) {
   switch (d) {
     case Dtype::fp8: return 2.0 + 2.0 + 2.0 * bytes_per_element(Dtype::fp8);
+    case Dtype::fp8_block: return 2.0 + 2.0 * bytes_per_element(Dtype::fp8_block);
     case Dtype::mxfp8: return 2.0 + 2.0 * bytes_per_element(Dtype::mxfp8);
     case Dtype::nvfp4: return 2.0 + 2.0 + 2.0 * bytes_per_element(Dtype::nvfp4);
     default: return 0.0;

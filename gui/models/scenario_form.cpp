@@ -46,7 +46,7 @@ QString text(const QJsonValue& v) {
 
 const std::vector<FormField>& ScenarioForm::fields() {
   using K = FormField::Kind;
-  const QStringList dtypes{"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"};
+  const QStringList dtypes{"bf16", "fp16", "fp8", "fp8_block", "mxfp8", "nvfp4", "fp32"};
   const QStringList flag{"true", "false"};
   static const std::vector<FormField> f = {
       {"model", "Model file", K::text, {}},    // moeperf model JSON or HF config.json, relative to the scenario

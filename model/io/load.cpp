@@ -711,7 +711,7 @@ namespace detail {
 
 Dtype parse_dtype(const Node& n) {
   return n.as_enum<Dtype>({{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},
-                           {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
+                           {"fp8_block", Dtype::fp8_block}, {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
 }
 
 std::vector<TensorClass> parse_tensor_classes(const Node& n) {

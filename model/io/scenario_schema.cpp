@@ -6,7 +6,7 @@
 namespace moeperf::io {
 
 namespace {
-constexpr std::string_view kDtype = "\"fp32\" | \"bf16\" | \"fp16\" | \"fp8\" | \"mxfp8\" | \"nvfp4\"";
+constexpr std::string_view kDtype = "\"fp32\" | \"bf16\" | \"fp16\" | \"fp8\" | \"fp8_block\" | \"mxfp8\" | \"nvfp4\"";
 constexpr std::string_view kTensorClasses =
     "array of \"norm\" | \"q_proj\" | \"kv_proj\" | \"attn_out\" | \"out_proj\" | \"mlp\" | \"router\" | "
     "\"moe_mlpwi\" | \"moe_mlpwo\" | \"moe_act\"";
@@ -43,7 +43,7 @@ const std::vector<FieldDoc>& scenario_fields() {
       {"batch.global_batch", "integer >= 1", "sequences", "required", "", "Sequences per step; micro-batches per step = global_batch / (micro_batch x ep x fsdp x dp)."},
       // ---------------------------------------------------------------- precision
       {"precision", "object", "", "all defaults below", "", "Number formats: GEMM rate (the GPU's dense FLOPS of that format), bytes moved and stored."},
-      {"precision.dense_gemm", kDtype, "", "\"bf16\"", "\"bf16\"", "Attention projections, dense FFN and head GEMMs: their peak rate; FP8 formats add quantization ops."},
+      {"precision.dense_gemm", kDtype, "", "\"bf16\"", "\"bf16\"", "Attention projections, dense FFN and head GEMMs: their peak rate; FP8 formats add quantization ops. \"fp8\" is one scale per tensor (Transformer Engine's current scaling: the quantization reads its input twice, once for the amax); \"fp8_block\" one FP32 scale per 1 x 128 tile (DeepSeek-V3's recipe, TE's Float8BlockScaling: one read, 1/32 byte of scale per element); \"mxfp8\" one E8M0 scale per 32."},
       {"precision.expert_gemm", kDtype, "", "\"bf16\"", "\"bf16\"", "Routed and shared expert GEMMs: their peak rate; FP8 formats add quantization ops."},
       {"precision.dispatch", kDtype, "", "\"bf16\"", "\"bf16\"", "Bytes per element of the dispatch all-to-all (tokens to experts)."},
       {"precision.combine", kDtype, "", "\"bf16\"", "\"bf16\"", "Bytes per element of the combine all-to-all (expert outputs back)."},

@@ -13,6 +13,7 @@ const char* to_string(Dtype d) {
     case Dtype::bf16: return "bf16";
     case Dtype::fp16: return "fp16";
     case Dtype::fp8: return "fp8";
+    case Dtype::fp8_block: return "fp8_block";
     case Dtype::mxfp8: return "mxfp8";
     case Dtype::nvfp4: return "nvfp4";
   }
@@ -26,7 +27,8 @@ FlopsPerSecond gemm_peak(Dtype d, const GpuSpec& g, Dtype* priced_as) {
     case Dtype::fp32:  // FP32 GEMMs run as TF32/BF16 tensor-core work in training stacks
     case Dtype::bf16:
     case Dtype::fp16: p = Dtype::bf16; r = g.dense_bf16; break;
-    case Dtype::fp8: r = g.dense_fp8; break;
+    case Dtype::fp8:
+    case Dtype::fp8_block: r = g.dense_fp8; break;  // the same tensor-core MMA; block scales are applied around it
     case Dtype::mxfp8:
       if (g.dense_mxfp8) r = *g.dense_mxfp8;
       else { p = Dtype::fp8; r = g.dense_fp8; }

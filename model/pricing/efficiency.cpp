@@ -10,7 +10,8 @@ namespace moeperf {
 
 Param gemm_fraction_param(Dtype d) {
   switch (d) {
-    case Dtype::fp8: return Param::gemm_fraction_fp8;
+    case Dtype::fp8:
+    case Dtype::fp8_block: return Param::gemm_fraction_fp8;  // Hopper's FP8 records are DeepGEMM's block-scaled kernels
     case Dtype::mxfp8: return Param::gemm_fraction_mxfp8;
     case Dtype::nvfp4: return Param::gemm_fraction_nvfp4;
     default: return Param::gemm_fraction_bf16;

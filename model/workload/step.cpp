@@ -143,7 +143,7 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
   }
   // Classes cached in FP8 (one byte and an FP32 scale per 128 elements): their BF16 elements.
-  constexpr double kFp8Cached = (1.0 + 4.0 / 128.0) / 2.0;
+  constexpr double kFp8Cached = bytes_per_element(Dtype::fp8_block) / 2.0;
   for (TensorClass c : s.memory.fp8_cache) {
     double& x = at(c);
     if (c == TensorClass::attn_out) x = t * heads * (vd * 2.0 * kFp8Cached + 4.0);

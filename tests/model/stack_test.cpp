@@ -642,5 +642,43 @@ TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
   }
 }
 
+
+// DeepSeek-V3's FP8 recipe (one FP32 scale per 1 x 128 tile, arXiv 2412.19437 section 3.3.2) takes
+// each tile's amax in the quantization's one pass, where per-tensor current scaling reads the input
+// once more; its tensors carry the scales (4 bytes per 128 elements); its GEMMs run at the FP8 rate.
+TEST(Stacks, BlockScaledFp8QuantizesInOnePassAndCarriesItsScales) {
+  const char* h800 = "examples/deepseek-v3/h800-dualpipe.json";
+  const Scenario block = load(h800),
+                 tensor = load(h800, {"precision.dense_gemm=\"fp8\"", "precision.expert_gemm=\"fp8\"",
+                                      "precision.dispatch=\"fp8\"", "precision.combine_bwd=\"fp8\""});
+  ASSERT_EQ(block.precision.expert_gemm, Dtype::fp8_block);
+  ASSERT_EQ(block.precision.dispatch, Dtype::fp8_block);
+  EXPECT_DOUBLE_EQ(bytes_per_element(Dtype::fp8_block), 1.03125);
+  EXPECT_DOUBLE_EQ(quantize_bytes_per_element(Dtype::fp8_block), 2.0 + 2.0 * 1.03125);
+  EXPECT_DOUBLE_EQ(quantize_bytes_per_element(Dtype::fp8), 2.0 + 2.0 + 2.0);
+  const ExpertLoad l = expert_load(block, block.calibration);
+  const StepGraph gb = lower_step(block, l), gt = lower_step(tensor, l);
+  auto total = [](const StepGraph& g, const std::string& name, bool message) {
+    double x = 0;
+    for (const Op* op : named(g, name)) x += (message ? op->bytes : op->hbm_bytes).value();
+    return x;
+  };
+  // A dense projection's input and weights, both quantized here: the ratio of the two recipes.
+  ASSERT_GT(total(gt, "attn.out_proj.quant", false), 0.0);
+  EXPECT_NEAR(total(gb, "attn.out_proj.quant", false) / total(gt, "attn.out_proj.quant", false), 4.0625 / 6.0, 1e-12);
+  // The dispatched rows and the combine's gradients carry their scales.
+  ASSERT_GT(total(gt, "moe.dispatch", true), 0.0);
+  EXPECT_NEAR(total(gb, "moe.dispatch", true) / total(gt, "moe.dispatch", true), 1.03125, 1e-12);
+  EXPECT_NEAR(total(gb, "moe.combine.bwd", true) / total(gt, "moe.combine.bwd", true), 1.03125, 1e-12);
+  // The same tensor-core rate and fraction, and nothing reported as priced at another format.
+  const Topology t = Topology::build(block.system, block.gpus);
+  const Pricer pb(block, t, block.calibration), pt(tensor, t, tensor.calibration);
+  const Op& fc1b = *named(gb, "moe.expert_fc1").front();
+  const Op& fc1t = *named(gt, "moe.expert_fc1").front();
+  EXPECT_EQ(fc1b.dtype, Dtype::fp8_block);
+  EXPECT_DOUBLE_EQ(pb.time(fc1b).value(), pt.time(fc1t).value());
+  EXPECT_TRUE(pb.notes().empty()) << pb.notes().front();
+}
+
 }  // namespace
 }  // namespace moeperf
