@@ -234,6 +234,45 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const bool overlap = (s.stack.fwd_bwd_overlap && !programmed) || dual;
     std::map<std::pair<int64_t, int>, int32_t> fwd_end, bwd_end_of;  // (micro-batch, chunk) -> unit's last op
     int32_t bwd_end = -1;
+    // A pipeline hand-off between this stage's chunk c and the virtual stage peer_v, for micro-batch
+    // mb: its op id, or, between two virtual stages on this GPU (DualPipeV's turn, stage pp - 1),
+    // which moves nothing, the sending unit's last op that the receiving unit waits for (-1: none).
+    auto p2p = [&](bool forward, int64_t mb, int c, const char* name, int peer_v, std::vector<int32_t> deps) -> int32_t {
+      const StageChunk peer = place_virtual(s, peer_v, c);
+      const bool recv = std::string(name).rfind("pp.recv", 0) == 0;
+      if (peer.stage == st) {
+        if (!recv) return -1;
+        const auto& ends = forward ? fwd_end : bwd_end_of;
+        const auto it = ends.find({mb, peer.chunk});
+        if (it == ends.end()) return -1;
+        low.wait_before_next_compute(it->second);
+        return it->second;
+      }
+      const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                                  act_bytes, std::move(deps));
+      Op& op = low.op(id);
+      op.chunk = c;
+      op.peer_stage = peer.stage;
+      op.peer_chunk = peer.chunk;
+      if (recv) low.wait_before_next_compute(id);
+      return id;
+    };
+    // An overlapped pair (dualpipe.py's _forward_backward_chunk): both inputs are received and
+    // waited for before either half computes, and both outputs are sent once both halves are done.
+    // While `on`, the units take their inputs from `inputs` and hold their sends.
+    struct HeldSend {
+      const char* name;
+      int peer_v;
+      int64_t mb;
+      int chunk;
+      bool forward;
+      std::vector<int32_t> deps;
+    };
+    struct {
+      bool on = false;
+      std::vector<int32_t> inputs;
+      std::vector<HeldSend> sends;
+    } pair;
     // One unit: the forward or backward of one micro-batch through one chunk (virtual stage) of this
     // stage; returns its last op before the hand-off to the next stage.
     auto unit = [&](bool forward, int64_t mb, int c, std::vector<int32_t> gates) {
@@ -245,25 +284,15 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       low.set_phase(forward ? Phase::forward : Phase::backward);
       low.reset_layer_starts();
       low.begin_phase(forward ? vl : std::vector<int>(vl.rbegin(), vl.rend()));
-      auto p2p = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
-        // A hand-off between two virtual stages on this GPU (DualPipeV's turn, stage pp - 1) moves
-        // nothing: the receiving unit waits for the sending unit's last op instead.
-        const StageChunk peer = place_virtual(s, peer_v, c);
-        if (peer.stage == st) {
-          if (std::string(name).rfind("pp.recv", 0) == 0) {
-            const auto& ends = forward ? fwd_end : bwd_end_of;
-            const auto it = ends.find({mb, peer.chunk});
-            if (it != ends.end()) low.wait_before_next_compute(it->second);
-          }
-          return;
+      auto hand_off = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
+        const bool recv = std::string(name).rfind("pp.recv", 0) == 0;
+        if (pair.on && recv) {
+          for (int32_t x : pair.inputs) low.wait_before_next_compute(x);
+        } else if (pair.on) {
+          pair.sends.push_back({name, peer_v, mb, c, forward, std::move(deps)});
+        } else {
+          p2p(forward, mb, c, name, peer_v, std::move(deps));
         }
-        const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                                    act_bytes, std::move(deps));
-        Op& op = low.op(id);
-        op.chunk = c;
-        op.peer_stage = peer.stage;
-        op.peer_chunk = peer.chunk;
-        if (std::string(name).rfind("pp.recv", 0) == 0) low.wait_before_next_compute(id);
       };
       // What the hand-off waits for: the unit's last op and the waits no compute op consumed (a
       // blocking TP collective or the shared expert's output ending the unit). Under overlap the
@@ -278,7 +307,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       const int L = s.model.layers;
       int32_t end = -1;
       if (forward) {
-        if (v > 0) p2p("pp.recv", v - 1, {});
+        if (v > 0 || pair.on) hand_off("pp.recv", v - 1, {});
         if (v == 0) low.embedding(false);
         for (int l : vl) {
           if (l == L) low.head(false);  // the main head before the MTP modules that follow it
@@ -289,9 +318,9 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
         end = low.last_but_offload();
         std::vector<int32_t> out = tail(end);
-        if (v < vstages - 1) p2p("pp.send", v + 1, std::move(out));
+        if (v < vstages - 1) hand_off("pp.send", v + 1, std::move(out));
       } else {
-        if (v < vstages - 1) p2p("pp.recv.bwd", v + 1, {});
+        if (v < vstages - 1 || pair.on) hand_off("pp.recv.bwd", v + 1, {});
         if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true);
         for (auto it = vl.rbegin(); it != vl.rend(); ++it) {
           if (*it >= L) low.head(true, "mtp.head", *it);
@@ -308,7 +337,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
           --grad_out;
         end = grad_out;
         std::vector<int32_t> out = tail(grad_out);
-        if (v > 0) p2p("pp.send.bwd", v - 1, std::move(out));
+        if (v > 0) hand_off("pp.send.bwd", v - 1, std::move(out));
         low.flush_grad_reduces();
       }
       return end;
@@ -361,8 +390,35 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
             prev = {low.last()};
             break;
           case PipeAction::Kind::forward_backward: {
+            // Both receives first, each gated on the action before (as every unit's first ops are).
+            pair.inputs.clear();
+            pair.sends.clear();
+            const size_t fc = static_cast<size_t>(a.chunk), bc = static_cast<size_t>(a.bwd_chunk);
+            const int vf = virtual_stage(s, st, a.chunk), vb = virtual_stage(s, st, a.bwd_chunk);
+            auto receive = [&](bool fwd, int64_t mb, int c, const char* name, int peer_v) {
+              low.set_lane(fwd ? 0 : 1);
+              low.begin_unit(prev);
+              low.set_micro_batch(static_cast<int>(mb));
+              low.set_phase(fwd ? Phase::forward : Phase::backward);
+              if (const int32_t id = p2p(fwd, mb, c, name, peer_v, {}); id >= 0) pair.inputs.push_back(id);
+            };
+            if (vf > 0) receive(true, next_fwd[fc], a.chunk, "pp.recv", vf - 1);
+            if (vb < vstages - 1) receive(false, next_bwd[bc], a.bwd_chunk, "pp.recv.bwd", vb + 1);
+            low.take_pending();  // each half waits for pair.inputs itself
+            pair.on = true;
             const int32_t fwd = forward(a.chunk, prev);
-            prev = {fwd, backward(a.bwd_chunk, false, prev)};
+            const int32_t bwd = backward(a.bwd_chunk, false, prev);
+            pair.on = false;
+            // Both sends after both halves' ends (and what each half's hand-off waited for).
+            std::vector<int32_t> both;
+            for (const HeldSend& h : pair.sends) both.insert(both.end(), h.deps.begin(), h.deps.end());
+            for (const HeldSend& h : pair.sends) {
+              low.set_lane(h.forward ? 0 : 1);
+              low.set_micro_batch(static_cast<int>(h.mb));
+              low.set_phase(h.forward ? Phase::forward : Phase::backward);
+              p2p(h.forward, h.mb, h.chunk, h.name, h.peer_v, both);
+            }
+            prev = {fwd, bwd};
             break;
           }
         }

@@ -356,6 +356,65 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(gb300_pipeline("dualpipev"), 1), 4.5);
 }
 
+// An overlapped pair runs as dualpipe.py's _forward_backward_chunk does: both inputs received and
+// waited for before either half computes, both outputs sent once both halves are done. (Two units
+// that each waited only for their own input and sent at their own end gave half the program's
+// bubble.) Under DualPipe a micro-batch names its chunk (chunk 1 carries the second half).
+TEST(DualPipe, AnOverlappedPairWaitsForBothInputsAndSendsAfterBothHalves) {
+  const Scenario dual = gb300_pipeline("dualpipe");
+  const StepReport r = predict(dual, dual.calibration);
+  int pairs = 0;
+  for (size_t c = 0; c < r.graph->classes.size(); ++c) {
+    const RankClass& rc = r.graph->classes[c];
+    if (rc.sync_with >= 0) continue;
+    const std::vector<OpTiming>& t = r.sim->classes[c].ops;
+    // Per (phase, micro-batch): the first compute start and last compute end; the hand-offs' times.
+    std::map<std::pair<int, int>, std::pair<double, double>> span;
+    std::map<std::pair<std::string, int>, const OpTiming*> handoff;
+    for (size_t i = 0; i < rc.ops.size(); ++i) {
+      const Op& op = rc.ops[i];
+      if (op.name.rfind("pp.", 0) == 0) {
+        handoff[{op.name.str(), op.micro_batch}] = &t[i];
+        continue;
+      }
+      if (op.stream != Stream::compute || op.micro_batch < 0) continue;
+      auto [it, fresh] = span.try_emplace({static_cast<int>(op.phase), op.micro_batch},
+                                          std::pair<double, double>{t[i].start.value(), t[i].end.value()});
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, t[i].start.value());
+        it->second.second = std::max(it->second.second, t[i].end.value());
+      }
+    }
+    std::array<int64_t, 2> next_f{0, dual.micro_batches() / 2}, next_b = next_f;
+    for (const PipeAction& a : stage_program(dual, rc.pp_stage)) {
+      const bool fb = a.kind == PipeAction::Kind::forward_backward;
+      const int mf = static_cast<int>(fb || a.kind == PipeAction::Kind::forward ? next_f[static_cast<size_t>(a.chunk)]++ : -1);
+      const size_t bc = static_cast<size_t>(fb ? a.bwd_chunk : a.chunk);
+      const int mb = static_cast<int>(fb || a.kind == PipeAction::Kind::backward || a.kind == PipeAction::Kind::backward_input
+                                          ? next_b[bc]++ : -1);
+      if (!fb) continue;
+      const auto f = span.at({static_cast<int>(Phase::forward), mf}), b = span.at({static_cast<int>(Phase::backward), mb});
+      auto time_of = [&](const char* name, int m) {
+        const auto it = handoff.find({name, m});
+        return it == handoff.end() ? nullptr : it->second;
+      };
+      for (const OpTiming* in : {time_of("pp.recv", mf), time_of("pp.recv.bwd", mb)}) {
+        if (in) {
+          EXPECT_GE(f.first, in->end.value() - 1e-12) << rc.name << " forward " << mf;
+          EXPECT_GE(b.first, in->end.value() - 1e-12) << rc.name << " backward " << mb;
+        }
+      }
+      for (const OpTiming* out : {time_of("pp.send", mf), time_of("pp.send.bwd", mb)}) {
+        if (out) {
+          EXPECT_GE(out->start.value(), std::max(f.second, b.second) - 1e-12) << rc.name << " pair " << mf << "/" << mb;
+        }
+      }
+      ++pairs;
+    }
+  }
+  EXPECT_GT(pairs, 8);
+}
+
 // The lowered ZB-H1: the same weight gradients as 1F1B, each split from its backward and run once;
 // less idle time than 1F1B on the same mesh; pp micro-batches' activations on every stage. Under
 // FSDP the backward stays whole (the schedule is 1F1B's, and the report says so).
