@@ -60,8 +60,34 @@ std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, 
   const Parallelism& p = s.parallelism;
   const int chunks = static_cast<int>(chunk_bytes.size());
   const bool none = std::all_of(chunk_bytes.begin(), chunk_bytes.end(), [](double b) { return b <= 0; });
-  if (p.pp <= 1 || p.schedule != PipelineSchedule::interleaved || chunks != pipeline_chunks(s) || none)
+  const bool dual = p.schedule == PipelineSchedule::dualpipe || p.schedule == PipelineSchedule::dualpipev;
+  if (p.pp <= 1 || (p.schedule != PipelineSchedule::interleaved && !dual) || chunks != pipeline_chunks(s) || none)
     return std::vector<double>(chunk_bytes.size(), micro_batches_in_flight(s, stage));
+  if (dual) {
+    // DeepSeek's program fills the two chunks unevenly: PP + 1 chunks' activations in all at the
+    // peak (the report's table 2), but DualPipe's half-rank h holds N - h on the chunk entering
+    // nearer it and h + 1 on the other (DualPipeV's rank r: 2N - r and r + 1), and the end stages'
+    // chunks differ most (the embedding and the first layers on one, the head and MTP on the
+    // other). A forward adds its chunk's activations, a backward (its input part) frees them.
+    std::vector<double> n(chunk_bytes.size(), 0.0), best = n;
+    double held = 0, peak = -1;
+    auto fwd = [&](int c) {
+      n[static_cast<size_t>(c)] += 1;
+      held += chunk_bytes[static_cast<size_t>(c)];
+      if (held > peak) peak = held, best = n;
+    };
+    auto bwd = [&](int c) {
+      n[static_cast<size_t>(c)] -= 1;
+      held -= chunk_bytes[static_cast<size_t>(c)];
+    };
+    for (const PipeAction& a : stage_program(s, stage)) {
+      using K = PipeAction::Kind;
+      if (a.kind == K::forward || a.kind == K::forward_backward) fwd(a.chunk);
+      if (a.kind == K::backward || a.kind == K::backward_input) bwd(a.chunk);
+      if (a.kind == K::forward_backward) bwd(a.bwd_chunk);
+    }
+    return best;
+  }
   // Megatron's interleaved order: forwards chunk by chunk in groups of pp micro-batches, backwards
   // from the last chunk. A forward adds its chunk's activations, a backward frees them; the stage's
   // peak follows one of the forwards.

@@ -46,8 +46,10 @@ double micro_batches_in_flight(const Scenario& s, int stage);
 // Micro-batches in flight per chunk of `stage` at its activation peak, given what one micro-batch
 // leaves in HBM through each chunk (pipeline_chunks entries). Interleaved: Megatron's unit order
 // (one_f_one_b_units) run forward by forward, each adding its chunk's bytes, each backward freeing
-// them; the counts after the forward that holds the most. Other schedules: micro_batches_in_flight
-// for every chunk. Under an even split both give the same bytes.
+// them; the counts after the forward that holds the most. DualPipe / DualPipeV: DeepSeek's program
+// (stage_program) alike, which fills the two chunks unevenly (PP + 1 chunks in all). Other
+// schedules: micro_batches_in_flight for every chunk. Under an even split of an interleaved
+// schedule both give the same bytes.
 std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, const std::vector<double>& chunk_bytes);
 
 const char* to_string(TensorClass c);

@@ -356,6 +356,27 @@ TEST(DualPipe, LoweredProgramMatchesEveryTransferAndRunsEveryWeightGradient) {
   EXPECT_DOUBLE_EQ(micro_batches_in_flight(gb300_pipeline("dualpipev"), 1), 4.5);
 }
 
+// DeepSeek's program holds PP + 1 chunks' activations at its peak, but not evenly: DualPipe's half
+// rank h holds N - h micro-batches on the chunk whose direction enters nearer it and h + 1 on the
+// other; DualPipeV's rank r holds 2N - r on chunk 0 and r + 1 on chunk 1 (counted through steps 1-4
+// of dualpipe.py / dualpipev.py: the peak is the first forward of step 4). The end stages, whose
+// chunks differ most (embedding and first layers; last layers, MTP and head), take the split.
+TEST(DualPipe, EachChunkHoldsWhatTheProgramLeavesInFlight) {
+  const Scenario dual = gb300_pipeline("dualpipe"), dualv = gb300_pipeline("dualpipev");
+  const int n = 4;
+  for (int st = 0; st < n; ++st) {
+    const int h = std::min(st, n - 1 - st);
+    const std::vector<double> d = chunk_micro_batches_in_flight(dual, st, {1.0, 1.0});
+    const std::vector<double> want = st < n / 2 ? std::vector<double>{double(n - h), double(h + 1)}
+                                                : std::vector<double>{double(h + 1), double(n - h)};
+    EXPECT_EQ(d, want) << "dualpipe stage " << st;
+    EXPECT_EQ(chunk_micro_batches_in_flight(dualv, st, {1.0, 1.0}), (std::vector<double>{double(2 * n - st), double(st + 1)}))
+        << "dualpipev stage " << st;
+  }
+  // Chunks that save nothing, or equal bytes in a schedule without a program, keep the mean count.
+  EXPECT_EQ(chunk_micro_batches_in_flight(dual, 0, {0.0, 0.0}), (std::vector<double>{2.5, 2.5}));
+}
+
 // An overlapped pair runs as dualpipe.py's _forward_backward_chunk does: both inputs received and
 // waited for before either half computes, both outputs sent once both halves are done. (Two units
 // that each waited only for their own input and sent at their own end gave half the program's
