@@ -166,7 +166,8 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       const int64_t window = sh.has("window") ? sh.at("window").as_nonneg_int() : 0;
       const double keys = causal || window > 0 ? attended_keys(static_cast<int64_t>(seq), static_cast<int>(window)) : seq;
       const bool bwd = o == "attention.bwd";
-      // FlashAttention's FLOP convention: 2 x (QK^T + PV) per query and key; the backward 2.5 x.
+      // FlashAttention's FLOP convention, in which published rates are quoted: 2 x (QK^T + PV) per
+      // query and key; the backward 2.5 x (its matmuls exactly where qk = vd, as in every fitted record).
       const double fwd = 2.0 * b * h * seq * keys * (dqk + dv);
       r.flops = bwd ? kAttentionBwdWork * fwd : fwd;
       r.bytes = (bwd ? kAttentionBwdWork : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;

@@ -44,9 +44,15 @@ inline int masked_edges(bool causal, int64_t window, int64_t seq) {
   return (causal ? 1 : 0) + (window > 0 && window < seq ? 1 : 0);
 }
 
-// FlashAttention's backward executes 2.5 x its forward's matmul FLOPs (QK^T recomputed, then dV,
-// dP, dQ, dK) and moves about 2.5 x its bytes.
+// FlashAttention's backward executes 2.5 x its forward's matmul FLOPs with equal head dims (QK^T
+// recomputed, then dV, dP, dQ, dK) and moves about 2.5 x its bytes; FlashAttention's benchmarks
+// count its FLOPs so (the convention published rates are read in).
 inline constexpr double kAttentionBwdWork = 2.5;
+// The backward's matmuls per score, exactly: QK^T again, dQ = dS K and dK = dS^T Q over the
+// query/key head dim, dV = P^T dO and dP = dO V^T over the value head dim, against the forward's
+// QK^T and PV: (3 qk + 2 vd) / (qk + vd) x the forward's FLOPs (2.5 at qk = vd; 2.6 for MLA's
+// 192 / 128).
+inline double attention_bwd_work(double qk, double vd) { return qk + vd > 0 ? (3.0 * qk + 2.0 * vd) / (qk + vd) : kAttentionBwdWork; }
 
 // Whether `layer` attends through the model's sliding window (false for full-attention layers).
 bool is_sliding(const ModelSpec& m, int layer);

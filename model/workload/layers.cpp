@@ -51,14 +51,15 @@ void Lowering::forward_layer(int l) {
 void Lowering::attention_core(int l, double core_per_token, double heads, double kvh, double qk, double vd, bool backward) {
   const double fwd = t_ * core_per_token / tp_;
   // Flash attention reads Q, K, V and writes O (+ LSE); the backward also reads O, dO and writes dQ, dK, dV,
-  // and recomputes the scores (2.5 x the forward matmul work executed, 2 x counted).
+  // and recomputes the scores (attention_bwd_work x the forward matmul work executed: 2.5 at equal
+  // head dims, 2.6 for MLA; 2 x counted).
   const double io = t_ * (heads * qk + kvh * (qk + vd) + heads * vd) * 2.0;
   Op op;
   const bool recompute = phase_ == Phase::recompute;
   op.name = backward ? "attn.core.bwd" : phased("attn.core");
   op.category = Category::attention;
   op.layer = l;
-  op.flops = Flops(backward ? kAttentionBwdWork * fwd : fwd);
+  op.flops = Flops(backward ? attention_bwd_work(qk, vd) * fwd : fwd);
   op.model_flops = Flops(recompute ? 0.0 : backward ? 2.0 * fwd : fwd);
   op.hbm_bytes = Bytes(backward ? kAttentionBwdWork * io : io);
   op.dtype = Dtype::bf16;

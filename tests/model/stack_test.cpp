@@ -18,6 +18,7 @@
 #include "model/sim/sim.h"
 #include "model/study/predict.h"
 #include "model/study/study.h"
+#include "model/workload/flops.h"
 #include "model/workload/step.h"
 
 namespace moeperf {
@@ -678,6 +679,22 @@ TEST(Stacks, BlockScaledFp8QuantizesInOnePassAndCarriesItsScales) {
   EXPECT_EQ(fc1b.dtype, Dtype::fp8_block);
   EXPECT_DOUBLE_EQ(pb.time(fc1b).value(), pt.time(fc1t).value());
   EXPECT_TRUE(pb.notes().empty()) << pb.notes().front();
+}
+
+// FlashAttention's backward runs five matmuls per score (QK^T again, dQ, dK over the query/key head
+// dim; dV, dP over the value head dim) against the forward's two: 2.5 x the forward's FLOPs at equal
+// head dims, (3 x 192 + 2 x 128) / 320 = 2.6 for MLA. Counted (model FLOPs) it stays 2 x.
+TEST(Stacks, AttentionsBackwardRunsItsMatmulsHeadDimByHeadDim) {
+  EXPECT_DOUBLE_EQ(attention_bwd_work(128, 128), 2.5);
+  EXPECT_DOUBLE_EQ(attention_bwd_work(192, 128), 2.6);
+  const Scenario mla = load(kOptimized), gqa = load("examples/compare/qwen3-235b-gb200-nvl72.json");
+  for (const Scenario* s : {&mla, &gqa}) {
+    const StepGraph g = lower_step(*s, expert_load(*s, s->calibration));
+    const Op& fwd = *named(g, "attn.core").front();
+    const Op& bwd = *named(g, "attn.core.bwd").front();
+    EXPECT_NEAR(bwd.flops.value() / fwd.flops.value(), s == &mla ? 2.6 : 2.5, 1e-12) << s->name;
+    EXPECT_NEAR(bwd.model_flops.value() / fwd.model_flops.value(), 2.0, 1e-12) << s->name;
+  }
 }
 
 }  // namespace
