@@ -56,7 +56,9 @@ def scenario(k):
     desc = (f"Megatron-Core's DeepSeek-V3 optimization ladder on 256 GB200 ({SOURCE}), step {k}/13 '{TITLES[k - 1]}' "
             f"({PUBLISHED[k - 1]} TFLOPS/GPU published): PP 8 x VPP 4 x EP 32 (DP 32 folded with EP), layout "
             "Et|(tt|)*30L (the embedding and layer 0 on the first virtual stage, the loss alone on the last), micro-batch 1, "
-            "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, forced load balancing "
+            "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, FP8 primary weights (stored in MXFP8, FP32 "
+            "master copies in the optimizer: an FP8 weight cannot take Adam's updates itself) and BF16 optimizer states, "
+            "forced load balancing "
             "(--moe-router-force-load-balancing: Megatron's help text, 'force override routing to balance token "
             "distribution using random logits', so each token's top-k is a uniform random draw: routing uniform, balanced "
             "on average with the random imbalance of uniform sampling, not exactly equal). The stack is "
@@ -76,7 +78,7 @@ def scenario(k):
                         "layout": "Et|(tt|)*30L"},
         "batch": {"seq_len": 4096, "micro_batch": 1, "global_batch": 2048},
         "precision": {"dense_gemm": "mxfp8", "expert_gemm": "mxfp8", "dispatch": "bf16", "combine": "bf16",
-                      "weights": "bf16", "grads": "bf16", "optimizer_state": "bf16"},
+                      "weights": "mxfp8", "grads": "bf16", "optimizer_state": "bf16", "master_weights_fp32": True},
         "memory": {"recompute": recompute},
         "routing": {"distribution": "uniform", "group_limited": False, "seed": 1},
         "stack": stack,

@@ -15,6 +15,7 @@ void Lowering::forward_layer(int l) {
   const double vd = a.kind == AttentionKind::mla ? a.v_head_dim : a.head_dim;
   const double kvh = a.kind == AttentionKind::mla ? heads : std::max(1.0, a.kv_heads / tp_);
   auto first = memory("attn.norm", l, norm_passes() * t_sp_ * h * 2.0, Category::memory, gather_deps(l));
+  last_norm_ = first;
   layer_start_.record(l, phase_, first);
   tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
@@ -30,7 +31,7 @@ void Lowering::forward_layer(int l) {
   gemm("attn.out_proj", Category::gemm, l, t_ * f.out_proj / tp_, t_ * f.out_proj / tp_, dd, t_, h, heads * vd);
   tp_collective(l, "tp.reduce_scatter", Collective::reduce_scatter, true);
   residual_add(l, "attn.residual");
-  memory("mlp.norm", l, norm_passes() * t_sp_ * h * 2.0);
+  last_norm_ = memory("mlp.norm", l, norm_passes() * t_sp_ * h * 2.0);
   if (!is_moe_layer(l)) {
     const double ffn = d(m_.dense_ffn);
     tp_collective(l, "tp.all_gather", Collective::all_gather, true);

@@ -74,11 +74,16 @@ class Lowering {
       // spares the quantization kernel its read of the BF16 input.
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1" ||
                               name == "moe.shared_fc1";
-      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt)
-                        : (after_norm && s_.stack.norm_quantize_fusion) ? q - 2.0
-                                                                         : q;
-      memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
-      deps = {};
+      const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
+      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : norm_fused ? q - 2.0 : q;
+      if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
+        // Nothing left for a quantization kernel of its own: the normalization's kernel writes the
+        // row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or host op.
+        op(last_norm_).hbm_bytes += Bytes(d(groups) * qa * m * k);
+      } else {
+        memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
+        deps = {};
+      }
     }
     Op op;
     op.name = std::move(name);
@@ -529,6 +534,7 @@ class Lowering {
   unsigned gated_streams_ = 0;
   std::array<int32_t, 2> last_compute_{-1, -1};  // per lane: the buffers a gather reuses are free after it
   std::vector<int32_t> pending_;  // dependencies of the next compute op (a pipeline receive, a TP gather)
+  int32_t last_norm_ = -1;        // the last forward normalization (attn.norm, mlp.norm) emitted
   std::vector<int32_t> tp_outputs_;  // see take_tp_outputs()
   std::vector<int> order_;
   size_t issued_ = 0;

@@ -596,10 +596,13 @@ TEST(Stacks, TheHeadsNormSumsAGradientOnlyWhereAnMtpModuleReadsItsInput) {
 // the GEMM's format are never quantized; without the cache every micro-batch quantizes them again.
 TEST(Stacks, QuantizedWeightsAreMadeOncePerStepUnderTheCache) {
   const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
-  const Scenario cached = load(ladder), per_mb = load(ladder, {"stack.weight_quant_cache=false"}),
-                 stored = load(ladder, {"precision.weights=\"mxfp8\""});
+  // The ladder's own weights are stored in MXFP8 ("FP8 primary weights"); held in BF16 here.
+  const Scenario cached = load(ladder, {"precision.weights=\"bf16\""}),
+                 per_mb = load(ladder, {"precision.weights=\"bf16\"", "stack.weight_quant_cache=false"}),
+                 stored = load(ladder);
   ASSERT_TRUE(cached.stack.weight_quant_cache);
   ASSERT_EQ(cached.precision.expert_gemm, Dtype::mxfp8);
+  ASSERT_EQ(stored.precision.weights, Dtype::mxfp8);
   const ExpertLoad l = expert_load(cached, cached.calibration);
   // The expert FC1 quantization of one MoE layer, by micro-batch: its bytes less the rows' part.
   auto weight_part = [&](const Scenario& s) {
@@ -695,6 +698,31 @@ TEST(Stacks, AttentionsBackwardRunsItsMatmulsHeadDimByHeadDim) {
     EXPECT_NEAR(bwd.flops.value() / fwd.flops.value(), s == &mla ? 2.6 : 2.5, 1e-12) << s->name;
     EXPECT_NEAR(bwd.model_flops.value() / fwd.model_flops.value(), 2.0, 1e-12) << s->name;
   }
+}
+
+// Ladder step 13 (cuDNN 9.14's fused norm + quantize): with the weights stored in the GEMM's format
+// nothing is left for a quantization kernel after a normalization; the norm's kernel writes the
+// row- and column-wise copies, with no launch and no host op of a kernel of its own.
+TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
+  const Scenario fused = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+                 apart = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.norm_quantize_fusion=false"});
+  ASSERT_TRUE(fused.stack.norm_quantize_fusion);
+  ASSERT_EQ(fused.precision.weights, fused.precision.dense_gemm);  // stored: no weight quantization
+  const ExpertLoad l = expert_load(fused, fused.calibration);
+  const StepGraph gf = lower_step(fused, l), ga = lower_step(apart, l);
+  for (const char* q : {"attn.q_proj.quant", "attn.kv_proj.quant", "moe.shared_fc1.quant"}) {
+    EXPECT_TRUE(named(gf, q).empty()) << q;
+    EXPECT_FALSE(named(ga, q).empty()) << q;
+  }
+  // The copies' writes moved into the norm: q - 2 bytes per element of its input (MXFP8: 2.0625).
+  const Op& nf = *named(gf, "attn.norm").front();
+  const Op& na = *named(ga, "attn.norm").front();
+  const double t = 4096, q = quantize_bytes_per_element(Dtype::mxfp8) - 2.0;
+  EXPECT_GT(nf.hbm_bytes.value(), na.hbm_bytes.value());
+  // q_proj and kv_proj each take their copies of the normalized rows (MLA's down-projections' input).
+  const double k = static_cast<double>(named(ga, "attn.q_proj").front()->k + named(ga, "attn.kv_proj").front()->k);
+  EXPECT_NEAR(nf.hbm_bytes.value() - na.hbm_bytes.value(), t * q * k, 1.0);
+  EXPECT_EQ(nf.launches, na.launches);
 }
 
 }  // namespace
