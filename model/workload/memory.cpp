@@ -224,6 +224,12 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     if (holds_head(s, st)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
     if (stage_moe)
       transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
+    // jax.lax.ragged_dot's default lowering (XLA's RaggedDotRewriter) materializes its operand
+    // expanded over the local experts, each copy masked to its expert's rows, and the dot's output
+    // per expert before summing them: the up-projection's [experts, buffer rows, hidden] input and
+    // [experts, buffer rows, 2 x expert_ffn] output in BF16.
+    if (stage_moe && s.stack.expert_gemm == ExpertGemm::masked_dense)
+      transient = std::max(transient, d(m.experts) / d(p.ep) * ragged_buffer_rows(s, load) * (h + 2 * d(m.expert_ffn)) * 2.0);
     // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.
     if (off > 0 && !layers.empty()) transient += 2 * off / d(layers.size());
     r.transient = Bytes(transient);
