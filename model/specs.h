@@ -21,7 +21,8 @@
 namespace moeperf {
 
 // ---------------------------------------------------------------- precision
-// fp8 is E4M3/E5M2 with one scale per tensor (Transformer Engine's delayed or current scaling);
+// fp8 is E4M3/E5M2 with one scale per tensor, priced as Transformer Engine's current scaling (an
+// amax pass before the cast; delayed scaling, which takes the amax from history, would skip it);
 // fp8_block is the same elements with one FP32 scale per 1 x 128 tile of activations and gradients
 // and per 128 x 128 block of weights (DeepSeek-V3's recipe, arXiv 2412.19437 section 3.3.2;
 // Transformer Engine's Float8BlockScaling); mxfp8 and nvfp4 are the OCP/NVIDIA block formats.

@@ -568,6 +568,17 @@ void check_scenario(const Scenario& s, const std::string& file) {
   } catch (const InputError& e) {
     fail("/gpus", e.what());
   }
+  // A CUDA graph cannot capture a host wait: the "moe" scope would hold the dispatcher's copy of its
+  // split sizes to the host, or the per-expert loop's copy of its counts (Megatron captures the MoE
+  // block only where nothing goes to the host: counts padded to capacity).
+  if (s.stack.captured(GraphScope::moe) && m.is_moe() && (s.stack.dispatch_host_syncs > 0 || s.stack.expert_gemm == ExpertGemm::per_expert_loop))
+    fail("/stack/cuda_graphs",
+         "a CUDA graph cannot capture a host wait, and the \"moe\" scope holds one: " +
+             (s.stack.dispatch_host_syncs > 0 ? "stack.dispatch_host_syncs is " + std::to_string(s.stack.dispatch_host_syncs) +
+                                                    " (the dispatcher copies its split sizes to the host)"
+                                              : std::string("stack.expert_gemm is \"per_expert_loop\" (its counts go to the host)")) +
+             "; drop \"moe\" from cuda_graphs, or set dispatch_host_syncs to 0 and grouped expert GEMMs (a dispatcher that "
+             "sizes on the device)");
   size_t bad = 0;
   if (const std::string why = straggler_problem(s, &bad); !why.empty()) {
     const Straggler& x = s.stragglers[bad];

@@ -167,9 +167,11 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       const double keys = causal || window > 0 ? attended_keys(static_cast<int64_t>(seq), static_cast<int>(window)) : seq;
       const bool bwd = o == "attention.bwd";
       // FlashAttention's FLOP convention, in which published rates are quoted: 2 x (QK^T + PV) per
-      // query and key; the backward 2.5 x (its matmuls exactly where qk = vd, as in every fitted record).
+      // query and key; the backward 2.5 x. Priced at what the backward executes, as the workload
+      // prices it: attention_bwd_work (2.6 x for MLA's 192 / 128, 2.5 x at equal head dims).
       const double fwd = 2.0 * b * h * seq * keys * (dqk + dv);
       r.flops = bwd ? kAttentionBwdWork * fwd : fwd;
+      r.exec_flops = bwd ? attention_bwd_work(dqk, dv) * fwd : fwd;
       r.bytes = (bwd ? kAttentionBwdWork : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
       r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, masked_edges(causal, window, static_cast<int64_t>(seq))};
       if (x.has("dtype")) {

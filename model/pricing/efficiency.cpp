@@ -10,8 +10,10 @@ namespace moeperf {
 
 Param gemm_fraction_param(Dtype d) {
   switch (d) {
-    case Dtype::fp8:
-    case Dtype::fp8_block: return Param::gemm_fraction_fp8;  // Hopper's FP8 records are DeepGEMM's block-scaled kernels
+    case Dtype::fp8: return Param::gemm_fraction_fp8;
+    // Block-scaled FP8 as MXFP8: the fraction fitted on Hopper's DeepGEMM records (1 x 128 / 128 x 128
+    // FP32 scales, filed as mxfp8) and Blackwell's block-scaled kernels.
+    case Dtype::fp8_block:
     case Dtype::mxfp8: return Param::gemm_fraction_mxfp8;
     case Dtype::nvfp4: return Param::gemm_fraction_nvfp4;
     default: return Param::gemm_fraction_bf16;

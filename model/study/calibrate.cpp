@@ -80,7 +80,8 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       return r.metric == PartMetric::seconds ? t : flops / t;
     }
     case PartClass::attention: {
-      const double t = attention_seconds(r.attention, r.flops, r.bytes, r.gpu, cal).value();
+      // Priced at the FLOPs the kernel executes, its rate quoted in the publisher's count.
+      const double t = attention_seconds(r.attention, r.exec_flops > 0 ? r.exec_flops : r.flops, r.bytes, r.gpu, cal).value();
       return r.metric == PartMetric::seconds ? t : r.flops / t;
     }
     case PartClass::memory: {

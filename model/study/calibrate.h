@@ -54,6 +54,7 @@ struct PartRecord {
   GemmShape gemm;
   Dtype dtype = Dtype::bf16;
   double flops = 0;           // attention and executor GEMMs: the FLOPs the rate counts
+  double exec_flops = 0;      // attention: the FLOPs the kernel executes, priced (0: flops)
   // Attention
   AttentionShape attention;
   // Memory, host copies, collectives

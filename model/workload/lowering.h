@@ -71,9 +71,12 @@ class Lowering {
       const bool arrives_quantized =
           (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
-      // spares the quantization kernel its read of the BF16 input.
-      const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1" ||
-                              name == "moe.shared_fc1";
+      // spares the quantization kernel its read of the BF16 input. Only a GEMM that owns its norm
+      // can: Transformer Engine's LayerNormLinear (Megatron's fused QKV projection, MLA's
+      // up-projections with their latent norms, which the projections here read, a dense MLP's FC1);
+      // a MoE layer's norm is a module of its own (Megatron's layer spec: pre_mlp_layernorm = TENorm
+      // with experts), so the shared expert's FC1 quantizes its input itself.
+      const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : norm_fused ? q - 2.0 : q;
       if (norm_fused && qb == 0.0 && last_norm_ >= 0) {

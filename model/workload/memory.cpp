@@ -145,10 +145,17 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
       auto cache = [&](Dtype dt) { return quantize_bytes_per_element(dt) > 0 && s.precision.weights != dt ? 2.0 * bytes_per_element(dt) : 0.0; };
       r.weight_cache = Bytes(dense * cache(s.precision.dense_gemm) + expert * cache(s.precision.expert_gemm));
     }
-    if (holds_embedding(s, st)) dense += pc.embedding / tp;
-    if (holds_head(s, st)) dense += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
+    // Weights stored in a low-precision format (FP8 primary weights) are the layers' GEMM weights,
+    // kept in both layouts the GEMMs read (row- and column-wise, as the quantized-weight cache holds
+    // them); the embedding and the LM head stay BF16.
+    const double layouts = quantize_bytes_per_element(s.precision.weights) > 0 ? 2.0 : 1.0;
+    const double bw_edges = layouts > 1 ? bytes_per_element(Dtype::bf16) : bw;
+    double edges = 0;
+    if (holds_embedding(s, st)) edges += pc.embedding / tp;
+    if (holds_head(s, st)) edges += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm
+    r.weights = Bytes((dense / dense_shard + expert / expert_shard) * bw * layouts + edges / dense_shard * bw_edges);
+    dense += edges;
     const double local = dense / dense_shard + expert / expert_shard;
-    r.weights = Bytes(local * bw);
     r.gradients = Bytes(local * bg);
     const double opt_params = dense / dense_shard / dense_opt_div + expert / expert_shard / expert_opt_div;
     r.optimizer_states = Bytes(opt_params * (2 * bo + (s.precision.master_weights_fp32 ? 4.0 : 0.0)));

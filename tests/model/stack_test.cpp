@@ -677,13 +677,19 @@ TEST(Stacks, BlockScaledFp8QuantizesInOnePassAndCarriesItsScales) {
   ASSERT_GT(total(gt, "moe.dispatch", true), 0.0);
   EXPECT_NEAR(total(gb, "moe.dispatch", true) / total(gt, "moe.dispatch", true), 1.03125, 1e-12);
   EXPECT_NEAR(total(gb, "moe.combine.bwd", true) / total(gt, "moe.combine.bwd", true), 1.03125, 1e-12);
-  // The same tensor-core rate and fraction, and nothing reported as priced at another format.
+  // The FP8 tensor-core peak at the block-scaled fraction (Hopper's, fitted on DeepGEMM's records),
+  // and nothing reported as priced at another format.
   const Topology t = Topology::build(block.system, block.gpus);
   const Pricer pb(block, t, block.calibration), pt(tensor, t, tensor.calibration);
   const Op& fc1b = *named(gb, "moe.expert_fc1").front();
   const Op& fc1t = *named(gt, "moe.expert_fc1").front();
   EXPECT_EQ(fc1b.dtype, Dtype::fp8_block);
-  EXPECT_DOUBLE_EQ(pb.time(fc1b).value(), pt.time(fc1t).value());
+  EXPECT_EQ(rate_param(fc1b, block.system.gpu()), Param::gemm_fraction_mxfp8);
+  EXPECT_EQ(rate_param(fc1t, tensor.system.gpu()), Param::gemm_fraction_fp8);
+  EXPECT_DOUBLE_EQ(gemm_peak(Dtype::fp8_block, block.system.gpu()).value(), gemm_peak(Dtype::fp8, block.system.gpu()).value());
+  const double fb = block.calibration[Param::gemm_fraction_mxfp8], ft = tensor.calibration[Param::gemm_fraction_fp8];
+  EXPECT_NEAR(pt.time(fc1t).value() / pb.time(fc1b).value(), fb / ft, 0.002);
+  EXPECT_GT(std::abs(fb / ft - 1), 0.004);  // the two fractions differ enough to tell them apart
   EXPECT_TRUE(pb.notes().empty()) << pb.notes().front();
 }
 
@@ -713,16 +719,22 @@ TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
   ASSERT_EQ(fused.precision.weights, fused.precision.dense_gemm);  // stored: no weight quantization
   const ExpertLoad l = expert_load(fused, fused.calibration);
   const StepGraph gf = lower_step(fused, l), ga = lower_step(apart, l);
-  for (const char* q : {"attn.q_proj.quant", "attn.kv_proj.quant", "moe.shared_fc1.quant"}) {
+  for (const char* q : {"attn.q_proj.quant", "attn.kv_proj.quant"}) {
     EXPECT_TRUE(named(gf, q).empty()) << q;
     EXPECT_FALSE(named(ga, q).empty()) << q;
   }
-  // The copies' writes moved into the norm: q - 2 bytes per element of its input (MXFP8: 2.0625).
+  // A MoE layer's norm is a module of its own (pre_mlp_layernorm = TENorm): the shared expert's FC1
+  // still quantizes its input, reading it.
+  ASSERT_FALSE(named(gf, "moe.shared_fc1.quant").empty());
+  EXPECT_DOUBLE_EQ(named(gf, "moe.shared_fc1.quant").front()->hbm_bytes.value(),
+                   named(ga, "moe.shared_fc1.quant").front()->hbm_bytes.value());
+  // The copies' writes moved into the norm: q - 2 bytes per element of the projections' inputs
+  // (MXFP8: 2.0625); MLA's projections here read the latents (q_lora 1,536 and kv_lora 512 wide),
+  // the up-projections' inputs whose norms Transformer Engine fuses.
   const Op& nf = *named(gf, "attn.norm").front();
   const Op& na = *named(ga, "attn.norm").front();
   const double t = 4096, q = quantize_bytes_per_element(Dtype::mxfp8) - 2.0;
   EXPECT_GT(nf.hbm_bytes.value(), na.hbm_bytes.value());
-  // q_proj and kv_proj each take their copies of the normalized rows (MLA's down-projections' input).
   const double k = static_cast<double>(named(ga, "attn.q_proj").front()->k + named(ga, "attn.kv_proj").front()->k);
   EXPECT_NEAR(nf.hbm_bytes.value() - na.hbm_bytes.value(), t * q * k, 1.0);
   EXPECT_EQ(nf.launches, na.launches);
@@ -740,6 +752,29 @@ TEST(Stacks, AMaskedDenseDotHoldsItsExpandedOperandInMemory) {
   EXPECT_LT(mg.transient.value(), want / 10);
   EXPECT_TRUE(mg.fits_hbm);
   EXPECT_FALSE(mm.fits_hbm);
+}
+
+// A CUDA graph cannot capture a host wait: the "moe" scope with a dispatcher that copies its split
+// sizes to the host, or with the per-expert loop's count copy, is refused with the file, the path
+// and what to change; without the wait it loads.
+TEST(Stacks, AGraphOverTheMoeBlockCannotHoldAHostWait) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-05-no-upproj-recompute.json";
+  ASSERT_GT(load(ladder).stack.dispatch_host_syncs, 0);
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"stack.cuda_graphs=[\"moe\"]"},
+        std::vector<std::string>{"stack.cuda_graphs=[\"moe\"]", "stack.dispatch_host_syncs=0", "stack.expert_gemm=\"per_expert_loop\""}}) {
+    try {
+      load(ladder, sets);
+      FAIL() << "a graph over a host wait loaded: " << sets.back();
+    } catch (const io::SpecError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find("gb200-mcore-ladder-05"), std::string::npos) << w;
+      EXPECT_NE(w.find("/stack/cuda_graphs"), std::string::npos) << w;
+      EXPECT_NE(w.find(sets.size() == 1 ? "dispatch_host_syncs is 1" : "per_expert_loop"), std::string::npos) << w;
+    }
+  }
+  const Scenario ok = load(ladder, {"stack.cuda_graphs=[\"moe\"]", "stack.dispatch_host_syncs=0"});
+  EXPECT_TRUE(ok.stack.captured(GraphScope::moe));
 }
 
 }  // namespace

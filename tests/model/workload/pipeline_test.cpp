@@ -596,16 +596,17 @@ TEST(PipelineLayout, MegatronsDeepSeekLayoutPlacesLayersAsCounted) {
     EXPECT_EQ(ran, stage_layers(s, rc.pp_stage)) << rc.name;
   }
   // Memory follows the layout: weights of the heaviest stage (stage 0: embedding + 7 layers, or a
-  // stage of 8 layers) as counted by hand, the ladder's MXFP8 weights (scales included), experts
-  // over EP 32, no TP.
+  // stage of 8 layers) as counted by hand: the ladder's FP8 primary weights, MXFP8 in both layouts
+  // (scales included), the embedding and head in BF16, experts over EP 32, no TP.
   const ParamCounts pc = count_params(s.model);
+  ASSERT_EQ(s.precision.weights, Dtype::mxfp8);
   double heaviest = 0;
   for (int st = 0; st < 8; ++st) {
-    double p = 0;
+    double p = 0, edges = 0;
     for (int l : stage_layers(s, st)) p += layer_params(s.model, l).dense + layer_params(s.model, l).routed_experts / 32;
-    if (holds_embedding(s, st)) p += pc.embedding;
-    if (holds_head(s, st)) p += pc.lm_head + 7168;
-    heaviest = std::max(heaviest, p * bytes_per_element(s.precision.weights));
+    if (holds_embedding(s, st)) edges += pc.embedding;
+    if (holds_head(s, st)) edges += pc.lm_head + 7168;
+    heaviest = std::max(heaviest, p * 2 * bytes_per_element(Dtype::mxfp8) + edges * 2.0);
   }
   const MemoryReport m = memory_report(s, expert_load(s, s.calibration), s.calibration);
   EXPECT_LE(m.weights.value(), heaviest * (1 + 1e-9));
