@@ -80,6 +80,12 @@ class Engine {
         cs.timing[static_cast<size_t>(i)].queue = q;
       }
       cs.issue.assign(rc.ops.size(), 0.0);
+      cs.issued.assign(rc.ops.size(), 0);
+      cs.lane_ops.assign(static_cast<size_t>(lanes), {});
+      for (int32_t i = 0; i < static_cast<int32_t>(rc.ops.size()); ++i)
+        cs.lane_ops[rc.ops[static_cast<size_t>(i)].lane].push_back(i);
+      cs.lane_next.assign(static_cast<size_t>(lanes), 0);
+      cs.lane_wait.assign(static_cast<size_t>(lanes), -1);
       cs.head.assign(static_cast<size_t>(nq), 0);
       cs.busy.assign(static_cast<size_t>(nq), 0);
       cls_.push_back(std::move(cs));
@@ -315,7 +321,7 @@ class Engine {
           while (cs.head[q] < cs.queues[q].size()) {
             const int32_t i = cs.queues[q][cs.head[q]];
             const size_t k = static_cast<size_t>(i);
-            if (!ready(c, i) || k >= cs.host_next) break;
+            if (!ready(c, i) || !cs.issued[k]) break;
             const Op& op = rc.ops[k];
             double t = std::max(qend[c][q], cs.issue[k]);
             for (int32_t dep : op.deps)
@@ -371,42 +377,60 @@ class Engine {
     std::vector<std::pair<int, int32_t>> peer;
     std::vector<UtilSample> util;
     double finish = 0;
-    // The host issuing the class's program: when each op was issued, the next op to issue and
-    // the host's clock (see advance_host).
+    // The host issuing the class's program: when each op was issued and whether it has been, per
+    // lane its ops in program order, the next of them to issue and the host wait it is held at
+    // (-1: none), and the host's clock (see advance_host).
     std::vector<double> issue;
-    size_t host_next = 0;
+    std::vector<char> issued;
+    std::vector<std::vector<int32_t>> lane_ops;
+    std::vector<size_t> lane_next;
+    std::vector<int32_t> lane_wait;
     double host_clock = 0;
   };
 
-  // The host issues ops in program order, host_op_s x Op::host_ops each (a part captured in a CUDA
-  // graph: one graph launch for its run of ops). After a host wait (a sync op) it issues nothing
-  // until the GPU has finished that op. With host_op_s 0 and no graphs every op is issued at once,
-  // except those behind a wait.
+  // One host thread issues ops in program order, host_op_s x Op::host_ops each (a part captured in
+  // a CUDA graph: one graph launch for its run of ops). After a host wait (a sync op) it issues
+  // nothing more of that lane until the GPU has finished that op; the other lane of an overlapped
+  // forward/backward pair goes on meanwhile, as the framework's interleaved pieces of the two units
+  // (Megatron's combined 1F1B, DualPipe's overlapped_forward_backward) have the other unit's work
+  // queued around the wait. One clock for both lanes: the host's time is spent once. With
+  // host_op_s 0 and no graphs every op is issued at once, except those behind a wait.
   void advance_host(size_t c) {
     ClassState& cs = cls_[c];
     const std::vector<Op>& ops = g_.classes[c].ops;
-    while (cs.host_next < ops.size()) {
-      const size_t i = cs.host_next;
-      if (i > 0 && ops[i - 1].category == Category::sync) {
-        if (!cs.done[i - 1]) return;
-        cs.host_clock = std::max(cs.host_clock, cs.timing[i - 1].end.value());
+    for (;;) {
+      size_t lane = cs.lane_ops.size(), next = ops.size();
+      for (size_t l = 0; l < cs.lane_ops.size(); ++l) {
+        if (cs.lane_next[l] >= cs.lane_ops[l].size()) continue;
+        if (cs.lane_wait[l] >= 0 && !cs.done[static_cast<size_t>(cs.lane_wait[l])]) continue;
+        const auto i = static_cast<size_t>(cs.lane_ops[l][cs.lane_next[l]]);
+        if (i < next) next = i, lane = l;
       }
-      const Op& op = ops[i];
+      if (lane == cs.lane_ops.size()) return;
+      if (const int32_t w = cs.lane_wait[lane]; w >= 0) {
+        cs.host_clock = std::max(cs.host_clock, cs.timing[static_cast<size_t>(w)].end.value());
+        cs.lane_wait[lane] = -1;
+      }
+      const Op& op = ops[next];
       double cost = host_op_s_ * op.host_ops;
       if (op.graph != 0) {
-        const bool same_run = i > 0 && ops[i - 1].graph == op.graph && ops[i - 1].layer == op.layer &&
-                              ops[i - 1].micro_batch == op.micro_batch && ops[i - 1].phase == op.phase;
+        const size_t n = cs.lane_next[lane];
+        const Op* prev = n > 0 ? &ops[static_cast<size_t>(cs.lane_ops[lane][n - 1])] : nullptr;
+        const bool same_run = prev && prev->graph == op.graph && prev->layer == op.layer &&
+                              prev->micro_batch == op.micro_batch && prev->phase == op.phase;
         cost = same_run ? 0.0 : graph_launch_s_;
       }
       cs.host_clock += cost;
-      cs.issue[i] = cs.host_clock;
-      ++cs.host_next;
+      cs.issue[next] = cs.host_clock;
+      cs.issued[next] = 1;
+      ++cs.lane_next[lane];
+      if (op.category == Category::sync) cs.lane_wait[lane] = static_cast<int32_t>(next);
     }
   }
 
   bool issued(size_t c, int32_t i) {
     const ClassState& cs = cls_[c];
-    if (static_cast<size_t>(i) >= cs.host_next) return false;
+    if (!cs.issued[static_cast<size_t>(i)]) return false;
     const double t = cs.issue[static_cast<size_t>(i)];
     if (t <= now_ + 1e-15) return true;
     class_wake_[scanning_] = std::min(class_wake_[scanning_], t);

@@ -346,6 +346,30 @@ TEST(Stacks, HostIssuesOpsAndWaits) {
   // Without a host cost nothing changes from before the host model: back to back.
   r = simulate(g, pr, StackOptions{});
   EXPECT_NEAR(r.step_time.value(), 10 * op_s, 1e-12);
+  // An overlapped pair: a host wait in the forward lane holds that lane only; the one host thread
+  // issues the backward lane's ops (later in program order) meanwhile, then the forward's rest.
+  // Program: x0..x4, wait, y0..y4 on lane 0, z0..z4 on lane 1.
+  {
+    StepGraph p;
+    RankClass pc;
+    for (int i = 0; i < 5; ++i) pc.ops.push_back(tiny("x"));
+    pc.ops.push_back(w);
+    for (int i = 0; i < 5; ++i) pc.ops.push_back(tiny("y"));
+    for (int i = 0; i < 5; ++i) {
+      pc.ops.push_back(tiny("z"));
+      pc.ops.back().lane = 1;
+    }
+    p.classes.push_back(pc);
+    StackOptions hs;
+    hs.host_op_s = 50e-6;
+    const SimResult q = simulate(p, pr, hs);
+    const double wait = 6 * 50e-6 + cal[Param::host_sync_s];
+    EXPECT_NEAR(q.classes[0].ops[5].end.value(), wait, 1e-12);
+    EXPECT_NEAR(q.classes[0].ops[11].start.value(), 7 * 50e-6, 1e-12);   // z0 issued while lane 0 waits
+    EXPECT_NEAR(q.classes[0].ops[15].start.value(), 11 * 50e-6, 1e-12);  // z4
+    EXPECT_NEAR(q.classes[0].ops[6].start.value(), 12 * 50e-6, 1e-12);   // y0: after the host's z's
+    EXPECT_NEAR(q.step_time.value(), 16 * 50e-6 + op_s, 1e-12);
+  }
 }
 
 // A fused EP kernel holds the SMs the stack gives it: a GEMM beside it runs on the rest.
