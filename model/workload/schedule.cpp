@@ -409,8 +409,11 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
             const int32_t fwd = forward(a.chunk, prev);
             const int32_t bwd = backward(a.bwd_chunk, false, prev);
             pair.on = false;
-            // Both sends after both halves' ends (and what each half's hand-off waited for).
+            // Both sends after both halves' ends (and what each half's hand-off waited for), also
+            // where only one half sends (the last virtual stage's forward sends nothing).
             std::vector<int32_t> both;
+            for (int32_t x : {fwd, bwd})
+              if (x >= 0) both.push_back(x);
             for (const HeldSend& h : pair.sends) both.insert(both.end(), h.deps.begin(), h.deps.end());
             for (const HeldSend& h : pair.sends) {
               low.set_lane(h.forward ? 0 : 1);
