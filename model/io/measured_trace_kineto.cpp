@@ -35,7 +35,7 @@ std::string type_dtype(const std::string& t) {
   return "";
 }
 double dtype_bytes(const std::string& d) {
-  return d == "fp32" ? 4 : d == "bf16" || d == "fp16" ? 2 : d == "fp8" || d == "mxfp8" ? 1 : 0;
+  return d == "fp32" ? 4 : d == "bf16" || d == "fp16" ? 2 : d == "fp8" || d == "fp8_block" || d == "mxfp8" ? 1 : 0;
 }
 
 // args["Input Dims"][i] as integers (empty when absent or not a list of numbers).
@@ -106,9 +106,14 @@ std::optional<json> gemm_shape(const CpuOp& op, std::string* dtype, bool* groupe
   if (m <= 0 || k <= 0 || nn <= 0) return std::nullopt;
   *dtype = type_dtype(input_type(a, xi));
   if (n == "aten::_scaled_mm" || n == "aten::_scaled_grouped_mm") {
+    // scale_a tells the recipe: E8M0 scales are MX blocks of 32; FP32 scales with more than one per
+    // row of A are blocks along K (1 x 128, DeepSeek-V3's and TE's Float8BlockScaling); one per
+    // tensor or per row is per-tensor or row-wise FP8.
     const std::string scale = input_type(a, xi + 2);
+    const std::vector<double> sd = dims(a, xi + 2);
+    const double per_row = sd.empty() || m <= 0 ? 0 : prod(sd, 0, sd.size()) / (batch * m);
     if (scale.find("Float8_e8m0") != std::string::npos) *dtype = "mxfp8";
-    else if (*dtype != "mxfp8") *dtype = "fp8";
+    else if (*dtype != "mxfp8") *dtype = per_row > 1 ? "fp8_block" : "fp8";
   }
   if (dtype->empty()) return std::nullopt;
   json s = {{"m", whole(m)}, {"n", whole(nn)}, {"k", whole(k)}};

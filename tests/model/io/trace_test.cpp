@@ -107,6 +107,27 @@ TEST(KinetoTrace, ShapesComeFromTheOpsAroundTheLaunch) {
   EXPECT_EQ(h2d->at("shape").at("bytes"), "67108864 B");
 }
 
+TEST(KinetoTrace, AScaledGemmsScalesNameItsRecipe) {
+  // The fixture's aten::mm relaunched as aten::_scaled_mm on FP8 operands: scale_a's type and
+  // shape say which FP8 recipe ran (4096 x 4096 x 14336; K / 128 = 32 blocks per row).
+  auto recipe = [](const std::string& scale_type, const json& scale_dims) {
+    json j = KinetoFixture::build();
+    for (json& e : j["traceEvents"])
+      if (e["name"] == "aten::mm") {
+        e["name"] = "aten::_scaled_mm";
+        e["args"]["Input Dims"] = json::array({{4096, 4096}, {4096, 14336}, scale_dims, json::array({1, 14336})});
+        e["args"]["Input type"] = {"c10::Float8_e4m3fn", "c10::Float8_e4m3fn", scale_type, scale_type};
+      }
+    const io::MeasuredTrace t = read(j, "scaled.json");
+    const json* g = record(t, "gemm");
+    return g ? g->at("dtype").get<std::string>() : std::string("none");
+  };
+  EXPECT_EQ(recipe("float", json::array()), "fp8");                      // one scale per tensor
+  EXPECT_EQ(recipe("float", json::array({4096, 1})), "fp8");             // row-wise
+  EXPECT_EQ(recipe("float", json::array({4096, 32})), "fp8_block");      // 1 x 128 blocks along K
+  EXPECT_EQ(recipe("c10::Float8_e8m0fnu", json::array({4096, 128})), "mxfp8");  // MX blocks of 32
+}
+
 TEST(KinetoTrace, RecordsFitLikePublishedOnes) {
   const io::MeasuredTrace t = read(KinetoFixture::build());
   const std::string sys = std::string(MOEPERF_SOURCE_DIR) + "/topologies/dgx-h100-cluster.json";
