@@ -63,50 +63,45 @@ std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, 
   const bool dual = p.schedule == PipelineSchedule::dualpipe || p.schedule == PipelineSchedule::dualpipev;
   if (p.pp <= 1 || (p.schedule != PipelineSchedule::interleaved && !dual) || chunks != pipeline_chunks(s) || none)
     return std::vector<double>(chunk_bytes.size(), micro_batches_in_flight(s, stage));
+  // A forward adds its chunk's activations, a backward (its input part) frees them; the peak, in
+  // micro-batches per chunk, follows one of the forwards.
+  struct Walk {
+    const std::vector<double>& bytes;
+    std::vector<double> n, best;
+    double held = 0, peak = -1;
+    void fwd(int c) {
+      n[static_cast<size_t>(c)] += 1;
+      held += bytes[static_cast<size_t>(c)];
+      if (held > peak) peak = held, best = n;
+    }
+    void bwd(int c) {
+      n[static_cast<size_t>(c)] -= 1;
+      held -= bytes[static_cast<size_t>(c)];
+    }
+  } w{chunk_bytes, std::vector<double>(chunk_bytes.size(), 0.0), std::vector<double>(chunk_bytes.size(), 0.0)};
   if (dual) {
     // DeepSeek's program fills the two chunks unevenly: PP + 1 chunks' activations in all at the
     // peak (the report's table 2), but DualPipe's half-rank h holds N - h on the chunk entering
     // nearer it and h + 1 on the other (DualPipeV's rank r: 2N - r and r + 1), and the end stages'
     // chunks differ most (the embedding and the first layers on one, the head and MTP on the
-    // other). A forward adds its chunk's activations, a backward (its input part) frees them.
-    std::vector<double> n(chunk_bytes.size(), 0.0), best = n;
-    double held = 0, peak = -1;
-    auto fwd = [&](int c) {
-      n[static_cast<size_t>(c)] += 1;
-      held += chunk_bytes[static_cast<size_t>(c)];
-      if (held > peak) peak = held, best = n;
-    };
-    auto bwd = [&](int c) {
-      n[static_cast<size_t>(c)] -= 1;
-      held -= chunk_bytes[static_cast<size_t>(c)];
-    };
+    // other).
     for (const PipeAction& a : stage_program(s, stage)) {
       using K = PipeAction::Kind;
-      if (a.kind == K::forward || a.kind == K::forward_backward) fwd(a.chunk);
-      if (a.kind == K::backward || a.kind == K::backward_input) bwd(a.chunk);
-      if (a.kind == K::forward_backward) bwd(a.bwd_chunk);
+      if (a.kind == K::forward || a.kind == K::forward_backward) w.fwd(a.chunk);
+      if (a.kind == K::backward || a.kind == K::backward_input) w.bwd(a.chunk);
+      if (a.kind == K::forward_backward) w.bwd(a.bwd_chunk);
     }
-    return best;
+    return w.best;
   }
   // Megatron's interleaved order: forwards chunk by chunk in groups of pp micro-batches, backwards
-  // from the last chunk. A forward adds its chunk's activations, a backward frees them; the stage's
-  // peak follows one of the forwards.
+  // from the last chunk, one after each forward past the warm-up.
   const OneFOneBUnits u = one_f_one_b_units(s, stage, s.micro_batches(), s.stack.fwd_bwd_overlap);
-  std::vector<double> n(chunk_bytes.size(), 0.0), best = n;
-  double held = 0, peak = -1;
   size_t next_b = 0;
   for (size_t f = 0; f < u.forward.size(); ++f) {
-    const auto c = static_cast<size_t>(u.forward[f].second);
-    n[c] += 1;
-    held += chunk_bytes[c];
-    if (held > peak) peak = held, best = n;
-    if (static_cast<int64_t>(f) >= u.warm_up && next_b < u.backward.size()) {
-      const auto b = static_cast<size_t>(u.backward[next_b++].second);
-      n[b] -= 1;
-      held -= chunk_bytes[b];
-    }
+    w.fwd(u.forward[f].second);
+    if (static_cast<int64_t>(f) >= u.warm_up && next_b < u.backward.size()) w.bwd(u.backward[next_b++].second);
   }
-  return best;
+  return w.best;
 }
 
 MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Calibration& cal) {

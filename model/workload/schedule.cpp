@@ -4,6 +4,7 @@
 // rank classes of dropless imbalance and stragglers.
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "model/hardware/topology.h"
 #include "model/workload/lowering.h"
@@ -237,9 +238,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     // A pipeline hand-off between this stage's chunk c and the virtual stage peer_v, for micro-batch
     // mb: its op id, or, between two virtual stages on this GPU (DualPipeV's turn, stage pp - 1),
     // which moves nothing, the sending unit's last op that the receiving unit waits for (-1: none).
+    auto is_recv = [](const char* name) { return std::string_view(name).substr(0, 7) == "pp.recv"; };
     auto p2p = [&](bool forward, int64_t mb, int c, const char* name, int peer_v, std::vector<int32_t> deps) -> int32_t {
       const StageChunk peer = place_virtual(s, peer_v, c);
-      const bool recv = std::string(name).rfind("pp.recv", 0) == 0;
+      const bool recv = is_recv(name);
       if (peer.stage == st) {
         if (!recv) return -1;
         const auto& ends = forward ? fwd_end : bwd_end_of;
@@ -285,7 +287,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       low.reset_layer_starts();
       low.begin_phase(forward ? vl : std::vector<int>(vl.rbegin(), vl.rend()));
       auto hand_off = [&](const char* name, int peer_v, std::vector<int32_t> deps) {
-        const bool recv = std::string(name).rfind("pp.recv", 0) == 0;
+        const bool recv = is_recv(name);
         if (pair.on && recv) {
           for (int32_t x : pair.inputs) low.wait_before_next_compute(x);
         } else if (pair.on) {
