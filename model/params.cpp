@@ -42,8 +42,15 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "elements is one 128-byte FP8 row of a TMA load (64 for BF16 moves the same bytes; the tail of a wave "
      "is what matters, and it changes little between the two)."},
     {Param::gemm_group_overhead_s, "gemm_group_overhead_s", 0, "s", 0, 1e-3,
-     "Per group of a grouped GEMM (one expert): pointer-array and problem-size setup, the ragged tile "
-     "scheduler's prologue, and a partly filled last tile row per group."},
+     "Per group of a contiguous grouped GEMM (one expert): the rows of every group in one operand sorted "
+     "by group, one tensor descriptor for all (DeepGEMM's m_grouped contiguous and masked kernels); the "
+     "ragged tile scheduler's prologue and a partly filled last tile row per group."},
+    {Param::gemm_ptr_array_group_s, "gemm_ptr_array_group_s", 0, "s", 0, 1e-3,
+     "Per group of a pointer-array grouped GEMM (CUTLASS grouped / ptr-array kernels, torch._grouped_mm, "
+     "cuBLAS's grouped-batched API, Transformer Engine's CUTLASS grouped GEMM): each group has its own "
+     "operand pointers, problem size and TMA descriptors, rebuilt by the CTAs that move to it. Fitted "
+     "per generation on such kernels' records; a flat cost per group (the records hold one group count "
+     "per generation, so a per-CTA form cannot be told apart)."},
     {Param::attention_fwd_fraction, "attention_fwd_fraction", 0.60, "fraction", 0.05, 1.0,
      "Flash-attention forward rate over the BF16 peak at long key ranges and head dim 128, for the "
      "generation's native kernel (FlashAttention-3 or cuDNN on Hopper, FlashAttention-4 / cuDNN on "

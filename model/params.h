@@ -26,7 +26,8 @@ enum class Param : int {
   gemm_tile_m,             // CTA tile rows (grouped GEMM rows padded per expert to a multiple)
   gemm_tile_n,             // CTA tile columns
   gemm_tile_k,             // K depth of one mainloop block (the stream-K scheduler's unit of work)
-  gemm_group_overhead_s,   // per group of a grouped GEMM: pointer-array setup, ragged tile scheduling
+  gemm_group_overhead_s,   // per group of a contiguous grouped GEMM (one operand, rows sorted by group)
+  gemm_ptr_array_group_s,  // per group of a pointer-array grouped GEMM (per-group pointers and descriptors)
   attention_fwd_fraction,  // flash-attention forward rate / BF16 peak at long keys and large head dims
   attention_bwd_fraction,  // flash-attention backward rate / BF16 peak
   attention_kv_half,       // efficiency x keys / (keys + attention_kv_half): per-query-block pipeline fill

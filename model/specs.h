@@ -183,6 +183,7 @@ struct AttentionSpec {
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
   int v_head_dim = 0;
+  bool operator==(const AttentionSpec&) const = default;
 };
 
 struct RouterSpec {
@@ -190,6 +191,7 @@ struct RouterSpec {
   bool bias = false;       // DeepSeek-V3 aux-loss-free bias on the scores
   int groups = 1;          // group-limited routing: experts split in n groups ...
   int topk_groups = 1;     // ... and tokens may pick from the best topk_groups of them
+  bool operator==(const RouterSpec&) const = default;
 };
 
 struct ModelSpec {
@@ -358,6 +360,12 @@ enum class EpKernel { hybridep, deepep };
 // expert (RaggedDotRewriter: group-count times the FLOPs, over every ragged-buffer row).
 enum class ExpertGemm { grouped, per_expert_loop, masked_dense };
 
+// How a grouped expert GEMM finds its groups: per-group operand pointers, problem sizes and TMA
+// descriptors (CUTLASS grouped / ptr-array kernels, torch._grouped_mm, cuBLAS's grouped-batched
+// API, Transformer Engine's grouped GEMM), or one operand whose rows are sorted by group under one
+// descriptor (DeepGEMM's contiguous layout). Each has its own fitted cost per group.
+enum class GroupedKernel { ptr_array, contiguous };
+
 // XLA's ragged all-to-all on GPU: the one-shot peer-copy kernel (few thread blocks, on the compute
 // stream) or the NCCL path (offsets exchange, host waits, grouped send/recv).
 enum class RaggedA2a { nccl, one_shot };
@@ -390,6 +398,7 @@ struct StackOptions {
   std::vector<std::string> overrides;
   ExpertGemm expert_gemm = ExpertGemm::grouped;
   bool grouped_gemm() const { return expert_gemm == ExpertGemm::grouped; }
+  GroupedKernel grouped_kernel = GroupedKernel::ptr_array;
   Dispatcher dispatcher = Dispatcher::alltoall;
   // The ragged all-to-all of an XLA stack (dispatcher alltoall): the one-shot kernel when it
   // applies (ranks <= one_shot_max_ranks, all reachable in one_shot_scope), else the NCCL path.

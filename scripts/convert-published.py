@@ -88,20 +88,30 @@ def gemm(R):
         r = g(i)
         s = r["shape"]
         out.append(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h800",
-                        shape={"groups": s["groups"], "m": s["M_per_group"], "n": s["N"], "k": s["K"]}, dtype="mxfp8"))
+                        shape={"groups": s["groups"], "m": s["M_per_group"], "n": s["N"], "k": s["K"]}, dtype="mxfp8",
+                        kernel="contiguous"))
     r = g("mcore_grouped_gemm_mxfp8")
-    out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="gb200", shape={"groups": 8, "m": 4096, "n": 2048, "k": 7168}, dtype="mxfp8"),
+    out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="gb200", shape={"groups": 8, "m": 4096, "n": 2048, "k": 7168}, dtype="mxfp8",
+                         kernel="ptr_array"),
                     quote=r["notes"], derivation="groups and rows per group not stated: 8 local experts and 4,096 rows each, "
                     "what DeepSeek-V3 at EP 32 with 4,096-token micro-batches routes to a rank (4096 x 8 / 8)"))
     r = g("te_sm100_nvfp4_grouped_cutlass_8e_128tok")
-    out.append(dict(base(r, "grouped_gemm", "69 us", gpu="b200", shape={"groups": 8, "m": 128, "n": 2048, "k": 2048}, dtype="nvfp4"),
+    out.append(dict(base(r, "grouped_gemm", "69 us", gpu="b200", shape={"groups": 8, "m": 128, "n": 2048, "k": 2048}, dtype="nvfp4",
+                         kernel="ptr_array"),
                     derivation="SKU not stated (SM100): priced on an HGX B200"))
     r = g("grouped_gemm_h100_cutlass_sm90_coop_qwen3_30b_upproj")
-    out.append(check(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 512, "n": 1536, "k": 2048}, dtype="bf16"),
-                     "dtype and whether 65,536 are tokens or routed rows are not stated (a factor of 8 in rows per expert)"))
+    out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 512, "n": 1536, "k": 2048}, dtype="bf16",
+                         kernel="ptr_array"),
+                    derivation="65,536 read as the grouped GEMM's rows (the library's benchmark sizes A by its batch_sizes, "
+                    "which sum to the rows), 512 per expert, uniform routing; BF16, the dtype the grouped_gemm library takes. "
+                    "Read as tokens routed top-8 (4,096 rows per expert) the kernel would spend 119 us per group, which the "
+                    "VeOmni record beside it (torch._grouped_mm at the same N and K, 2,048 rows per expert) rules out"))
     r = g("veomni_h100_torch_grouped_mm_fused_moe_e128")
-    out.append(check(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 2048, "n": 1536, "k": 2048}, dtype="bf16"),
-                     "a whole fused MoE forward (router, permutation, two GEMMs, activation) rated by its GEMM FLOPs, not one grouped GEMM"))
+    out.append(check(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 2048, "n": 1536, "k": 2048}, dtype="bf16",
+                          kernel="ptr_array"),
+                     "a whole fused MoE forward (router, permutation, two grouped GEMMs, activation: 2.47 TFLOP of GEMMs in "
+                     "10.2 ms) rated by its GEMM FLOPs, not one grouped GEMM; its other kernels (about 2 ms of HBM traffic "
+                     "at this size) would have to be priced beside it. Kept as a check of the pointer-array cost per group"))
     return out
 
 

@@ -4,6 +4,7 @@
 #include "model/io/detail/parsers.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "model/io/load.h"
 #include "model/limits.h"
@@ -141,7 +142,15 @@ ModelSpec parse_hf_model(const Node& n) {
     if (n.has("_name_or_path")) t.name = n.at("_name_or_path").as_string();
     return t;
   }
-  m.name = n.has("_name_or_path") ? n.at("_name_or_path").as_string() : type;
+  // Without _name_or_path, a config.json is named after its folder (as the Hub's repositories and
+  // their local copies are), the model type beside it; else by its type alone.
+  m.name = type;
+  if (n.has("_name_or_path")) {
+    m.name = n.at("_name_or_path").as_string();
+  } else if (const std::filesystem::path f(n.file()); f.filename() == "config.json" && f.has_parent_path()) {
+    const std::string dir = std::filesystem::absolute(f).parent_path().filename().string();
+    if (!dir.empty()) m.name = dir + " (" + type + ")";
+  }
   m.hidden = n.at("hidden_size").as_positive_int(limits::kHidden);
   m.layers = static_cast<int>(n.at("num_hidden_layers").as_positive_int(limits::kLayers));
   m.vocab = n.at("vocab_size").as_positive_int(limits::kVocab);

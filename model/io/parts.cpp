@@ -96,7 +96,7 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
                         const std::map<std::string, std::shared_ptr<const SystemSpec>>& systems) {
   x.expect_object();
   x.allow_only({"id", "op", "gpu", "system", "gpus", "gpus_per_domain", "shape", "dtype", "algorithm", "measured", "metric",
-                "library", "source", "quote", "confidence", "use", "why", "notes", "derivation"});
+                "library", "source", "quote", "confidence", "use", "why", "notes", "derivation", "kernel"});
   PartRecord r;
   r.file = x.file();
   r.id = x.at("id").as_string();
@@ -148,6 +148,15 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       if (o == "grouped_gemm" && !sh.has("groups")) sh.fail("expected \"groups\" (experts) for a grouped GEMM");
       if (o == "gemm" && sh.has("groups")) sh.at("groups").fail("expected \"batch\" for a batched GEMM (\"groups\" is for grouped_gemm)");
       r.gemm.ragged = o == "grouped_gemm";
+      // How the grouped kernel finds its groups: per-group pointers and descriptors (CUTLASS
+      // grouped, torch._grouped_mm, cuBLAS grouped-batched; the default) or one operand with the
+      // rows sorted by group (DeepGEMM's contiguous and masked layouts).
+      if (auto kn = x.get("kernel")) {
+        if (!r.gemm.ragged) kn->fail("expected \"kernel\" only on a grouped_gemm record");
+        r.gemm.ptr_array = kn->as_enum<bool>({{"ptr_array", true}, {"contiguous", false}});
+      } else {
+        r.gemm.ptr_array = r.gemm.ragged;
+      }
       r.dtype = parse_dtype(x.at("dtype"));
       // HBM traffic: A and B read once, C written in BF16.
       r.bytes = r.gemm.groups * ((r.gemm.m * r.gemm.k + r.gemm.k * r.gemm.n) * bytes_per_element(r.dtype) +

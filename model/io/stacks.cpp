@@ -80,6 +80,8 @@ void apply_fields(const Node& n, StackOptions& o) {
       n.at("grouped_gemm").fail("contradicts \"expert_gemm\" (" + x->as_string() + "): give one of the two");
     o.expert_gemm = e;
   }
+  if (auto x = field("grouped_kernel"))
+    o.grouped_kernel = x->as_enum<GroupedKernel>({{"ptr_array", GroupedKernel::ptr_array}, {"contiguous", GroupedKernel::contiguous}});
   if (auto x = field("dispatcher"))
     o.dispatcher = x->as_enum<Dispatcher>({{"allgather", Dispatcher::allgather}, {"alltoall", Dispatcher::alltoall},
                                            {"fused_dedup", Dispatcher::fused_dedup}});

@@ -550,6 +550,27 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
   return cost;
 }
 
+// NCCL's double binary tree over n nodes (src/graph/trees.cc: ncclGetBtree, ncclGetDtree): node r's
+// parent, -1 for a root. Tree 0: the root 0 has one child, the highest power of two below n; a node
+// with lowest set bit b hangs under (r ^ b) | 2b, or r ^ b when that is out of range. Tree 1: tree 0
+// mirrored (r -> n - 1 - r) for even n, shifted by one rank for odd n.
+int64_t nccl_btree_parent(int64_t n, int64_t r) {
+  if (r == 0) return -1;
+  int64_t bit = 1;
+  while (bit < n && (bit & r) == 0) bit <<= 1;
+  const int64_t up = (r ^ bit) | (bit << 1);
+  return up < n ? up : r ^ bit;
+}
+int64_t nccl_dtree_parent(int64_t n, int64_t r, int tree) {
+  if (tree == 0) return nccl_btree_parent(n, r);
+  if (n % 2 == 1) {
+    const int64_t u = nccl_btree_parent(n, (r - 1 + n) % n);
+    return u < 0 ? -1 : (u + 1) % n;
+  }
+  const int64_t u = nccl_btree_parent(n, n - 1 - r);
+  return u < 0 ? -1 : n - 1 - u;
+}
+
 CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const Topology& t, const Calibration& cal,
                                     bool nvls) {
   CollectiveCost cost;
@@ -573,20 +594,21 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
     }
   }
   if (!nvls) cost.hbm_bytes_per_byte = 5.0;
-  // Between domains: one channel per local GPU index, each carrying 1/g of the buffer over two
-  // binary trees of the domains (heap order and its mirror, half the channel's bytes each): up in
-  // the reduce and down in the broadcast. A node interior in one tree is a leaf in the other, so
-  // every NIC sends and receives about 2/g of the buffer, as the ring's rail channels do.
+  // Between domains: one channel per local GPU index, each carrying 1/g of the buffer over NCCL's
+  // double binary tree of the domains (half the channel's bytes each): up in the reduce and down in
+  // the broadcast. A node interior in one tree is mostly a leaf in the other, so a NIC sends and
+  // receives about 2/g of the buffer, as the ring's rail channels do; where it is interior in both
+  // (4 domains: the root's one child in each tree) it carries that.
   size_t g_min = doms.front().size();
   for (const auto& d : doms) g_min = std::min(g_min, d.size());
   if (D > 1) {
     const double w = 1.0 / static_cast<double>(g_min) / 2.0;
     for (size_t c = 0; c < g_min; ++c)
       for (int tree = 0; tree < 2; ++tree)
-        for (int64_t i = 1; i < D; ++i) {
-          const int64_t parent = (i - 1) / 2;
-          const int64_t child_d = tree == 0 ? i : D - 1 - i, parent_d = tree == 0 ? parent : D - 1 - parent;
-          const int64_t a = doms[static_cast<size_t>(child_d)][c], b = doms[static_cast<size_t>(parent_d)][c];
+        for (int64_t i = 0; i < D; ++i) {
+          const int64_t parent = nccl_dtree_parent(D, i, tree);
+          if (parent < 0) continue;
+          const int64_t a = doms[static_cast<size_t>(i)][c], b = doms[static_cast<size_t>(parent)][c];
           loads.add(t, a, b, w, lat);  // reduce: child to parent
           loads.add(t, b, a, w, lat);  // broadcast: parent to child
         }

@@ -72,6 +72,11 @@ int64_t group_size(Group g, const Parallelism& p);
 // every group spans alike (the usual layout). Later stages are taken to straddle as the first.
 std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology& t, int64_t gpus);
 
+// NCCL's double binary tree over n nodes (graph/trees.cc): the parent of node r in tree 0 or 1,
+// -1 for that tree's root. The tree all-reduce between NVLink domains runs over it.
+int64_t nccl_btree_parent(int64_t n, int64_t r);
+int64_t nccl_dtree_parent(int64_t n, int64_t r, int tree);
+
 // E[the fullest of `bins` bins] when `balls` balls fall uniformly and independently: exact up to
 // 200 balls, Poissonized above (independent Poisson counts, exact on the lattice; within 0.5 % of
 // the exact law). Cached.

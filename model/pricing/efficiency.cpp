@@ -68,7 +68,8 @@ Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes
   const double f = flops > 0 ? flops : s.flops();
   const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal, peak));
   const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
-  const double groups = s.ragged ? s.groups * cal[Param::gemm_group_overhead_s] : 0.0;
+  const double groups =
+      s.ragged ? s.groups * cal[s.ptr_array ? Param::gemm_ptr_array_group_s : Param::gemm_group_overhead_s] : 0.0;
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);
 }
 

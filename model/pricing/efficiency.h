@@ -9,7 +9,7 @@
 //   tiles = groups x ceil(m/tile_m) x ceil(n/tile_n); units = tiles x ceil(K/tile_k) K-blocks spread
 //   over the SMs by a stream-K scheduler, waves = ceil(units / SMs);
 //   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
-//       kernel_launch_s + (ragged ? groups x gemm_group_overhead_s : 0).
+//       kernel_launch_s + (ragged ? groups x (ptr_array ? gemm_ptr_array_group_s : gemm_group_overhead_s) : 0).
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
 //   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half + edges x attention_tile_rows/2)
 //         x [hd/(hd + hd_half)] / [128/(128 + hd_half)] (relative to head dim 128); edges: masked edges per query (0 full, 1 causal, 2 causal with a
@@ -32,7 +32,8 @@ namespace moeperf {
 struct GemmShape {
   double m = 0, n = 0, k = 0;  // per group
   double groups = 1;           // problems in a batched or grouped GEMM
-  bool ragged = false;         // grouped (experts with their own row counts): pays gemm_group_overhead_s per group
+  bool ragged = false;         // grouped (experts with their own row counts): pays a cost per group
+  bool ptr_array = false;      // ragged, per-group pointers (gemm_ptr_array_group_s), else contiguous (gemm_group_overhead_s)
   // The FLOPs priced already count each group's rows padded to the tile (m is the unpadded mean):
   // the efficiency leaves out the M padding, which would count it twice.
   bool m_padded = false;

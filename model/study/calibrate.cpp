@@ -28,9 +28,13 @@ std::vector<Param> class_params(PartClass c) {
   switch (c) {
     case PartClass::memory: return {Param::hbm_fraction, Param::memory_row_s};
     case PartClass::host_copy: return {Param::host_link_fraction, Param::host_link_d2h_fraction};
+    // The pointer-array cost per group first: a record of a pointer-array kernel over many small
+    // groups (Hopper's one BF16 record: 128 groups of 512 rows) is its time per group, and cannot
+    // tell its dtype's level from it; that level is then the dense records' (or borrowed).
     case PartClass::gemm:
-      return {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,   Param::gemm_fraction_mxfp8,
-              Param::gemm_fraction_nvfp4, Param::gemm_k_half,        Param::gemm_group_overhead_s};
+      return {Param::gemm_ptr_array_group_s, Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,
+              Param::gemm_fraction_mxfp8,    Param::gemm_fraction_nvfp4, Param::gemm_k_half,
+              Param::gemm_group_overhead_s};
     case PartClass::attention:
       return {Param::attention_fwd_fraction, Param::attention_bwd_fraction, Param::attention_kv_half,
               Param::attention_hd_half, Param::attention_tile_rows};
@@ -346,7 +350,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     const Calibration before = rep.fitted;
     // A parameter is fitted only when some fitted record's prediction moves with it (those records
     // are what it was fitted on) and the fitted records tell it apart from the parameters freed
-    // before it (the level terms are listed first): no more parameters than the records identify.
+    // before it (class_params' order): no more parameters than the records identify.
     std::vector<Param> free;
     std::vector<size_t> free_cols;
     std::map<Param, std::vector<std::string>> fitted_on;
@@ -382,7 +386,7 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
         const size_t m = fitted.size();
         const double median = m % 2 ? fitted[m / 2] : (fitted[m / 2 - 1] + fitted[m / 2]) / 2;
         for (Param p : fractions)
-          if (!fitted_on.count(p) && (start.is_default(p) || start.borrowed.count(p))) {
+          if (std::find(free.begin(), free.end(), p) == free.end() && (start.is_default(p) || start.borrowed.count(p))) {
             rep.fitted.set(p, median);
             rep.fitted.borrowed[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
           }

@@ -33,13 +33,14 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   };
   const ModelSpec &ma = a.model, &mb = b.model;
   const AttentionSpec &aa = ma.attention, &ab = mb.attention;
+  // Every field of the attention and the router (which layers slide, chunk or skip RoPE, MLA's head
+  // dims, QK-norm, sinks, the score function): a model that differs in any prices differently.
   if (ma.name != mb.name ||
       std::tie(ma.hidden, ma.layers, ma.dense_layers, ma.dense_ffn, ma.vocab, ma.tie_embeddings, ma.experts, ma.top_k,
-               ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router.groups, ma.router.topk_groups, ma.moe_map) !=
+               ma.shared_experts, ma.expert_ffn, ma.mtp_layers, ma.router, ma.moe_map) !=
           std::tie(mb.hidden, mb.layers, mb.dense_layers, mb.dense_ffn, mb.vocab, mb.tie_embeddings, mb.experts, mb.top_k,
-                   mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router.groups, mb.router.topk_groups, mb.moe_map) ||
-      std::tie(aa.kind, aa.heads, aa.kv_heads, aa.head_dim, aa.kv_lora_rank, aa.q_lora_rank, aa.sliding_window, aa.chunk_size) !=
-          std::tie(ab.kind, ab.heads, ab.kv_heads, ab.head_dim, ab.kv_lora_rank, ab.q_lora_rank, ab.sliding_window, ab.chunk_size))
+                   mb.shared_experts, mb.expert_ffn, mb.mtp_layers, mb.router, mb.moe_map) ||
+      !(aa == ab))
     out.emplace_back("model");
   const SystemSpec &sa = a.system, &sb = b.system;
   const GpuSpec &ga = sa.gpu(), &gb = sb.gpu();
@@ -93,6 +94,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("routing.group_limited", ra.group_limited, rb.group_limited);
   const StackOptions &oa = a.stack, &ob = b.stack;
   cmp("stack.expert_gemm", oa.expert_gemm, ob.expert_gemm);
+  cmp("stack.grouped_kernel", oa.grouped_kernel, ob.grouped_kernel);
   cmp("stack.dispatcher", oa.dispatcher, ob.dispatcher);
   cmp("stack.ragged_a2a", oa.ragged_a2a, ob.ragged_a2a);
   cmp("stack.one_shot_max_ranks", oa.one_shot_max_ranks, ob.one_shot_max_ranks);
@@ -175,7 +177,10 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
   // NVIDIA's post, in its order, then what a PyTorch stack adds (the host and its fusions); each
   // move copies the target's fields of that mechanism.
   const std::vector<Move> moves = {
-      {"grouped GEMM", "stack.expert_gemm", [&](Scenario& s) { s.stack.expert_gemm = to.stack.expert_gemm; }},
+      {"grouped GEMM", "stack.expert_gemm, stack.grouped_kernel", [&](Scenario& s) {
+         s.stack.expert_gemm = to.stack.expert_gemm;
+         s.stack.grouped_kernel = to.stack.grouped_kernel;
+       }},
       {"multistream collectives", "stack.multistream_collectives, stack.overlap.fsdp_prefetch",
        [&](Scenario& s) {
          s.stack.multistream_collectives = to.stack.multistream_collectives;

@@ -100,10 +100,18 @@ class Lowering {
     op.k = static_cast<int64_t>(std::llround(k));
     op.groups = groups;
     op.launches = launches;
+    op.ragged = groups > 1 && launches == 1 && s_.stack.expert_gemm == ExpertGemm::grouped;
+    op.grouped_kernel = s_.stack.grouped_kernel;
     op.m_padded = padded_rows_ && !name_ends(op.name, ".wgrad");  // a weight gradient's rows are its K
-    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16.
+    // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16. A weight
+    // gradient is written in the gradients' dtype and, from the step's second micro-batch on, added
+    // to the gradient accumulated so far: its C is read too (Megatron / Transformer Engine accumulate
+    // into the FP32 main_grad inside the GEMM, beta = 1; others add it after): at a small K (few rows
+    // per expert) these bytes, not the FLOPs, set the kernel's time.
     const double in = bytes_per_element(dt);
-    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + m * n * 2.0));
+    double out = m * n * 2.0;
+    if (name_ends(op.name, ".wgrad")) out = m * n * bytes_per_element(s_.precision.grads) * (mb_ > 0 ? 2.0 : 1.0);
+    op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + out));
     op.deps = std::move(deps);
     return emit(std::move(op));
   }

@@ -124,6 +124,10 @@ struct Op {
   // padded to the tile (ExpertLoad::max_rank_tile_rows), so its shape pads M no further.
   bool m_padded = false;
   int launches = 1;             // kernel launches (a per-expert loop launches one per expert)
+  // A grouped kernel over ragged groups (the experts' GEMMs of stack expert_gemm "grouped"), which
+  // pays a cost per group; its kind. A batched dense dot or a per-expert loop is not one.
+  bool ragged = false;
+  GroupedKernel grouped_kernel = GroupedKernel::ptr_array;
   double rows = 0;              // memory-bound row gathers (permute, un-permute, sort): rows moved
   // Communication
   Collective collective = Collective::none;

@@ -340,7 +340,7 @@ TEST(Cli, PredictReportsThePipelineLayout) {
   const Result t = run("predict " + ladder + " --top 1");
   ASSERT_EQ(t.code, 0) << t.out;
   // The model as loaded heads the report: which layers are MoE, the experts, hidden, attention.
-  EXPECT_NE(t.out.find("\n  model                  deepseek_v3: 61 layers (58 MoE from layer 3), 256 experts top-8 + 1 "
+  EXPECT_NE(t.out.find("\n  model                  deepseek-v3 (deepseek_v3): 61 layers (58 MoE from layer 3), 256 experts top-8 + 1 "
                        "shared, hidden 7168, MLA\n"),
             std::string::npos)
       << t.out;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -100,6 +101,28 @@ TEST(Stacks, TeAblationStartsAtTheXlaStack) {
 }
 
 // The ladder's 13 scenario files are the states of megatron-core's ablation of the last one.
+// compare tells two models apart by every field of their attention and router, and names a Hugging
+// Face config without _name_or_path after its folder: two Mixtrals are not "mixtral vs mixtral".
+TEST(Stacks, CompareSeesEveryAttentionAndRouterField) {
+  const Scenario a = load(kOptimized);
+  auto differs = [&](const std::function<void(ModelSpec&)>& change) {
+    Scenario b = a;
+    change(b.model);
+    return differing_fields(a, b) == std::vector<std::string>{"model"};
+  };
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.attention.qk_rope_head_dim += 16; }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.attention.v_head_dim += 16; }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.attention.sliding_layers.assign(static_cast<size_t>(m.layers), true); }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.attention.nope_layers.assign(static_cast<size_t>(m.layers), true); }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.attention.qk_norm = !m.attention.qk_norm; }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.router.bias = !m.router.bias; }));
+  EXPECT_TRUE(differs([](ModelSpec& m) { m.router.score = m.router.score == RouterScore::softmax ? RouterScore::sigmoid : RouterScore::softmax; }));
+  EXPECT_EQ(differing_fields(a, a), std::vector<std::string>{});
+  const std::string dir = std::string(MOEPERF_SOURCE_DIR) + "/examples/models/";
+  EXPECT_EQ(io::load_model(dir + "mixtral-8x7b/config.json").name, "mixtral-8x7b (mixtral)");
+  EXPECT_EQ(io::load_model(dir + "mixtral-8x22b/config.json").name, "mixtral-8x22b (mixtral)");
+}
+
 TEST(Stacks, LadderFilesAreTheAblationStates) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(source("examples/deepseek-v3")))

@@ -767,6 +767,42 @@ TEST(Params, EveryParameterHasADefaultAReasonAndARange) {
 namespace moeperf {
 namespace {
 
+// NCCL's double binary tree (graph/trees.cc): each tree has one root and every node reaches it; the
+// root has one child; at 4 nodes tree 0 is 0 - 2 - {1, 3} and its mirror 3 - 1 - {0, 2}, so nodes
+// 1 and 2 are interior in one tree each and carry 4 edges in all (a heap order gave 3).
+TEST(Collectives, TheTreeBetweenDomainsIsNcclsDoubleBinaryTree) {
+  EXPECT_EQ(nccl_dtree_parent(4, 0, 0), -1);
+  EXPECT_EQ(nccl_dtree_parent(4, 1, 0), 2);
+  EXPECT_EQ(nccl_dtree_parent(4, 2, 0), 0);
+  EXPECT_EQ(nccl_dtree_parent(4, 3, 0), 2);
+  EXPECT_EQ(nccl_dtree_parent(4, 3, 1), -1);
+  EXPECT_EQ(nccl_dtree_parent(4, 1, 1), 3);
+  EXPECT_EQ(nccl_dtree_parent(4, 0, 1), 1);
+  EXPECT_EQ(nccl_dtree_parent(4, 2, 1), 1);
+  for (int64_t n = 1; n <= 70; ++n)
+    for (int tree = 0; tree < 2; ++tree) {
+      int roots = 0;
+      std::vector<int> children(static_cast<size_t>(n), 0);
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t p = nccl_dtree_parent(n, r, tree);
+        if (p < 0) {
+          ++roots;
+          continue;
+        }
+        ASSERT_LT(p, n);
+        ++children[static_cast<size_t>(p)];
+        int64_t x = r, hops = 0;  // reaches the root
+        while (nccl_dtree_parent(n, x, tree) >= 0 && hops <= n) x = nccl_dtree_parent(n, x, tree), ++hops;
+        ASSERT_LE(hops, n) << n << " " << r;
+      }
+      EXPECT_EQ(roots, 1) << n;
+      for (int64_t r = 0; r < n; ++r) {
+        EXPECT_LE(children[static_cast<size_t>(r)], 2) << n << " " << r;
+        if (nccl_dtree_parent(n, r, tree) < 0) EXPECT_LE(children[static_cast<size_t>(r)], 1) << n;  // the root: one child
+      }
+    }
+}
+
 // The shipped defaults profile names every parameter at its default: adding a parameter without
 // writing it (and its default) there fails here.
 TEST(Params, DefaultsProfileListsEveryParameter) {
