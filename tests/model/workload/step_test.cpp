@@ -1188,9 +1188,12 @@ TEST(Calibrate, APointerArrayRecordSetsItsCostPerGroupNotItsDtypesLevel) {
   bool seen = false;
   for (const ClassFit& c : f.classes) {
     for (const ParamFit& p : c.params) {
-      if (p.param == Param::gemm_ptr_array_group_s)
+      if (p.param == Param::gemm_ptr_array_group_s) {
         EXPECT_EQ(p.fitted_on, std::vector<std::string>{"grouped_gemm_h100_cutlass_sm90_coop_qwen3_30b_upproj"});
-      if (p.param == Param::gemm_fraction_bf16) EXPECT_TRUE(p.fitted_on.empty());
+      }
+      if (p.param == Param::gemm_fraction_bf16) {
+        EXPECT_TRUE(p.fitted_on.empty());
+      }
     }
     for (const auto& r : c.records)
       if (r.record->id == "veomni_h100_torch_grouped_mm_fused_moe_e128") {
