@@ -144,11 +144,10 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
     if (op.group == Group::pp) {
       const auto all = group_members(Group::pp, s_.parallelism, 0);
       members = {all[static_cast<size_t>(std::min(from, to))], all[static_cast<size_t>(std::max(from, to))]};
-    } else if (op.group == Group::ep) {
-      members = group_members(op.group, s_.parallelism, 0);  // as the expert load counts its domains
     } else {
-      // The group that crosses the most domains: where tp, cp or a data-parallel group straddles a
-      // domain boundary only some groups cross InfiniBand, and the step waits for them.
+      // The group that crosses the most domains: where an EP, tp, cp or data-parallel group
+      // straddles a domain boundary only some groups cross InfiniBand, and the step waits for them
+      // (the expert load counts the widest EP group's domains too: expert_load).
       auto w = widest_.find(op.group);
       if (w == widest_.end()) w = widest_.emplace(op.group, widest_group(op.group, s_.parallelism, t_, s_.gpus)).first;
       members = w->second;

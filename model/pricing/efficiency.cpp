@@ -43,8 +43,9 @@ double shape_efficiency(const GemmShape& s, const GpuSpec& gpu, const Calibratio
   const double tiles_m = std::ceil(m / tm), tiles_n = std::ceil(n / tn);
   const double padding = (s.m_padded ? 1.0 : m / (tiles_m * tm)) * n / (tiles_n * tn);
   // Stream-K: every tile's K blocks are spread evenly over the SMs; the last wave of blocks leaves
-  // the rest of the SMs idle.
-  const double units = g * tiles_m * tiles_n * std::ceil(k / cal[Param::gemm_tile_k]);
+  // the rest of the SMs idle. A grouped kernel's persistent scheduler deals out whole tiles (CUTLASS's
+  // grouped tile scheduler, DeepGEMM's: data-parallel, no split of K), so its waves are of tiles.
+  const double units = g * tiles_m * tiles_n * (s.ragged ? 1.0 : std::ceil(k / cal[Param::gemm_tile_k]));
   const double sms = std::max(1, gpu.sms);
   const double wave_eff = units / (std::ceil(units / sms) * sms);
   return padding * wave_eff * k / (k + cal[Param::gemm_k_half] * k_half_scale(peak, gpu));

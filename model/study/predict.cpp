@@ -49,15 +49,17 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   load.distinct_ranks = st.expected_distinct_ranks;
   load.mean_tokens = st.mean_rank_tokens;
   load.max_tokens = st.expected_max_rank_tokens;
-  // NVLink domains of the EP group of rank 0 (every group is laid out alike): a token's experts
-  // hit distinct_domains of them; a dispatcher that crosses to each remote domain once sends that.
+  // NVLink domains of the EP group of rank 0: a token's experts hit distinct_domains of them; a
+  // dispatcher that crosses to each remote domain once sends that.
   const std::vector<int64_t> ep = group_members(Group::ep, p, 0);
   const int64_t per_domain = std::max<int64_t>(1, job_gpus_per_domain(s.system, s.gpus));
   int64_t ranks_per_domain = 0;
   for (int64_t g : ep) ranks_per_domain += g / per_domain == ep.front() / per_domain;
   load.ep_domains = (p.ep + ranks_per_domain - 1) / ranks_per_domain;
-  // Every EP group is priced like rank 0's; say so when some group straddles more domains.
-  if (notes && p.ep > 1) {
+  // Where ep, tp and cp make some EP group straddle more domains than rank 0's, the exchanges wait
+  // for that group: the load is the widest group's (its ranks taken as spread evenly over its
+  // domains), as the pricer takes its members (Pricer::comm_cost, widest_group).
+  if (p.ep > 1) {
     const int64_t stride = p.ep_stride();
     int64_t worst = 0;
     for (int64_t base = 0; base < s.gpus; ++base) {
@@ -67,10 +69,14 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
         domains += (base + i * stride) / per_domain != (base + (i - 1) * stride) / per_domain;
       worst = std::max(worst, domains);
     }
-    if (worst > load.ep_domains)
-      notes->push_back("some EP groups span " + std::to_string(worst) + " NVLink domains, rank 0's spans " +
-                       std::to_string(load.ep_domains) + "; every group is priced like rank 0's (choose ep, tp and cp "
-                       "so that groups do not straddle a domain boundary)");
+    if (worst > load.ep_domains) {
+      if (notes)
+        notes->push_back("some EP groups span " + std::to_string(worst) + " NVLink domains, rank 0's spans " +
+                         std::to_string(load.ep_domains) + "; the EP exchanges are priced as the widest group's, which "
+                         "the step waits for (choose ep, tp and cp so that groups do not straddle a domain boundary)");
+      load.ep_domains = worst;
+      ranks_per_domain = (p.ep + worst - 1) / worst;
+    }
   }
   load.distinct_domains = load.ep_domains > 1
                               ? expected_distinct_nodes(s.routing, router, m.experts, m.top_k, static_cast<int>(p.ep),
@@ -160,8 +166,9 @@ void keep_even(const Scenario& s, BalancedLayout& out, std::string why) {
 void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>& max_layers) {
   const std::vector<std::vector<int>> gpu_stages = gpu_stages_of(s);
   const int mtp = s.train_mtp ? s.model.mtp_layers : 0;
+  const bool paired = s.parallelism.schedule == PipelineSchedule::dualpipe || s.parallelism.schedule == PipelineSchedule::dualpipev;
   out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s),
-                                       gpu_stages, max_layers);
+                                       gpu_stages, max_layers, paired);
   auto stage_costs = [&](const std::vector<VirtualStageLayout>& lay) {
     std::vector<double> v;
     size_t l = 0;
@@ -174,11 +181,7 @@ void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>
   };
   auto gpu_costs = [&](const std::vector<double>& stage) {
     std::vector<double> v;
-    for (const auto& g : gpu_stages) {
-      double x = 0;
-      for (int st : g) x += stage[static_cast<size_t>(st)];
-      v.push_back(x);
-    }
+    for (const auto& g : gpu_stages) v.push_back(pipeline_gpu_cost(g, stage, paired));
     return v;
   };
   const std::vector<VirtualStageLayout> even_layout = effective_layout(s);
@@ -271,7 +274,10 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   o.pricer = nullptr;  // priced again for the scenario that holds the layout
   StepReport r = predict_lowered(x, cal, lower(x, cal), o);
   const bool chunks = pipeline_chunks(even) > 1;
-  const std::string what = chunks ? "busiest GPU's sum of virtual stages" : "costliest pipeline stage";
+  const bool paired = even.parallelism.schedule == PipelineSchedule::dualpipe || even.parallelism.schedule == PipelineSchedule::dualpipev;
+  const std::string what = paired   ? "busiest GPU's virtual stages (their sum plus the costlier, as overlapped pairs run)"
+                           : chunks ? "busiest GPU's sum of virtual stages"
+                                    : "costliest pipeline stage";
   const std::string priced = "; priced from the compute, EP and TP collectives of one micro-batch, uncontended";
   std::string note = "layout balanced by priced stage cost: " + b.spec;
   if (!b.even_kept.empty()) {

@@ -254,8 +254,9 @@ std::vector<int> min_max_split(const std::vector<double>& layer_cost, double emb
 class MultiChunkSearch {
  public:
   MultiChunkSearch(const std::vector<double>& layer_cost, double embedding_cost, double tail_cost,
-                   const std::vector<std::vector<int>>& gpu_stages, const std::vector<int>& max_layers)
-      : e_(embedding_cost), tail_(tail_cost), gpus_(gpu_stages), max_(max_layers), prefix_(layer_cost.size() + 1, 0.0) {
+                   const std::vector<std::vector<int>>& gpu_stages, const std::vector<int>& max_layers, bool paired)
+      : e_(embedding_cost), tail_(tail_cost), gpus_(gpu_stages), max_(max_layers), prefix_(layer_cost.size() + 1, 0.0),
+        paired_(paired) {
     for (size_t l = 0; l < layer_cost.size(); ++l) prefix_[l + 1] = prefix_[l] + layer_cost[l];
   }
 
@@ -272,9 +273,7 @@ class MultiChunkSearch {
   }
 
   double gpu_sum(const std::vector<int>& g, const std::vector<double>& stage) const {
-    double x = 0;
-    for (int v : g) x += stage[static_cast<size_t>(v)];
-    return x;
+    return pipeline_gpu_cost(g, stage, paired_);
   }
 
   // The GPUs' costs from the largest down, then the virtual stages' (compared in that order).
@@ -366,14 +365,21 @@ class MultiChunkSearch {
   std::vector<std::vector<int>> gpus_;
   std::vector<int> max_;
   std::vector<double> prefix_;
+  bool paired_;
 };
 
 }  // namespace
 
+double pipeline_gpu_cost(const std::vector<int>& stages, const std::vector<double>& stage_cost, bool paired) {
+  double sum = 0, most = 0;
+  for (int v : stages) sum += stage_cost[static_cast<size_t>(v)], most = std::max(most, stage_cost[static_cast<size_t>(v)]);
+  return paired ? sum + most : sum;
+}
+
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
                                                         double tail_cost, int mtp, int virtual_stages,
                                                         const std::vector<std::vector<int>>& gpu_stages,
-                                                        const std::vector<int>& max_layers) {
+                                                        const std::vector<int>& max_layers, bool paired) {
   if (virtual_stages < 1) throw std::invalid_argument("a pipeline layout needs at least one virtual stage");
   auto ok = [](double c) { return std::isfinite(c) && c >= 0; };
   if (!ok(embedding_cost) || !ok(tail_cost) || !std::all_of(layer_cost.begin(), layer_cost.end(), ok))
@@ -393,7 +399,7 @@ std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double
     // Several virtual stages per GPU: the busiest GPU's sum sets the pace. From the least-maximum
     // split, the even one and the water-filled one (those within the caps), each descended; the
     // best key wins.
-    const MultiChunkSearch search(layer_cost, embedding_cost, tail_cost, gpu_stages, max_layers);
+    const MultiChunkSearch search(layer_cost, embedding_cost, tail_cost, gpu_stages, max_layers, paired);
     std::vector<int> best = search.descend(k);
     std::vector<double> best_key = search.key(best);
     for (std::vector<int> start : {even_split(n, V), search.water_fill(n, V)}) {

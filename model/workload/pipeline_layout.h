@@ -49,12 +49,20 @@ std::string format_pipeline_layout(const std::vector<VirtualStageLayout>& layout
 //   (the split above, the even split, the layers water-filled over the GPUs at their mean cost).
 //   A heuristic: on small cases enumerated it is within a few percent of the least busiest GPU,
 //   whose exact splits often leave stages nearly empty.
+// paired (DualPipe, DualPipeV): a GPU runs one chunk's forward beside another's backward as one
+//   unit that waits for both (dualpipe.py's overlapped pairs), the backward about twice the
+//   forward: a GPU of chunks a and b costs about a + b + max(a, b) per micro-batch, not a + b, so
+//   a split that balances the sums with a heavy chunk beside a light one is no better.
 // max_layers (empty, or one per virtual stage): the most layers each may hold (memory).
 // Throws std::invalid_argument for no stage, a cost that is negative or not finite, a GPU's stage
 // out of range, or caps no split keeps.
 std::vector<VirtualStageLayout> balance_pipeline_layout(const std::vector<double>& layer_cost, double embedding_cost,
                                                         double tail_cost, int mtp, int virtual_stages,
                                                         const std::vector<std::vector<int>>& gpu_stages = {},
-                                                        const std::vector<int>& max_layers = {});
+                                                        const std::vector<int>& max_layers = {}, bool paired = false);
+
+// A GPU's cost per micro-batch from the costs of the virtual stages it runs: their sum, plus the
+// costliest when its chunks run as overlapped pairs (paired).
+double pipeline_gpu_cost(const std::vector<int>& stages, const std::vector<double>& stage_cost, bool paired);
 
 }  // namespace moeperf

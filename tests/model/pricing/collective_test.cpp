@@ -798,7 +798,9 @@ TEST(Collectives, TheTreeBetweenDomainsIsNcclsDoubleBinaryTree) {
       EXPECT_EQ(roots, 1) << n;
       for (int64_t r = 0; r < n; ++r) {
         EXPECT_LE(children[static_cast<size_t>(r)], 2) << n << " " << r;
-        if (nccl_dtree_parent(n, r, tree) < 0) EXPECT_LE(children[static_cast<size_t>(r)], 1) << n;  // the root: one child
+        if (nccl_dtree_parent(n, r, tree) < 0) {
+          EXPECT_LE(children[static_cast<size_t>(r)], 1) << n;  // the root: one child
+        }
       }
     }
 }
@@ -979,17 +981,20 @@ TEST(Simulation, WaitingForAStragglerIsCommunicationKernelTime) {
   EXPECT_NEAR(slow.comm_fraction_of_kernel_time, comm / all, 1e-12);
 }
 
-// EP groups that straddle more NVLink domains than rank 0's are priced like rank 0's, with a note.
-TEST(Collective, StraddlingEpGroupsGetANote) {
+// EP groups that straddle more NVLink domains than rank 0's: the load and the exchanges are the
+// widest group's (the step waits for it), with a note.
+TEST(Collective, StraddlingEpGroupsArePricedAsTheWidest) {
   Scenario s = io::load_scenario(testing::source("examples/deepseek-v3/gb300-optimized.json"));
   s.system.gpus_per_domain_when_spanning = 72;  // every rack full: 72 is not a multiple of ep = 16
   s.gpus = 144;
   s.parallelism.ep = 16;
   s.parallelism.fsdp = 9;
   std::vector<std::string> notes;
-  (void)expert_load(s, Calibration{}, &notes);
+  const ExpertLoad wide = expert_load(s, Calibration{}, &notes);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("some EP groups span 2 NVLink domains, rank 0's spans 1"), std::string::npos) << notes[0];
+  EXPECT_EQ(wide.ep_domains, 2);  // rank 0's group alone would give 1, and no token crossing
+  EXPECT_GT(wide.distinct_domains, 1.0);
   s.gpus = 128, s.parallelism.ep = 8, s.parallelism.fsdp = 16, s.system.gpus_per_domain_when_spanning = 64;
   notes.clear();
   (void)expert_load(s, Calibration{}, &notes);
