@@ -287,10 +287,12 @@ struct Parallelism {
   // =True) and shards its distributed optimizer over it).
   int64_t dense_grad_replicas() const { return cp * dense_data_parallel(); }
   // Expert layers split experts over ep (and each expert over etp) and are data-parallel over the
-  // rest: cp x fsdp x dp unfolded, edp = stage GPUs / (etp x ep) folded (which includes cp).
-  int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : cp * fsdp * dp; }
+  // rest: tp x cp x fsdp x dp unfolded (the experts are not split over tp there, and each TP rank
+  // routes its own sequence-parallel shard of the tokens), edp = stage GPUs / (etp x ep) folded
+  // (which includes cp).
+  int64_t expert_data_parallel() const { return folded ? stage_gpus() / (etp * ep) : tp * cp * fsdp * dp; }
   // The expert replicas a gradient all-reduce spans (those FSDP has not reduce-scattered already).
-  int64_t expert_reduce_replicas() const { return folded ? expert_data_parallel() : cp * dp; }
+  int64_t expert_reduce_replicas() const { return folded ? expert_data_parallel() : tp * cp * dp; }
   // Rank distance between neighbours of an EP group, and the span of one group in ranks.
   int64_t ep_stride() const { return folded ? etp : tp * cp; }
   int64_t ep_span() const { return ep_stride() * ep; }

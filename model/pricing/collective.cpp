@@ -358,7 +358,7 @@ int64_t group_size(Group g, const Parallelism& p) {
     case Group::dp: return p.cp * p.dp;
     case Group::dense_dp: return p.cp * p.ep * p.dp;
     case Group::pp: return p.pp;
-    case Group::expert_dp: return p.cp * p.dp;
+    case Group::expert_dp: return p.tp * p.cp * p.dp;
     case Group::etp: return 1;
   }
   return 1;
@@ -393,8 +393,9 @@ std::vector<int64_t> group_members(Group g, const Parallelism& p, int64_t rank) 
     case Group::ep: axes = {{s_ep, p.ep}}; break;
     case Group::fsdp: axes = {{s_fsdp, p.fsdp}}; break;
     case Group::dense_shard: axes = {{s_ep, p.ep}, {s_fsdp, p.fsdp}}; break;
-    case Group::dp:
-    case Group::expert_dp: axes = {{s_cp, p.cp}, {s_dp, p.dp}}; break;
+    case Group::dp: axes = {{s_cp, p.cp}, {s_dp, p.dp}}; break;
+    // The experts' replicas: tp and cp (adjacent axes) and dp, FSDP having reduce-scattered its own.
+    case Group::expert_dp: axes = {{s_tp, p.tp * p.cp}, {s_dp, p.dp}}; break;
     case Group::dense_dp: axes = {{s_cp, p.cp}, {s_ep, p.ep}, {s_dp, p.dp}}; break;
     case Group::pp: axes = {{s_pp, p.pp}}; break;
     case Group::etp: return {rank};

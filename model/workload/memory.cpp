@@ -116,7 +116,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
                bo = bytes_per_element(s.precision.optimizer_state);
   // A distributed optimizer (ZeRO-1) without FSDP shards each parameter's optimizer states over the
   // ranks that hold a replica of it: cp x ep x dp for dense parameters (cp x dp folded), the expert
-  // data-parallel group (cp x dp; edp folded) for expert parameters, which EP has already split.
+  // data-parallel group (tp x cp x dp unfolded; edp folded) for expert parameters, which EP has already split.
   const bool zero1 = p.distributed_optimizer && p.fsdp == 1;
   const double dense_opt_div = zero1 ? d(p.dense_grad_replicas()) : 1.0;
   const double expert_opt_div = zero1 ? d(p.expert_data_parallel()) : 1.0;

@@ -503,7 +503,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       if (p.cp * p.dp > 1 && p.fsdp > 1)
         grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
                                  Group::dp, dense / dense_shard * bgrad, {low.last()}));
-      // Experts: over the replicas FSDP has not reduce-scattered already (cp x dp unfolded, edp folded).
+      // Experts: over the replicas FSDP has not reduce-scattered already (tp x cp x dp unfolded, edp folded).
       if (p.expert_reduce_replicas() > 1)
         grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
                                  Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
@@ -511,7 +511,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
     // optimizer, no FSDP) its slice of every replica group: dense over cp x ep x dp, experts over
-    // their data-parallel group (cp x dp; edp folded).
+    // their data-parallel group (tp x cp x dp unfolded; edp folded).
     const bool zero1 = s.parallelism.distributed_optimizer && p.fsdp == 1;
     const double local = zero1 ? dense / static_cast<double>(p.dense_grad_replicas()) +
                                      expert / static_cast<double>(p.expert_data_parallel())

@@ -41,7 +41,7 @@ const char* to_string(Collective c);
 // The rank group a collective runs over (laid on GPUs by the documented rank order).
 // Groups of a collective. dense_dp: the dense layers' gradient reduction (cp x ep x dp unfolded,
 // cp x dp folded); dp: the same after FSDP's reduce-scatter (cp x dp); expert_dp: the experts'
-// (cp x dp unfolded, edp folded); etp: an expert's tensor-parallel group. CP ranks hold the same
+// (tp x cp x dp unfolded, edp folded); etp: an expert's tensor-parallel group. CP ranks hold the same
 // weights and reduce their gradients with the data-parallel replicas.
 enum class Group : uint8_t { none, tp, cp, ep, fsdp, dense_shard, dp, dense_dp, pp, expert_dp, etp };
 const char* to_string(Group g);

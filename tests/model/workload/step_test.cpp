@@ -538,6 +538,26 @@ TEST(Step, AWeightGradientReadsTheGradientItAddsTo) {
   EXPECT_NEAR(bytes[0], m * k * in + k * n * in + m * n * 4.0, 1.0);
 }
 
+// Unfolded with TP > 1, the experts are not split over TP and each TP rank routes its own
+// sequence-parallel shard of the tokens: the TP ranks are data-parallel replicas of the experts,
+// whose gradients are summed over them (and over cp and dp), after FSDP's reduce-scatter.
+TEST(Step, TensorParallelRanksSumTheirExpertGradients) {
+  const Scenario s = scenario({"parallelism.tp=2", "parallelism.fsdp=8"});
+  EXPECT_EQ(s.parallelism.expert_reduce_replicas(), 2);
+  EXPECT_EQ(group_members(Group::expert_dp, s.parallelism, 0), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(group_members(Group::expert_dp, s.parallelism, 5), (std::vector<int64_t>{4, 5}));
+  const StepGraph g = lower_step(s, expert_load(s, Calibration{}));
+  int reduces = 0;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "dp.all_reduce_experts") {
+      ++reduces;
+      EXPECT_EQ(op.group, Group::expert_dp);
+    }
+  EXPECT_GT(reduces, 0);
+  const Scenario one = scenario();  // tp 1: FSDP alone holds the experts' replicas
+  EXPECT_EQ(one.parallelism.expert_reduce_replicas(), 1);
+}
+
 TEST(Pricing, GemmRooflineClosedForm) {
   const Scenario s = scenario();
   const Topology t = Topology::build(s.system, s.gpus);
