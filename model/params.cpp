@@ -36,7 +36,8 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::gemm_tile_n, "gemm_tile_n", 128, "columns", 1, 1024,
      "CTA tile columns (128 on Hopper; 256 with Blackwell's 2-SM 256x128 MMA): N is padded to a multiple. "
      "With the tiles' K blocks spread over the SMs by a stream-K scheduler, the last wave of K blocks "
-     "leaves SMs idle: efficiency x units / (waves x SMs), units = tiles x ceil(K / gemm_tile_k)."},
+     "leaves SMs idle: efficiency x units / (waves x SMs), units = tiles x ceil(K / gemm_tile_k); a ragged "
+     "grouped kernel's persistent scheduler deals whole tiles (units = tiles)."},
     {Param::gemm_tile_k, "gemm_tile_k", 128, "elements", 16, 1024,
      "Depth of one K block of a tile's mainloop, the unit a stream-K scheduler deals out to the SMs: 128 "
      "elements is one 128-byte FP8 row of a TMA load (64 for BF16 moves the same bytes; the tail of a wave "

@@ -147,12 +147,12 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       if (auto g = sh.get("groups")) r.gemm.groups = g->as_positive_number();
       if (o == "grouped_gemm" && !sh.has("groups")) sh.fail("expected \"groups\" (experts) for a grouped GEMM");
       if (o == "gemm" && sh.has("groups")) sh.at("groups").fail("expected \"batch\" for a batched GEMM (\"groups\" is for grouped_gemm)");
-      r.gemm.ragged = o == "grouped_gemm";
+      r.gemm.ragged = o == "grouped_gemm" && r.gemm.groups > 1;  // as the workload's grouped ops (Op::ragged)
       // How the grouped kernel finds its groups: per-group pointers and descriptors (CUTLASS
       // grouped, torch._grouped_mm, cuBLAS grouped-batched; the default) or one operand with the
       // rows sorted by group (DeepGEMM's contiguous and masked layouts).
       if (auto kn = x.get("kernel")) {
-        if (!r.gemm.ragged) kn->fail("expected \"kernel\" only on a grouped_gemm record");
+        if (o != "grouped_gemm") kn->fail("expected \"kernel\" only on a grouped_gemm record");
         r.gemm.ptr_array = kn->as_enum<bool>({{"ptr_array", true}, {"contiguous", false}});
       } else {
         r.gemm.ptr_array = r.gemm.ragged;
@@ -356,10 +356,12 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     if (r.cls == PartClass::gemm) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for a GEMM");
       if (auto sh = op.get("shape")) {  // per group, as the executor ran it
-        sh->allow_only({"m", "n", "k", "groups", "ragged"});
+        sh->allow_only({"m", "n", "k", "groups", "ragged", "ptr_array"});
         r.gemm = GemmShape{sh->at("m").as_positive_number(), sh->at("n").as_positive_number(),
                            sh->at("k").as_positive_number(), sh->at("groups").as_positive_number(),
                            sh->bool_or("ragged", false)};
+        // The kind the run priced it as (its scenario's stack.grouped_kernel); older files: the default.
+        r.gemm.ptr_array = r.gemm.ragged && sh->bool_or("ptr_array", true);
       } else {  // an older file: a cube of the same work
         const double side = std::cbrt(r.flops / 2.0);
         r.gemm = GemmShape{side, side, side, 1, false};

@@ -434,7 +434,9 @@ std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology&
   };
   auto most = score(best);
   // The groups of the first pipeline stage (the stage rank 0 is in; the pricer is not per stage).
-  const int64_t ranks = std::min(gpus, p.stage_gpus());
+  // EP groups over every stage (expert_load counts the widest of them too; a later stage's group
+  // that straddles a domain holds its stage, and the step, back).
+  const int64_t ranks = g == Group::ep ? gpus : std::min(gpus, p.stage_gpus());
   std::vector<char> seen(static_cast<size_t>(ranks), 0);
   for (int64_t r = 0; r < ranks; ++r) {
     if (seen[static_cast<size_t>(r)]) continue;
@@ -597,9 +599,9 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   if (!nvls) cost.hbm_bytes_per_byte = 5.0;
   // Between domains: one channel per local GPU index, each carrying 1/g of the buffer over NCCL's
   // double binary tree of the domains (half the channel's bytes each): up in the reduce and down in
-  // the broadcast. A node interior in one tree is mostly a leaf in the other, so a NIC sends and
-  // receives about 2/g of the buffer, as the ring's rail channels do; where it is interior in both
-  // (4 domains: the root's one child in each tree) it carries that.
+  // the broadcast. A node interior in one tree is a leaf in the other, so a NIC sends and receives
+  // about 2/g of the buffer, as the ring's rail channels do (at 4 domains exactly that: nodes 1 and
+  // 2 are each the root's one child in one tree, with three edges there and one in the other).
   size_t g_min = doms.front().size();
   for (const auto& d : doms) g_min = std::min(g_min, d.size());
   if (D > 1) {
@@ -614,7 +616,7 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
           loads.add(t, b, a, w, lat);  // broadcast: parent to child
         }
   }
-  // Levels of a heap-ordered binary tree of D nodes: floor(log2 D) (NCCL's log2i).
+  // Levels of the tree in NCCL's latency model: floor(log2 D) (log2i; its trees are that deep at powers of two).
   int depth = 0;
   while ((int64_t{2} << depth) <= D) ++depth;
   // The longest chain (the largest domain) sets the NVLink steps; the smallest, the channel count.

@@ -7,7 +7,8 @@
 // GEMM (dense, batched or grouped; `groups` problems of m x n x k each):
 //   eff = gemm_fraction(dtype) x K/(K + gemm_k_half) x useful/padded tiles x units/(waves x SMs)
 //   tiles = groups x ceil(m/tile_m) x ceil(n/tile_n); units = tiles x ceil(K/tile_k) K-blocks spread
-//   over the SMs by a stream-K scheduler, waves = ceil(units / SMs);
+//   over the SMs by a stream-K scheduler (a ragged grouped kernel's persistent scheduler deals whole
+//   tiles: units = tiles), waves = ceil(units / SMs);
 //   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
 //       kernel_launch_s + (ragged ? groups x (ptr_array ? gemm_ptr_array_group_s : gemm_group_overhead_s) : 0).
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):

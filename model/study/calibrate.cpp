@@ -385,11 +385,16 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
         std::sort(fitted.begin(), fitted.end());
         const size_t m = fitted.size();
         const double median = m % 2 ? fitted[m / 2] : (fitted[m / 2 - 1] + fitted[m / 2]) / 2;
+        bool moved = false;
         for (Param p : fractions)
           if (std::find(free.begin(), free.end(), p) == free.end() && (start.is_default(p) || start.borrowed.count(p))) {
+            moved = moved || (fitted_on.count(p) && rep.fitted[p] != median);
             rep.fitted.set(p, median);
             rep.fitted.borrowed[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
           }
+        // A borrowed level that some fitted record depends on (Hopper's BF16 under its pointer-array
+        // record) moved under the parameters just solved: solve them again at it.
+        if (moved) cf.iterations += solve(g.fit, free, rep.fitted, start);
       }
     }
     for (Param p : params) {

@@ -130,7 +130,9 @@ struct BalancedLayout {
   std::vector<VirtualStageLayout> layout;
   std::string spec;                               // Megatron's syntax (format_pipeline_layout)
   std::vector<double> even_costs, balanced_costs;  // seconds per virtual stage, per micro-batch
-  std::vector<double> even_gpu_costs, balanced_gpu_costs;  // per pipeline stage: its virtual stages' sum
+  // Per pipeline stage: its virtual stages' sum (plus the costlier under DualPipe and DualPipeV,
+  // pipeline_gpu_cost).
+  std::vector<double> even_gpu_costs, balanced_gpu_costs;
   std::string even_kept;                           // why the even split was kept ("" when it was not)
   bool capped = false;                             // layers per stage capped for memory (second overload)
   std::vector<double> layer_costs;                 // seconds per layer, per micro-batch

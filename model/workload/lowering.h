@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -104,13 +105,17 @@ class Lowering {
     op.grouped_kernel = s_.stack.grouped_kernel;
     op.m_padded = padded_rows_ && !name_ends(op.name, ".wgrad");  // a weight gradient's rows are its K
     // Reads A (m x k per group) and B (k x n per group), writes C (m x n) in BF16. A weight
-    // gradient is written in the gradients' dtype and, from the step's second micro-batch on, added
-    // to the gradient accumulated so far: its C is read too (Megatron / Transformer Engine accumulate
-    // into the FP32 main_grad inside the GEMM, beta = 1; others add it after): at a small K (few rows
-    // per expert) these bytes, not the FLOPs, set the kernel's time.
+    // gradient is written in the gradients' dtype and, after the step's first one of its layer,
+    // added to the gradient accumulated so far: its C is read too (Megatron / Transformer Engine
+    // accumulate into the FP32 main_grad inside the GEMM, beta = 1; others add it after): at a small
+    // K (few rows per expert) these bytes, not the FLOPs, set the kernel's time. Under FSDP each
+    // micro-batch's gradient is reduce-scattered as it is made, so nothing is read back.
     const double in = bytes_per_element(dt);
     double out = m * n * 2.0;
-    if (name_ends(op.name, ".wgrad")) out = m * n * bytes_per_element(s_.precision.grads) * (mb_ > 0 ? 2.0 : 1.0);
+    if (name_ends(op.name, ".wgrad")) {
+      const bool again = !wgrad_seen_.emplace(op.name.str(), layer).second;
+      out = m * n * bytes_per_element(s_.precision.grads) * (again && !fsdp() ? 2.0 : 1.0);
+    }
     op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + out));
     op.deps = std::move(deps);
     return emit(std::move(op));
@@ -517,6 +522,7 @@ class Lowering {
   RankClass& rc_;
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
+  std::set<std::pair<std::string, int>> wgrad_seen_;  // (weight gradient, layer) emitted so far
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;
   std::vector<int32_t> gate_;

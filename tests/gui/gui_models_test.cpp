@@ -368,7 +368,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{23});
+    QCOMPARE(f.size(), size_t{24});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -384,10 +384,14 @@ class ScenarioFormTest : public QObject {
     for (const char* p : {"model", "system", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
                           "parallelism.schedule", "parallelism.layout",
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
-                          "routing.distribution", "routing.zipf_exponent", "stack", "stack.grouped_gemm", "stack.dispatcher",
+                          "routing.distribution", "routing.zipf_exponent", "stack", "stack.grouped_gemm", "stack.grouped_kernel", "stack.dispatcher",
                           "stack.multistream_collectives", "stack.overlap.fsdp_prefetch",
                           "stack.overlap.a2a_with_shared_expert", "stack.overlap.fwd_bwd"})
       QVERIFY2(ScenarioForm::fieldForPointer(ScenarioForm::pointer(QLatin1String(p))) >= 0, p);
+    // Every choice the grouped-kernel editor offers loads.
+    for (const char* k : {"ptr_array", "contiguous"})
+      QVERIFY(io::load_scenario(kSmall.toStdString(), {io::parse_override(std::string("stack.grouped_kernel=") + k)})
+                  .stack.grouped_kernel == (std::string(k) == "ptr_array" ? GroupedKernel::ptr_array : GroupedKernel::contiguous));
   }
   void editsBecomeOverrides() {
     ScenarioForm f;

@@ -100,7 +100,6 @@ TEST(Stacks, TeAblationStartsAtTheXlaStack) {
   EXPECT_NEAR(w.front().report.model_tflops_per_gpu, predict(base, base.calibration).model_tflops_per_gpu, 1e-9);
 }
 
-// The ladder's 13 scenario files are the states of megatron-core's ablation of the last one.
 // compare tells two models apart by every field of their attention and router, and names a Hugging
 // Face config without _name_or_path after its folder: two Mixtrals are not "mixtral vs mixtral".
 TEST(Stacks, CompareSeesEveryAttentionAndRouterField) {
@@ -123,6 +122,7 @@ TEST(Stacks, CompareSeesEveryAttentionAndRouterField) {
   EXPECT_EQ(io::load_model(dir + "mixtral-8x22b/config.json").name, "mixtral-8x22b (mixtral)");
 }
 
+// The ladder's 13 scenario files are the states of megatron-core's ablation of the last one.
 TEST(Stacks, LadderFilesAreTheAblationStates) {
   std::vector<std::string> files;
   for (const auto& e : fs::directory_iterator(source("examples/deepseek-v3")))

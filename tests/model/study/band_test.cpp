@@ -188,7 +188,7 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
   const double fp8 = h.calibration[Param::gemm_fraction_fp8], mx = h.calibration[Param::gemm_fraction_mxfp8];
   EXPECT_NEAR(h.calibration[Param::gemm_fraction_bf16], (fp8 + mx) / 2, 1e-5);
   char named[64];
-  std::snprintf(named, sizeof named, "gemm_fraction_bf16 = %.4g", h.calibration[Param::gemm_fraction_bf16]);
+  std::snprintf(named, sizeof named, "gemm_fraction_bf16 = %g is borrowed", h.calibration[Param::gemm_fraction_bf16]);
   EXPECT_EQ(notes_on(h, named), 1) << named;
   // A scenario that sets the rate itself has not borrowed it, whatever the profile under it did.
   const Scenario own = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"),
