@@ -166,7 +166,7 @@ void keep_even(const Scenario& s, BalancedLayout& out, std::string why) {
 void choose_split(const Scenario& s, BalancedLayout& out, const std::vector<int>& max_layers) {
   const std::vector<std::vector<int>> gpu_stages = gpu_stages_of(s);
   const int mtp = s.train_mtp ? s.model.mtp_layers : 0;
-  const bool paired = s.parallelism.schedule == PipelineSchedule::dualpipe || s.parallelism.schedule == PipelineSchedule::dualpipev;
+  const bool paired = dualpipe_family(s);
   out.layout = balance_pipeline_layout(out.layer_costs, out.embedding_cost, out.tail_cost, mtp, virtual_stages(s),
                                        gpu_stages, max_layers, paired);
   auto stage_costs = [&](const std::vector<VirtualStageLayout>& lay) {
@@ -274,7 +274,7 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
   o.pricer = nullptr;  // priced again for the scenario that holds the layout
   StepReport r = predict_lowered(x, cal, lower(x, cal), o);
   const bool chunks = pipeline_chunks(even) > 1;
-  const bool paired = even.parallelism.schedule == PipelineSchedule::dualpipe || even.parallelism.schedule == PipelineSchedule::dualpipev;
+  const bool paired = dualpipe_family(even);
   const std::string what = paired   ? "busiest GPU's virtual stages (their sum plus the costlier, as overlapped pairs run)"
                            : chunks ? "busiest GPU's sum of virtual stages"
                                     : "costliest pipeline stage";

@@ -113,7 +113,7 @@ class Lowering {
     const double in = bytes_per_element(dt);
     double out = m * n * 2.0;
     if (name_ends(op.name, ".wgrad")) {
-      const bool again = !wgrad_seen_.emplace(op.name.str(), layer).second;
+      const bool again = !wgrad_seen_.emplace(&op.name.str(), layer).second;  // names are interned
       out = m * n * bytes_per_element(s_.precision.grads) * (again && !fsdp() ? 2.0 : 1.0);
     }
     op.hbm_bytes = Bytes(d(groups) * (m * k * in + k * n * in + out));
@@ -522,7 +522,7 @@ class Lowering {
   RankClass& rc_;
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
-  std::set<std::pair<std::string, int>> wgrad_seen_;  // (weight gradient, layer) emitted so far
+  std::set<std::pair<const std::string*, int>> wgrad_seen_;  // (weight gradient's interned name, layer) emitted so far
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;
   std::vector<int32_t> gate_;

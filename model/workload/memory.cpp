@@ -60,7 +60,7 @@ std::vector<double> chunk_micro_batches_in_flight(const Scenario& s, int stage, 
   const Parallelism& p = s.parallelism;
   const int chunks = static_cast<int>(chunk_bytes.size());
   const bool none = std::all_of(chunk_bytes.begin(), chunk_bytes.end(), [](double b) { return b <= 0; });
-  const bool dual = p.schedule == PipelineSchedule::dualpipe || p.schedule == PipelineSchedule::dualpipev;
+  const bool dual = dualpipe_family(s);
   if (p.pp <= 1 || (p.schedule != PipelineSchedule::interleaved && !dual) || chunks != pipeline_chunks(s) || none)
     return std::vector<double>(chunk_bytes.size(), micro_batches_in_flight(s, stage));
   // A forward adds its chunk's activations, a backward (its input part) frees them; the peak, in

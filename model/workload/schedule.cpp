@@ -14,12 +14,10 @@ namespace moeperf {
 using detail::d;
 using detail::Lowering;
 
-namespace {
 bool dualpipe_family(const Scenario& s) {
   return s.parallelism.pp > 1 && (s.parallelism.schedule == PipelineSchedule::dualpipe ||
                                   s.parallelism.schedule == PipelineSchedule::dualpipev);
 }
-}  // namespace
 
 int pipeline_chunks(const Scenario& s) {
   if (s.parallelism.pp == 1) return 1;

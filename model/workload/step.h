@@ -262,6 +262,9 @@ struct OneFOneBUnits {
 };
 OneFOneBUnits one_f_one_b_units(const Scenario& s, int stage, int64_t micro_batches, bool overlap);
 
+// A pipeline under DualPipe or DualPipeV (pp > 1): its chunks run as overlapped pairs.
+bool dualpipe_family(const Scenario& s);
+
 StepGraph lower_step(const Scenario& s, const ExpertLoad& load);
 
 // Rows of the ragged all-to-all's buffers (MaxText get_ragged_buffer_size): stack.a2a_buffer_factor
