@@ -93,8 +93,8 @@ Seconds Pricer::compute_time(const Op& op) const {
     case Category::gemm: {
       // Without a shape (a GEMM given only by its FLOPs), a square one of the same work.
       GemmShape shape{static_cast<double>(op.m), static_cast<double>(op.n), static_cast<double>(op.k),
-                      static_cast<double>(std::max<int64_t>(1, op.groups)), op.ragged && op.groups > 1};
-      shape.ptr_array = op.grouped_kernel == GroupedKernel::ptr_array;
+                      static_cast<double>(std::max<int64_t>(1, op.groups)), op.ragged};  // Op::ragged: > 1 group
+      shape.ptr_array = op.ragged && op.grouped_kernel == GroupedKernel::ptr_array;
       shape.m_padded = op.m_padded;
       if (op.m <= 0 || op.n <= 0 || op.k <= 0) {
         const double side = std::cbrt(std::max(1.0, op.flops.value() / 2.0));
