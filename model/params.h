@@ -98,6 +98,10 @@ class Calibration {
   // their own (a GEMM dtype no record measures takes the median of the generation's fitted GEMM
   // fractions), with how: predict says so where they price a large share of the step.
   std::map<Param, std::string> borrowed;
+  // Parameters no record of this profile's GPU generation set, kept at the value a fit of another
+  // generation gave (the profile the fit started from: Blackwell Ultra's attention is Blackwell's),
+  // with that profile's name: predict says so where they price a large share of the step.
+  std::map<Param, std::string> carried;
   // End-to-end errors of the published training runs (`moeperf accuracy --out`; the shipped
   // calibration/accuracy/end-to-end.json unless a scenario names another or "none"): each case's
   // software stack and its measured step over the predicted one. Never fitted: predict widens the

@@ -13,7 +13,7 @@ namespace moeperf::io {
 namespace detail {
 
 Calibration parse_calibration(const Node& n, const Calibration& base) {
-  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "borrowed", "fit"});
+  n.allow_only({"kind", "name", "source", "note", "description", "generation", "params", "residual_rms", "borrowed", "carried", "fit"});
   Calibration c = base;
   const Node p = n.at("params");
   p.expect_object();
@@ -31,7 +31,8 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
              std::string(d.unit) + ", got " + v.dump());
     c.set(*id, val);
-    c.borrowed.erase(*id);  // set here: borrowed only if this file's own "borrowed" says so
+    c.borrowed.erase(*id);  // set here: borrowed (or carried) only if this file's own fields say so
+    c.carried.erase(*id);
   }
   const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
   c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
@@ -57,6 +58,18 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       const std::string how = x.as_string();
       if (how.empty()) x.fail("expected how the value was borrowed, got an empty string");
       c.borrowed[*id] = how;
+    }
+  }
+  if (auto b = n.get("carried")) {
+    b->expect_object();
+    for (auto& [k, v] : b->raw().items()) {
+      const Node x(v, b->file(), b->path() + "/" + k);
+      const auto id = find_param(k);
+      if (!id) x.fail("unknown parameter \"" + k + "\"" + did_you_mean(k, names));
+      if (!p.has(k.c_str())) x.fail("expected a parameter this file sets under params (a carried value is one of them), got \"" + k + "\"");
+      const std::string from = x.as_string();
+      if (from.empty()) x.fail("expected the name of the profile the value was carried from, got an empty string");
+      c.carried[*id] = from;
     }
   }
   return c;
@@ -122,10 +135,12 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
       "(bounded Gauss-Newton on log errors; every fourth record per class held back unless the others cannot "
       "identify as many parameters without it). Parameters no record constrains keep the starting profile's value (" +
       start_name + "), but for a GEMM dtype no record measures, which borrows the median of the generation's fitted "
-      "GEMM fractions (listed under borrowed).";
+      "GEMM fractions (listed under borrowed). Values kept from a starting profile of another generation, not at their "
+      "defaults, are listed under carried with the profile they came from.";
   for (const ParamDef& d : param_defs()) j["params"][std::string(d.name)] = round_sig(f.fitted[d.id]);
   for (auto& [k, v] : f.fitted.residual_rms) j["residual_rms"][k] = round_sig(v, 4);
   for (auto& [p, how] : f.fitted.borrowed) j["borrowed"][std::string(param_def(p).name)] = how;
+  for (auto& [p, from] : f.fitted.carried) j["carried"][std::string(param_def(p).name)] = from;
   nlohmann::ordered_json fit;
   fit["measurements"] = files;
   fit["start"] = start_name;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "model/error.h"
 #include "model/pricing/collective.h"
@@ -442,6 +443,22 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   // its own records' log errors before the fit (how far the start was from them).
   for (const auto& [cls, before] : underdetermined)
     rep.fitted.residual_rms[cls] = std::max(rep.fitted.residual_rms[cls], measured > 0 ? measured : before);
+  // What this generation's records did not set and a fit of another generation did (the start's
+  // value, not the default): carried, with the profile it came from (or, carried there too, the one
+  // before it), so that predict can say which of its rates no record of the GPU's generation backs.
+  rep.fitted.carried.clear();
+  if (start.profile != "defaults") {
+    std::set<Param> fitted_here;
+    for (const ClassFit& c : rep.classes)
+      for (const ParamFit& p : c.params)
+        if (!p.fitted_on.empty()) fitted_here.insert(p.param);
+    for (const ParamDef& d : param_defs()) {
+      if (fitted_here.count(d.id) || rep.fitted.borrowed.count(d.id) || start.is_default(d.id) || rep.fitted[d.id] != start[d.id])
+        continue;
+      const auto it = start.carried.find(d.id);
+      rep.fitted.carried[d.id] = it != start.carried.end() ? it->second : start.profile;
+    }
+  }
   return rep;
 }
 

@@ -371,7 +371,7 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = kernel_time(sc.ops[i]);
-    if (const auto p = rate_param(op, s.system.gpu()); p && (cal.is_default(*p) || cal.borrowed.count(*p)))
+    if (const auto p = rate_param(op, s.system.gpu()); p && (cal.is_default(*p) || cal.borrowed.count(*p) || cal.carried.count(*p)))
       at_default[*p] += d.value();
     r.breakdown[static_cast<size_t>(op.category)] += d;
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
@@ -450,7 +450,8 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     r.end_to_end = e;
   }
   // A fitted profile may leave a parameter at its default where no record of the generation moves
-  // it (Hopper's attention backward), or borrows it (Hopper's BF16 GEMMs): the band does not cover that, so say it.
+  // it (Hopper's attention backward), borrow it (Hopper's BF16 GEMMs) or carry it from the
+  // generation its fit started from (Blackwell Ultra's attention): the band does not cover that, so say it.
   if (cal.profile != "defaults") {
     for (const auto& [p, sec] : at_default) {
       const double share = sec / std::max(r.step_time.value(), 1e-300);
@@ -461,6 +462,10 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
       std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
       if (auto b = cal.borrowed.find(p); b != cal.borrowed.end())
         r.notes.push_back(std::string(d.name) + " = " + value + " is borrowed, not a fit: " + b->second + "; it prices " + pct +
+                          " of the step's kernel time (the band does not cover it)");
+      else if (auto c = cal.carried.find(p); c != cal.carried.end())
+        r.notes.push_back(std::string(d.name) + " = " + value + " is carried from the " + c->second +
+                          " profile: no measurement of this GPU's generation sets it, and it prices " + pct +
                           " of the step's kernel time (the band does not cover it)");
       else
         r.notes.push_back(std::string(d.name) + " = " + value + " is its default, not a fit: no measurement of the profile's " +

@@ -187,7 +187,7 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
   ASSERT_EQ(h.calibration.borrowed.count(Param::gemm_fraction_bf16), 1u);
   const double fp8 = h.calibration[Param::gemm_fraction_fp8], mx = h.calibration[Param::gemm_fraction_mxfp8];
   EXPECT_NEAR(h.calibration[Param::gemm_fraction_bf16], (fp8 + mx) / 2, 1e-5);
-  char named[64];
+  char named[128];
   std::snprintf(named, sizeof named, "gemm_fraction_bf16 = %g is borrowed", h.calibration[Param::gemm_fraction_bf16]);
   EXPECT_EQ(notes_on(h, named), 1) << named;
   // A scenario that sets the rate itself has not borrowed it, whatever the profile under it did.
@@ -203,10 +203,20 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
   h.calibration.profile = "defaults";  // no profile: every rate is a default, nothing to single out
   h.calibration.set(Param::gemm_fraction_bf16, 0.8);
   EXPECT_EQ(notes_on(h, "gemm_fraction_bf16"), 0);
-  // Blackwell Ultra's GEMM and attention rates are fitted (or inherited from Blackwell's fit).
+  // Blackwell Ultra's GEMM and attention rates are Blackwell's fit: no B300 record sets them (its
+  // two GEMM and two attention records are checks), and predict says so, naming the profile.
   const Scenario g = optimized();
-  EXPECT_EQ(notes_on(g, "gemm_fraction"), 0);
-  EXPECT_EQ(notes_on(g, "attention_"), 0);
+  ASSERT_EQ(g.calibration.carried.count(Param::gemm_fraction_mxfp8), 1u);
+  EXPECT_EQ(g.calibration.carried.at(Param::gemm_fraction_mxfp8), "blackwell");
+  std::snprintf(named, sizeof named, "gemm_fraction_mxfp8 = %g is carried from the blackwell profile",
+                g.calibration[Param::gemm_fraction_mxfp8]);
+  EXPECT_EQ(notes_on(g, named), 1) << named;
+  EXPECT_EQ(notes_on(g, "attention_bwd_fraction"), 1);
+  // Set by the scenario, it is no longer carried.
+  const Scenario set = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"),
+                                         {{"calibration", R"({"params": {"gemm_fraction_mxfp8": 0.7}})"}});
+  EXPECT_EQ(set.calibration.carried.count(Param::gemm_fraction_mxfp8), 0u);
+  EXPECT_EQ(notes_on(set, "gemm_fraction_mxfp8"), 0);
 }
 
 TEST(Band, ABadEndToEndFileNamesTheFileAndPath) {

@@ -1199,6 +1199,20 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
     const FitReport g4 = fit_parts(fp4, back, "hopper");
     EXPECT_NEAR(g4.fitted[Param::gemm_fraction_nvfp4], 0.5, 1e-2);
     EXPECT_EQ(g4.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 0u);
+    // What the NVFP4 records did not set and the start's fit did (its HBM fraction, 0.71 where the
+    // default is 0.85) is carried, named after the profile it came from; what they fit is not, nor
+    // is what sits at its default. A fit from the defaults carries nothing.
+    EXPECT_TRUE(f.fitted.carried.empty());
+    ASSERT_EQ(g4.fitted.carried.count(Param::hbm_fraction), 1u);
+    EXPECT_EQ(g4.fitted.carried.at(Param::hbm_fraction), "synthetic");
+    EXPECT_EQ(g4.fitted.carried.count(Param::gemm_fraction_nvfp4), 0u);
+    EXPECT_EQ(g4.fitted.carried.count(Param::kernel_launch_s), 0u);
+    const std::string path4 = ::testing::TempDir() + "/carried_profile.json";
+    std::ofstream(path4) << io::calibration_profile_json(g4, {"synthetic"}, "later", "synthetic");
+    const Calibration later = io::load_calibration(path4);
+    EXPECT_EQ(later.carried, g4.fitted.carried);
+    // Carried again by a fit that starts from it, it keeps the name of the fit that set it.
+    EXPECT_EQ(fit_parts(fp4, later, "hopper").fitted.carried.at(Param::hbm_fraction), "synthetic");
   }
   const FitReport again = fit_parts(recs, Calibration{}, "hopper");
   for (const ParamDef& d : param_defs()) EXPECT_EQ(f.fitted[d.id], again.fitted[d.id]) << d.name;
