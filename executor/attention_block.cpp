@@ -279,7 +279,7 @@ void AttentionBlock::backward(Backend& be, Communicator& comm, Recorder& rec, co
   const int64_t group = group_;
   // The backward's matmuls as the model counts them (attention_bwd_work: 2.5 x the forward's at equal
   // head dims); its bytes FlashAttention's 2.5 x.
-  rec.time_attention("attn.core.bwd", kAttentionBwdWork * 4.0 * fT * (fq + D(kd_ + vd_) + fc), attention_bwd_work(D(hd), D(vh)) * core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, true, edges_},
+  rec.time_attention("attn.core.bwd", kAttentionBwdWork * 4.0 * fT * (fq + D(kd_ + vd_) + fc), attention_bwd_work(D(hd), D(vh)) * core_flops_, AttentionShape{keys_, D(hd + vh) / 2.0, true, edges_, attention_bwd_work(D(hd), D(vh))},
                      [&] {
                        std::fill(dk.begin(), dk.end(), 0.0f);
                        std::fill(dv.begin(), dv.end(), 0.0f);

@@ -182,7 +182,8 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       r.flops = bwd ? kAttentionBwdWork * fwd : fwd;
       r.exec_flops = bwd ? attention_bwd_work(dqk, dv) * fwd : fwd;
       r.bytes = (bwd ? kAttentionBwdWork : 1.0) * b * seq * h * (2 * dqk + 2 * dv) * 2.0;
-      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, masked_edges(causal, window, static_cast<int64_t>(seq))};
+      r.attention = AttentionShape{keys, (dqk + dv) / 2.0, bwd, masked_edges(causal, window, static_cast<int64_t>(seq)),
+                                   attention_bwd_work(dqk, dv)};
       if (x.has("dtype")) {
         const Dtype d = parse_dtype(x.at("dtype"));
         if (d != Dtype::bf16 && d != Dtype::fp16) x.at("dtype").fail("expected bf16 or fp16 attention (the model prices attention in BF16)");

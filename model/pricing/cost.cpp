@@ -103,8 +103,11 @@ Seconds Pricer::compute_time(const Op& op) const {
       return gemm_seconds(shape, op.dtype, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::attention: {
-      const AttentionShape shape{static_cast<double>(op.k), static_cast<double>(op.n), op.phase == Phase::backward,
-                                 op.mask_edges};
+      AttentionShape shape{static_cast<double>(op.k), static_cast<double>(op.n), op.phase == Phase::backward,
+                           op.mask_edges};
+      // A backward op executes attention_bwd_work(qk, vd) x the forward's FLOPs and counts 2 x as
+      // model FLOPs (layers.cpp): their ratio gives its work per score for the head-dim term.
+      if (shape.backward && op.model_flops.value() > 0) shape.bwd_work = 2.0 * op.flops.value() / op.model_flops.value();
       return attention_seconds(shape, op.flops.value(), op.hbm_bytes.value(), g, cal_, op.launches);
     }
     case Category::sync: return Seconds(cal_[Param::host_sync_s]);

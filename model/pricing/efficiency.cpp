@@ -79,8 +79,8 @@ double attention_efficiency(const AttentionShape& s, const Calibration& cal) {
   const double keys = std::max(1.0, s.keys), hd = std::max(1.0, s.head_dim);
   const double wasted = s.masked_edges * cal[Param::attention_tile_rows] / 2.0;
   // The backward recomputes the scores' softmax (one exp per score, as the forward) but runs
-  // kAttentionBwdWork times the forward's matmul FLOPs per score: its softmax share is that much smaller.
-  const double hd_half = cal[Param::attention_hd_half] / (s.backward ? kAttentionBwdWork : 1.0);
+  // bwd_work times the forward's matmul FLOPs per score: its softmax share is that much smaller.
+  const double hd_half = cal[Param::attention_hd_half] / (s.backward ? std::max(1.0, s.bwd_work) : 1.0);
   // The head-dim term is relative to head dim 128, where the fractions are quoted (and where the
   // records of most generations sit): a fitted attention_hd_half reshapes other head dims without
   // moving the level a generation without such records inherits.

@@ -60,6 +60,9 @@ struct AttentionShape {
   double head_dim = 0;   // mean of the QK and V head dims
   bool backward = false;
   int masked_edges = 0;  // 0: full attention; 1: causal (the diagonal); 2: causal with a sliding window
+  // The backward's matmul work per score over the forward's (attention_bwd_work: 2.5 at equal head
+  // dims, 2.6 for MLA's 192 / 128): its softmax share is that much smaller.
+  double bwd_work = 2.5;
 };
 double attention_efficiency(const AttentionShape& s, const Calibration& cal);
 Seconds attention_seconds(const AttentionShape& s, double flops, double hbm_bytes, const GpuSpec& gpu,

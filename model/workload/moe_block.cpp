@@ -93,8 +93,15 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   }
   // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
   op(memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd)).rows = t_sp_ * fan;
-  // A PyTorch dispatcher copies the split sizes to the host before the exchange.
+  // A PyTorch dispatcher copies the split sizes to the host before the exchange. Megatron's
+  // AlltoAll dispatcher first gathers every EP rank's tokens per expert (MoEAlltoAllTokenDispatcher
+  // .preprocess: gather_from_sequence_parallel_region over the TP x EP group, one int64 per expert
+  // from each rank), from which it takes the exchange's output splits; the fused kernels (DeepEP's
+  // notify step) count inside their own kernels.
   std::vector<int32_t> before{last()};
+  if (s_.stack.dispatcher == Dispatcher::alltoall && s_.stack.dispatch_host_syncs > 0 && ep_exchanges())
+    before = {comm(dispatch + ".counts", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+                   r * d(m_.experts) * 8.0, before)};
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are

@@ -16,6 +16,7 @@
 #include "model/io/scenario_schema.h"
 #include "model/io/stacks.h"
 #include "model/pricing/cost.h"
+#include "model/pricing/efficiency.h"
 #include "model/sim/sim.h"
 #include "model/study/predict.h"
 #include "model/study/study.h"
@@ -753,7 +754,42 @@ TEST(Stacks, AttentionsBackwardRunsItsMatmulsHeadDimByHeadDim) {
     const Op& bwd = *named(g, "attn.core.bwd").front();
     EXPECT_NEAR(bwd.flops.value() / fwd.flops.value(), s == &mla ? 2.6 : 2.5, 1e-12) << s->name;
     EXPECT_NEAR(bwd.model_flops.value() / fwd.model_flops.value(), 2.0, 1e-12) << s->name;
+    // Its softmax share shrinks by the same ratio: the head-dim term's half is attention_hd_half
+    // over the op's own work per score (2.6 for MLA), not over 2.5 whatever the head dims.
+    const Topology t = Topology::build(s->system, s->gpus);
+    const Pricer pr(*s, t, s->calibration);
+    const double work = s == &mla ? 2.6 : 2.5;
+    const AttentionShape shape{static_cast<double>(bwd.k), static_cast<double>(bwd.n), true, bwd.mask_edges, work};
+    EXPECT_NEAR(pr.time(bwd).value(),
+                attention_seconds(shape, bwd.flops.value(), bwd.hbm_bytes.value(), s->system.gpu(), s->calibration, bwd.launches).value(),
+                1e-12) << s->name;
   }
+  // The closed form at MLA's 2.6: fraction x [hd / (hd + hd_half / 2.6)] / [128 / (128 + hd_half / 2.6)].
+  Calibration c;
+  c.set(Param::attention_bwd_fraction, 0.5);
+  c.set(Param::attention_kv_half, 0);
+  c.set(Param::attention_hd_half, 52);
+  EXPECT_NEAR(attention_efficiency(AttentionShape{1000, 100, true, 0, 2.6}, c), 0.5 * 100 / 120 * 148 / 128, 1e-12);
+}
+
+// Megatron's AlltoAll dispatcher gathers every EP rank's tokens per expert before it copies the
+// split sizes to the host (MoEAlltoAllTokenDispatcher.preprocess): an all-gather of one int64 per
+// expert from each rank, which the host wait waits for. DeepEP counts inside its own kernels.
+TEST(Stacks, MegatronsAllToAllDispatcherGathersTheCountsBeforeItsHostWait) {
+  const Scenario a2a = load("examples/deepseek-v3/gb200-mcore-ladder-03-router-fusion.json"),
+                 deepep = load("examples/deepseek-v3/gb200-mcore-ladder-04-deepep.json");
+  const StepGraph g = lower_step(a2a, expert_load(a2a, a2a.calibration));
+  const auto counts = named(g, "moe.dispatch.counts");
+  const auto waits = named(g, "moe.dispatch.host_sync");
+  ASSERT_FALSE(counts.empty());
+  ASSERT_EQ(counts.size(), waits.size());
+  const Op& c = *counts.front();
+  EXPECT_EQ(c.collective, Collective::all_gather);
+  EXPECT_EQ(c.group, Group::ep);
+  EXPECT_DOUBLE_EQ(c.bytes.value(), 32.0 * 256 * 8);
+  const int32_t ci = static_cast<int32_t>(&c - g.classes.front().ops.data());
+  EXPECT_NE(std::find(waits.front()->deps.begin(), waits.front()->deps.end(), ci), waits.front()->deps.end());
+  EXPECT_TRUE(named(lower_step(deepep, expert_load(deepep, deepep.calibration)), "moe.dispatch.counts").empty());
 }
 
 // Ladder step 13 (cuDNN 9.14's fused norm + quantize): with the weights stored in the GEMM's format
