@@ -130,12 +130,18 @@ struct AttnOp {
   size_t causal;     // index of is_causal (or custom_mask_type for the efficient kernels)
   bool mask_type;    // causal is an int mask type (1, 2: causal), else a bool
   bool backward;
+  size_t window = 0;  // index of window_size_left (window_size_right follows it); 0: the op takes none
 };
+// aten::_flash_attention_forward(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+// is_causal, return_debug_mask, *, scale, window_size_left, window_size_right, ...) and its backward
+// (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+// is_causal, philox_seed, philox_offset, *, scale, window_size_left, window_size_right): a sliding
+// window (GPT-OSS, Mistral) is recorded there.
 constexpr AttnOp kAttnOps[] = {
     {"aten::_scaled_dot_product_flash_attention", 0, true, 4, false, false},
     {"aten::_scaled_dot_product_flash_attention_backward", 1, true, 11, false, true},
-    {"aten::_flash_attention_forward", 0, false, 8, false, false},
-    {"aten::_flash_attention_backward", 1, false, 11, false, true},
+    {"aten::_flash_attention_forward", 0, false, 8, false, false, 11},
+    {"aten::_flash_attention_backward", 1, false, 11, false, true, 15},
     {"aten::_scaled_dot_product_cudnn_attention", 0, true, 6, false, false},
     {"aten::_scaled_dot_product_cudnn_attention_backward", 1, true, 14, false, true},
     {"aten::_efficient_attention_forward", 0, false, 9, true, false},
@@ -159,9 +165,32 @@ std::optional<json> attention_shape(const CpuOp& op, bool* backward, std::string
     if (d.mask_type) causal = *c == "1" || *c == "2";
     else if (*c == "True" || *c == "true" || *c == "1") causal = true;
     else if (*c != "False" && *c != "false" && *c != "0") return std::nullopt;
+    // FlashAttention's window (left, right): keys j with i - left <= j <= i + right; None or -1 is
+    // unbounded. A causal window (right 0) attends left + 1 keys, the query's own included (the
+    // record's "window"); a window open on both sides is no form the model prices: no record.
+    int64_t window = 0;
+    if (d.window) {
+      auto bound = [&](size_t i) -> int64_t {
+        const auto text = concrete(a, i);
+        if (!text || text->empty() || *text == "None") return -1;
+        try {
+          return std::stoll(*text);
+        } catch (const std::exception&) {
+          return -2;
+        }
+      };
+      const int64_t left = bound(d.window), right = bound(d.window + 1);
+      if (left < -1 || right < -1) return std::nullopt;
+      if (left >= 0) {
+        if (!causal && right != 0) return std::nullopt;
+        causal = true;
+        window = left + 1;
+      }
+    }
     *backward = d.backward;
     *dtype = type_dtype(input_type(a, d.q));
     json sh = {{"batch", whole(b)}, {"heads", whole(h)}, {"seq", whole(s)}, {"causal", causal}};
+    if (window > 0 && static_cast<double>(window) < s) sh["window"] = window;
     if (dq == dv) sh["head_dim"] = whole(dq);
     else sh["head_dim_qk"] = whole(dq), sh["head_dim_v"] = whole(dv);
     return sh;

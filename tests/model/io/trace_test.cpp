@@ -190,6 +190,38 @@ TEST(KinetoTrace, AttentionWithoutItsMaskAndCollectivesWithoutSizesAreTimedNotRe
   EXPECT_EQ(t.records.size(), 5u);
 }
 
+// aten::_flash_attention_forward records FlashAttention's window (window_size_left / _right): a
+// causal window of left + 1 keys (the query's own included) is the record's "window", so its FLOPs
+// are the window's, not the full causal square's (16x fewer for 128 keys of 4,096); -1 is no window;
+// a window open on both sides is timed but not recorded.
+TEST(KinetoTrace, ASlidingWindowIsRecordedAsTheKernelRanIt) {
+  auto with_window = [](const std::string& left, const std::string& right, bool causal) {
+    json j = KinetoFixture::build();
+    for (json& e : j["traceEvents"])
+      if (e["name"] == "aten::_scaled_dot_product_flash_attention") {
+        e["name"] = "aten::_flash_attention_forward";
+        const json qkv = {1, 4096, 32, 128};
+        e["args"]["Input Dims"] = {qkv, qkv, qkv, json::array(), json::array(), json::array(), json::array(),
+                                   json::array(), json::array(), json::array(), json::array(), json::array(), json::array()};
+        e["args"]["Input type"] = {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "", "", "Scalar", "Scalar",
+                                   "Scalar", "Scalar", "Scalar", "", "Scalar", "Scalar"};
+        e["args"]["Concrete Inputs"] = {"", "", "", "", "", "4096", "4096", "0.", causal ? "True" : "False", "False", "", left, right};
+      }
+    return j;
+  };
+  const io::MeasuredTrace w = read(with_window("127", "0", false), "window.json");
+  const json* r = record(w, "attention.fwd");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->at("shape"), (json{{"batch", 1}, {"heads", 32}, {"seq", 4096}, {"causal", true}, {"window", 128}, {"head_dim", 128}}));
+  const io::MeasuredTrace full = read(with_window("-1", "-1", true), "full.json");
+  ASSERT_TRUE(record(full, "attention.fwd"));
+  EXPECT_FALSE(record(full, "attention.fwd")->at("shape").contains("window"));
+  EXPECT_TRUE(record(full, "attention.fwd")->at("shape").at("causal").get<bool>());
+  const io::MeasuredTrace both = read(with_window("127", "127", false), "both.json");
+  EXPECT_EQ(record(both, "attention.fwd"), nullptr);
+  EXPECT_NEAR(both.classes.at("attention.fwd").seconds, KinetoFixture::attn_fwd_us * 1e-6, 1e-12);
+}
+
 void expect_error(const std::string& text, const std::string& path_part, const std::string& message_part) {
   const std::string p = temp("bad.json");
   std::ofstream(p) << text;
