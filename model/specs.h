@@ -420,6 +420,10 @@ struct StackOptions {
   // buffers and the framework's tensors (ep_api_copy_passes over HBM; HybridEP only: DeepEP's
   // published rates are its API's already).
   bool ep_buffer_copies = false;
+  // The fused EP kernel reads each token once and the framework permutes the received rows into
+  // expert order after the exchange, and back before the combine (Megatron's flex dispatcher with
+  // DeepEP or HybridEP); false: the rows are laid out per destination before the exchange.
+  bool permute_after_dispatch = false;
   bool multistream_collectives = true;
   bool fsdp_prefetch = true;
   bool a2a_with_shared_expert = false;

@@ -97,6 +97,7 @@ void apply_fields(const Node& n, StackOptions& o) {
   if (auto x = field("ep_sms")) o.ep_sms = small_int(*x, 0);
   if (auto x = field("ep_kernel")) o.ep_kernel = x->as_enum<EpKernel>({{"hybridep", EpKernel::hybridep}, {"deepep", EpKernel::deepep}});
   if (auto x = field("ep_buffer_copies")) o.ep_buffer_copies = x->as_bool();
+  if (auto x = field("permute_after_dispatch")) o.permute_after_dispatch = x->as_bool();
   if (auto x = field("multistream_collectives")) o.multistream_collectives = x->as_bool();
   if (auto ov = n.get("overlap")) {
     ov->allow_only(scenario_keys("stack.overlap"));

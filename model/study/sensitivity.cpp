@@ -113,6 +113,7 @@ std::vector<Knob> knobs(const Scenario& base) {
   flip("overlap.grad_reduce", &StackOptions::grad_reduce_overlap);
   flip("remat_dispatch", &StackOptions::remat_dispatch);
   flip("ep_buffer_copies", &StackOptions::ep_buffer_copies);
+  flip("permute_after_dispatch", &StackOptions::permute_after_dispatch);
   flip("router_fusion", &StackOptions::router_fusion);
   flip("permute_fusion", &StackOptions::permute_fusion);
   flip("pdl_quantize", &StackOptions::pdl_quantize);

@@ -349,6 +349,15 @@ class Lowering {
       return load_.max_tokens / load_.mean_tokens;
     return load_.mean_rows > 0 ? load_.max_rows / load_.mean_rows : 1.0;
   }
+  // A fused EP kernel that reads each token once and leaves the expert order to the framework,
+  // which permutes the received rows after the exchange and back before the combine
+  // (stack.permute_after_dispatch: Megatron's flex dispatcher with DeepEP or HybridEP).
+  bool permute_after_dispatch() const {
+    return s_.stack.permute_after_dispatch && s_.stack.dispatcher == Dispatcher::fused_dedup && ep_exchanges();
+  }
+  // Rows the busiest rank receives from a de-duplicating dispatch (one per token and rank hit, its
+  // own tokens included).
+  double received_rows() const { return t_sp_ * dispatch_fanout() * exchange_imbalance(); }
   double dispatch_fanout() const {
     if (!ep_exchanges()) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
     switch (s_.stack.dispatcher) {

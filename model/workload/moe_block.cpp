@@ -57,6 +57,12 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   etp_collective(l, "moe.combine.etp_reduce_scatter", Collective::reduce_scatter, bc);
   const double fan = dispatch_fanout();
   local_sort(l, "moe.unsort", bc, {last()});
+  // The flex dispatcher's un-permute runs before the combine: each local expert's output row,
+  // weighted, summed into its token's row for this rank; the combine kernel sums the ranks' rows.
+  const bool post = permute_after_dispatch();
+  if (post)
+    op(memory("moe.unpermute", l, (load_.max_rows + received_rows()) * h * bc + load_.max_rows * 4.0, Category::memory, {last()})).rows =
+        load_.max_rows;
   if (!ep_exchanges()) {
     // No expert parallelism: the rows never left this GPU, nothing to exchange.
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
@@ -67,11 +73,19 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
     op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
             send * exchange_imbalance(), {last()}, send, fan)).combine = true;
   }
-  std::vector<int32_t> unpermute_deps{last()};
-  if (overlap_shared)  // the shared expert's reduce-scattered output is added here
-    for (int32_t x : take_tp_outputs()) unpermute_deps.push_back(x);
-  op(memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, std::move(unpermute_deps))).rows =
-      t_sp_ * fan;
+  if (post) {
+    // The combined rows are the block's output: what computes next waits for them (as the
+    // un-permute after the combine did).
+    wait_before_next_compute(last());
+    if (overlap_shared)  // the shared expert's reduce-scattered output, added to the combined rows next
+      for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
+  } else {
+    std::vector<int32_t> unpermute_deps{last()};
+    if (overlap_shared)  // the shared expert's reduce-scattered output is added here
+      for (int32_t x : take_tp_outputs()) unpermute_deps.push_back(x);
+    op(memory("moe.unpermute", l, t_sp_ * (fan * h * bc + h * 4.0 + h * 2.0), Category::memory, std::move(unpermute_deps))).rows =
+        t_sp_ * fan;
+  }
   if (!overlap_shared) {
     shared_expert(l, f, dd);
     for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
@@ -92,7 +106,10 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
     return;
   }
   // Permute: read the tokens, write one row per destination (quantized to the dispatch dtype).
-  op(memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd)).rows = t_sp_ * fan;
+  // A kernel that reads the tokens itself and leaves the expert order to the framework has no
+  // permute before it: the received rows are permuted after it (below).
+  const bool post = permute_after_dispatch();
+  if (!post) op(memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd)).rows = t_sp_ * fan;
   // A PyTorch dispatcher copies the split sizes to the host before the exchange. Megatron's
   // AlltoAll dispatcher first gathers every EP rank's tokens per expert (MoEAlltoAllTokenDispatcher
   // .preprocess: gather_from_sequence_parallel_region over the TP x EP group, one int64 per expert
@@ -107,6 +124,12 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
          send * exchange_imbalance(), fan);
+  // Megatron's flex dispatcher (_DeepepManager / HybridEP's get_permuted_hidden_states_by_experts):
+  // the received rows, one per token and rank, are permuted into one row per local expert chosen,
+  // with their routing weights.
+  if (post)
+    op(memory(permute, l, (received_rows() + load_.max_rows) * h * bd + load_.max_rows * 4.0, Category::memory, {last()})).rows =
+        load_.max_rows;
   local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
   etp_collective(l, dispatch + ".etp_all_gather", Collective::all_gather, bd);
 }
@@ -197,7 +220,8 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     phase_ = Phase::backward;
   }
   const double fan = dispatch_fanout();
-  op(memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg))).rows = t_sp_ * fan;
+  const bool post = permute_after_dispatch();
+  if (!post) op(memory("moe.unpermute.bwd", l, t_sp_ * (h * 2.0 + fan * h * bg))).rows = t_sp_ * fan;
   int32_t cb;
   if (!ep_exchanges()) {
     cb = last();
@@ -210,6 +234,13 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
               {last()}, send * exchange_imbalance(), fan);
     if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
       local_sort(l, "moe.sort.bwd", bcb, {cb});
+      cb = last();
+    }
+    // The flex dispatcher: the output gradients arrive one row per token and rank and are spread
+    // over the local experts' rows (the un-permute's backward), after the exchange.
+    if (post) {
+      op(memory("moe.unpermute.bwd", l, (received_rows() + load_.max_rows) * h * bcb, Category::memory, {cb})).rows =
+          load_.max_rows;
       cb = last();
     }
   }
@@ -253,6 +284,12 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   const double bd = bg;
   etp_collective(l, "moe.dispatch.bwd.etp_reduce_scatter", Collective::reduce_scatter, bd);
   local_sort(l, "moe.unsort.bwd", bd, {last()});
+  // The flex dispatcher: the experts' input gradients, one row per local expert chosen, are summed
+  // into one row per token and rank (the permute's backward, with the routing weights' gradients)
+  // before the exchange; the kernel sums the ranks' rows into the token's.
+  if (post)
+    op(memory("moe.permute.bwd", l, (load_.max_rows + received_rows()) * h * bd + load_.max_rows * 4.0, Category::memory, {last()})).rows =
+        load_.max_rows;
   if (!ep_exchanges()) {
     // nothing to exchange
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
@@ -263,10 +300,17 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
             send * exchange_imbalance(), {last()}, send, fan)).combine = true;
   }
-  std::vector<int32_t> permute_bwd_deps{last()};
-  if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here
-    for (int32_t x : take_tp_outputs()) permute_bwd_deps.push_back(x);
-  op(memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps))).rows = t_sp_ * fan;
+  if (post) {
+    // The exchanged gradients are the block's input gradient: what computes next waits for them.
+    if (ep_exchanges()) wait_before_next_compute(last());
+    if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient, summed in next
+      for (int32_t x : take_tp_outputs()) wait_before_next_compute(x);
+  } else {
+    std::vector<int32_t> permute_bwd_deps{last()};
+    if (!s_.stack.a2a_with_shared_expert)  // the shared expert's input gradient is added here
+      for (int32_t x : take_tp_outputs()) permute_bwd_deps.push_back(x);
+    op(memory("moe.permute.bwd", l, t_sp_ * (fan * h * bd + h * 4.0), Category::memory, std::move(permute_bwd_deps))).rows = t_sp_ * fan;
+  }
   // The score function's backward (softmax or sigmoid, the bias-free normalization of the top-k):
   // the gates' gradient (from the un-permute's backward) into the router logits' gradient, reading
   // the saved FP32 scores and writing the [tokens, experts] gradient; unfused, one kernel per op of

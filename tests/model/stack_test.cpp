@@ -488,6 +488,9 @@ TEST(Stacks, TheExpertActivationIsKeptByAutogradUnlessRecomputed) {
         ASSERT_EQ(ops[first - 1].name, "moe.act.recompute");
         --first;
       }
+      // Megatron's flex dispatcher spreads the arriving rows over the experts first (the
+      // un-permute's backward, after the exchange): that op carries it.
+      if (ops[first - 1].name == "moe.unpermute.bwd") --first;
       bool waits = false;
       for (int32_t dep : ops[first].deps)
         waits = waits || ops[static_cast<size_t>(dep)].name == "moe.combine.bwd";
@@ -790,6 +793,52 @@ TEST(Stacks, MegatronsAllToAllDispatcherGathersTheCountsBeforeItsHostWait) {
   const int32_t ci = static_cast<int32_t>(&c - g.classes.front().ops.data());
   EXPECT_NE(std::find(waits.front()->deps.begin(), waits.front()->deps.end(), ci), waits.front()->deps.end());
   EXPECT_TRUE(named(lower_step(deepep, expert_load(deepep, deepep.calibration)), "moe.dispatch.counts").empty());
+}
+
+// Megatron's flex dispatcher (DeepEP, HybridEP): the kernel reads each token once; the received
+// rows, one per token and rank hit, are permuted into one row per local expert after the exchange
+// and summed back before the combine (get_permuted_hidden_states_by_experts /
+// get_restored_hidden_states_by_experts), and the block's output is the combine's. Off, the
+// permute before the exchange writes one row per destination and the un-permute after the combine
+// sums them.
+TEST(Stacks, TheFlexDispatcherPermutesTheReceivedRowsAfterTheExchange) {
+  const Scenario flex = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
+                 before = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.permute_after_dispatch=false"});
+  ASSERT_TRUE(flex.stack.permute_after_dispatch);
+  const ExpertLoad l = expert_load(flex, flex.calibration);
+  const StepGraph gf = lower_step(flex, l), gb = lower_step(before, l);
+  const std::vector<Op>& ops = gf.classes.front().ops;
+  auto index = [&](const Op* o) { return static_cast<int32_t>(o - ops.data()); };
+  auto has_dep = [](const Op& o, int32_t d) { return std::find(o.deps.begin(), o.deps.end(), d) != o.deps.end(); };
+  const Op& dispatch = *named(gf, "moe.dispatch").front();
+  const Op& permute = *named(gf, "moe.permute").front();
+  const Op& unpermute = *named(gf, "moe.unpermute").front();
+  const Op& combine = *named(gf, "moe.combine").front();
+  EXPECT_LT(index(&dispatch), index(&permute));
+  EXPECT_TRUE(has_dep(permute, index(&dispatch)));
+  EXPECT_LT(index(&unpermute), index(&combine));
+  EXPECT_TRUE(has_dep(combine, index(&unpermute)));
+  // Bytes: the received rows (one per token and rank hit, the busiest rank's) and the expert rows.
+  const double h = 7168, received = 4096.0 * l.distinct_ranks * l.max_tokens / l.mean_tokens, rows = l.max_rows;
+  const double bd = bytes_per_element(flex.precision.dispatch);
+  EXPECT_NEAR(permute.hbm_bytes.value(), (received + rows) * h * bd + rows * 4.0, 1e-6 * permute.hbm_bytes.value());
+  EXPECT_DOUBLE_EQ(permute.rows, rows);
+  // The next compute op after the combine waits for it: the combined rows are the block's output.
+  bool waited = false;
+  for (size_t i = static_cast<size_t>(index(&combine)) + 1; i < ops.size() && !waited; ++i)
+    if (ops[i].stream == Stream::compute) waited = has_dep(ops[i], index(&combine));
+  EXPECT_TRUE(waited);
+  // Before the field: a permute ahead of the exchange, an un-permute after the combine.
+  const std::vector<Op>& ob = gb.classes.front().ops;
+  const Op* bp = named(gb, "moe.permute").front();
+  const Op* bdisp = named(gb, "moe.dispatch").front();
+  const Op* bun = named(gb, "moe.unpermute").front();
+  const Op* bcomb = named(gb, "moe.combine").front();
+  EXPECT_LT(bp - ob.data(), bdisp - ob.data());
+  EXPECT_LT(bcomb - ob.data(), bun - ob.data());
+  // The flex layout moves more bytes (received and expert rows, where the permute ahead read each
+  // token once), so the step is slower, not faster.
+  EXPECT_GT(predict(flex, flex.calibration).step_time.value(), predict(before, before.calibration).step_time.value());
 }
 
 // Ladder step 13 (cuDNN 9.14's fused norm + quantize): with the weights stored in the GEMM's format
