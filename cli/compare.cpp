@@ -54,13 +54,13 @@ int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::v
                       " has no ablation: every optimization of NVIDIA's post switched off, then on in the post's order");
     else
       notes.push_back("the ablation of stack " + s.stack.name + ": each step switches the fields it names");
-    print_waterfall(states.empty() ? waterfall(baseline_of(s), s, s.calibration) : walk(states, s.calibration), format, notes);
+    print_waterfall(states.empty() ? waterfall(baseline_of(s), s) : walk(states, s.calibration), format, notes);
     return kExitOk;
   }
   if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");
   const Scenario a = load_named(files[0], sets);
   const Scenario b = load_named(files[1], sets);
-  print_waterfall(waterfall(a, b, b.calibration), format, comparison_notes(a, b));
+  print_waterfall(waterfall(a, b), format, comparison_notes(a, b));
   return kExitOk;
 }
 

@@ -136,9 +136,14 @@ int cmd_plan(const Opts& o) {
   }
   if (r.best.size() > 1 && !r.runner_up_loss.empty()) {
     std::printf("  the runner-up loses %.3f s per step to the best:", r.best[1].report.step_time.value() - r.best[0].report.step_time.value());
+    // The four largest terms by size, and what the others add up to: the line sums to the difference.
     int n = 0;
-    for (const auto& [k, v] : r.runner_up_loss)
-      if (std::abs(v) >= 0.0005 && n++ < 4) std::printf("%s %s %+.3f s", n > 1 ? "," : "", k.c_str(), v);
+    double rest = 0;
+    for (const auto& [k, v] : r.runner_up_loss) {
+      if (std::abs(v) >= 0.0005 && n < 4) std::printf("%s %s %+.3f s", n++ > 0 ? "," : "", k.c_str(), v);
+      else rest += v;
+    }
+    if (std::abs(rest) >= 0.0005) std::printf(", others %+.3f s", rest);
     std::printf("\n");
   }
   if (r.own) {

@@ -69,7 +69,19 @@ Command add_sensitivity(CLI::App& app) {
                                                 "efficiency parameter and stack setting, largest first");
   sub->add_option("SCENARIO", o->file, "scenario file")->required();
   sub->add_option("--set", o->sets, "override a scenario field: PATH=VALUE");
-  sub->add_option("--step", o->step_pct, "relative change in percent (default 10)")->check(positive_number("a percentage"));
+  // Below 100: at 100 a rate perturbed down is 0 (the simulation never ends), above it negative.
+  sub->add_option("--step", o->step_pct, "relative change in percent, above 0 and below 100 (default 10)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              size_t used = 0;
+              const double x = std::stod(v, &used);
+              if (used == v.size() && x > 0 && x < 100) return {};
+            } catch (const std::exception&) {
+            }
+            return "expected a percentage above 0 and below 100 (a rate lowered by 100 % or more is no rate), got " + v;
+          },
+          "0 < percent < 100"));
   sub->add_option("--top", o->top, "rows shown (text)")->check(whole_at_least_one("a row count"));
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));

@@ -97,9 +97,12 @@ int cmd_sweep(const Opts& o) {
       if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
     }
     io::check_sweep(sp);  // what would fail every point alike: exit 2 before a row is written
-    const std::string fmt_name = !o.format.empty() ? o.format
-                                 : (o.out.size() > 6 && o.out.substr(o.out.size() - 6) == ".jsonl") ? "jsonl"
-                                                                                                     : "csv";
+    // .jsonl and .json both take JSON Lines (one object per row, appended as each point finishes:
+    // a file that stays valid through a crash and can be resumed); anything else CSV.
+    auto ends_with = [&](const std::string& x) { return o.out.size() > x.size() && o.out.substr(o.out.size() - x.size()) == x; };
+    const std::string fmt_name = !o.format.empty()                          ? o.format
+                                 : ends_with(".jsonl") || ends_with(".json") ? "jsonl"
+                                                                             : "csv";
     csv = fmt_name == "csv";
     n = io::sweep_size(sp);
     header = io::sweep_csv_header(sp);
@@ -209,7 +212,7 @@ Command add_sweep(CLI::App& app) {
 
   sub->add_option("--set", o->sets, "fixed override PATH=VALUE at every point");
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
-  sub->add_option("--out", o->out, "write rows here as they finish (CSV, or JSON Lines for .jsonl) instead of stdout");
+  sub->add_option("--out", o->out, "write rows here as they finish (CSV, or JSON Lines, one object per row, for .jsonl or .json) instead of stdout");
   sub->add_option("--format", o->format, "csv or jsonl (default: from --out's extension, else csv)")->check(CLI::IsMember({"csv", "jsonl"}));
   sub->add_option("--tokens", o->tokens, "a token budget (15T, 300B): adds each point's days to train it");
   sub->add_flag("--resume", o->resume, "continue the sweep --out holds: keep its finished points, run the rest");

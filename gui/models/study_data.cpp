@@ -55,7 +55,7 @@ Studies build_studies(const StepReport& r, const std::vector<int64_t>& gpus, Gro
   const Scenario& s = *r.scenario;
   try {
     const std::vector<NamedState> states = io::ablation_states(s);
-    st.waterfall = waterfall_bars(states.empty() ? waterfall(baseline_of(s), s, s.calibration) : walk(states, s.calibration));
+    st.waterfall = waterfall_bars(states.empty() ? waterfall(baseline_of(s), s) : walk(states, s.calibration));
     st.waterfall_kind = states.empty() ? "the post's stack options switched on one by one"
                                        : "the ablation of stack " + s.stack.name + ", step by step";
   } catch (const InputError& e) {

@@ -1,5 +1,5 @@
 // The what-if studies of a scenario as plain data for the charts: the `compare --ablate`
-// waterfall (waterfall(baseline_of(s), s, cal)) and the scaling sweep (scale(s, gpus, axis, cal)),
+// waterfall (waterfall(baseline_of(s), s)) and the scaling sweep (scale(s, gpus, axis, cal)),
 // each value copied from the model's StepReports, nothing recomputed here. A sweep the model
 // rejects (a GPU count the other axes do not divide) keeps the model's message instead of points.
 //

@@ -38,19 +38,29 @@ std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
 // the fastest GEMM rate the model prices any of its formats at (its calibrated fraction of the
 // peak), stretched by the pipeline's fill and drain ((M + (pp - 1) / vpp) / M with M micro-batches).
 // Attention, memory-bound ops, recompute and communication only add to it.
+// The attention core's FLOPs are counted apart, at the fastest rate attention_efficiency can give
+// them (keys without bound, head dims without bound: fraction x (128 + half) / 128, capped at the
+// BF16 peak; the backward's half over its 2.5 x work), since a calibration may price attention
+// faster than the GEMMs (a BF16 GEMM fraction below the attention one).
 double step_bound_s(const Scenario& s) {
-  const double flops = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp).total *
-                       static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
+  const FlopsPerToken f = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp);
+  const double tokens = static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
+  const double attn = 3.0 * f.attention_core * tokens, flops = f.total * tokens - attn;
   double rate = 0;
   for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm})
     rate = std::max(rate, gemm_peak(d, s.system.gpu()).value() * gemm_fraction(d, s.calibration));
+  const Calibration& c = s.calibration;
+  const double half = c[Param::attention_hd_half], bf16 = s.system.gpu().dense_bf16.value();
+  const double fwd = bf16 * std::min(1.0, c[Param::attention_fwd_fraction] * (128.0 + half) / 128.0);
+  const double bwd = bf16 * std::min(1.0, c[Param::attention_bwd_fraction] * (128.0 + half / kAttentionBwdWork) / 128.0);
+  const double attn_s = fwd > 0 && bwd > 0 ? attn / 3.0 / fwd + 2.0 * attn / 3.0 / bwd : 0.0;
   // ZB-H1 and DualPipe(V) fill part of the bubble with weight gradients and paired chunks: none
   // of it is counted for them (a looser bound, still one).
   const Parallelism& p = s.parallelism;
   const double m = static_cast<double>(s.micro_batches());
   const bool classic = p.schedule == PipelineSchedule::one_f_one_b || p.schedule == PipelineSchedule::interleaved;
   const double fill = p.pp > 1 && classic ? (m + static_cast<double>(p.pp - 1) / static_cast<double>(p.vpp)) / m : 1.0;
-  return rate > 0 ? flops / rate * fill : 0.0;
+  return rate > 0 ? (flops / rate + attn_s) * fill : 0.0;
 }
 
 }  // namespace
@@ -406,8 +416,9 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
     std::map<std::string, double> best;
     for (const auto& [k, v] : step_terms(ok[0].report)) best[k] = v;
     for (const auto& [k, v] : step_terms(ok[1].report)) res.runner_up_loss.emplace_back(k, v - best[k]);
-    std::sort(res.runner_up_loss.begin(), res.runner_up_loss.end(),
-              [](const auto& a, const auto& b) { return a.second > b.second; });
+    // Largest first by size, gains as well as losses (a large gain is as much of the difference).
+    std::stable_sort(res.runner_up_loss.begin(), res.runner_up_loss.end(),
+                     [](const auto& a, const auto& b) { return std::abs(a.second) > std::abs(b.second); });
   }
   ok.resize(std::min<size_t>(ok.size(), static_cast<size_t>(std::max(1, o.top))));
   res.best = std::move(ok);

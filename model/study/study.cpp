@@ -44,12 +44,27 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
     out.emplace_back("model");
   const SystemSpec &sa = a.system, &sb = b.system;
   const GpuSpec &ga = sa.gpu(), &gb = sb.gpu();
-  if (sa.name != sb.name || ga.name != gb.name || ga.dense_bf16 != gb.dense_bf16 || ga.dense_fp8 != gb.dense_fp8 ||
-      ga.hbm_bandwidth != gb.hbm_bandwidth || ga.hbm_usable != gb.hbm_usable ||
-      ga.nvlink_bandwidth_per_link != gb.nvlink_bandwidth_per_link ||
-      (sa.fabric && sb.fabric && sa.fabric->sw.adaptive_routing != sb.fabric->sw.adaptive_routing) ||
-      sa.domain.tray.nic.port_bandwidth != sb.domain.tray.nic.port_bandwidth || sa.domain.trays != sb.domain.trays ||
-      sa.gpus_per_domain_when_spanning != sb.gpus_per_domain_when_spanning)
+  // Every figure of the system the pricing or the report reads (a --set on any of them is a
+  // difference a waterfall must show, not "the same in every field").
+  const ComputeTraySpec &ta = sa.domain.tray, &tb = sb.domain.tray;
+  const bool fabric_differs =
+      sa.fabric.has_value() != sb.fabric.has_value() ||
+      (sa.fabric && sb.fabric &&
+       std::tie(sa.fabric->sw.adaptive_routing, sa.fabric->sw.port_bandwidth, sa.fabric->sw.latency, sa.fabric->sw.ports,
+                sa.fabric->tiers, sa.fabric->rail_optimized, sa.fabric->nic_to_leaf_latency) !=
+           std::tie(sb.fabric->sw.adaptive_routing, sb.fabric->sw.port_bandwidth, sb.fabric->sw.latency, sb.fabric->sw.ports,
+                    sb.fabric->tiers, sb.fabric->rail_optimized, sb.fabric->nic_to_leaf_latency));
+  if (sa.name != sb.name || ga.name != gb.name || ga.sms != gb.sms || ga.dense_bf16 != gb.dense_bf16 ||
+      ga.dense_fp8 != gb.dense_fp8 || ga.dense_mxfp8 != gb.dense_mxfp8 || ga.dense_nvfp4 != gb.dense_nvfp4 ||
+      ga.hbm_bandwidth != gb.hbm_bandwidth || ga.hbm_usable != gb.hbm_usable || ga.hbm_capacity != gb.hbm_capacity ||
+      ga.nvlink_bandwidth_per_link != gb.nvlink_bandwidth_per_link || ga.nvlink_links != gb.nvlink_links || fabric_differs ||
+      ta.nic.port_bandwidth != tb.nic.port_bandwidth || ta.nic.host_link_bandwidth != tb.nic.host_link_bandwidth ||
+      ta.gpus != tb.gpus || ta.cpus != tb.cpus || ta.nics != tb.nics || ta.cpu.memory != tb.cpu.memory ||
+      ta.cpu.memory_bandwidth != tb.cpu.memory_bandwidth || ta.cpu.gpu_link_bidirectional != tb.cpu.gpu_link_bidirectional ||
+      sa.domain.trays != sb.domain.trays || sa.domain.nvlink_latency != sb.domain.nvlink_latency ||
+      sa.domain.host_memory != sb.domain.host_memory || sa.gpus_per_domain_when_spanning != sb.gpus_per_domain_when_spanning ||
+      sa.power_price.watts_per_gpu != sb.power_price.watts_per_gpu ||
+      sa.power_price.usd_per_gpu_hour != sb.power_price.usd_per_gpu_hour)
     out.emplace_back("system");
   cmp("gpus", a.gpus, b.gpus);
   const Parallelism &pa = a.parallelism, &pb = b.parallelism;
@@ -83,6 +98,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("precision.master_weights_fp32", qa.master_weights_fp32, qb.master_weights_fp32);
   cmp("memory.recompute", a.memory.recompute, b.memory.recompute);
   cmp("memory.offload", a.memory.offload, b.memory.offload);
+  cmp("memory.fp8_cache", a.memory.fp8_cache, b.memory.fp8_cache);
   cmp("memory.usable_hbm_fraction", a.memory.usable_hbm_fraction, b.memory.usable_hbm_fraction);
   cmp("memory.host_offload_limit", a.memory.host_offload_limit, b.memory.host_offload_limit);
   const Routing &ra = a.routing, &rb = b.routing;
@@ -107,6 +123,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.ep_sms", oa.ep_sms, ob.ep_sms);
   cmp("stack.ep_kernel", oa.ep_kernel, ob.ep_kernel);
   cmp("stack.ep_buffer_copies", oa.ep_buffer_copies, ob.ep_buffer_copies);
+  cmp("stack.permute_after_dispatch", oa.permute_after_dispatch, ob.permute_after_dispatch);
   cmp("stack.multistream_collectives", oa.multistream_collectives, ob.multistream_collectives);
   cmp("stack.overlap.fsdp_prefetch", oa.fsdp_prefetch, ob.fsdp_prefetch);
   cmp("stack.overlap.fsdp_prefetch_depth", oa.fsdp_prefetch_depth, ob.fsdp_prefetch_depth);
@@ -168,7 +185,7 @@ std::vector<std::string> comparison_notes(const Scenario& from, const Scenario& 
   return notes;
 }
 
-std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal) {
+std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to) {
   struct Move {
     const char* name;
     const char* changes;
@@ -208,6 +225,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
          o.ep_sms = t.ep_sms;
          o.ep_kernel = t.ep_kernel;
          o.ep_buffer_copies = t.ep_buffer_copies;
+         o.permute_after_dispatch = t.permute_after_dispatch;
        }},
       {"host and fusions", "the stack's host, fusion and CUDA graph fields",
        [&](Scenario& s) {
@@ -229,9 +247,11 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
        }},
       {"everything else", "model, system, layout, batch, routing", [&](Scenario& s) { s = to; }},
   };
+  // Each state is priced with its own calibration: the start is the first scenario as predict
+  // prices it, and a different profile is one of the fields the last step switches.
   std::vector<WaterfallStep> out;
   Scenario cur = from;
-  out.push_back({"start", "", predict(cur, cal)});
+  out.push_back({"start", "", predict(cur, cur.calibration)});
   for (const Move& m : moves) {
     Scenario next = cur;
     m.apply(next);
@@ -241,7 +261,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, c
     if (diff.empty()) continue;
     std::string changes;
     for (const std::string& d : diff) changes += (changes.empty() ? "" : ", ") + d;
-    out.push_back({m.name, changes, predict(next, cal)});
+    out.push_back({m.name, changes, predict(next, next.calibration)});
     cur = next;
   }
   return out;

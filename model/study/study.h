@@ -1,7 +1,7 @@
 // What-if studies built on predict(): the waterfall between two scenarios (each stack option of
 // NVIDIA's post switched on in the order the post added them) and scaling over GPU counts.
 //
-//   auto steps = waterfall(baseline_of(s), s, cal);   // compare S --ablate
+//   auto steps = waterfall(baseline_of(s), s);   // compare S --ablate
 //   auto points = scale(s, {128, 256, 512, 1024}, GrowAxis::fsdp, cal);
 #pragma once
 
@@ -30,8 +30,10 @@ Scenario baseline_of(const Scenario& s);
 // latency-hiding prefetch), MXFP8/FP8 precision, host offload, fused de-duplicated dispatch; a last
 // step carries any other difference (model, system, layout, batch, routing).
 // A step that would switch nothing (the option is equal in both) is left out; each step's
-// `changes` lists the dotted fields (as in --set) that differ before and after it.
-std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to, const Calibration& cal);
+// `changes` lists the dotted fields (as in --set) that differ before and after it. Each state is
+// priced with its own calibration: the start is `from` as predict prices it, and a different
+// calibration (another GPU's profile, a scenario's own) is switched by the last step.
+std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to);
 
 // A waterfall through given states (the first is the start): each step's `changes` are the fields
 // that differ from the state before it, or `note` when none do (a step moeperf cannot express).

@@ -456,6 +456,64 @@ TEST(Cli, CompareListsTheFieldsThatDiffer) {
   EXPECT_EQ(std::count(m.out.begin(), m.out.end(), '\n'), 4) << m.out;
 }
 
+// compare A B prices each side with its own calibration and sees every field: a B that differs
+// only in its calibration, in memory.fp8_cache or in a system figure the pricing reads (the fabric
+// switch's latency) starts at A as predict gives it and ends at B as predict gives it (the
+// start was priced with B's calibration, and such a B was "the same in every field").
+TEST(Cli, CompareStartsAtTheFirstAndEndsAtTheSecondAsPredicted) {
+  TempDir d;
+  std::ifstream in(kOptimized);
+  nlohmann::json base = nlohmann::json::parse(in);
+  base["model"] = source("examples/models/deepseek-v3/config.json");
+  base["system"] = source("topologies/gb300-nvl72.json");
+  auto variant = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = base;
+    edit(j);
+    return d.write(name, j.dump());
+  };
+  const std::string a = variant("a.json", [](nlohmann::json&) {});
+  auto step = [&](const std::string& f, const std::string& sets = "") {
+    const Result p = run("predict " + f + sets + " --format json");
+    EXPECT_EQ(p.code, 0) << p.out;
+    return nlohmann::json::parse(p.out)["step_time_s"].get<double>();
+  };
+  const std::vector<std::pair<std::string, std::string>> bs = {
+      {variant("cal.json", [](nlohmann::json& j) { j["calibration"] = {{"params", {{"gemm_fraction_mxfp8", 0.5}}}}; }), "calibration"},
+      {variant("fp8.json", [](nlohmann::json& j) { j["memory"]["fp8_cache"] = {"moe_mlpwi"}; }), "memory.fp8_cache"}};
+  for (const auto& [b, field] : bs) {
+    const Result r = run("compare " + a + " " + b + " --format json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_GE(j["steps"].size(), 2u) << r.out;
+    EXPECT_NEAR(j["steps"].front()["step_time_s"].get<double>(), step(a), 1e-9) << field;
+    EXPECT_NEAR(j["steps"].back()["step_time_s"].get<double>(), step(b), 1e-9) << field;
+    EXPECT_NE(j["steps"].back()["changes"].get<std::string>().find(field), std::string::npos) << r.out;
+    EXPECT_TRUE(j["notes"].empty()) << j["notes"];
+  }
+}
+
+// sensitivity's --step is a percentage above 0 and below 100 (a rate lowered by 100 % is no rate:
+// the simulation never ended); sweep --out FILE.json writes JSON Lines, as .jsonl does.
+TEST(Cli, SensitivityStepsBelowAHundredAndSweepWritesJsonForJson) {
+  for (const char* bad : {"100", "150", "0"}) {
+    const Result r = run("sensitivity " + kOptimized + " --step " + bad);
+    EXPECT_EQ(r.code, 2) << bad << r.out;
+    EXPECT_NE(r.out.find("below 100"), std::string::npos) << r.out;
+  }
+  TempDir d;
+  const std::string out = d.path("rows.json");
+  const Result r = run("sweep " + kOptimized + " --vary batch.micro_batch=6,3 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream f(out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(f, line)) {
+    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+}
+
 // Without multistream collectives one queue carries every group's collectives; it is named so.
 // (The baseline's one-shot all-to-all runs on the compute stream: the NCCL path puts it there.)
 TEST(Cli, SingleCollectiveQueueIsNamedForWhatItCarries) {
@@ -1155,6 +1213,53 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
 // parallelism.layout=balanced, and predict with that list gives the same step); candidates
 // without a pipeline are untouched; a pipelined layout is faster balanced than split evenly
 // (Qwen3-30B-A3B on 4 GB300, PP 2 x VPP 2: the embedding and the head on the end stages).
+// The plan's FLOP bound counts the attention core at the fastest rate attention is priced at, not
+// at the GEMMs': under a calibration that prices attention faster than BF16 GEMMs (attention 1.0,
+// GEMMs 0.25) the pruned search finds the same three best as --no-prune (it dropped faster
+// layouts when attention FLOPs were bounded at the GEMM rate).
+TEST(CliPlan, TheFlopBoundHoldsWhenAttentionIsPricedFasterThanGemms) {
+  TempDir d;
+  std::ifstream in(kOptimized);
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["model"] = source("examples/models/qwen3-30b-a3b/config.json");
+  j["system"] = source("topologies/gb300-nvl72.json");
+  j["gpus"] = 8;
+  j["parallelism"] = {{"tp", 1}, {"cp", 1}, {"pp", 1}, {"ep", 8}, {"fsdp", 1}, {"dp", 1}, {"schedule", "1f1b"}};
+  j["batch"] = {{"seq_len", 65536}, {"micro_batch", 1}, {"global_batch", 8}};
+  for (const char* k : {"dense_gemm", "expert_gemm", "dispatch", "combine"}) j["precision"][k] = "bf16";
+  j["calibration"] = {{"params", {{"gemm_fraction_bf16", 0.25}, {"gemm_fraction_fp8", 0.25}, {"gemm_fraction_mxfp8", 0.25},
+                                  {"attention_fwd_fraction", 1.0}, {"attention_bwd_fraction", 1.0}}}};
+  const std::string f = d.write("attn-fast.json", j.dump());
+  auto best = [&](const std::string& extra) {
+    const Result r = run_stdout("plan " + f + " --gpus 8 --top 3 --schedules all --format json" + extra);
+    EXPECT_EQ(r.code, 0) << r.out;
+    std::vector<std::string> out;
+    const auto parsed = nlohmann::json::parse(r.out);
+    for (const auto& e : parsed["best"]) out.push_back(e["layout"].get<std::string>());
+    return out;
+  };
+  const std::vector<std::string> pruned = best(""), all = best(" --no-prune");
+  ASSERT_EQ(pruned.size(), 3u);
+  EXPECT_EQ(pruned, all);
+  // The runner-up line names the four largest terms by size, gains too, and what the others add
+  // up to: its figures sum to the difference it states.
+  const Result t = run("plan " + f + " --gpus 8 --top 2 --schedules all");
+  ASSERT_EQ(t.code, 0) << t.out;
+  const auto line_at = t.out.find("the runner-up loses ");
+  ASSERT_NE(line_at, std::string::npos) << t.out;
+  const std::string line = t.out.substr(line_at, t.out.find('\n', line_at) - line_at);
+  double total = 0, sum = 0;
+  ASSERT_EQ(std::sscanf(line.c_str(), "the runner-up loses %lf", &total), 1) << line;
+  for (size_t at = line.find(": ") + 2; at < line.size();) {
+    const size_t sign = line.find_first_of("+-", line.find(' ', at));
+    sum += std::stod(line.substr(sign));
+    const size_t next = line.find(", ", sign);
+    if (next == std::string::npos) break;
+    at = next + 2;
+  }
+  EXPECT_NEAR(sum, total, 0.0025) << line;
+}
+
 TEST(CliPlan, BalanceRunsEveryPipelinedLayoutBalanced) {
   const std::string small = " --set model=../models/qwen3-30b-a3b/config.json";
   const std::string args = "plan " + source(kSeed) + " --gpus 4 --top 20 --format json --no-prune" + small;
