@@ -18,7 +18,10 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=51.2    # MAPE in %, pinned: lower it when the model improves (lowered 51.6 -> 51.2 (MAPE 51.16 %) when
+ceiling=50.0    # MAPE in %, pinned: lower it when the model improves (lowered 51.2 -> 50.0 (MAPE 49.92 %) when
+                # Megatron's flex dispatcher permuted the received rows after the exchange, with the block
+                # waiting for the combine (ladder steps 4-13 -1.3 to -1.7 %, end +23.8 -> +21.7 %);
+                # lowered 51.6 -> 51.2 (MAPE 51.16 %) when
                 # Megatron's AlltoAll dispatcher gathered its per-expert counts (ladder steps 1-3 -0.9 %),
                 # MLA's backward took its own work ratio in the head-dim term, and DeepEP's RDMA rows at
                 # EP 32/64 fitted Hopper's network fraction (H800 +2.2 -> +2.4 %); lowered 53.9 -> 51.6 (MAPE 51.51 %) when
