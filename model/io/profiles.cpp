@@ -48,30 +48,25 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
       c.residual_rms[k] = val;
     }
   }
-  if (auto b = n.get("borrowed")) {
+  // Parameters the fit did not set from records of its own, each with a text: how it was borrowed,
+  // or the profile it was carried from. Each must be one this file sets under params.
+  auto read_notes = [&](const char* key, const char* what, const char* empty, std::map<Param, std::string>& into) {
+    const auto b = n.get(key);
+    if (!b) return;
     b->expect_object();
     for (auto& [k, v] : b->raw().items()) {
       const Node x(v, b->file(), b->path() + "/" + k);
       const auto id = find_param(k);
       if (!id) x.fail("unknown parameter \"" + k + "\"" + did_you_mean(k, names));
-      if (!p.has(k.c_str())) x.fail("expected a parameter this file sets under params (a borrowed value is one of them), got \"" + k + "\"");
-      const std::string how = x.as_string();
-      if (how.empty()) x.fail("expected how the value was borrowed, got an empty string");
-      c.borrowed[*id] = how;
+      if (!p.has(k.c_str()))
+        x.fail(std::string("expected a parameter this file sets under params (a ") + what + " value is one of them), got \"" + k + "\"");
+      const std::string text = x.as_string();
+      if (text.empty()) x.fail(std::string("expected ") + empty + ", got an empty string");
+      into[*id] = text;
     }
-  }
-  if (auto b = n.get("carried")) {
-    b->expect_object();
-    for (auto& [k, v] : b->raw().items()) {
-      const Node x(v, b->file(), b->path() + "/" + k);
-      const auto id = find_param(k);
-      if (!id) x.fail("unknown parameter \"" + k + "\"" + did_you_mean(k, names));
-      if (!p.has(k.c_str())) x.fail("expected a parameter this file sets under params (a carried value is one of them), got \"" + k + "\"");
-      const std::string from = x.as_string();
-      if (from.empty()) x.fail("expected the name of the profile the value was carried from, got an empty string");
-      c.carried[*id] = from;
-    }
-  }
+  };
+  read_notes("borrowed", "borrowed", "how the value was borrowed", c.borrowed);
+  read_notes("carried", "carried", "the name of the profile the value was carried from", c.carried);
   return c;
 }
 

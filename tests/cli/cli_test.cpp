@@ -142,6 +142,15 @@ TEST(Cli, CollectivePricesWithTheGenerationsProfileOrTheOneNamed) {
   const Result b2 = run("collective " + sys + " --calibration " + t.path("borrow2.json"));
   EXPECT_EQ(b2.code, 2) << b2.out;
   EXPECT_NE(b2.out.find("borrow2.json: /borrowed/gemm_fraction_bf16: expected how the value was borrowed"), std::string::npos) << b2.out;
+  // So must a carried one, with the profile it came from.
+  std::ofstream(t.path("carry1.json")) << R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "carried": {"hbm_fraction": "hopper"}})";
+  const Result c1 = run("collective " + sys + " --calibration " + t.path("carry1.json"));
+  EXPECT_EQ(c1.code, 2) << c1.out;
+  EXPECT_NE(c1.out.find("carry1.json: /carried/hbm_fraction: expected a parameter this file sets"), std::string::npos) << c1.out;
+  std::ofstream(t.path("carry2.json")) << R"({"kind": "calibration", "params": {"hbm_fraction": 0.8}, "carried": {"hbm_fraction": ""}})";
+  const Result c2 = run("collective " + sys + " --calibration " + t.path("carry2.json"));
+  EXPECT_EQ(c2.code, 2) << c2.out;
+  EXPECT_NE(c2.out.find("carry2.json: /carried/hbm_fraction: expected the name of the profile"), std::string::npos) << c2.out;
 }
 
 TEST(Cli, TopoWritesDot) {
