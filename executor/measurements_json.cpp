@@ -66,7 +66,8 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
     if (!st.algorithm.empty()) j["ops"][name]["algorithm"] = st.algorithm;
     if (st.attention)  // as the cost model prices it: mean keys per query, mean head dim, direction
       j["ops"][name]["attention"] = {{"keys", st.attention_shape.keys}, {"head_dim", st.attention_shape.head_dim},
-                                     {"backward", st.attention_shape.backward}, {"masked_edges", st.attention_shape.masked_edges}};
+                                     {"backward", st.attention_shape.backward}, {"masked_edges", st.attention_shape.masked_edges},
+                                     {"bwd_work", st.attention_shape.bwd_work}};
     if (st.flops > 0 && med > 0) j["ops"][name]["achieved_flops"] = st.flops / med, j["ops"][name]["fraction_of_measured_peak"] = st.flops / med / r.gemm_peak_flops;
   }
   if (!o.machine_json.empty()) {  // the machine the exchanges were priced on, so the file stands alone

@@ -66,7 +66,7 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "Softmax (exp on the MUFU units) is per score, the matmuls are per score x head dim: small head dims "
      "are more exp-bound: efficiency x [hd / (hd + attention_hd_half)] / [128 / (128 + attention_hd_half)] "
      "(relative to head dim 128, where the fractions are quoted; the backward's half is divided by its "
-     "2.5x matmul work per score). Identified only by records of two head dims or more."},
+     "matmul work per score over the forward's, (3 qk + 2 vd) / (qk + vd): 2.5 at equal head dims, 2.6 for MLA). Identified only by records of two head dims or more."},
     {Param::attention_tile_rows, "attention_tile_rows", 128, "rows", 0, 512,
      "A flash-attention kernel walks the queries in tiles of this many rows and computes every tile it "
      "touches whole: at a causal diagonal (and a sliding window's far edge) the tile's masked scores are "

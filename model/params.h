@@ -102,6 +102,9 @@ class Calibration {
   // generation gave (the profile the fit started from: Blackwell Ultra's attention is Blackwell's),
   // with that profile's name: predict says so where they price a large share of the step.
   std::map<Param, std::string> carried;
+  // The GPU generation the profile was fitted for ("" when none says: the defaults, a hand-written
+  // file): a refit of the same generation from it carries nothing.
+  std::string generation;
   // End-to-end errors of the published training runs (`moeperf accuracy --out`; the shipped
   // calibration/accuracy/end-to-end.json unless a scenario names another or "none"): each case's
   // software stack and its measured step over the predicted one. Never fitted: predict widens the

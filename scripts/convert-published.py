@@ -277,13 +277,12 @@ def ep(R):
     out.append(dict(base(r, "ep.combine", "190 GB/s", system="gb200-nvl72", shape=sh), id=r["id"] + "_combine"))
     # Over RDMA DeepEP's normal kernels are priced at the NIC's fitted rate with no SM term (as the
     # step pricer does), so the unstated SM count does not enter: EP32 and EP64 fit
-    # ep_network_fraction with HybridEP's RDMA records. EP16 (2 nodes) checks: each token's rows
-    # into the other node are forwarded over NVLink to about 3 ranks there, about 3 x 43 GB/s of
-    # the H800's ~160 GB/s NVLink, so the kernel is NVLink-bound, a leg calibrate's RDMA form leaves
-    # out (the step pricer's hierarchical exchange charges it). EP8 is NVLink alone, where DeepEP's
+    # ep_network_fraction with HybridEP's RDMA records. EP16 (2 nodes) checks: there the NVLink
+    # leg (each token's rows to its own node's ranks and those forwarded from the NIC) binds, which
+    # calibrate's RDMA form leaves out (the step pricer's hierarchical exchange charges it). EP8 is NVLink alone, where DeepEP's
     # rate depends on its SMs, which the record does not state.
     why = {"deepep_v1_normal_ep8": "DeepEP's intranode kernel on H800: its NVLink rate depends on the SMs it is given, which the record does not state (24 assumed), so it checks and does not fit",
-           "deepep_v1_normal_ep16": "at 2 nodes each token's rows into the other node are forwarded over NVLink to about 3 ranks there (about 3 x 43 GB/s against the H800's ~160 GB/s NVLink): NVLink-bound, a leg calibrate's RDMA form (the NIC alone) leaves out, so it checks and does not fit"}
+           "deepep_v1_normal_ep16": "at 2 nodes each token's rows reach about 5.7 ranks over NVLink (its own node's and those forwarded from the NIC) per row over the NIC: priced through that NVLink leg at DeepEP's own intranode rate (153 GB/s at EP 8, deepep_v1_normal_ep8) it comes to about 47 GB/s counted against 43 measured, where calibrate's RDMA form, the NIC alone, gives about 90: the leg that form leaves out, so it checks and does not fit"}
     for i, link in [("deepep_v1_normal_ep8", "nvlink"), ("deepep_v1_normal_ep16", "rdma"), ("deepep_v1_normal_ep32", "rdma"), ("deepep_v1_normal_ep64", "rdma")]:
         r = R[i]
         ep_ = int(i.rsplit("ep", 1)[1])

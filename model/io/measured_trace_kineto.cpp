@@ -181,9 +181,10 @@ std::optional<json> attention_shape(const CpuOp& op, bool* backward, std::string
       };
       const int64_t left = bound(d.window), right = bound(d.window + 1);
       if (left < -1 || right < -1) return std::nullopt;
+      if (right > 0 && !causal) return std::nullopt;  // keys after the query: no form the model prices
+      if (right == 0) causal = true;                   // (-1, 0) is causal attention
       if (left >= 0) {
-        if (!causal && right != 0) return std::nullopt;
-        causal = true;
+        if (!causal) return std::nullopt;
         window = left + 1;
       }
     }

@@ -370,11 +370,16 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     } else if (r.cls == PartClass::attention) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for an attention core");
       const Node a = op.at("attention");
-      a.allow_only({"keys", "head_dim", "backward", "masked_edges"});
+      a.allow_only({"keys", "head_dim", "backward", "masked_edges", "bwd_work"});
       r.attention = AttentionShape{a.at("keys").as_positive_number(), a.at("head_dim").as_positive_number(), a.bool_or("backward", false)};
       if (auto e = a.get("masked_edges")) {  // 0 full, 1 causal, 2 causal with a window; older files: 0
         r.attention.masked_edges = static_cast<int>(e->as_nonneg_int());
         if (r.attention.masked_edges > 2) e->fail("expected 0 (full), 1 (causal) or 2 (causal with a sliding window)");
+      }
+      if (auto w = a.get("bwd_work")) {  // the backward's matmul work per score over the forward's (2.6 for MLA); older files: 2.5
+        r.attention.bwd_work = w->as_positive_number();
+        if (r.attention.bwd_work < 2.0 || r.attention.bwd_work > 3.0)
+          w->fail("expected the backward's work over the forward's, (3 qk + 2 vd) / (qk + vd): between 2 and 3");
       }
       if (r.attention.backward) r.op = "attention.bwd";
     } else if (r.bytes <= 0) {

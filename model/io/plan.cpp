@@ -45,7 +45,7 @@ std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
 double step_bound_s(const Scenario& s) {
   const FlopsPerToken f = model_flops_per_token(s.model, s.batch.seq_len, s.train_mtp);
   const double tokens = static_cast<double>(s.batch.global_batch * s.batch.seq_len) / static_cast<double>(s.gpus);
-  const double attn = 3.0 * f.attention_core * tokens, flops = f.total * tokens - attn;
+  const double attn = f.attention_core * tokens, flops = f.total * tokens - attn;  // both forward + backward (3 x)
   double rate = 0;
   for (Dtype d : {s.precision.dense_gemm, s.precision.expert_gemm})
     rate = std::max(rate, gemm_peak(d, s.system.gpu()).value() * gemm_fraction(d, s.calibration));

@@ -34,6 +34,7 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
     c.borrowed.erase(*id);  // set here: borrowed (or carried) only if this file's own fields say so
     c.carried.erase(*id);
   }
+  if (n.has("generation")) c.generation = n.at("generation").as_string();
   const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
   c.profile = base.profile == "defaults" ? name : name + " (over " + base.profile + ")";
   if (auto r = n.get("residual_rms")) {

@@ -447,7 +447,8 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   // value, not the default): carried, with the profile it came from (or, carried there too, the one
   // before it), so that predict can say which of its rates no record of the GPU's generation backs.
   rep.fitted.carried.clear();
-  if (start.profile != "defaults") {
+  rep.fitted.generation = gen;
+  if (start.profile != "defaults" && start.generation != gen) {
     std::set<Param> fitted_here;
     for (const ClassFit& c : rep.classes)
       for (const ParamFit& p : c.params)

@@ -109,6 +109,7 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   // A kernel that reads the tokens itself and leaves the expert order to the framework has no
   // permute before it: the received rows are permuted after it (below).
   const bool post = permute_after_dispatch();
+  const int32_t routed = last();
   if (!post) op(memory(permute, l, t_sp_ * h * 2.0 + t_sp_ * fan * h * bd)).rows = t_sp_ * fan;
   // A PyTorch dispatcher copies the split sizes to the host before the exchange. Megatron's
   // AlltoAll dispatcher first gathers every EP rank's tokens per expert (MoEAlltoAllTokenDispatcher
@@ -116,9 +117,10 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   // from each rank), from which it takes the exchange's output splits; the fused kernels (DeepEP's
   // notify step) count inside their own kernels.
   std::vector<int32_t> before{last()};
+  // (preprocess runs before the permute, from the routing map: the gather overlaps the permute).
   if (s_.stack.dispatcher == Dispatcher::alltoall && s_.stack.dispatch_host_syncs > 0 && ep_exchanges())
-    before = {comm(dispatch + ".counts", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
-                   r * d(m_.experts) * 8.0, before)};
+    before.push_back(comm(dispatch + ".counts", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
+                          r * d(m_.experts) * 8.0, {routed}));
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
@@ -230,8 +232,13 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
               r * t_sp_ * h * bcb, {last()});
   } else {
     const double send = t_sp_ * fan * h * bcb * (r - 1) / r;
+    // Under the flex layout the exchange is the block's first op: it also waits for what the
+    // layer's backward waits for before its first compute op (the gradient received from the next
+    // stage, FSDP gathers, offloaded activations), which stay queued for that compute op too.
+    std::vector<int32_t> cb_deps{last()};
+    if (post) cb_deps.insert(cb_deps.end(), pending_.begin(), pending_.end());
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
-              {last()}, send * exchange_imbalance(), fan);
+              std::move(cb_deps), send * exchange_imbalance(), fan);
     if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
       local_sort(l, "moe.sort.bwd", bcb, {cb});
       cb = last();

@@ -836,6 +836,29 @@ TEST(Stacks, TheFlexDispatcherPermutesTheReceivedRowsAfterTheExchange) {
   const Op* bcomb = named(gb, "moe.combine").front();
   EXPECT_LT(bp - ob.data(), bdisp - ob.data());
   EXPECT_LT(bcomb - ob.data(), bun - ob.data());
+  // Backward: with the shared expert overlapped (a2a_with_shared_expert) the exchange of the
+  // output gradients is the MoE block's first op; it waits for what the layer waits for, the
+  // gradient received from the next stage included (it once started before it arrived).
+  const Scenario overlapped =
+      load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.overlap.a2a_with_shared_expert=true"});
+  const StepGraph go = lower_step(overlapped, l);
+  int checked = 0;
+  for (const RankClass& rc : go.classes) {
+    const std::vector<Op>& os = rc.ops;
+    for (size_t i = 0; i < os.size(); ++i) {
+      if (os[i].name != "pp.recv.bwd") continue;
+      // The first op after the receive that is compute or the exchange carries the wait.
+      for (size_t k = i + 1; k < os.size(); ++k) {
+        if (os[k].stream != Stream::compute && os[k].name != "moe.combine.bwd") continue;
+        if (os[k].name == "moe.combine.bwd") {
+          EXPECT_TRUE(has_dep(os[k], static_cast<int32_t>(i))) << "moe.combine.bwd at " << k << " does not wait for pp.recv.bwd at " << i;
+          ++checked;
+        }
+        break;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
   // The flex layout moves more bytes (received and expert rows, where the permute ahead read each
   // token once), so the step is slower, not faster.
   EXPECT_GT(predict(flex, flex.calibration).step_time.value(), predict(before, before.calibration).step_time.value());

@@ -324,6 +324,15 @@ TEST(BadInput, ExecutorRunRecords) {
     edit(j);
     return d.write("m.json", j.dump(2));
   };
+  // An MLA backward's work ratio (2.6) is read back as the executor wrote it.
+  for (const PartRecord& r : load_parts(run_file([](json& j) {
+         j["ops"]["attn.core"]["attention"]["backward"] = true;
+         j["ops"]["attn.core"]["attention"]["bwd_work"] = 2.6;
+       }))) {
+    if (r.cls == PartClass::attention) {
+      EXPECT_DOUBLE_EQ(r.attention.bwd_work, 2.6);
+    }
+  }
   const auto recs = load_parts(run_file([](json&) {}));
   ASSERT_EQ(recs.size(), 3u);  // the wait is no record
   for (const PartRecord& r : recs) {
@@ -336,6 +345,7 @@ TEST(BadInput, ExecutorRunRecords) {
       EXPECT_DOUBLE_EQ(r.attention.keys, 128);
       EXPECT_EQ(r.op, "attention.fwd");
       EXPECT_EQ(r.attention.masked_edges, 1);
+      EXPECT_DOUBLE_EQ(r.attention.bwd_work, 2.5);  // older files: equal head dims
     } else {
       EXPECT_EQ(r.id, "m/moe.dispatch");
       EXPECT_EQ(r.cls, PartClass::collective);
@@ -353,6 +363,7 @@ TEST(BadInput, ExecutorRunRecords) {
       {[](json& j) { j["ops"]["attn.core"]["attention"]["keys"] = 0; }, {"/ops/attn.core/attention/keys", "positive"}},
       {[](json& j) { j["ops"]["attn.core"]["kind"] = "softmax"; }, {"/ops/attn.core/kind", "\"wait\""}},
       {[](json& j) { j["ops"]["attn.core"]["attention"]["masked_edges"] = 3; }, {"/ops/attn.core/attention/masked_edges", "expected 0 (full)"}},
+      {[](json& j) { j["ops"]["attn.core"]["attention"]["bwd_work"] = 5; }, {"/ops/attn.core/attention/bwd_work", "between 2 and 3"}},
       {[](json& j) { j["system"]["gpus"] = "eight"; }, {"/system/gpus", ""}},
       {[](json& j) { j["ops"]["moe.permute"]["rows_per_call"] = -1; }, {"/ops/moe.permute/rows_per_call", "positive"}},
       {[](json& j) { j["ops"]["attn.core"]["rows_per_call"] = 8; }, {"/ops/attn.core/rows_per_call", "only on a memory op"}},

@@ -217,6 +217,12 @@ TEST(KinetoTrace, ASlidingWindowIsRecordedAsTheKernelRanIt) {
   ASSERT_TRUE(record(full, "attention.fwd"));
   EXPECT_FALSE(record(full, "attention.fwd")->at("shape").contains("window"));
   EXPECT_TRUE(record(full, "attention.fwd")->at("shape").at("causal").get<bool>());
+  // (-1, 0) without is_causal is causal attention; a right bound alone is no form the model prices.
+  const io::MeasuredTrace causal = read(with_window("-1", "0", false), "causal.json");
+  ASSERT_TRUE(record(causal, "attention.fwd"));
+  EXPECT_TRUE(record(causal, "attention.fwd")->at("shape").at("causal").get<bool>());
+  EXPECT_FALSE(record(causal, "attention.fwd")->at("shape").contains("window"));
+  EXPECT_EQ(record(read(with_window("-1", "64", false), "right.json"), "attention.fwd"), nullptr);
   const io::MeasuredTrace both = read(with_window("127", "127", false), "both.json");
   EXPECT_EQ(record(both, "attention.fwd"), nullptr);
   EXPECT_NEAR(both.classes.at("attention.fwd").seconds, KinetoFixture::attn_fwd_us * 1e-6, 1e-12);

@@ -1196,7 +1196,9 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
     const FitReport again2 = fit_parts(slower, back, "hopper");
     EXPECT_NEAR(again2.fitted[Param::gemm_fraction_nvfp4], 0.45, 2e-3);
     ASSERT_EQ(again2.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 1u);
-    const FitReport g4 = fit_parts(fp4, back, "hopper");
+    Calibration back_other = back;  // as a profile of another generation would be
+    back_other.generation = "ampere";
+    const FitReport g4 = fit_parts(fp4, back_other, "hopper");
     EXPECT_NEAR(g4.fitted[Param::gemm_fraction_nvfp4], 0.5, 1e-2);
     EXPECT_EQ(g4.fitted.borrowed.count(Param::gemm_fraction_nvfp4), 0u);
     // What the NVFP4 records did not set and the start's fit did (its HBM fraction, 0.71 where the
@@ -1211,8 +1213,13 @@ TEST(Calibrate, RecoversKnownParametersFromSyntheticParts) {
     std::ofstream(path4) << io::calibration_profile_json(g4, {"synthetic"}, "later", "synthetic");
     const Calibration later = io::load_calibration(path4);
     EXPECT_EQ(later.carried, g4.fitted.carried);
-    // Carried again by a fit that starts from it, it keeps the name of the fit that set it.
-    EXPECT_EQ(fit_parts(fp4, later, "hopper").fitted.carried.at(Param::hbm_fraction), "synthetic");
+    // A refit of the same generation from it carries nothing (its values are that generation's own
+    // fit); one of another generation keeps the name of the fit that set them.
+    EXPECT_EQ(later.generation, "hopper");
+    EXPECT_TRUE(fit_parts(fp4, later, "hopper").fitted.carried.empty());
+    Calibration other = later;
+    other.generation = "blackwell";
+    EXPECT_EQ(fit_parts(fp4, other, "hopper").fitted.carried.at(Param::hbm_fraction), "synthetic");
   }
   const FitReport again = fit_parts(recs, Calibration{}, "hopper");
   for (const ParamDef& d : param_defs()) EXPECT_EQ(f.fitted[d.id], again.fitted[d.id]) << d.name;
