@@ -133,24 +133,24 @@ TEST(Cli, CollectivePricesWithTheGenerationsProfileOrTheOneNamed) {
   const Result b = run("collective " + sys + " --calibration " + t.path("bad.json"));
   EXPECT_EQ(b.code, 2) << b.out;
   EXPECT_NE(b.out.find("bad.json: /params/nvlink_step_s: expected a number"), std::string::npos) << b.out;
-  // A borrowed value must be one the file sets, with how it was borrowed.
-  std::ofstream(t.path("borrow1.json")) << R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "borrowed": {"gemm_fraction_bf16": "x"}})";
-  const Result b1 = run("collective " + sys + " --calibration " + t.path("borrow1.json"));
-  EXPECT_EQ(b1.code, 2) << b1.out;
-  EXPECT_NE(b1.out.find("borrow1.json: /borrowed/gemm_fraction_bf16: expected a parameter this file sets"), std::string::npos) << b1.out;
-  std::ofstream(t.path("borrow2.json")) << R"({"kind": "calibration", "params": {"gemm_fraction_bf16": 0.7}, "borrowed": {"gemm_fraction_bf16": ""}})";
-  const Result b2 = run("collective " + sys + " --calibration " + t.path("borrow2.json"));
-  EXPECT_EQ(b2.code, 2) << b2.out;
-  EXPECT_NE(b2.out.find("borrow2.json: /borrowed/gemm_fraction_bf16: expected how the value was borrowed"), std::string::npos) << b2.out;
-  // So must a carried one, with the profile it came from.
-  std::ofstream(t.path("carry1.json")) << R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "carried": {"hbm_fraction": "hopper"}})";
-  const Result c1 = run("collective " + sys + " --calibration " + t.path("carry1.json"));
-  EXPECT_EQ(c1.code, 2) << c1.out;
-  EXPECT_NE(c1.out.find("carry1.json: /carried/hbm_fraction: expected a parameter this file sets"), std::string::npos) << c1.out;
-  std::ofstream(t.path("carry2.json")) << R"({"kind": "calibration", "params": {"hbm_fraction": 0.8}, "carried": {"hbm_fraction": ""}})";
-  const Result c2 = run("collective " + sys + " --calibration " + t.path("carry2.json"));
-  EXPECT_EQ(c2.code, 2) << c2.out;
-  EXPECT_NE(c2.out.find("carry2.json: /carried/hbm_fraction: expected the name of the profile"), std::string::npos) << c2.out;
+  // A borrowed or carried value must be one the file sets, with how it was borrowed or the profile
+  // it came from.
+  const std::vector<std::pair<std::string, std::string>> notes = {
+      {R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "borrowed": {"gemm_fraction_bf16": "x"}})",
+       "/borrowed/gemm_fraction_bf16: expected a parameter this file sets"},
+      {R"({"kind": "calibration", "params": {"gemm_fraction_bf16": 0.7}, "borrowed": {"gemm_fraction_bf16": ""}})",
+       "/borrowed/gemm_fraction_bf16: expected how the value was borrowed"},
+      {R"({"kind": "calibration", "params": {"nvlink_step_s": 4e-6}, "carried": {"hbm_fraction": "hopper"}})",
+       "/carried/hbm_fraction: expected a parameter this file sets"},
+      {R"({"kind": "calibration", "params": {"hbm_fraction": 0.8}, "carried": {"hbm_fraction": ""}})",
+       "/carried/hbm_fraction: expected the name of the profile"}};
+  for (size_t i = 0; i < notes.size(); ++i) {
+    const std::string name = "note" + std::to_string(i) + ".json";
+    std::ofstream(t.path(name)) << notes[i].first;
+    const Result n = run("collective " + sys + " --calibration " + t.path(name));
+    EXPECT_EQ(n.code, 2) << n.out;
+    EXPECT_NE(n.out.find(name + ": " + notes[i].second), std::string::npos) << n.out;
+  }
 }
 
 TEST(Cli, TopoWritesDot) {
