@@ -358,6 +358,16 @@ class Lowering {
   // Rows the busiest rank receives from a de-duplicating dispatch (one per token and rank hit, its
   // own tokens included).
   double received_rows() const { return t_sp_ * dispatch_fanout() * exchange_imbalance(); }
+  // One of the flex dispatcher's row passes between the received rows and the local experts' rows
+  // (permute, un-permute and their backwards), after the op before it; `weights`: it also reads or
+  // writes each expert row's FP32 routing weight.
+  int32_t flex_permute(const std::string& name, int layer, double bytes_per_elem, bool weights = true) {
+    const double rows = load_.max_rows;
+    const int32_t id = memory(name, layer, (received_rows() + rows) * d(m_.hidden) * bytes_per_elem + (weights ? rows * 4.0 : 0.0),
+                              Category::memory, {last()});
+    op(id).rows = rows;
+    return id;
+  }
   double dispatch_fanout() const {
     if (!ep_exchanges()) return m_.top_k;  // no exchange to de-duplicate: the permute writes a row per choice
     switch (s_.stack.dispatcher) {

@@ -61,8 +61,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   // weighted, summed into its token's row for this rank; the combine kernel sums the ranks' rows.
   const bool post = permute_after_dispatch();
   if (post)
-    op(memory("moe.unpermute", l, (load_.max_rows + received_rows()) * h * bc + load_.max_rows * 4.0, Category::memory, {last()})).rows =
-        load_.max_rows;
+    flex_permute("moe.unpermute", l, bc);
   if (!ep_exchanges()) {
     // No expert parallelism: the rows never left this GPU, nothing to exchange.
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
@@ -130,8 +129,7 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   // the received rows, one per token and rank, are permuted into one row per local expert chosen,
   // with their routing weights.
   if (post)
-    op(memory(permute, l, (received_rows() + load_.max_rows) * h * bd + load_.max_rows * 4.0, Category::memory, {last()})).rows =
-        load_.max_rows;
+    flex_permute(permute, l, bd);
   local_sort(l, permute == "moe.permute" ? "moe.sort" : "moe.sort.recompute", bd, {last()});
   etp_collective(l, dispatch + ".etp_all_gather", Collective::all_gather, bd);
 }
@@ -246,9 +244,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     // The flex dispatcher: the output gradients arrive one row per token and rank and are spread
     // over the local experts' rows (the un-permute's backward), after the exchange.
     if (post) {
-      op(memory("moe.unpermute.bwd", l, (received_rows() + load_.max_rows) * h * bcb, Category::memory, {cb})).rows =
-          load_.max_rows;
-      cb = last();
+      cb = flex_permute("moe.unpermute.bwd", l, bcb, false);
     }
   }
   if (p_.etp > 1) {
@@ -295,8 +291,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
   // into one row per token and rank (the permute's backward, with the routing weights' gradients)
   // before the exchange; the kernel sums the ranks' rows into the token's.
   if (post)
-    op(memory("moe.permute.bwd", l, (load_.max_rows + received_rows()) * h * bd + load_.max_rows * 4.0, Category::memory, {last()})).rows =
-        load_.max_rows;
+    flex_permute("moe.permute.bwd", l, bd);
   if (!ep_exchanges()) {
     // nothing to exchange
   } else if (s_.stack.dispatcher == Dispatcher::allgather) {
