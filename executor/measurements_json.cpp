@@ -60,7 +60,10 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
                       {"predicted_s", st.predicted_s}};
     if (st.shape.m > 0)
       j["ops"][name]["shape"] = {{"m", st.shape.m}, {"n", st.shape.n}, {"k", st.shape.k}, {"groups", st.shape.groups},
-                                 {"ragged", st.shape.ragged}, {"ptr_array", st.shape.ptr_array}};
+                                 {"ragged", st.shape.ragged},
+                                 {"kernel", st.shape.kernel == GroupedKernel::ptr_array    ? "ptr_array"
+                                            : st.shape.kernel == GroupedKernel::multi_stream ? "multi_stream"
+                                                                                             : "contiguous"}};
     if (st.rows > 0) j["ops"][name]["rows_per_call"] = st.rows;
     if (!st.collective.empty()) j["ops"][name]["collective"] = st.collective, j["ops"][name]["group"] = comm.size();
     if (!st.algorithm.empty()) j["ops"][name]["algorithm"] = st.algorithm;

@@ -579,9 +579,10 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.category = st.flops > 0 ? Category::gemm : Category::memory;
     // A grouped GEMM is priced (and written for calibrate) as the scenario's stack prices its
     // experts' kernel, so that the run's prediction is predict's.
-    st.shape.ptr_array = st.shape.ragged && s.stack.grouped_kernel == GroupedKernel::ptr_array;
+    st.shape.kernel = st.shape.ragged ? s.stack.grouped_kernel : GroupedKernel::contiguous;
     if (op.category == Category::gemm && st.shape.m > 0)  // the GEMM as it ran (what calibrate reads too)
-      st.predicted_s = gemm_seconds(st.shape, op.dtype, st.flops, st.bytes, g, cpu.calibration).value();
+      st.predicted_s = std::max(gemm_seconds(st.shape, op.dtype, st.flops, st.bytes, g, cpu.calibration).value(),
+                                gemm_host_seconds(st.shape, cpu.calibration).value());
     else
       st.predicted_s = pr.compute_time(op).value();
   }

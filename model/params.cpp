@@ -52,6 +52,17 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "operand pointers, problem size and TMA descriptors, rebuilt by the CTAs that move to it. Fitted "
      "per generation on such kernels' records; a flat cost per group (the records hold one group count "
      "per generation, so a per-CTA form cannot be told apart)."},
+    {Param::gemm_multi_stream_group_s, "gemm_multi_stream_group_s", 33e-6, "s", 0, 1e-3,
+     "Host time per group of a grouped GEMM run as one library GEMM per group over several streams "
+     "(Transformer Engine's GroupedLinear before its CUTLASS kernel: nvte_multi_stream_cublas_gemm, a C++ "
+     "loop that sets up and launches one cuBLASLt matmul per expert, spreading them over its streams with "
+     "events). A CPU core's time, not the GPU's: the GPU runs each group as an ordinary GEMM, and the op "
+     "cannot end before the host has issued its last group. The default is TransformerEngine PR #3134's "
+     "multi-stream row (267 us for 8 groups of 128 x 2048 x 2048 whose GEMMs take a few us of GPU time: "
+     "about 33 us a group), which the Blackwell profile fits; a per-group GPU cost cannot be it, since "
+     "Megatron's multi-stream MXFP8 grouped GEMM at the DeepSeek-V3 FC1 shape (8 x 4096 x 2048 x 7168, 360 us "
+     "at 2,672 TFLOP/s) would leave its GEMMs no time. The same on any GPU generation (Hopper has no "
+     "record of it and keeps this)."},
     {Param::attention_fwd_fraction, "attention_fwd_fraction", 0.60, "fraction", 0.05, 1.0,
      "Flash-attention forward rate over the BF16 peak at long key ranges and head dim 128, for the "
      "generation's native kernel (FlashAttention-3 or cuDNN on Hopper, FlashAttention-4 / cuDNN on "

@@ -28,6 +28,7 @@ enum class Param : int {
   gemm_tile_k,             // K depth of one mainloop block (the stream-K scheduler's unit of work)
   gemm_group_overhead_s,   // per group of a contiguous grouped GEMM (one operand, rows sorted by group)
   gemm_ptr_array_group_s,  // per group of a pointer-array grouped GEMM (per-group pointers and descriptors)
+  gemm_multi_stream_group_s,  // host time per group of a grouped GEMM run as one library GEMM per group
   attention_fwd_fraction,  // flash-attention forward rate / BF16 peak at long keys and large head dims
   attention_bwd_fraction,  // flash-attention backward rate / BF16 peak
   attention_kv_half,       // efficiency x keys / (keys + attention_kv_half): per-query-block pipeline fill

@@ -366,7 +366,9 @@ enum class ExpertGemm { grouped, per_expert_loop, masked_dense };
 // descriptors (CUTLASS grouped / ptr-array kernels, torch._grouped_mm, cuBLAS's grouped-batched
 // API, Transformer Engine's grouped GEMM), or one operand whose rows are sorted by group under one
 // descriptor (DeepGEMM's contiguous layout). Each has its own fitted cost per group.
-enum class GroupedKernel { ptr_array, contiguous };
+// Or one library GEMM per group, issued by the host over several streams (Transformer Engine's
+// multi-stream cuBLASLt path): no per-group GPU cost, host time per group (gemm_multi_stream_group_s).
+enum class GroupedKernel { ptr_array, contiguous, multi_stream };
 
 // XLA's ragged all-to-all on GPU: the one-shot peer-copy kernel (few thread blocks, on the compute
 // stream) or the NCCL path (offsets exchange, host waits, grouped send/recv).

@@ -92,13 +92,23 @@ def gemm(R):
                         kernel="contiguous"))
     r = g("mcore_grouped_gemm_mxfp8")
     out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="gb200", shape={"groups": 8, "m": 4096, "n": 2048, "k": 7168}, dtype="mxfp8",
-                         kernel="ptr_array"),
+                         kernel="multi_stream"),
                     quote=r["notes"], derivation="groups and rows per group not stated: 8 local experts and 4,096 rows each, "
-                    "what DeepSeek-V3 at EP 32 with 4,096-token micro-batches routes to a rank (4096 x 8 / 8)"))
+                    "what DeepSeek-V3 at EP 32 with 4,096-token micro-batches routes to a rank (4096 x 8 / 8). The kernel "
+                    "is the record's own words, 'multi-stream cuBLAS': Transformer Engine's GroupedLinear of 2025-11, one "
+                    "cuBLASLt GEMM per expert over several streams (its CUTLASS grouped kernel came with PR #3134, 2026-06)"))
     r = g("te_sm100_nvfp4_grouped_cutlass_8e_128tok")
     out.append(dict(base(r, "grouped_gemm", "69 us", gpu="b200", shape={"groups": 8, "m": 128, "n": 2048, "k": 2048}, dtype="nvfp4",
                          kernel="ptr_array"),
                     derivation="SKU not stated (SM100): priced on an HGX B200"))
+    # The same table row's other column: the multi-stream path the CUTLASS kernel replaced.
+    ms = dict(base(r, "grouped_gemm", "267 us", gpu="b200", shape={"groups": 8, "m": 128, "n": 2048, "k": 2048}, dtype="nvfp4",
+                   kernel="multi_stream"),
+              derivation="SKU not stated (SM100): priced on an HGX B200. The multi-stream column of the row whose CUTLASS "
+              "column is te_sm100_nvfp4_grouped_cutlass_8e_128tok ('cutlass 0.069 ms vs multi-stream 0.267 ms'): eight "
+              "cuBLASLt GEMMs of about 1 GFLOP each, a few us of GPU time, take 267 us, the host's loop over the groups")
+    ms["id"] = "te_sm100_nvfp4_grouped_multistream_8e_128tok"
+    out.append(ms)
     r = g("grouped_gemm_h100_cutlass_sm90_coop_qwen3_30b_upproj")
     out.append(dict(base(r, "grouped_gemm", f"{r['value']} TFLOP/s", gpu="h100", shape={"groups": 128, "m": 512, "n": 1536, "k": 2048}, dtype="bf16",
                          kernel="ptr_array"),

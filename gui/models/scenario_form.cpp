@@ -68,7 +68,7 @@ const std::vector<FormField>& ScenarioForm::fields() {
       {"routing.zipf_exponent", "Zipf exponent", K::number, {}},
       {"stack", "Software stack", K::choice, stack_names()},  // a choice replaces the file's stack
       {"stack.grouped_gemm", "Grouped GEMM", K::choice, flag},
-      {"stack.grouped_kernel", "Grouped GEMM kernel", K::choice, {"ptr_array", "contiguous"}},
+      {"stack.grouped_kernel", "Grouped GEMM kernel", K::choice, {"ptr_array", "contiguous", "multi_stream"}},
       {"stack.dispatcher", "Dispatcher", K::choice, {"alltoall", "allgather", "fused_dedup"}},
       {"stack.multistream_collectives", "Multistream collectives", K::choice, flag},
       {"stack.overlap.fsdp_prefetch", "FSDP prefetch", K::choice, flag},

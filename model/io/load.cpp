@@ -725,6 +725,12 @@ Dtype parse_dtype(const Node& n) {
                            {"fp8_block", Dtype::fp8_block}, {"mxfp8", Dtype::mxfp8}, {"nvfp4", Dtype::nvfp4}});
 }
 
+GroupedKernel parse_grouped_kernel(const Node& n) {
+  return n.as_enum<GroupedKernel>({{"ptr_array", GroupedKernel::ptr_array},
+                                   {"contiguous", GroupedKernel::contiguous},
+                                   {"multi_stream", GroupedKernel::multi_stream}});
+}
+
 std::vector<TensorClass> parse_tensor_classes(const Node& n) {
   std::vector<TensorClass> out;
   for (size_t i = 0; i < n.size(); ++i)

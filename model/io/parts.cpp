@@ -153,9 +153,9 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
       // rows sorted by group (DeepGEMM's contiguous and masked layouts).
       if (auto kn = x.get("kernel")) {
         if (o != "grouped_gemm") kn->fail("expected \"kernel\" only on a grouped_gemm record");
-        r.gemm.ptr_array = kn->as_enum<bool>({{"ptr_array", true}, {"contiguous", false}});
+        r.gemm.kernel = parse_grouped_kernel(*kn);
       } else {
-        r.gemm.ptr_array = r.gemm.ragged;
+        r.gemm.kernel = r.gemm.ragged ? GroupedKernel::ptr_array : GroupedKernel::contiguous;
       }
       r.dtype = parse_dtype(x.at("dtype"));
       // HBM traffic: A and B read once, C written in BF16.
@@ -357,12 +357,16 @@ std::vector<PartRecord> parse_executor(Refs& refs, const Node& root, const std::
     if (r.cls == PartClass::gemm) {
       if (r.flops <= 0) op.at("flops_per_call").fail("expected a positive FLOP count for a GEMM");
       if (auto sh = op.get("shape")) {  // per group, as the executor ran it
-        sh->allow_only({"m", "n", "k", "groups", "ragged", "ptr_array"});
+        sh->allow_only({"m", "n", "k", "groups", "ragged", "ptr_array", "kernel"});
         r.gemm = GemmShape{sh->at("m").as_positive_number(), sh->at("n").as_positive_number(),
                            sh->at("k").as_positive_number(), sh->at("groups").as_positive_number(),
                            sh->bool_or("ragged", false)};
-        // The kind the run priced it as (its scenario's stack.grouped_kernel); older files: the default.
-        r.gemm.ptr_array = r.gemm.ragged && sh->bool_or("ptr_array", true);
+        // The kind the run priced it as (its scenario's stack.grouped_kernel); files before "kernel"
+        // say "ptr_array" true or false; older ones: the default.
+        if (auto kn = sh->get("kernel"))
+          r.gemm.kernel = parse_grouped_kernel(*kn);
+        else
+          r.gemm.kernel = sh->bool_or("ptr_array", true) ? GroupedKernel::ptr_array : GroupedKernel::contiguous;
       } else {  // an older file: a cube of the same work
         const double side = std::cbrt(r.flops / 2.0);
         r.gemm = GemmShape{side, side, side, 1, false};

@@ -81,7 +81,7 @@ void apply_fields(const Node& n, StackOptions& o) {
     o.expert_gemm = e;
   }
   if (auto x = field("grouped_kernel"))
-    o.grouped_kernel = x->as_enum<GroupedKernel>({{"ptr_array", GroupedKernel::ptr_array}, {"contiguous", GroupedKernel::contiguous}});
+    o.grouped_kernel = parse_grouped_kernel(*x);
   if (auto x = field("dispatcher"))
     o.dispatcher = x->as_enum<Dispatcher>({{"allgather", Dispatcher::allgather}, {"alltoall", Dispatcher::alltoall},
                                            {"fused_dedup", Dispatcher::fused_dedup}});

@@ -94,7 +94,7 @@ Seconds Pricer::compute_time(const Op& op) const {
       // Without a shape (a GEMM given only by its FLOPs), a square one of the same work.
       GemmShape shape{static_cast<double>(op.m), static_cast<double>(op.n), static_cast<double>(op.k),
                       static_cast<double>(std::max<int64_t>(1, op.groups)), op.ragged};  // Op::ragged: > 1 group
-      shape.ptr_array = op.ragged && op.grouped_kernel == GroupedKernel::ptr_array;
+      shape.kernel = op.grouped_kernel;
       shape.m_padded = op.m_padded;
       if (op.m <= 0 || op.n <= 0 || op.k <= 0) {
         const double side = std::cbrt(std::max(1.0, op.flops.value() / 2.0));
@@ -219,6 +219,14 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
   for (const CollectiveCost& c : it->second)
     if (c.time(size) < best->time(size)) best = &c;
   return *best;
+}
+
+Seconds Pricer::host_loop_time(const Op& op) const {
+  if (op.category != Category::gemm || !op.ragged || op.grouped_kernel != GroupedKernel::multi_stream) return Seconds(0);
+  GemmShape shape{static_cast<double>(op.m), static_cast<double>(op.n), static_cast<double>(op.k),
+                  static_cast<double>(std::max<int64_t>(1, op.groups)), true};
+  shape.kernel = GroupedKernel::multi_stream;
+  return gemm_host_seconds(shape, cal_);
 }
 
 Seconds Pricer::time(const Op& op, int stage) const {

@@ -61,6 +61,9 @@ class Pricer {
   // `memo`, when given, must outlive the Pricer and serve only this topology and calibration.
   Pricer(const Scenario& s, const Topology& t, const Calibration& cal, CollectiveMemo* memo = nullptr);
   Seconds compute_time(const Op& op) const;
+  // Host time a library spends issuing `op` beyond the framework's ops (Op::host_ops): a multi-stream
+  // grouped GEMM's loop over its groups (gemm_host_seconds), one piece per group; 0 otherwise.
+  Seconds host_loop_time(const Op& op) const;
   // `stage`: the pipeline stage of the class that runs the op; a send or receive crosses from it to
   // the op's peer_stage, between those stages' first GPUs (each stage is a block of GPU ids, so the
   // pair of first GPUs crosses what every pair of the two stages crosses).

@@ -69,9 +69,17 @@ Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes
   const double f = flops > 0 ? flops : s.flops();
   const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal, peak));
   const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
-  const double groups =
-      s.ragged ? s.groups * cal[s.ptr_array ? Param::gemm_ptr_array_group_s : Param::gemm_group_overhead_s] : 0.0;
+  double groups = 0;
+  // A multi-stream grouped GEMM's groups are kernels of their own, each with its own descriptors:
+  // the same GPU cost per group as a pointer-array kernel's (and its host loop beside it).
+  if (s.ragged && s.kernel != GroupedKernel::contiguous) groups = s.groups * cal[Param::gemm_ptr_array_group_s];
+  if (s.ragged && s.kernel == GroupedKernel::contiguous) groups = s.groups * cal[Param::gemm_group_overhead_s];
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);
+}
+
+Seconds gemm_host_seconds(const GemmShape& s, const Calibration& cal) {
+  if (!s.ragged || s.kernel != GroupedKernel::multi_stream) return Seconds(0);
+  return Seconds(s.groups * cal[Param::gemm_multi_stream_group_s]);
 }
 
 double attention_efficiency(const AttentionShape& s, const Calibration& cal) {

@@ -10,7 +10,9 @@
 //   over the SMs by a stream-K scheduler (a ragged grouped kernel's persistent scheduler deals whole
 //   tiles: units = tiles), waves = ceil(units / SMs);
 //   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
-//       kernel_launch_s + (ragged ? groups x (ptr_array ? gemm_ptr_array_group_s : gemm_group_overhead_s) : 0).
+//       kernel_launch_s + (ragged ? groups x (gemm_ptr_array_group_s | gemm_group_overhead_s by kernel) : 0);
+//   a multi-stream grouped GEMM (one library GEMM per group) has no GPU cost per group but host time
+//   groups x gemm_multi_stream_group_s: alone it takes max(t, that), in a step the host's lane pays it.
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
 //   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half + edges x attention_tile_rows/2)
 //         x [hd/(hd + hd_half)] / [128/(128 + hd_half)] (relative to head dim 128); edges: masked edges per query (0 full, 1 causal, 2 causal with a
@@ -34,7 +36,10 @@ struct GemmShape {
   double m = 0, n = 0, k = 0;  // per group
   double groups = 1;           // problems in a batched or grouped GEMM
   bool ragged = false;         // grouped (experts with their own row counts): pays a cost per group
-  bool ptr_array = false;      // ragged, per-group pointers (gemm_ptr_array_group_s), else contiguous (gemm_group_overhead_s)
+  // How a ragged kernel finds its groups: per-group pointers (gemm_ptr_array_group_s), rows sorted by
+  // group (gemm_group_overhead_s), or one library GEMM per group issued by the host (no GPU cost per
+  // group; gemm_host_seconds).
+  GroupedKernel kernel = GroupedKernel::contiguous;
   // The FLOPs priced already count each group's rows padded to the tile (m is the unpadded mean):
   // the efficiency leaves out the M padding, which would count it twice.
   bool m_padded = false;
@@ -54,6 +59,9 @@ double gemm_efficiency(const GemmShape& s, Dtype d, const GpuSpec& gpu, const Ca
 // Seconds for a GEMM of this shape executing `flops` (<= 0: the shape's own) and moving `hbm_bytes`.
 Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes, const GpuSpec& gpu,
                      const Calibration& cal, int launches = 1);
+// Host time to issue it: a multi-stream grouped GEMM's groups x gemm_multi_stream_group_s, else 0.
+// Measured alone, back to back, such a kernel takes max(gemm_seconds, gemm_host_seconds).
+Seconds gemm_host_seconds(const GemmShape& s, const Calibration& cal);
 
 struct AttentionShape {
   double keys = 0;       // mean keys each query attends to (causal: about half the sequence)

@@ -80,6 +80,7 @@ class Engine {
         cs.timing[static_cast<size_t>(i)].queue = q;
       }
       cs.issue.assign(rc.ops.size(), 0.0);
+      cs.issue_end.assign(rc.ops.size(), 0.0);
       cs.issued.assign(rc.ops.size(), 0);
       cs.lane_ops.assign(static_cast<size_t>(lanes), {});
       for (int32_t i = 0; i < static_cast<int32_t>(rc.ops.size()); ++i)
@@ -342,7 +343,7 @@ class Engine {
               if (!all) break;
             }
             double d = 0;
-            if (op.collective == Collective::none) d = pr_.compute_time(op).value() * rc.compute_slowdown;
+            if (op.collective == Collective::none) d = behind_host(cs, k, op, t, pr_.compute_time(op).value() * rc.compute_slowdown);
             else if (pc < 0) d = uncontended_comm_s(class_comm_cost(pr_, rc, op), op);  // a matched receive ends with its send
             cs.timing[k].start = Seconds(t);
             cs.timing[k].end = Seconds(t + d);
@@ -381,6 +382,7 @@ class Engine {
     // lane its ops in program order, the next of them to issue and the host wait it is held at
     // (-1: none), and the host's clock (see advance_host).
     std::vector<double> issue;
+    std::vector<double> issue_end;  // when its last piece was issued (a library's host loop), else its issue
     std::vector<char> issued;
     std::vector<std::vector<int32_t>> lane_ops;
     std::vector<size_t> lane_next;
@@ -413,19 +415,38 @@ class Engine {
       }
       const Op& op = ops[next];
       double cost = host_op_s_ * op.host_ops;
+      // A library's host loop over the op's pieces (a multi-stream grouped GEMM's groups): the GPU
+      // may start on the first piece once it is issued; the op cannot end before the last one is.
+      double loop = pr_.host_loop_time(op).value();
       if (op.graph != 0) {
         const size_t n = cs.lane_next[lane];
         const Op* prev = n > 0 ? &ops[static_cast<size_t>(cs.lane_ops[lane][n - 1])] : nullptr;
         const bool same_run = prev && prev->graph == op.graph && prev->layer == op.layer &&
                               prev->micro_batch == op.micro_batch && prev->phase == op.phase;
         cost = same_run ? 0.0 : graph_launch_s_;
+        loop = 0;  // captured with the graph
       }
-      cs.host_clock += cost;
+      const double first = loop / static_cast<double>(pieces(op));
+      cs.host_clock += cost + first;
       cs.issue[next] = cs.host_clock;
+      cs.host_clock += loop - first;
+      cs.issue_end[next] = cs.host_clock;
       cs.issued[next] = 1;
       ++cs.lane_next[lane];
       if (op.category == Category::sync) cs.lane_wait[lane] = static_cast<int32_t>(next);
     }
+  }
+
+  static double pieces(const Op& op) { return static_cast<double>(std::max<int64_t>(1, op.groups)); }
+
+  // The GPU time of op k started at `start`, `gpu` seconds when issued at once: an op whose host
+  // loop is still issuing its pieces ends no sooner than the last piece's issue plus that piece's
+  // share of the work. (Under the contended model the extra is work at the op's full rate: the
+  // host's pace, not the GPU's, sets it, so a shared SM slows it a little more than it should.)
+  static double behind_host(const ClassState& cs, size_t k, const Op& op, double start, double gpu) {
+    const double lag = cs.issue_end[k] - start;
+    if (cs.issue_end[k] <= cs.issue[k] || lag <= 0) return gpu;
+    return std::max(gpu, lag + gpu / pieces(op));
   }
 
   bool issued(size_t c, int32_t i) {
@@ -483,7 +504,7 @@ class Engine {
     cs.busy[static_cast<size_t>(cs.timing[static_cast<size_t>(i)].queue)] = 1;
     const RankClass& rc = g_.classes[c];
     if (op.collective == Collective::none) {
-      r.work_left = pr_.compute_time(op).value() * rc.compute_slowdown;
+      r.work_left = behind_host(cs, static_cast<size_t>(i), op, now_, pr_.compute_time(op).value() * rc.compute_slowdown);
       r.memory_bound = op.category == Category::memory || op.category == Category::optimizer;
       r.latency_bound = op.one_shot_peers > 0;
     } else {

@@ -389,9 +389,12 @@ class ScenarioFormTest : public QObject {
                           "stack.overlap.a2a_with_shared_expert", "stack.overlap.fwd_bwd"})
       QVERIFY2(ScenarioForm::fieldForPointer(ScenarioForm::pointer(QLatin1String(p))) >= 0, p);
     // Every choice the grouped-kernel editor offers loads.
-    for (const char* k : {"ptr_array", "contiguous"})
-      QVERIFY(io::load_scenario(kSmall.toStdString(), {io::parse_override(std::string("stack.grouped_kernel=") + k)})
-                  .stack.grouped_kernel == (std::string(k) == "ptr_array" ? GroupedKernel::ptr_array : GroupedKernel::contiguous));
+    const std::pair<const char*, GroupedKernel> kernels[] = {{"ptr_array", GroupedKernel::ptr_array},
+                                                             {"contiguous", GroupedKernel::contiguous},
+                                                             {"multi_stream", GroupedKernel::multi_stream}};
+    for (const auto& [k, want] : kernels)
+      QVERIFY(io::load_scenario(kSmall.toStdString(), {io::parse_override(std::string("stack.grouped_kernel=\"") + k + "\"")})
+                  .stack.grouped_kernel == want);
   }
   void editsBecomeOverrides() {
     ScenarioForm f;

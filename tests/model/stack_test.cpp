@@ -396,6 +396,61 @@ TEST(Stacks, HostIssuesOpsAndWaits) {
   }
 }
 
+// Transformer Engine's multi-stream grouped GEMM: the host issues one cuBLASLt GEMM per group
+// (gemm_multi_stream_group_s each). The GPU starts once the first group is issued and cannot end
+// before the last one is, plus that group's share of the work; a host far ahead hides the loop, and
+// a CUDA graph captures it.
+TEST(Stacks, AMultiStreamGroupedGemmWaitsForTheHostsLoopOverItsGroups) {
+  const Scenario s = load(kOptimized);
+  const Topology t = Topology::build(s.system, s.gpus);
+  Calibration cal;
+  const double h = 1e-3;  // per group: far above the GEMM's GPU time
+  cal.set(Param::gemm_multi_stream_group_s, h);
+  const Pricer pr(s, t, cal);
+  Op gemm;
+  gemm.name = "moe.expert_fc1";
+  gemm.category = Category::gemm;
+  gemm.ragged = true;
+  gemm.groups = 8;
+  gemm.m = 512;
+  gemm.n = 4096;
+  gemm.k = 7168;
+  gemm.flops = Flops(2.0 * 8 * 512 * 4096 * 7168);
+  gemm.grouped_kernel = GroupedKernel::multi_stream;
+  const double g_s = pr.compute_time(gemm).value();
+  ASSERT_LT(g_s, 8 * h);
+  EXPECT_NEAR(pr.host_loop_time(gemm).value(), 8 * h, 1e-15);
+  StackOptions st;  // host_op_s 0: only the library's loop costs host time
+  StepGraph g;
+  RankClass rc;
+  rc.ops = {gemm};
+  g.classes.push_back(rc);
+  SimResult r = simulate(g, pr, st);
+  EXPECT_NEAR(r.classes[0].ops[0].start.value(), h, 1e-12);
+  EXPECT_NEAR(r.classes[0].ops[0].end.value(), 8 * h + g_s / 8, 1e-12);
+  // A pointer-array kernel of the same shape is one launch: no loop, the GPU's time alone.
+  g.classes[0].ops[0].grouped_kernel = GroupedKernel::ptr_array;
+  EXPECT_DOUBLE_EQ(pr.host_loop_time(g.classes[0].ops[0]).value(), 0.0);
+  r = simulate(g, pr, st);
+  EXPECT_NEAR(r.step_time.value(), pr.compute_time(g.classes[0].ops[0]).value(), 1e-12);
+  // Behind a GPU op longer than the loop, the loop is hidden: the GEMM runs at its GPU time.
+  Op slow;
+  slow.name = "x";
+  slow.category = Category::memory;
+  slow.hbm_bytes = Bytes(s.system.gpu().hbm_bandwidth.value() * 0.02);  // 20 ms or more
+  const double slow_s = pr.compute_time(slow).value();
+  ASSERT_GT(slow_s, 8 * h);
+  g.classes[0].ops = {slow, gemm};
+  r = simulate(g, pr, st);
+  EXPECT_NEAR(r.classes[0].ops[1].end.value(), slow_s + g_s, 1e-12);
+  // Captured in a CUDA graph, the loop is replayed by the graph: one graph launch.
+  g.classes[0].ops = {gemm};
+  g.classes[0].ops[0].graph = static_cast<unsigned>(GraphScope::moe);
+  st.graph_launch_s = 20e-6;
+  r = simulate(g, pr, st);
+  EXPECT_NEAR(r.step_time.value(), 20e-6 + g_s, 1e-12);
+}
+
 // A fused EP kernel holds the SMs the stack gives it: a GEMM beside it runs on the rest.
 TEST(Stacks, FusedEpKernelHoldsItsSms) {
   const Scenario s = load(kOptimized, {"stack.ep_sms=32"});

@@ -28,6 +28,8 @@ std::vector<Calibration::EndToEndCase> parse_end_to_end(const Node& n);
 
 // A number format ("bf16", "mxfp8", ...) and a list of saved-tensor classes ("q_proj", ...).
 Dtype parse_dtype(const Node& n);
+// A grouped GEMM's kernel: "ptr_array", "contiguous" or "multi_stream".
+GroupedKernel parse_grouped_kernel(const Node& n);
 std::vector<TensorClass> parse_tensor_classes(const Node& n);
 
 ModelSpec parse_own_model(const Node& n);

@@ -518,6 +518,14 @@ TEST(Step, AGroupedKernelPaysItsKindsCostPerGroupAndALoopNone) {
   EXPECT_NEAR(ptr, groups * 1e-5, 1e-12);
   EXPECT_NEAR(extra({"stack.grouped_kernel=\"contiguous\""}).first, groups * 1e-6, 1e-12);
   EXPECT_NEAR(extra({"stack.grouped_gemm=false"}).first, 0.0, 1e-12);
+  // One library GEMM per group (Transformer Engine's multi-stream path): each a kernel with its own
+  // descriptors, the pointer-array cost per group on the GPU, and the host's loop beside it.
+  EXPECT_NEAR(extra({"stack.grouped_kernel=\"multi_stream\""}).first, groups * 1e-5, 1e-12);
+  GemmShape shape{512, 4096, 7168, 32, true};
+  shape.kernel = GroupedKernel::multi_stream;
+  EXPECT_NEAR(gemm_host_seconds(shape, cal).value(), 32 * cal[Param::gemm_multi_stream_group_s], 1e-15);
+  shape.kernel = GroupedKernel::ptr_array;
+  EXPECT_EQ(gemm_host_seconds(shape, cal).value(), 0.0);
 }
 
 // A weight gradient is written in the gradients' dtype and, after its layer's first, read back to
@@ -1254,6 +1262,38 @@ TEST(Calibrate, APointerArrayRecordSetsItsCostPerGroupNotItsDtypesLevel) {
       }
   }
   EXPECT_TRUE(seen);
+}
+
+// Transformer Engine's PR #3134 row, one shape two kernels: its CUTLASS pointer-array kernel (69 us)
+// sets the GPU cost per group, its multi-stream cuBLASLt path (267 us) the host's time per group;
+// Megatron's multi-stream MXFP8 grouped GEMM at DeepSeek-V3's FC1 shape (8 x 4096 rows, 360 us) is
+// GPU-bound (its loop, 8 x 33 us, runs beside) and is met by the same GPU cost per group. A form with
+// the multi-stream cost on the GPU could not meet both: 8 x 33 us would leave those GEMMs 96 us.
+TEST(Calibrate, TheMultiStreamRecordSetsTheHostsLoopAndTheGpuCostStaysThePointerArrays) {
+  const auto recs = io::load_parts(std::string(MOEPERF_SOURCE_DIR) + "/calibration/published/gemm.json");
+  const FitReport hop = fit_parts(recs, Calibration{}, "hopper");
+  const FitReport f = fit_parts(recs, hop.fitted, "blackwell");
+  const double host = f.fitted[Param::gemm_multi_stream_group_s], gpu = f.fitted[Param::gemm_ptr_array_group_s];
+  EXPECT_NEAR(host, 267e-6 / 8, 2e-6);
+  EXPECT_GT(host, 3.0 * gpu);
+  std::map<std::string, double> after;
+  for (const ClassFit& c : f.classes) {
+    for (const ParamFit& p : c.params)
+      if (p.param == Param::gemm_multi_stream_group_s) {
+        EXPECT_EQ(p.fitted_on, std::vector<std::string>{"te_sm100_nvfp4_grouped_multistream_8e_128tok"});
+      }
+    for (const auto& r : c.records) after[r.record->id] = r.after;
+  }
+  ASSERT_EQ(after.count("mcore_grouped_gemm_mxfp8"), 1u);
+  EXPECT_LT(std::abs(after["mcore_grouped_gemm_mxfp8"]), 0.06);
+  EXPECT_LT(std::abs(after["te_sm100_nvfp4_grouped_cutlass_8e_128tok"]), 0.02);
+  EXPECT_LT(std::abs(after["te_sm100_nvfp4_grouped_multistream_8e_128tok"]), 0.02);
+  // The Megatron record is GPU-bound: its host loop is below its time.
+  for (const PartRecord& r : recs)
+    if (r.id == "mcore_grouped_gemm_mxfp8") {
+      EXPECT_EQ(r.gemm.kernel, GroupedKernel::multi_stream);
+      EXPECT_LT(gemm_host_seconds(r.gemm, f.fitted).value(), r.gemm.flops() / r.value);
+    }
 }
 
 // A record sets a parameter only where its time depends on it: a gigabyte ring all-gather, whose
