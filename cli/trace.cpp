@@ -51,7 +51,34 @@ void print_trace_summary(const io::MeasuredTrace& t, int unmapped_shown) {
   }
   std::printf("  %zu measurement record%s from kernels with a shape; %lld mapped kernel%s without one (timed only)\n", t.records.size(),
               t.records.size() == 1 ? "" : "s", static_cast<long long>(t.shapeless), t.shapeless == 1 ? "" : "s");
+  if (t.host) {
+    const io::HostIssue& h = *t.host;
+    std::printf("  host: thread %lld issued %.0f kernel launches and %.0f graph launches per step%s; %.0f host waits (%.3f ms)\n",
+                static_cast<long long>(h.tid), h.launches, h.graph_launches, h.steps ? "" : " (no step marked: the whole trace)",
+                h.waits, h.wait_s * 1e3);
+    if (h.gaps > 0)
+      std::printf("    %.1f us from one launch to the next with no wait between (median; mean %.1f, over %lld gaps); a launch call %.1f us\n",
+                  h.median_gap_s * 1e6, h.mean_gap_s * 1e6, static_cast<long long>(h.gaps), h.median_call_s * 1e6);
+    if (h.median_call_s > kQueueFullCall)
+      std::printf("    launch calls this long mean the launch queue was full, the host far ahead of its GPU: the gaps are the GPU's pace, not the host's cost\n");
+  }
   for (const auto& n : t.notes) std::printf("  note: %s\n", n.c_str());
+}
+
+HostComparison compare_host(const StepReport& r, const StackOptions& st, const io::MeasuredTrace& t) {
+  HostComparison c;
+  if (!r.sim || r.busiest_class < 0 || static_cast<size_t>(r.busiest_class) >= r.sim->classes.size()) return c;
+  const SimClass& sc = r.sim->classes[static_cast<size_t>(r.busiest_class)];
+  c.predicted_s = sc.host_busy.value();
+  c.framework_ops = sc.host_ops;
+  c.graph_launches = static_cast<double>(sc.graph_launches);
+  if (!t.host || t.host->gaps == 0) return c;
+  c.traced_s = (t.host->launches + t.host->graph_launches) * t.host->mean_gap_s;
+  // The host_op_s at which the framework ops would take what the trace's launches took, the
+  // graph launches and libraries' loops kept as priced.
+  const double rest = c.predicted_s - st.host_op_s * c.framework_ops;
+  if (c.framework_ops > 0 && c.traced_s > rest) c.matching_host_op_s = (c.traced_s - rest) / c.framework_ops;
+  return c;
 }
 
 namespace {
@@ -70,6 +97,18 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
     j["scenario"] = s.name;
     j["trace"] = {{"file", t.file}, {"format", t.format}, {"gpu", t.gpu_name}, {"device", t.device}, {"steps", t.steps},
                   {"step_source", t.step_source}, {"unmapped_s_per_step", unmapped}, {"notes", t.notes}};
+    if (t.host) {
+      const io::HostIssue& h = *t.host;
+      j["trace"]["host"] = {{"tid", h.tid}, {"steps", h.steps}, {"launches_per_step", h.launches},
+                            {"graph_launches_per_step", h.graph_launches}, {"waits_per_step", h.waits},
+                            {"wait_s_per_step", h.wait_s}, {"gaps", h.gaps}, {"median_gap_s", h.median_gap_s},
+                            {"mean_gap_s", h.mean_gap_s}, {"median_launch_call_s", h.median_call_s}};
+    }
+    const HostComparison hc = compare_host(r, s.stack, t);
+    j["host"] = {{"predicted_busy_s", hc.predicted_s}, {"framework_ops", hc.framework_ops}, {"graph_launches", hc.graph_launches},
+                 {"stack_host_op_s", s.stack.host_op_s}};
+    if (hc.traced_s > 0) j["host"]["traced_s"] = hc.traced_s;
+    if (hc.matching_host_op_s > 0) j["host"]["matching_host_op_s"] = hc.matching_host_op_s;
     j["predicted_gpu"] = gpu;
     j["profile"] = r.profile;
     j["step"] = {{"predicted_s", r.step_time.value()}, {"measured_s", t.step_s}, {"error", err(r.step_time.value(), t.step_s)}};
@@ -95,6 +134,17 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
   if (unmapped > 0) std::printf("  %-30s %13s %13.3f\n", "unmapped kernels", "-", unmapped * 1e3);
   std::printf("  %-30s %13.3f %13.3f %9s\n", "step", r.step_time.value() * 1e3, t.step_s * 1e3,
               (fmt(100 * err(r.step_time.value(), t.step_s), 1) + " %").c_str());
+  const HostComparison hc = compare_host(r, s.stack, t);
+  std::printf("  host, per step: predicted %.3f ms issuing (%.0f framework ops at stack.host_op_s %s us, %.0f graph launches)",
+              hc.predicted_s * 1e3, hc.framework_ops, fmt(s.stack.host_op_s * 1e6, 1).c_str(), hc.graph_launches);
+  if (hc.traced_s > 0) {
+    std::printf("; traced %.3f ms (its launches x their mean gap)\n", hc.traced_s * 1e3);
+    if (hc.matching_host_op_s > 0)
+      std::printf("    the traced host time at this prediction's ops: --set stack.host_op_s=%.3g (the rank traced against the busiest class)\n",
+                  hc.matching_host_op_s);
+  } else {
+    std::printf("; the trace has no launch calls to measure the host by\n");
+  }
   return kExitOk;
 }
 

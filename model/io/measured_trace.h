@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -78,6 +79,21 @@ struct TraceOptions {
   std::string step_marker = "^ProfilerStep#[0-9]+$";  // annotation/NVTX ranges that are steps
 };
 
+// The host thread that issued the traced kernels (Kineto's cuda_runtime / cuda_driver calls): its
+// launches per step and the host's time from one launch to the next where no host wait (a
+// synchronize, a blocking copy) lies between them: what issuing one kernel costs the framework
+// (Python, the dispatcher, the launch call). The figure to set beside a stack's host_op_s.
+struct HostIssue {
+  int64_t tid = 0;             // the thread with the most launches in the steps
+  int steps = 0;               // CPU-side step ranges it was measured in (0: the whole trace)
+  double launches = 0;         // per step: kernel launches (cudaLaunchKernel, cuLaunchKernel, their Ex forms, ...)
+  double graph_launches = 0;   // per step: CUDA graph launches
+  double waits = 0, wait_s = 0;  // per step: blocking calls (synchronize, blocking copy) and their time
+  int64_t gaps = 0;            // launch-to-launch intervals measured (none with a wait inside)
+  double median_gap_s = 0, mean_gap_s = 0;
+  double median_call_s = 0;    // a launch call's own duration (long: the launch queue was full, the host far ahead)
+};
+
 struct MeasuredTrace {
   std::string file, format;                  // format: "kineto" or "nsys-sqlite"
   std::string gpu_name;                      // from the trace ("" when it does not say)
@@ -96,6 +112,7 @@ struct MeasuredTrace {
   // adds (trace_records_document).
   std::vector<nlohmann::json> records;
   int64_t shapeless = 0;                     // mapped kernels with no shape (timed, not records)
+  std::optional<HostIssue> host;             // Kineto traces with launch calls; none for nsys exports
   std::vector<std::string> notes;
 };
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "model/io/detail/json_node.h"
@@ -277,6 +278,88 @@ int64_t int_arg(const json& args, const char* key, int64_t dflt) {
   return it != args.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
 }
 
+// The runtime calls the host measurement reads: kernel and graph launches, and the calls that
+// block the host until the GPU has caught up.
+enum class RuntimeKind { other, launch, graph, wait };
+RuntimeKind runtime_kind(const std::string& n) {
+  static const std::set<std::string> launch = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cuLaunchKernel",
+                                               "cuLaunchKernelEx", "cudaLaunchCooperativeKernel", "cuLaunchCooperativeKernel"};
+  static const std::set<std::string> graph = {"cudaGraphLaunch", "cuGraphLaunch"};
+  static const std::set<std::string> wait = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+                                             "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cudaMemcpy",
+                                             "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cudaMemcpy2D"};
+  if (launch.count(n)) return RuntimeKind::launch;
+  if (graph.count(n)) return RuntimeKind::graph;
+  if (wait.count(n)) return RuntimeKind::wait;
+  return RuntimeKind::other;
+}
+struct RuntimeCall {
+  int64_t tid;
+  double ts, dur;
+  RuntimeKind kind;
+};
+
+// The issuing thread (the most launches in the steps) and, per CPU-side step range (the whole trace
+// when none is marked), its launches, waits and the gaps between consecutive launches with no wait
+// in between.
+std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::vector<TraceRange>& ranges, const TraceOptions& opt) {
+  const std::regex marker(opt.step_marker, std::regex::ECMAScript);  // checked by finish_trace
+  std::vector<TraceRange> windows;
+  for (const TraceRange& r : ranges)
+    if (!r.gpu && std::regex_search(r.name, marker)) windows.push_back(r);
+  const bool marked = !windows.empty();
+  if (!marked && !calls.empty()) {
+    double lo = calls.front().ts, hi = lo;
+    for (const RuntimeCall& c : calls) lo = std::min(lo, c.ts), hi = std::max(hi, c.ts + c.dur);
+    windows.push_back(TraceRange{"", lo, hi, false});
+  }
+  auto in = [&](double ts) {
+    for (size_t w = 0; w < windows.size(); ++w)
+      if (ts >= windows[w].start && ts <= windows[w].end) return static_cast<int>(w);
+    return -1;
+  };
+  std::map<int64_t, int64_t> per_tid;
+  for (const RuntimeCall& c : calls)
+    if (c.kind != RuntimeKind::wait && in(c.ts) >= 0) ++per_tid[c.tid];
+  if (per_tid.empty()) return std::nullopt;
+  const int64_t tid = std::max_element(per_tid.begin(), per_tid.end(), [](const auto& a, const auto& b) {
+                        return a.second != b.second ? a.second < b.second : a.first > b.first;
+                      })->first;
+  std::erase_if(calls, [&](const RuntimeCall& c) { return c.tid != tid; });
+  std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) { return a.ts < b.ts; });
+  HostIssue h;
+  h.tid = tid;
+  h.steps = marked ? static_cast<int>(windows.size()) : 0;
+  std::vector<double> gaps, durs;
+  double prev = -1;
+  int prev_window = -1;
+  bool waited = false;
+  for (const RuntimeCall& c : calls) {
+    const int w = in(c.ts);
+    if (w < 0) continue;
+    if (c.kind == RuntimeKind::wait) {
+      h.waits += 1, h.wait_s += c.dur;
+      waited = true;
+      continue;
+    }
+    (c.kind == RuntimeKind::graph ? h.graph_launches : h.launches) += 1;
+    durs.push_back(c.dur);
+    if (prev >= 0 && w == prev_window && !waited) gaps.push_back(c.ts - prev);
+    prev = c.ts, prev_window = w, waited = false;
+  }
+  const double n = static_cast<double>(windows.size());
+  h.launches /= n, h.graph_launches /= n, h.waits /= n, h.wait_s /= n;
+  h.gaps = static_cast<int64_t>(gaps.size());
+  if (!gaps.empty()) {
+    double sum = 0;
+    for (double g : gaps) sum += g;
+    h.mean_gap_s = sum / static_cast<double>(gaps.size());
+    h.median_gap_s = median_of(gaps);
+  }
+  h.median_call_s = median_of(durs);
+  return h;
+}
+
 // One record group: a shape, its class, and the measured time of each instance.
 struct Group {
   json record;
@@ -321,6 +404,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
   std::map<int64_t, std::vector<CpuOp>> ops_by_tid;
   std::map<int64_t, std::pair<int64_t, double>> launch_of;  // correlation -> (tid, ts)
   std::map<int64_t, std::pair<int64_t, double>> ext_op;     // External id -> (tid, ts) of its cpu_op
+  std::vector<RuntimeCall> calls;                            // launches and host waits
   for (size_t i = 0; i < events.size(); ++i) {
     const json& e = events[i];
     if (!e.is_object()) continue;
@@ -356,6 +440,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       links.push_back(l);
     } else if (c == "cuda_runtime" || c == "cuda_driver") {
       if (const int64_t corr = int_arg(args, "correlation", -1); corr >= 0) launch_of[corr] = {tid, ts};
+      if (const RuntimeKind rk = runtime_kind(name); rk != RuntimeKind::other) calls.push_back(RuntimeCall{tid, ts, dur, rk});
     } else if (c == "cpu_op") {
       ops_by_tid[tid].push_back(CpuOp{name, ts, ts + dur, &args});
       if (const int64_t x = int_arg(args, "External id", -1); x >= 0) ext_op.emplace(x, std::make_pair(tid, ts));
@@ -419,6 +504,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     kernels[i].cls = ci ? "collective." + ci->collective : cls;
   }
   finish_trace(t, kernels, steps, patterns, opt, events_path);
+  t.host = host_issue(calls, steps, opt);
   if (unlinked) t.notes.push_back(std::to_string(unlinked) + " kernel" + (unlinked > 1 ? "s" : "") + " not linked to a CPU op (no launch or External id): timed, no shape");
 
   // Records: kernels of one op instance summed per class; instances of one shape grouped.

@@ -273,6 +273,9 @@ class Engine {
           sc.wait += w;
         }
       sc.finish = Seconds(cs.finish);
+      sc.host_busy = Seconds(cs.host_busy);
+      sc.host_ops = cs.host_ops;
+      sc.graph_launches = cs.graph_launches;
       for (size_t q = 0; q < cs.queues.size(); ++q) {
         const size_t b = q % static_cast<size_t>(base_queues_);
         sc.queues.push_back(b == 0 ? Stream::compute : !multi_ ? (b == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(b));
@@ -388,6 +391,8 @@ class Engine {
     std::vector<size_t> lane_next;
     std::vector<int32_t> lane_wait;
     double host_clock = 0;
+    double host_busy = 0, host_ops = 0;  // what the host spent issuing, and the framework ops it issued
+    int64_t graph_launches = 0;
   };
 
   // One host thread issues ops in program order, host_op_s x Op::host_ops each (a part captured in
@@ -425,7 +430,11 @@ class Engine {
                               prev->micro_batch == op.micro_batch && prev->phase == op.phase;
         cost = same_run ? 0.0 : graph_launch_s_;
         loop = 0;  // captured with the graph
+        if (!same_run) ++cs.graph_launches;
+      } else {
+        cs.host_ops += op.host_ops;
       }
+      cs.host_busy += cost + loop;
       const double first = loop / static_cast<double>(pieces(op));
       cs.host_clock += cost + first;
       cs.issue[next] = cs.host_clock;

@@ -41,6 +41,11 @@ struct SimClass {
   std::vector<std::string> queue_labels;  // queue index -> what it carries (queue_name adds the lane)
   Seconds finish;
   Seconds wait;                         // time its collectives waited for a synchronized (straggler) class
+  // The host that issued its program: seconds spent issuing (framework ops at host_op_s, graph
+  // launches, libraries' loops; host waits excluded), framework ops issued outside graphs, graph launches.
+  Seconds host_busy;
+  double host_ops = 0;
+  int64_t graph_launches = 0;
 };
 
 // A queue's name for traces and timelines: the stream, "(backward lane)" on the second lane.

@@ -428,6 +428,8 @@ TEST(Stacks, AMultiStreamGroupedGemmWaitsForTheHostsLoopOverItsGroups) {
   SimResult r = simulate(g, pr, st);
   EXPECT_NEAR(r.classes[0].ops[0].start.value(), h, 1e-12);
   EXPECT_NEAR(r.classes[0].ops[0].end.value(), 8 * h + g_s / 8, 1e-12);
+  EXPECT_NEAR(r.classes[0].host_busy.value(), 8 * h, 1e-15);  // what compare-trace sets beside a trace's launches
+  EXPECT_DOUBLE_EQ(r.classes[0].host_ops, 1.0);
   // A pointer-array kernel of the same shape is one launch: no loop, the GPU's time alone.
   g.classes[0].ops[0].grouped_kernel = GroupedKernel::ptr_array;
   EXPECT_DOUBLE_EQ(pr.host_loop_time(g.classes[0].ops[0]).value(), 0.0);
@@ -449,6 +451,9 @@ TEST(Stacks, AMultiStreamGroupedGemmWaitsForTheHostsLoopOverItsGroups) {
   st.graph_launch_s = 20e-6;
   r = simulate(g, pr, st);
   EXPECT_NEAR(r.step_time.value(), 20e-6 + g_s, 1e-12);
+  EXPECT_EQ(r.classes[0].graph_launches, 1);
+  EXPECT_DOUBLE_EQ(r.classes[0].host_ops, 0.0);
+  EXPECT_NEAR(r.classes[0].host_busy.value(), 20e-6, 1e-15);
 }
 
 // A fused EP kernel holds the SMs the stack gives it: a GEMM beside it runs on the rest.

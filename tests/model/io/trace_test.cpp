@@ -242,6 +242,50 @@ void expect_error(const std::string& text, const std::string& path_part, const s
   }
 }
 
+// The host thread that launched the step's kernels: launches per step, its waits, and the time
+// from one launch to the next where no wait lies between (a wait's gap is the GPU's, not the host's).
+TEST(KinetoTrace, TheIssuingThreadsLaunchesAndTheGapsBetweenThem) {
+  json ev = json::array();
+  int corr = 0;
+  auto call = [&](int tid, const char* name, double ts, double dur) {
+    json args = {{"correlation", ++corr}};
+    ev.push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", name}, {"pid", 1}, {"tid", tid}, {"ts", ts}, {"dur", dur}, {"args", args}});
+    if (std::string(name).find("Launch") != std::string::npos)
+      ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "void elementwise_kernel"}, {"pid", 0}, {"tid", 7},
+                    {"ts", ts + 5}, {"dur", 3}, {"args", {{"device", 0}, {"stream", 7}, {"correlation", corr}}}});
+  };
+  ev.push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", "ProfilerStep#1"}, {"pid", 1}, {"tid", 7}, {"ts", 0}, {"dur", 1000}});
+  for (double ts : {10.0, 30.0, 50.0, 70.0}) call(7, "cudaLaunchKernel", ts, 2);
+  call(7, "cudaStreamSynchronize", 80, 100);  // the host waits for the GPU
+  for (double ts : {200.0, 225.0, 250.0}) call(7, "cuLaunchKernel", ts, 2);
+  call(7, "cudaGraphLaunch", 265, 2);
+  call(7, "cudaMemsetAsync", 270, 1);  // neither a launch nor a wait
+  call(9, "cudaLaunchKernel", 100, 2), call(9, "cudaLaunchKernel", 110, 2);  // another thread, fewer launches
+  call(7, "cudaLaunchKernel", 2000, 2);  // after the step
+  const io::MeasuredTrace t = read(json{{"traceEvents", ev}}, "host.json");
+  ASSERT_TRUE(t.host.has_value());
+  const io::HostIssue& h = *t.host;
+  EXPECT_EQ(h.tid, 7);
+  EXPECT_EQ(h.steps, 1);
+  EXPECT_DOUBLE_EQ(h.launches, 7);
+  EXPECT_DOUBLE_EQ(h.graph_launches, 1);
+  EXPECT_DOUBLE_EQ(h.waits, 1);
+  EXPECT_NEAR(h.wait_s, 100e-6, 1e-15);
+  // Gaps 20, 20, 20 before the wait; 25, 25 and 15 (to the graph launch) after it; none across it.
+  EXPECT_EQ(h.gaps, 6);
+  EXPECT_NEAR(h.median_gap_s, 20e-6, 1e-15);
+  EXPECT_NEAR(h.mean_gap_s, 125e-6 / 6, 1e-15);
+  EXPECT_NEAR(h.median_call_s, 2e-6, 1e-15);
+  // Without a step marked, the whole trace: the launch at 2 ms counts, its 1.75 ms gap too.
+  ev.erase(ev.begin());
+  const io::MeasuredTrace w = read(json{{"traceEvents", ev}}, "host_unmarked.json");
+  ASSERT_TRUE(w.host.has_value());
+  EXPECT_EQ(w.host->steps, 0);
+  EXPECT_DOUBLE_EQ(w.host->launches, 8);
+  EXPECT_EQ(w.host->gaps, 7);
+  EXPECT_NEAR(w.host->mean_gap_s, (125e-6 + 1735e-6) / 7, 1e-15);
+}
+
 TEST(KinetoTrace, BadTracesSayWhatAndWhere) {
   const std::string good = KinetoFixture::build().dump();
   expect_error(good.substr(0, good.size() / 2), "", "malformed JSON");
