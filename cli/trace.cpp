@@ -53,9 +53,11 @@ void print_trace_summary(const io::MeasuredTrace& t, int unmapped_shown) {
               t.records.size() == 1 ? "" : "s", static_cast<long long>(t.shapeless), t.shapeless == 1 ? "" : "s");
   if (t.host) {
     const io::HostIssue& h = *t.host;
-    std::printf("  host: thread %lld issued %.0f kernel launches and %.0f graph launches per step%s; %.0f host waits (%.3f ms)\n",
-                static_cast<long long>(h.tid), h.launches, h.graph_launches, h.steps ? "" : " (no step marked: the whole trace)",
-                h.waits, h.wait_s * 1e3);
+    std::string tids;
+    for (int64_t id : h.tids) tids += (tids.empty() ? "" : ", ") + std::to_string(id);
+    std::printf("  host: thread%s %s issued %.0f kernel launches and %.0f graph launches per step%s; %.0f host waits (%.3f ms)\n",
+                h.tids.size() > 1 ? "s" : "", tids.c_str(), h.launches, h.graph_launches,
+                h.steps ? "" : " (no step marked: the whole trace)", h.waits, h.wait_s * 1e3);
     if (h.gaps > 0)
       std::printf("    %.1f us from one launch to the next with no wait between (median; mean %.1f, over %lld gaps); a launch call %.1f us\n",
                   h.median_gap_s * 1e6, h.mean_gap_s * 1e6, static_cast<long long>(h.gaps), h.median_call_s * 1e6);
@@ -74,6 +76,9 @@ HostComparison compare_host(const StepReport& r, const StackOptions& st, const i
   c.graph_launches = static_cast<double>(sc.graph_launches);
   if (!t.host || t.host->gaps == 0) return c;
   c.traced_s = (t.host->launches + t.host->graph_launches) * t.host->mean_gap_s;
+  // Launch calls this long: the queue was full and the gaps are the GPU's pace; no host cost follows.
+  c.gpu_paced = t.host->median_call_s > kQueueFullCall;
+  if (c.gpu_paced) return c;
   // The host_op_s at which the framework ops would take what the trace's launches took, the
   // graph launches and libraries' loops kept as priced.
   const double rest = c.predicted_s - st.host_op_s * c.framework_ops;
@@ -99,7 +104,7 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
                   {"step_source", t.step_source}, {"unmapped_s_per_step", unmapped}, {"notes", t.notes}};
     if (t.host) {
       const io::HostIssue& h = *t.host;
-      j["trace"]["host"] = {{"tid", h.tid}, {"steps", h.steps}, {"launches_per_step", h.launches},
+      j["trace"]["host"] = {{"tids", h.tids}, {"steps", h.steps}, {"launches_per_step", h.launches},
                             {"graph_launches_per_step", h.graph_launches}, {"waits_per_step", h.waits},
                             {"wait_s_per_step", h.wait_s}, {"gaps", h.gaps}, {"median_gap_s", h.median_gap_s},
                             {"mean_gap_s", h.mean_gap_s}, {"median_launch_call_s", h.median_call_s}};
@@ -107,7 +112,7 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
     const HostComparison hc = compare_host(r, s.stack, t);
     j["host"] = {{"predicted_busy_s", hc.predicted_s}, {"framework_ops", hc.framework_ops}, {"graph_launches", hc.graph_launches},
                  {"stack_host_op_s", s.stack.host_op_s}};
-    if (hc.traced_s > 0) j["host"]["traced_s"] = hc.traced_s;
+    if (hc.traced_s > 0) j["host"]["traced_s"] = hc.traced_s, j["host"]["gpu_paced"] = hc.gpu_paced;
     if (hc.matching_host_op_s > 0) j["host"]["matching_host_op_s"] = hc.matching_host_op_s;
     j["predicted_gpu"] = gpu;
     j["profile"] = r.profile;
@@ -139,7 +144,9 @@ int cmd_compare_trace(const std::string& scenario, const std::vector<std::string
               hc.predicted_s * 1e3, hc.framework_ops, fmt(s.stack.host_op_s * 1e6, 1).c_str(), hc.graph_launches);
   if (hc.traced_s > 0) {
     std::printf("; traced %.3f ms (its launches x their mean gap)\n", hc.traced_s * 1e3);
-    if (hc.matching_host_op_s > 0)
+    if (hc.gpu_paced)
+      std::printf("    no host_op_s follows: the launch calls were long (the queue full), so the gaps are the GPU's pace\n");
+    else if (hc.matching_host_op_s > 0)
       std::printf("    the traced host time at this prediction's ops: --set stack.host_op_s=%.3g (the rank traced against the busiest class)\n",
                   hc.matching_host_op_s);
   } else {

@@ -26,6 +26,7 @@ inline constexpr double kQueueFullCall = 50e-6;
 // the prediction's framework ops would take the traced time, its other host terms kept (0: none).
 struct HostComparison {
   double predicted_s = 0, framework_ops = 0, graph_launches = 0, traced_s = 0, matching_host_op_s = 0;
+  bool gpu_paced = false;  // the trace's launch calls were long: its gaps are the GPU's pace
 };
 HostComparison compare_host(const StepReport& r, const StackOptions& st, const io::MeasuredTrace& t);
 

@@ -579,7 +579,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.category = st.flops > 0 ? Category::gemm : Category::memory;
     // A grouped GEMM is priced (and written for calibrate) as the scenario's stack prices its
     // experts' kernel, so that the run's prediction is predict's.
-    st.shape.kernel = st.shape.ragged ? s.stack.grouped_kernel : GroupedKernel::contiguous;
+    // The executor runs its backend's grouped GEMM, never Transformer Engine's multi-stream host loop:
+    // a multi_stream stack's experts are written and priced as a pointer-array kernel, so that the
+    // records cannot set the host's cost per group (gemm_multi_stream_group_s) from GEMMs it never had.
+    st.shape.kernel = !st.shape.ragged ? GroupedKernel::contiguous
+                      : s.stack.grouped_kernel == GroupedKernel::multi_stream ? GroupedKernel::ptr_array
+                                                                              : s.stack.grouped_kernel;
     if (op.category == Category::gemm && st.shape.m > 0)  // the GEMM as it ran (what calibrate reads too)
       st.predicted_s = std::max(gemm_seconds(st.shape, op.dtype, st.flops, st.bytes, g, cpu.calibration).value(),
                                 gemm_host_seconds(st.shape, cpu.calibration).value());

@@ -367,7 +367,8 @@ enum class ExpertGemm { grouped, per_expert_loop, masked_dense };
 // API, Transformer Engine's grouped GEMM), or one operand whose rows are sorted by group under one
 // descriptor (DeepGEMM's contiguous layout). Each has its own fitted cost per group.
 // Or one library GEMM per group, issued by the host over several streams (Transformer Engine's
-// multi-stream cuBLASLt path): no per-group GPU cost, host time per group (gemm_multi_stream_group_s).
+// multi-stream cuBLASLt path): each group a kernel with its own descriptors (the pointer-array GPU cost
+// per group), and host time per group (gemm_multi_stream_group_s); its row counts come from the host.
 enum class GroupedKernel { ptr_array, contiguous, multi_stream };
 
 // XLA's ragged all-to-all on GPU: the one-shot peer-copy kernel (few thread blocks, on the compute

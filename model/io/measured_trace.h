@@ -84,11 +84,13 @@ struct TraceOptions {
 // synchronize, a blocking copy) lies between them: what issuing one kernel costs the framework
 // (Python, the dispatcher, the launch call). The figure to set beside a stack's host_op_s.
 struct HostIssue {
-  int64_t tid = 0;             // the thread with the most launches in the steps
-  int steps = 0;               // CPU-side step ranges it was measured in (0: the whole trace)
+  // The threads that issued the step's launches: each with at least 5 % of the busiest one's (PyTorch's
+  // Python thread and autograd's device thread take turns), sorted; their launches and gaps add up.
+  std::vector<int64_t> tids;
+  int steps = 0;               // step ranges it was measured in (CPU-side ones, else GPU-side; 0: the whole trace)
   double launches = 0;         // per step: kernel launches (cudaLaunchKernel, cuLaunchKernel, their Ex forms, ...)
   double graph_launches = 0;   // per step: CUDA graph launches
-  double waits = 0, wait_s = 0;  // per step: blocking calls (synchronize, blocking copy) and their time
+  double waits = 0, wait_s = 0;  // per step: blocking calls (synchronize, blocking copy, cudaFree) and their time
   int64_t gaps = 0;            // launch-to-launch intervals measured (none with a wait inside)
   double median_gap_s = 0, mean_gap_s = 0;
   double median_call_s = 0;    // a launch call's own duration (long: the launch queue was full, the host far ahead)

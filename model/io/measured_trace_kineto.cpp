@@ -287,7 +287,8 @@ RuntimeKind runtime_kind(const std::string& n) {
   static const std::set<std::string> graph = {"cudaGraphLaunch", "cuGraphLaunch"};
   static const std::set<std::string> wait = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
                                              "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "cudaMemcpy",
-                                             "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cudaMemcpy2D"};
+                                             "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cudaMemcpy2D",
+                                             "cudaFree", "cuMemFree", "cuMemFree_v2"};
   if (launch.count(n)) return RuntimeKind::launch;
   if (graph.count(n)) return RuntimeKind::graph;
   if (wait.count(n)) return RuntimeKind::wait;
@@ -299,44 +300,59 @@ struct RuntimeCall {
   RuntimeKind kind;
 };
 
-// The issuing thread (the most launches in the steps) and, per CPU-side step range (the whole trace
-// when none is marked), its launches, waits and the gaps between consecutive launches with no wait
-// in between.
+// The issuing threads and, per step range (CPU-side ones; the GPU-side ones when the trace marks
+// only those; the whole trace when none is marked), their launches, waits and the gaps between
+// consecutive launches of one thread with no wait in between. PyTorch issues a step from two
+// threads that take turns: the Python thread (forward, optimizer) and autograd's device thread
+// (backward); every thread with at least kIssuingShare of the busiest one's launches counts, and
+// their issue times add up.
+constexpr double kIssuingShare = 0.05;
 std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::vector<TraceRange>& ranges, const TraceOptions& opt) {
   const std::regex marker(opt.step_marker, std::regex::ECMAScript);  // checked by finish_trace
-  std::vector<TraceRange> windows;
+  std::vector<TraceRange> cpu, gpu;
   for (const TraceRange& r : ranges)
-    if (!r.gpu && std::regex_search(r.name, marker)) windows.push_back(r);
+    if (std::regex_search(r.name, marker)) (r.gpu ? gpu : cpu).push_back(r);
+  std::vector<TraceRange> windows = cpu.empty() ? gpu : cpu;
   const bool marked = !windows.empty();
   if (!marked && !calls.empty()) {
     double lo = calls.front().ts, hi = lo;
     for (const RuntimeCall& c : calls) lo = std::min(lo, c.ts), hi = std::max(hi, c.ts + c.dur);
     windows.push_back(TraceRange{"", lo, hi, false});
   }
+  std::sort(windows.begin(), windows.end(), [](const TraceRange& a, const TraceRange& b) { return a.start < b.start; });
   auto in = [&](double ts) {
     for (size_t w = 0; w < windows.size(); ++w)
       if (ts >= windows[w].start && ts <= windows[w].end) return static_cast<int>(w);
     return -1;
   };
+  // Per thread, in time order; a call inside another call of its thread (a driver launch CUPTI
+  // records under the runtime's) is the same launch, not another.
+  std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
+  std::vector<RuntimeCall> outer;
+  for (const RuntimeCall& c : calls) {
+    if (!outer.empty() && outer.back().tid == c.tid && c.ts < outer.back().ts + outer.back().dur) continue;
+    outer.push_back(c);
+  }
   std::map<int64_t, int64_t> per_tid;
-  for (const RuntimeCall& c : calls)
+  for (const RuntimeCall& c : outer)
     if (c.kind != RuntimeKind::wait && in(c.ts) >= 0) ++per_tid[c.tid];
   if (per_tid.empty()) return std::nullopt;
-  const int64_t tid = std::max_element(per_tid.begin(), per_tid.end(), [](const auto& a, const auto& b) {
-                        return a.second != b.second ? a.second < b.second : a.first > b.first;
-                      })->first;
-  std::erase_if(calls, [&](const RuntimeCall& c) { return c.tid != tid; });
-  std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) { return a.ts < b.ts; });
+  int64_t most = 0;
+  for (const auto& [tid, n] : per_tid) most = std::max(most, n);
   HostIssue h;
-  h.tid = tid;
+  for (const auto& [tid, n] : per_tid)
+    if (static_cast<double>(n) >= kIssuingShare * static_cast<double>(most)) h.tids.push_back(tid);
   h.steps = marked ? static_cast<int>(windows.size()) : 0;
   std::vector<double> gaps, durs;
   double prev = -1;
+  int64_t prev_tid = -1;
   int prev_window = -1;
   bool waited = false;
-  for (const RuntimeCall& c : calls) {
+  for (const RuntimeCall& c : outer) {
+    if (!std::binary_search(h.tids.begin(), h.tids.end(), c.tid)) continue;
     const int w = in(c.ts);
     if (w < 0) continue;
+    if (c.tid != prev_tid) prev = -1, prev_tid = c.tid, waited = false;
     if (c.kind == RuntimeKind::wait) {
       h.waits += 1, h.wait_s += c.dur;
       waited = true;

@@ -11,8 +11,9 @@
 //   tiles: units = tiles), waves = ceil(units / SMs);
 //   t = max(FLOPs / (peak(dtype) x eff), HBM bytes / (HBM x hbm_fraction)) + launches x
 //       kernel_launch_s + (ragged ? groups x (gemm_ptr_array_group_s | gemm_group_overhead_s by kernel) : 0);
-//   a multi-stream grouped GEMM (one library GEMM per group) has no GPU cost per group but host time
-//   groups x gemm_multi_stream_group_s: alone it takes max(t, that), in a step the host's lane pays it.
+//   a multi-stream grouped GEMM (one library GEMM per group) pays gemm_ptr_array_group_s per group on
+//   the GPU and groups x gemm_multi_stream_group_s on the host: measured alone, back to back (a
+//   throughput), it takes max(t, that); in a step the host's lane pays it (model/sim/sim.cpp).
 // Attention (flash kernels; keys = mean keys per query, hd = head dim):
 //   eff = attention_{fwd,bwd}_fraction x keys/(keys + attention_kv_half + edges x attention_tile_rows/2)
 //         x [hd/(hd + hd_half)] / [128/(128 + hd_half)] (relative to head dim 128); edges: masked edges per query (0 full, 1 causal, 2 causal with a
@@ -37,8 +38,8 @@ struct GemmShape {
   double groups = 1;           // problems in a batched or grouped GEMM
   bool ragged = false;         // grouped (experts with their own row counts): pays a cost per group
   // How a ragged kernel finds its groups: per-group pointers (gemm_ptr_array_group_s), rows sorted by
-  // group (gemm_group_overhead_s), or one library GEMM per group issued by the host (no GPU cost per
-  // group; gemm_host_seconds).
+  // group (gemm_group_overhead_s), or one library GEMM per group issued by the host (the pointer-array
+  // cost per group, and gemm_host_seconds on the host).
   GroupedKernel kernel = GroupedKernel::contiguous;
   // The FLOPs priced already count each group's rows padded to the tile (m is the unpadded mean):
   // the efficiency leaves out the M padding, which would count it twice.

@@ -450,8 +450,9 @@ class Engine {
 
   // The GPU time of op k started at `start`, `gpu` seconds when issued at once: an op whose host
   // loop is still issuing its pieces ends no sooner than the last piece's issue plus that piece's
-  // share of the work. (Under the contended model the extra is work at the op's full rate: the
-  // host's pace, not the GPU's, sets it, so a shared SM slows it a little more than it should.)
+  // share of the work. (Under the contended model the wait for the host is counted as the op's
+  // work: while it lasts the op holds its share of the SMs and HBM as if it ran, so what runs beside
+  // it is slowed a little, and the op itself a little more than the host's pace alone would.)
   static double behind_host(const ClassState& cs, size_t k, const Op& op, double start, double gpu) {
     const double lag = cs.issue_end[k] - start;
     if (cs.issue_end[k] <= cs.issue[k] || lag <= 0) return gpu;

@@ -244,6 +244,9 @@ class Lowering {
     else if (starts("moe.shared")) part = static_cast<unsigned>(GraphScope::shared_expert);
     else if (starts("moe.")) part = static_cast<unsigned>(GraphScope::moe);
     op.graph = (st.cuda_graphs & part) ? part : 0u;
+    // A multi-stream grouped GEMM launches each group with a row count the host read this step: no
+    // CUDA graph captures it (Megatron leaves the routed experts eager).
+    if (op.category == Category::gemm && op.ragged && op.grouped_kernel == GroupedKernel::multi_stream) op.graph = 0;
   }
 
   // ---------------------------------------------------------------- parameters of a layer
@@ -335,7 +338,9 @@ class Lowering {
     // is in the FLOPs already (Op::m_padded); else rows_exec is what the GEMMs run, unpadded.
     bool rows_padded = false;
   };
-  ExpertGemms expert_gemms(int l, std::vector<int32_t> after);
+  // `forward`: the forward pass's (a multi-stream grouped GEMM reads its row counts on the host there;
+  // its backward keeps them).
+  ExpertGemms expert_gemms(int l, std::vector<int32_t> after, bool forward);
 
   // Whether the MoE block exchanges rows between GPUs: only with expert parallelism (at EP 1 the
   // permuted rows are the experts' input as they are, and no dispatch, combine or sort runs).

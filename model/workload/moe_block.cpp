@@ -4,9 +4,17 @@
 
 namespace moeperf::detail {
 
-Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) {
+Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after, bool forward) {
   ExpertGemms g{std::move(after), 1, load_.max_rank_tile_rows, load_.max_rows, true};
-  if (s_.stack.expert_gemm == ExpertGemm::grouped) return g;
+  if (s_.stack.expert_gemm == ExpertGemm::grouped) {
+    // A multi-stream grouped GEMM launches each group's GEMM with its row count from the host:
+    // Transformer Engine's GroupedLinear takes m_splits as a list of ints, and Megatron's
+    // TEGroupedMLP.forward reads tokens_per_expert with .tolist(), a host wait unless a dispatcher's
+    // wait (dispatch_host_syncs) brought the counts to the host already. The backward keeps the list.
+    if (forward && s_.stack.grouped_kernel == GroupedKernel::multi_stream && s_.stack.dispatch_host_syncs == 0)
+      g.after = {host_wait("moe.count_sync", l, g.after)};
+    return g;
+  }
   if (s_.stack.expert_gemm == ExpertGemm::masked_dense) {
     // jax.lax.ragged_dot lowered by XLA's RaggedDotRewriter: every local expert's weights against
     // every row of the ragged buffer, the rows of other experts masked to zero.
@@ -15,12 +23,7 @@ Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after) 
     g.rows_padded = false;
     return g;
   }
-  Op sync;
-  sync.name = "moe.count_sync";
-  sync.category = Category::sync;
-  sync.layer = l;
-  sync.deps = g.after;
-  g.after = {emit(std::move(sync))};
+  g.after = {host_wait("moe.count_sync", l, g.after)};
   g.launches = static_cast<int>(d(m_.experts) / d(p_.ep));
   g.rows_exec = g.rows_gemm = padded_rows();
   g.rows_padded = false;
@@ -40,7 +43,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
   if (overlap_shared) shared_expert(l, f, dd);
   // Expert GEMMs on the busiest rank: ragged grouped GEMM pads each expert's rows to the tile;
   // a per-expert loop needs the counts on the host first and launches one GEMM per expert.
-  const ExpertGemms eg = expert_gemms(l, {dispatched});
+  const ExpertGemms eg = expert_gemms(l, {dispatched}, true);
   std::vector<int32_t> after = eg.after;
   const int launches = eg.launches;
   const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;
@@ -252,7 +255,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     cb = last();
   }
   rows_ready.push_back(cb);
-  const ExpertGemms eg = expert_gemms(l, rows_ready);
+  const ExpertGemms eg = expert_gemms(l, rows_ready, false);
   std::vector<int32_t> after = eg.after;
   const int launches = eg.launches;
   const double rows_exec = eg.rows_exec, rows_gemm = eg.rows_gemm;

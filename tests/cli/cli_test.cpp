@@ -1455,11 +1455,13 @@ TEST(CliTrace, CompareTracePutsEachClassBesideThePrediction) {
   // The host: the fixture's launching thread, 13 launches per step; the traced host time is the
   // launches at their mean gap, and the host_op_s that gives the prediction's framework ops that time.
   const auto& th = doc["trace"]["host"];
-  EXPECT_EQ(th["tid"], 100);
+  EXPECT_EQ(th["tids"], nlohmann::json::array({100}));
   EXPECT_DOUBLE_EQ(th["launches_per_step"].get<double>(), 13.0);
   const auto& h = doc["host"];
   EXPECT_NEAR(h["traced_s"].get<double>(), 13.0 * th["mean_gap_s"].get<double>(), 1e-15);
   ASSERT_GT(h["framework_ops"].get<double>(), 0.0);
+  ASSERT_TRUE(h.contains("matching_host_op_s")) << h.dump();
+  EXPECT_EQ(h["gpu_paced"], false);
   const double rest = h["predicted_busy_s"].get<double>() - h["stack_host_op_s"].get<double>() * h["framework_ops"].get<double>();
   EXPECT_NEAR(h["matching_host_op_s"].get<double>(), (h["traced_s"].get<double>() - rest) / h["framework_ops"].get<double>(), 1e-15);
   for (const char* want : {"host: thread 100 issued 13 kernel launches and 0 graph launches per step",

@@ -861,6 +861,46 @@ TEST(Stacks, MegatronsAllToAllDispatcherGathersTheCountsBeforeItsHostWait) {
 // get_restored_hidden_states_by_experts), and the block's output is the combine's. Off, the
 // permute before the exchange writes one row per destination and the un-permute after the combine
 // sums them.
+// Transformer Engine's multi-stream grouped GEMM takes its row counts as a host list (Megatron's
+// TEGroupedMLP.forward: tokens_per_expert.tolist()): with no dispatcher wait before it (HybridEP)
+// the forward waits on the host after the exchange and its permute, before FC1; the backward keeps
+// the list. With the dispatcher's own wait (DeepEP's normal kernels, the AlltoAll dispatcher), or a
+// pointer-array kernel that reads the counts on the device, no second wait.
+TEST(Stacks, AMultiStreamGroupedGemmReadsItsCountsOnTheHostAfterTheExchange) {
+  const std::string f = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario ms = load(f), ptr = load(f, {"stack.grouped_kernel=\"ptr_array\""}),
+                 synced = load(f, {"stack.dispatch_host_syncs=1"});
+  ASSERT_EQ(ms.stack.grouped_kernel, GroupedKernel::multi_stream);
+  ASSERT_EQ(ms.stack.dispatch_host_syncs, 0);
+  const ExpertLoad l = expert_load(ms, ms.calibration);
+  const StepGraph g = lower_step(ms, l);
+  const std::vector<Op>& ops = g.classes.front().ops;
+  const auto syncs = named(g, "moe.count_sync");
+  const auto fc1 = named(g, "moe.expert_fc1");
+  ASSERT_FALSE(fc1.empty());
+  EXPECT_EQ(syncs.size(), fc1.size());  // one per MoE layer's forward (and micro-batch)
+  for (const Op* s : syncs) EXPECT_EQ(s->phase, Phase::forward);
+  const Op& first = *syncs.front();
+  const auto at = [&](const Op* o) { return static_cast<int32_t>(o - ops.data()); };
+  const Op& permute = *named(g, "moe.permute").front();  // the flex dispatcher's, after the exchange
+  EXPECT_NE(std::find(first.deps.begin(), first.deps.end(), at(&permute)), first.deps.end());
+  // What the FC1 waits for (its quantization first) waits for the host's wait; the FC1 comes after it.
+  bool waits = false;
+  for (size_t i = static_cast<size_t>(at(&first)) + 1; i <= static_cast<size_t>(at(fc1.front())) && !waits; ++i)
+    waits = std::find(ops[i].deps.begin(), ops[i].deps.end(), at(&first)) != ops[i].deps.end();
+  EXPECT_TRUE(waits);
+  EXPECT_LT(at(&first), at(fc1.front()));
+  EXPECT_TRUE(named(lower_step(ptr, l), "moe.count_sync").empty());
+  EXPECT_TRUE(named(lower_step(synced, l), "moe.count_sync").empty());
+  EXPECT_EQ(named(lower_step(synced, l), "moe.dispatch.host_sync").size(), fc1.size());
+  // Its groups' row counts are read each step: a CUDA graph over the MoE block leaves it eager.
+  const StepGraph gg = lower_step(load(f, {"stack.cuda_graphs=[\"moe\"]"}), l);
+  EXPECT_EQ(named(gg, "moe.expert_fc1").front()->graph, 0u);
+  EXPECT_NE(named(gg, "moe.act").front()->graph, 0u);
+  EXPECT_NE(named(lower_step(load(f, {"stack.cuda_graphs=[\"moe\"]", "stack.grouped_kernel=\"ptr_array\""}), l),
+                  "moe.expert_fc1").front()->graph, 0u);
+}
+
 TEST(Stacks, TheFlexDispatcherPermutesTheReceivedRowsAfterTheExchange) {
   const Scenario flex = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
                  before = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.permute_after_dispatch=false"});
