@@ -18,7 +18,9 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=50.3    # MAPE in %, pinned: lower it when the model improves (raised 50.0 -> 50.3 (MAPE 50.20 %) when
+ceiling=50.2    # MAPE in %, pinned: lower it when the model improves (lowered 50.3 -> 50.2 (MAPE 50.13 %) when
+                # Transformer Engine's multi-stream grouped GEMM waited on the host for its row counts
+                # after HybridEP's exchange (ladder steps 11-13 -0.3 %); raised 50.0 -> 50.3 (MAPE 50.20 %) when
                 # Megatron's AlltoAll dispatcher's count gather went beside the permute, as its preprocess
                 # runs before it (ladder steps 1-3 +0.6-0.8 %, away from 494: a truer placement moving it
                 # the wrong way); lowered 51.2 -> 50.0 (MAPE 49.92 %) when
