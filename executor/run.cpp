@@ -579,9 +579,12 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     op.category = st.flops > 0 ? Category::gemm : Category::memory;
     // A grouped GEMM is priced (and written for calibrate) as the scenario's stack prices its
     // experts' kernel, so that the run's prediction is predict's.
-    // The executor runs its backend's grouped GEMM, never Transformer Engine's multi-stream host loop:
-    // a multi_stream stack's experts are written and priced as a pointer-array kernel, so that the
-    // records cannot set the host's cost per group (gemm_multi_stream_group_s) from GEMMs it never had.
+    // The executor runs its backend's grouped GEMM (the CPU and CUDA backends: a loop of one GEMM per
+    // group, executor/backend.h), priced as the stack's kernel so that the run's prediction is
+    // predict's; but never Transformer Engine's host loop: a multi_stream stack's experts are written
+    // and priced as a pointer-array kernel, so that the records cannot set the host's cost per group
+    // (gemm_multi_stream_group_s) from a loop whose host cost is the executor's. (The loop's launches
+    // then fall in the per-group GPU term a fit of these records sets.)
     st.shape.kernel = !st.shape.ragged ? GroupedKernel::contiguous
                       : s.stack.grouped_kernel == GroupedKernel::multi_stream ? GroupedKernel::ptr_array
                                                                               : s.stack.grouped_kernel;

@@ -87,7 +87,8 @@ struct HostIssue {
   // The threads that issued the step's launches: each with at least 5 % of the busiest one's (PyTorch's
   // Python thread and autograd's device thread take turns), sorted; their launches and gaps add up.
   std::vector<int64_t> tids;
-  int steps = 0;               // step ranges it was measured in (CPU-side ones, else GPU-side; 0: the whole trace)
+  int steps = 0;               // steps it was measured over (CPU-side ranges; else the whole trace over the GPU-side
+                               // steps' number; 0: the whole trace as one)
   double launches = 0;         // per step: kernel launches (cudaLaunchKernel, cuLaunchKernel, their Ex forms, ...)
   double graph_launches = 0;   // per step: CUDA graph launches
   double waits = 0, wait_s = 0;  // per step: blocking calls (synchronize, blocking copy, cudaFree) and their time

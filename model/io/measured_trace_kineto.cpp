@@ -300,8 +300,8 @@ struct RuntimeCall {
   RuntimeKind kind;
 };
 
-// The issuing threads and, per step range (CPU-side ones; the GPU-side ones when the trace marks
-// only those; the whole trace when none is marked), their launches, waits and the gaps between
+// The issuing threads and, per step range (CPU-side ones; else the whole trace, per GPU-side step
+// when only those are marked, else as one step), their launches, waits and the gaps between
 // consecutive launches of one thread with no wait in between. PyTorch issues a step from two
 // threads that take turns: the Python thread (forward, optimizer) and autograd's device thread
 // (backward); every thread with at least kIssuingShare of the busiest one's launches counts, and
@@ -309,10 +309,13 @@ struct RuntimeCall {
 constexpr double kIssuingShare = 0.05;
 std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::vector<TraceRange>& ranges, const TraceOptions& opt) {
   const std::regex marker(opt.step_marker, std::regex::ECMAScript);  // checked by finish_trace
-  std::vector<TraceRange> cpu, gpu;
+  std::vector<TraceRange> windows;
+  std::set<std::string> gpu_steps;
   for (const TraceRange& r : ranges)
-    if (std::regex_search(r.name, marker)) (r.gpu ? gpu : cpu).push_back(r);
-  std::vector<TraceRange> windows = cpu.empty() ? gpu : cpu;
+    if (std::regex_search(r.name, marker)) {
+      if (r.gpu) gpu_steps.insert(r.name);
+      else windows.push_back(r);
+    }
   const bool marked = !windows.empty();
   if (!marked && !calls.empty()) {
     double lo = calls.front().ts, hi = lo;
@@ -327,7 +330,9 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
   };
   // Per thread, in time order; a call inside another call of its thread (a driver launch CUPTI
   // records under the runtime's) is the same launch, not another.
-  std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) { return a.tid != b.tid ? a.tid < b.tid : a.ts < b.ts; });
+  std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) {
+    return a.tid != b.tid ? a.tid < b.tid : a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur;  // the outer call first
+  });
   std::vector<RuntimeCall> outer;
   for (const RuntimeCall& c : calls) {
     if (!outer.empty() && outer.back().tid == c.tid && c.ts < outer.back().ts + outer.back().dur) continue;
@@ -343,16 +348,19 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
   for (const auto& [tid, n] : per_tid)
     if (static_cast<double>(n) >= kIssuingShare * static_cast<double>(most)) h.tids.push_back(tid);
   h.steps = marked ? static_cast<int>(windows.size()) : 0;
+  // The issuing threads' calls in time order: a gap is a thread's time from one launch to its next
+  // when no wait and no other thread's launch lies between (the threads take turns: the Python
+  // thread's gap across the backward is autograd's time, not its own).
+  std::erase_if(outer, [&](const RuntimeCall& c) { return !std::binary_search(h.tids.begin(), h.tids.end(), c.tid); });
+  std::stable_sort(outer.begin(), outer.end(), [](const RuntimeCall& a, const RuntimeCall& b) { return a.ts < b.ts; });
   std::vector<double> gaps, durs;
   double prev = -1;
   int64_t prev_tid = -1;
   int prev_window = -1;
   bool waited = false;
   for (const RuntimeCall& c : outer) {
-    if (!std::binary_search(h.tids.begin(), h.tids.end(), c.tid)) continue;
     const int w = in(c.ts);
     if (w < 0) continue;
-    if (c.tid != prev_tid) prev = -1, prev_tid = c.tid, waited = false;
     if (c.kind == RuntimeKind::wait) {
       h.waits += 1, h.wait_s += c.dur;
       waited = true;
@@ -360,10 +368,12 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
     }
     (c.kind == RuntimeKind::graph ? h.graph_launches : h.launches) += 1;
     durs.push_back(c.dur);
-    if (prev >= 0 && w == prev_window && !waited) gaps.push_back(c.ts - prev);
-    prev = c.ts, prev_window = w, waited = false;
+    if (prev >= 0 && c.tid == prev_tid && w == prev_window && !waited) gaps.push_back(c.ts - prev);
+    prev = c.ts, prev_tid = c.tid, prev_window = w, waited = false;
   }
-  const double n = static_cast<double>(windows.size());
+  // Steps marked only on the GPU side (host calls run ahead of them): the whole trace over their number.
+  const double n = marked ? static_cast<double>(windows.size()) : std::max<double>(1, static_cast<double>(gpu_steps.size()));
+  if (!marked) h.steps = static_cast<int>(gpu_steps.size());
   h.launches /= n, h.graph_launches /= n, h.waits /= n, h.wait_s /= n;
   h.gaps = static_cast<int64_t>(gaps.size());
   if (!gaps.empty()) {

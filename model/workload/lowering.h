@@ -247,6 +247,7 @@ class Lowering {
     // A multi-stream grouped GEMM launches each group with a row count the host read this step: no
     // CUDA graph captures it (Megatron leaves the routed experts eager).
     if (op.category == Category::gemm && op.ragged && op.grouped_kernel == GroupedKernel::multi_stream) op.graph = 0;
+    if (op.category == Category::sync) op.graph = 0;  // a host wait is the host's: no graph holds one
   }
 
   // ---------------------------------------------------------------- parameters of a layer
@@ -564,6 +565,7 @@ class Lowering {
   bool defer_wgrad_ = false;
   // While on, gemm() emits expert GEMMs whose FLOPs count tile-padded rows (see Op::m_padded).
   bool padded_rows_ = false;
+  bool counts_on_host_ = false;  // the layer's dispatch waited on the host for its split sizes (moe_dispatch)
   struct DeferredUnit {
     std::vector<DeferredGemm> gemms;
     bool reduce = false;  // the step's last backward of its chunk: reduce its layers' gradients after it

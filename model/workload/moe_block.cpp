@@ -9,9 +9,10 @@ Lowering::ExpertGemms Lowering::expert_gemms(int l, std::vector<int32_t> after, 
   if (s_.stack.expert_gemm == ExpertGemm::grouped) {
     // A multi-stream grouped GEMM launches each group's GEMM with its row count from the host:
     // Transformer Engine's GroupedLinear takes m_splits as a list of ints, and Megatron's
-    // TEGroupedMLP.forward reads tokens_per_expert with .tolist(), a host wait unless a dispatcher's
-    // wait (dispatch_host_syncs) brought the counts to the host already. The backward keeps the list.
-    if (forward && s_.stack.grouped_kernel == GroupedKernel::multi_stream && s_.stack.dispatch_host_syncs == 0)
+    // TEGroupedMLP.forward reads tokens_per_expert with .tolist(), a host wait unless the dispatch's
+    // wait (dispatch_host_syncs) brought the counts to the host already. The backward keeps the list
+    // (a recomputed FC1 would read them again: not modelled).
+    if (forward && s_.stack.grouped_kernel == GroupedKernel::multi_stream && !counts_on_host_)
       g.after = {host_wait("moe.count_sync", l, g.after)};
     return g;
   }
@@ -100,6 +101,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
 void Lowering::moe_dispatch(int l, const std::string& permute, const std::string& dispatch, double bd) {
   const double h = d(m_.hidden), r = d(p_.ep);
   const double fan = dispatch_fanout();
+  counts_on_host_ = false;
   if (s_.stack.dispatcher == Dispatcher::allgather && ep_exchanges()) {
     // Every rank gathers every token of its EP group, then keeps the rows for its own experts.
     const int32_t g = comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
@@ -124,6 +126,7 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
     before.push_back(comm(dispatch + ".counts", Category::ep_comm, Stream::ep_comm, l, Collective::all_gather, Group::ep,
                           r * d(m_.experts) * 8.0, {routed}));
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
+  counts_on_host_ = s_.stack.dispatch_host_syncs > 0;
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,

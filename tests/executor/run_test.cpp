@@ -85,6 +85,7 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   const auto& sh1 = fc1["shape"];
   EXPECT_EQ(sh1["groups"].get<double>(), j["dims"]["experts"].get<double>() / 4);
   EXPECT_TRUE(sh1["ragged"].get<bool>());
+  EXPECT_EQ(sh1["kernel"], "ptr_array");  // the default stack's
   EXPECT_NEAR(2 * sh1["m"].get<double>() * sh1["n"].get<double>() * sh1["k"].get<double>() * sh1["groups"].get<double>(),
               fc1["flops_per_call"].get<double>(), 1e-6 * fc1["flops_per_call"].get<double>());
   EXPECT_FALSE(j["ops"]["moe.dispatch"].contains("shape"));
@@ -122,6 +123,9 @@ TEST(Executor, WindowedAttentionWithFsdpGathersAndReduceScattersItsWeights) {
   sc["gpus"] = 4;  // ep 2 x fsdp 2; the run is one EP group of 2 ranks, the weights sharded over them
   sc["parallelism"] = {{"ep", 2}, {"fsdp", 2}};
   sc["batch"] = {{"seq_len", 256}, {"micro_batch", 2}, {"global_batch", 8}};
+  // A stack whose experts are Transformer Engine's multi-stream GEMMs: the executor runs its own
+  // loop over the groups, and writes them as the pointer-array kernel, not as that host loop.
+  sc["stack"] = {{"grouped_kernel", "multi_stream"}};
   std::ofstream(d.path("s.json")) << sc.dump();
   const Result r = sh(mpirun(2) + MOEPERF_CLI + " run " + d.path("s.json") + " --steps 1 --warmup 0 --out " + d.path("m.json"));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -136,6 +140,7 @@ TEST(Executor, WindowedAttentionWithFsdpGathersAndReduceScattersItsWeights) {
   EXPECT_DOUBLE_EQ(j["ops"]["attn.core"]["attention"]["keys"].get<double>(), (64.0 * 65 / 2 + 192.0 * 64) / 256);
   EXPECT_EQ(j["dims"]["attention"]["window"], 64);
   EXPECT_TRUE(j["dims"]["attention"]["fsdp"].get<bool>());
+  EXPECT_EQ(j["ops"]["moe.expert_fc1"]["shape"]["kernel"], "ptr_array");
 }
 
 // DeepSeek-V3 scaled down 32 x on one process: its MLA block (low-rank Q, compressed K/V with the

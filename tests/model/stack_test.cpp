@@ -855,12 +855,6 @@ TEST(Stacks, MegatronsAllToAllDispatcherGathersTheCountsBeforeItsHostWait) {
   EXPECT_TRUE(named(lower_step(deepep, expert_load(deepep, deepep.calibration)), "moe.dispatch.counts").empty());
 }
 
-// Megatron's flex dispatcher (DeepEP, HybridEP): the kernel reads each token once; the received
-// rows, one per token and rank hit, are permuted into one row per local expert after the exchange
-// and summed back before the combine (get_permuted_hidden_states_by_experts /
-// get_restored_hidden_states_by_experts), and the block's output is the combine's. Off, the
-// permute before the exchange writes one row per destination and the un-permute after the combine
-// sums them.
 // Transformer Engine's multi-stream grouped GEMM takes its row counts as a host list (Megatron's
 // TEGroupedMLP.forward: tokens_per_expert.tolist()): with no dispatcher wait before it (HybridEP)
 // the forward waits on the host after the exchange and its permute, before FC1; the backward keeps
@@ -893,14 +887,25 @@ TEST(Stacks, AMultiStreamGroupedGemmReadsItsCountsOnTheHostAfterTheExchange) {
   EXPECT_TRUE(named(lower_step(ptr, l), "moe.count_sync").empty());
   EXPECT_TRUE(named(lower_step(synced, l), "moe.count_sync").empty());
   EXPECT_EQ(named(lower_step(synced, l), "moe.dispatch.host_sync").size(), fc1.size());
+  // The all-gather dispatcher never waits for split sizes, whatever dispatch_host_syncs says: the
+  // GEMM's own wait stays.
+  EXPECT_EQ(named(lower_step(load(f, {"stack.dispatch_host_syncs=1", "stack.dispatcher=\"allgather\""}), l), "moe.count_sync").size(),
+            fc1.size());
   // Its groups' row counts are read each step: a CUDA graph over the MoE block leaves it eager.
   const StepGraph gg = lower_step(load(f, {"stack.cuda_graphs=[\"moe\"]"}), l);
   EXPECT_EQ(named(gg, "moe.expert_fc1").front()->graph, 0u);
+  EXPECT_EQ(named(gg, "moe.count_sync").front()->graph, 0u);  // a host wait is never in a graph
   EXPECT_NE(named(gg, "moe.act").front()->graph, 0u);
   EXPECT_NE(named(lower_step(load(f, {"stack.cuda_graphs=[\"moe\"]", "stack.grouped_kernel=\"ptr_array\""}), l),
                   "moe.expert_fc1").front()->graph, 0u);
 }
 
+// Megatron's flex dispatcher (DeepEP, HybridEP): the kernel reads each token once; the received
+// rows, one per token and rank hit, are permuted into one row per local expert after the exchange
+// and summed back before the combine (get_permuted_hidden_states_by_experts /
+// get_restored_hidden_states_by_experts), and the block's output is the combine's. Off, the
+// permute before the exchange writes one row per destination and the un-permute after the combine
+// sums them.
 TEST(Stacks, TheFlexDispatcherPermutesTheReceivedRowsAfterTheExchange) {
   const Scenario flex = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
                  before = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.permute_after_dispatch=false"});

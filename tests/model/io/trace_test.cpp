@@ -265,30 +265,42 @@ TEST(KinetoTrace, TheIssuingThreadsLaunchesAndTheGapsBetweenThem) {
   for (int i = 0; i < 30; ++i) call(8, "cudaLaunchKernel", 300 + 10 * i, 2);
   call(8, "cuLaunchKernel", 300.5, 1);
   call(9, "cudaLaunchKernel", 100, 2);  // a thread with under 5 % of the busiest one's launches
+  call(7, "cudaLaunchKernel", 700, 2);   // thread 7's turn again: its gap from 265 is thread 8's turn
+  call(7, "cudaFree", 710, 20);          // frees synchronize: a wait
+  call(7, "cudaLaunchKernel", 740, 2);
   call(7, "cudaLaunchKernel", 2000, 2);  // after the step
   const io::MeasuredTrace t = read(json{{"traceEvents", ev}}, "host.json");
   ASSERT_TRUE(t.host.has_value());
   const io::HostIssue& h = *t.host;
   EXPECT_EQ(h.tids, (std::vector<int64_t>{7, 8}));
   EXPECT_EQ(h.steps, 1);
-  EXPECT_DOUBLE_EQ(h.launches, 7 + 30);
+  EXPECT_DOUBLE_EQ(h.launches, 9 + 30);
   EXPECT_DOUBLE_EQ(h.graph_launches, 1);
-  EXPECT_DOUBLE_EQ(h.waits, 1);
-  EXPECT_NEAR(h.wait_s, 100e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(h.waits, 2);
+  EXPECT_NEAR(h.wait_s, 120e-6, 1e-15);
   // Thread 7: gaps 20, 20, 20 before the wait; 25, 25 and 15 (to the graph launch) after it; none
-  // across it. Thread 8: 29 gaps of 10; none between the two threads.
+  // across it, none across thread 8's turn (265 -> 700), none across the free (700 -> 740).
+  // Thread 8: 29 gaps of 10; none between the two threads.
   EXPECT_EQ(h.gaps, 6 + 29);
   EXPECT_NEAR(h.median_gap_s, 10e-6, 1e-15);
   EXPECT_NEAR(h.mean_gap_s, (125e-6 + 290e-6) / 35, 1e-15);
   EXPECT_NEAR(h.median_call_s, 2e-6, 1e-15);
-  // Without a step marked, the whole trace: the launch at 2 ms counts, its 1.73 ms gap too.
+  // Without a step marked, the whole trace: the launch at 2 ms counts, its gap too.
   ev.erase(ev.begin());
   const io::MeasuredTrace w = read(json{{"traceEvents", ev}}, "host_unmarked.json");
   ASSERT_TRUE(w.host.has_value());
   EXPECT_EQ(w.host->steps, 0);
-  EXPECT_DOUBLE_EQ(w.host->launches, 8 + 30);
-  EXPECT_EQ(w.host->gaps, 7 + 29);
-  EXPECT_NEAR(w.host->mean_gap_s, (125e-6 + 1735e-6 + 290e-6) / 36, 1e-15);
+  EXPECT_DOUBLE_EQ(w.host->launches, 10 + 30);
+  EXPECT_EQ(w.host->gaps, 7 + 29);  // the launch at 2 ms: 1,260 us after thread 7's at 740
+  EXPECT_NEAR(w.host->mean_gap_s, (125e-6 + 1260e-6 + 290e-6) / 36, 1e-15);
+  // Steps marked on the GPU side only (two of them): the whole trace over two steps.
+  json gpu_marked = ev;
+  for (const char* n : {"ProfilerStep#1", "ProfilerStep#2"})
+    gpu_marked.push_back({{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", n}, {"pid", 0}, {"tid", 7}, {"ts", 0}, {"dur", 2100}});
+  const io::MeasuredTrace gm = read(json{{"traceEvents", gpu_marked}}, "host_gpu_marked.json");
+  ASSERT_TRUE(gm.host.has_value());
+  EXPECT_EQ(gm.host->steps, 2);
+  EXPECT_DOUBLE_EQ(gm.host->launches, (10 + 30) / 2.0);
 }
 
 TEST(KinetoTrace, BadTracesSayWhatAndWhere) {
