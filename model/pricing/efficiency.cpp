@@ -69,11 +69,11 @@ Seconds gemm_seconds(const GemmShape& s, Dtype d, double flops, double hbm_bytes
   const double f = flops > 0 ? flops : s.flops();
   const double compute = f / (peak * priced_fraction(d, priced, cal) * shape_efficiency(s, gpu, cal, peak));
   const double mem = hbm_bytes / (gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction]);
-  double groups = 0;
   // A multi-stream grouped GEMM's groups are kernels of their own, each with its own descriptors:
   // the same GPU cost per group as a pointer-array kernel's (and its host loop beside it).
-  if (s.ragged && s.kernel != GroupedKernel::contiguous) groups = s.groups * cal[Param::gemm_ptr_array_group_s];
-  if (s.ragged && s.kernel == GroupedKernel::contiguous) groups = s.groups * cal[Param::gemm_group_overhead_s];
+  const double groups =
+      s.ragged ? s.groups * cal[s.kernel == GroupedKernel::contiguous ? Param::gemm_group_overhead_s : Param::gemm_ptr_array_group_s]
+               : 0.0;
   return Seconds(std::max(compute, mem) + launches * cal[Param::kernel_launch_s] + groups);
 }
 
