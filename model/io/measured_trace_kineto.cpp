@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <regex>
 #include <set>
@@ -298,6 +299,7 @@ struct RuntimeCall {
   int64_t tid;
   double ts, dur;
   RuntimeKind kind;
+  int window = -1;  // the step range it falls in (host_issue)
 };
 
 // The issuing threads and, per step range (CPU-side ones; else the whole trace, per GPU-side step
@@ -323,11 +325,10 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
     windows.push_back(TraceRange{"", lo, hi, false});
   }
   std::sort(windows.begin(), windows.end(), [](const TraceRange& a, const TraceRange& b) { return a.start < b.start; });
-  auto in = [&](double ts) {
-    for (size_t w = 0; w < windows.size(); ++w)
-      if (ts >= windows[w].start && ts <= windows[w].end) return static_cast<int>(w);
-    return -1;
-  };
+  // Each call's step range, found once; calls outside every range are dropped.
+  for (RuntimeCall& c : calls)
+    for (size_t w = 0; w < windows.size() && c.window < 0; ++w)
+      if (c.ts >= windows[w].start && c.ts <= windows[w].end) c.window = static_cast<int>(w);
   // Per thread, in time order; a call inside another call of its thread (a driver launch CUPTI
   // records under the runtime's) is the same launch, not another.
   std::sort(calls.begin(), calls.end(), [](const RuntimeCall& a, const RuntimeCall& b) {
@@ -338,16 +339,16 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
     if (!outer.empty() && outer.back().tid == c.tid && c.ts < outer.back().ts + outer.back().dur) continue;
     outer.push_back(c);
   }
+  std::erase_if(outer, [](const RuntimeCall& c) { return c.window < 0; });
   std::map<int64_t, int64_t> per_tid;
   for (const RuntimeCall& c : outer)
-    if (c.kind != RuntimeKind::wait && in(c.ts) >= 0) ++per_tid[c.tid];
+    if (c.kind != RuntimeKind::wait) ++per_tid[c.tid];
   if (per_tid.empty()) return std::nullopt;
   int64_t most = 0;
   for (const auto& [tid, n] : per_tid) most = std::max(most, n);
   HostIssue h;
   for (const auto& [tid, n] : per_tid)
     if (static_cast<double>(n) >= kIssuingShare * static_cast<double>(most)) h.tids.push_back(tid);
-  h.steps = marked ? static_cast<int>(windows.size()) : 0;
   // The issuing threads' calls in time order: a gap is a thread's time from one launch to its next
   // when no wait and no other thread's launch lies between (the threads take turns: the Python
   // thread's gap across the backward is autograd's time, not its own).
@@ -359,8 +360,7 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
   int prev_window = -1;
   bool waited = false;
   for (const RuntimeCall& c : outer) {
-    const int w = in(c.ts);
-    if (w < 0) continue;
+    const int w = c.window;
     if (c.kind == RuntimeKind::wait) {
       h.waits += 1, h.wait_s += c.dur;
       waited = true;
@@ -372,14 +372,12 @@ std::optional<HostIssue> host_issue(std::vector<RuntimeCall> calls, const std::v
     prev = c.ts, prev_tid = c.tid, prev_window = w, waited = false;
   }
   // Steps marked only on the GPU side (host calls run ahead of them): the whole trace over their number.
-  const double n = marked ? static_cast<double>(windows.size()) : std::max<double>(1, static_cast<double>(gpu_steps.size()));
-  if (!marked) h.steps = static_cast<int>(gpu_steps.size());
+  h.steps = static_cast<int>(marked ? windows.size() : gpu_steps.size());
+  const double n = std::max(1, h.steps);
   h.launches /= n, h.graph_launches /= n, h.waits /= n, h.wait_s /= n;
   h.gaps = static_cast<int64_t>(gaps.size());
   if (!gaps.empty()) {
-    double sum = 0;
-    for (double g : gaps) sum += g;
-    h.mean_gap_s = sum / static_cast<double>(gaps.size());
+    h.mean_gap_s = std::accumulate(gaps.begin(), gaps.end(), 0.0) / static_cast<double>(gaps.size());
     h.median_gap_s = median_of(gaps);
   }
   h.median_call_s = median_of(durs);
