@@ -18,7 +18,9 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=50.2    # MAPE in %, pinned: lower it when the model improves (lowered 50.3 -> 50.2 (MAPE 50.13 %) when
+ceiling=50.0    # MAPE in %, pinned: lower it when the model improves (lowered 50.2 -> 50.0 (MAPE 49.98 %) when
+                # JAX's remat quantized each FP8/MXFP8 GEMM's input again for its weight gradient (GB300
+                # optimized +1.8 % step); lowered 50.3 -> 50.2 (MAPE 50.13 %) when
                 # Transformer Engine's multi-stream grouped GEMM waited on the host for its row counts
                 # after HybridEP's exchange (ladder steps 11-13 -0.3 %); raised 50.0 -> 50.3 (MAPE 50.20 %) when
                 # Megatron's AlltoAll dispatcher's count gather went beside the permute, as its preprocess

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,16 @@ class Lowering {
     return static_cast<int32_t>(rc_.ops.size() - 1);
   }
 
+  // Expert rows that arrive in the GEMM's format (an MXFP8 dispatch) are quantized row-wise already.
+  bool input_arrives_quantized(const std::string& name, Dtype dt) const {
+    return (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
+  }
+  // HBM bytes per element of quantizing a GEMM's input (A): a BF16 input read once and written
+  // row- and column-wise; rows that arrive quantized only get their column-wise copy.
+  double input_quantize_bytes(const std::string& name, Dtype dt) const {
+    return input_arrives_quantized(name, dt) ? 2.0 * bytes_per_element(dt) : quantize_bytes_per_element(dt);
+  }
+
   int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
@@ -69,8 +80,8 @@ class Lowering {
       const bool stored = s_.precision.weights == dt;
       const bool cached = s_.stack.weight_quant_cache && !fsdp() && mb_ > 0;
       const double qb = (again && !fsdp()) || stored || cached ? 0.0 : q;
-      const bool arrives_quantized =
-          (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
+      if (ends(".recompute")) recomputed_.emplace(&OpName(name.substr(0, name.size() - 10)).str(), layer, mb_);
+      const bool arrives_quantized = input_arrives_quantized(name, dt);
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
       // spares the quantization kernel its read of the BF16 input. Only a GEMM that owns its norm
       // can: Transformer Engine's LayerNormLinear (Megatron's fused QKV projection, MLA's
@@ -79,7 +90,7 @@ class Lowering {
       // with experts), so the shared expert's FC1 quantizes its input itself.
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
-      const double qa = arrives_quantized ? 2.0 * bytes_per_element(dt) : norm_fused ? q - 2.0 : q;
+      const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
       if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
         // Nothing left for a quantization kernel of its own: the normalization's kernel writes the
         // row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or host op.
@@ -417,6 +428,20 @@ class Lowering {
   // Backward of a forward GEMM op: data gradient and weight gradient apart.
   void gemm_bwd(const OpName& name, Category cat, int l, double flops_exec, double flops_model, Dtype dt, double m,
                 double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
+    // JAX's remat keeps what its policy names and recomputes every other residual the backward
+    // needs (jax.checkpoint). The column-wise copy of a quantized GEMM's input, which the weight
+    // gradient contracts (X^T dY), is a residual of the quantization with no checkpoint name, so
+    // the backward runs the input's quantization again, from the kept or rebuilt input, unless the
+    // GEMM itself was recomputed (its recompute quantized the input). Autograd stacks keep the
+    // copies Transformer Engine saved in the forward.
+    if (s_.stack.remat_dispatch && quantize_bytes_per_element(dt) > 0 &&
+        !recomputed_.count({&name.str(), l, mb_})) {
+      const Phase was = std::exchange(phase_, Phase::recompute);
+      memory(OpName::cat(name, ".recompute.quant"), l, d(groups) * m * k * input_quantize_bytes(name, dt), Category::memory,
+             std::move(deps));
+      deps = {};
+      phase_ = was;
+    }
     gemm(OpName::cat(name, ".dgrad"), cat, l, flops_exec, flops_model, dt, m, k, n, groups, launches, deps);  // dX = dY W^T
     if (defer_wgrad_ && !deferred_.empty()) {
       deferred_.back().gemms.push_back({OpName::cat(name, ".wgrad"), cat, l, flops_exec, flops_model, dt, k, n, m, groups, launches, mb_});
@@ -548,6 +573,7 @@ class Lowering {
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
   std::set<std::pair<const std::string*, int>> wgrad_seen_;  // (weight gradient's interned name, layer) emitted so far
+  std::set<std::tuple<const std::string*, int, int>> recomputed_;  // (GEMM's interned name, layer, micro-batch) recomputed
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;
   std::vector<int32_t> gate_;

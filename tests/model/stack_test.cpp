@@ -743,6 +743,55 @@ TEST(Stacks, QuantizedWeightsAreMadeOncePerStepUnderTheCache) {
   EXPECT_LT(rc.step_time.value(), rp.step_time.value());
 }
 
+// JAX's remat recomputes every residual its policy does not name: the column-wise copy of a
+// quantized GEMM's input, which the weight gradient contracts, is one, so the backward quantizes
+// the kept or rebuilt input again (the whole quantization, as the forward ran it; rows that arrive
+// in MXFP8 from the dispatch only their column-wise copy); a GEMM recomputed in the backward
+// quantizes its input once, in its recompute; autograd keeps Transformer Engine's copies, and a
+// BF16 GEMM has none.
+TEST(Stacks, JaxsRematQuantizesAQuantizedGemmsInputAgainForItsWeightGradient) {
+  const Scenario s = load(kOptimized);
+  ASSERT_TRUE(s.stack.remat_dispatch);
+  ASSERT_EQ(s.precision.dense_gemm, Dtype::fp8);
+  ASSERT_EQ(s.precision.expert_gemm, Dtype::mxfp8);
+  ASSERT_EQ(s.precision.dispatch, Dtype::mxfp8);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  // The output projection reads the attention's context, tokens x heads x v_head_dim, kept.
+  const double t = 6.0 * 4096, h = 7168, ffn = 2048;
+  const auto out = named(g, "attn.out_proj.recompute.quant");
+  ASSERT_EQ(out.size(), named(g, "attn.out_proj.wgrad").size());
+  EXPECT_DOUBLE_EQ(out.front()->hbm_bytes.value(), t * 128 * 128 * quantize_bytes_per_element(Dtype::fp8));
+  EXPECT_EQ(out.front()->phase, Phase::recompute);
+  // The experts: FC1's rows arrive in MXFP8 (column-wise copy only), FC2's input is the rebuilt
+  // activation (both copies): the same rows.
+  const auto fc1 = named(g, "moe.expert_fc1.recompute.quant"), fc2 = named(g, "moe.expert_fc2.recompute.quant");
+  ASSERT_EQ(fc1.size(), named(g, "moe.expert_fc1.wgrad").size());
+  ASSERT_EQ(fc2.size(), fc1.size());
+  const double rows1 = fc1.front()->hbm_bytes.value() / (h * 2.0 * bytes_per_element(Dtype::mxfp8));
+  const double rows2 = fc2.front()->hbm_bytes.value() / (ffn * quantize_bytes_per_element(Dtype::mxfp8));
+  EXPECT_NEAR(rows1, rows2, 1e-9 * rows1);
+  EXPECT_GE(rows1, expert_load(s, s.calibration).max_rows);
+  // Recomputed projections (q and kv in this policy) quantize once, in their recompute.
+  for (const char* p : {"attn.q_proj", "attn.kv_proj"})
+    EXPECT_EQ(named(g, std::string(p) + ".recompute.quant").size(), named(g, std::string(p) + ".recompute").size()) << p;
+  // A recomputed FC1 likewise.
+  const Scenario rc = load(kOptimized, {"memory.offload=[]", "memory.recompute=[\"q_proj\", \"kv_proj\", \"moe_mlpwi\"]"});
+  const StepGraph grc = lower_step(rc, expert_load(rc, rc.calibration));
+  ASSERT_FALSE(named(grc, "moe.expert_fc1.recompute").empty());
+  EXPECT_EQ(named(grc, "moe.expert_fc1.recompute.quant").size(), named(grc, "moe.expert_fc1.recompute").size());
+  // BF16 GEMMs have nothing to quantize; an autograd stack keeps its copies.
+  const Scenario bf16 = load(kOptimized, {"precision.dense_gemm=\"bf16\"", "precision.expert_gemm=\"bf16\"",
+                                          "precision.dispatch=\"bf16\""});
+  const Scenario torch = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+  ASSERT_FALSE(torch.stack.remat_dispatch);
+  for (const Scenario* x : {&bf16, &torch}) {
+    const StepGraph gx = lower_step(*x, expert_load(*x, x->calibration));
+    for (const char* n : {"attn.out_proj.recompute.quant", "moe.expert_fc1.recompute.quant", "moe.expert_fc2.recompute.quant",
+                          "moe.shared_fc1.recompute.quant"})
+      EXPECT_TRUE(named(gx, n).empty()) << n;
+  }
+}
+
 // A recomputed dense MLP: FC1 and the activation rebuild FC2's input in every stack; PyTorch's
 // checkpoint of the module (Megatron's "mlp" recompute) also runs FC2 again, JAX's remat does not.
 TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
