@@ -65,6 +65,29 @@ class Lowering {
     return input_arrives_quantized(name, dt) ? 2.0 * bytes_per_element(dt) : quantize_bytes_per_element(dt);
   }
 
+  // MLA's projection ops (attn.q_proj, attn.kv_proj, their recompute and backward) stand for the
+  // down projection (hidden -> latent) and the up projection (latent -> heads) together: their FLOPs
+  // are both, their shape the up projection's. The down projection is a GEMM of its own in the same
+  // format, a module of its own in both frameworks (Megatron's linear_q_down_proj and
+  // linear_kv_down_proj are TELinear modules, MaxText's wq_a and wkv_a dense layers), so it quantizes
+  // its hidden-wide input itself, each projection its own copy. Its latent width; 0 for any other op.
+  double mla_down_width(const std::string& name) const {
+    const AttentionSpec& a = m_.attention;
+    if (a.kind != AttentionKind::mla) return 0.0;
+    if (name_starts(name, "attn.q_proj")) return a.q_lora_rank > 0 ? d(a.q_lora_rank) : 0.0;
+    if (name_starts(name, "attn.kv_proj")) return d(a.kv_lora_rank + a.qk_rope_head_dim);
+    return 0.0;
+  }
+  // The down projection's quantization in the op's kernel (q, qb: bytes per element of the input
+  // and of the weights, as for the op's own operands): forward or recompute, its hidden-wide input
+  // (m rows) and its weights; data gradient, the latent's gradient and its weights again.
+  double mla_down_quantize_bytes(const std::string& name, double m, double q, double qb) const {
+    const double w = mla_down_width(name);
+    if (w == 0.0) return 0.0;
+    const double h = d(m_.hidden);
+    return (name_ends(name, ".dgrad") ? q * m * w : q * m * h) + qb * h * w;
+  }
+
   int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
                double n, double k, int64_t groups = 1, int launches = 1, std::vector<int32_t> deps = {}) {
     // A low-precision GEMM first quantizes its operands in a kernel of its own (row- and column-wise
@@ -91,12 +114,13 @@ class Lowering {
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
-      if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
+      const double down = mla_down_quantize_bytes(name, m, q, qb);
+      if (norm_fused && qb == 0.0 && down == 0.0 && last_norm_ >= 0) {
         // Nothing left for a quantization kernel of its own: the normalization's kernel writes the
         // row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or host op.
         op(last_norm_).hbm_bytes += Bytes(d(groups) * qa * m * k);
       } else {
-        memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n), Category::memory, std::move(deps));
+        memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n) + down, Category::memory, std::move(deps));
         deps = {};
       }
     }
@@ -437,8 +461,9 @@ class Lowering {
     if (s_.stack.remat_dispatch && quantize_bytes_per_element(dt) > 0 &&
         !recomputed_.count({&name.str(), l, mb_})) {
       const Phase was = std::exchange(phase_, Phase::recompute);
-      memory(OpName::cat(name, ".recompute.quant"), l, d(groups) * m * k * input_quantize_bytes(name, dt), Category::memory,
-             std::move(deps));
+      memory(OpName::cat(name, ".recompute.quant"), l,
+             d(groups) * m * k * input_quantize_bytes(name, dt) + mla_down_quantize_bytes(name, m, quantize_bytes_per_element(dt), 0.0),
+             Category::memory, std::move(deps));
       deps = {};
       phase_ = was;
     }

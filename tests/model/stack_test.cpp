@@ -792,6 +792,39 @@ TEST(Stacks, JaxsRematQuantizesAQuantizedGemmsInputAgainForItsWeightGradient) {
   }
 }
 
+// MLA's projection ops carry the down projection (hidden -> latent) beside the up projection: in a
+// low-precision format the down projection quantizes its hidden-wide input and its weights in the
+// forward and the recompute, the latent's gradient and its weights in the data gradient, each
+// projection its own; a norm-fused up projection still leaves the down projection's quantization a
+// kernel.
+TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
+  const Scenario s = load(kOptimized);  // FP8 current scaling, FSDP: the weights are quantized each time
+  ASSERT_EQ(s.precision.dense_gemm, Dtype::fp8);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const double q = quantize_bytes_per_element(Dtype::fp8), t = 6.0 * 4096, h = 7168, heads = 128;
+  const double ql = 1536, kvl = 512, rope = 64, qk = 192, vd = 128;
+  auto first = [&](const char* n) {
+    const auto v = named(g, n);
+    EXPECT_FALSE(v.empty()) << n;
+    return v.empty() ? 0.0 : v.front()->hbm_bytes.value();
+  };
+  EXPECT_DOUBLE_EQ(first("attn.q_proj.quant"), q * (t * ql + ql * heads * qk) + q * (t * h + h * ql));
+  EXPECT_DOUBLE_EQ(first("attn.kv_proj.quant"), q * (t * kvl + kvl * heads * (qk + vd)) + q * (t * h + h * (kvl + rope)));
+  EXPECT_DOUBLE_EQ(first("attn.q_proj.recompute.quant"), first("attn.q_proj.quant"));
+  EXPECT_DOUBLE_EQ(first("attn.q_proj.dgrad.quant"), q * (t * heads * qk + heads * qk * ql) + q * (t * ql + h * ql));
+  // Megatron's ladder end: MXFP8 weights stored as they are, the latent's quantization in the
+  // norm's kernel; the hidden-wide input is the down projection's own.
+  const Scenario m = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+  ASSERT_TRUE(m.stack.norm_quantize_fusion);
+  ASSERT_EQ(m.precision.weights, Dtype::mxfp8);
+  const StepGraph gm = lower_step(m, expert_load(m, m.calibration));
+  const double qm = quantize_bytes_per_element(Dtype::mxfp8), tm = 4096;
+  const auto mq = named(gm, "attn.q_proj.quant");
+  ASSERT_FALSE(mq.empty());
+  EXPECT_DOUBLE_EQ(mq.front()->hbm_bytes.value(), (qm - 2.0) * tm * ql + qm * tm * h);
+  ASSERT_FALSE(named(gm, "attn.kv_proj.quant").empty());
+}
+
 // A recomputed dense MLP: FC1 and the activation rebuild FC2's input in every stack; PyTorch's
 // checkpoint of the module (Megatron's "mlp" recompute) also runs FC2 again, JAX's remat does not.
 TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
