@@ -8,6 +8,7 @@
 #include <QScatterSeries>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 #include "gui/models/palette.h"
 #include "gui/widgets/chart_frame.h"
@@ -17,6 +18,26 @@ namespace moeperf::gui {
 QColor ScalingView::throughputColor() { return series_color(); }
 QColor ScalingView::noFitColor() { return no_fit_color(); }
 QColor ScalingView::efficiencyColor() { return QColor(0x2c, 0xa0, 0x2c); }
+
+std::pair<double, int> ScalingView::roundAxis(double at_least) {
+  if (!(at_least > 0) || !std::isfinite(at_least)) return {1.0, 4};
+  std::pair<double, int> best{0.0, 0};
+  for (int n = 4; n <= 8; ++n) {
+    // The smallest step of the form m x 10^k (m in 1, 2, 2.5, 5) with n x step >= at_least.
+    const double raw = at_least / n;
+    double decade = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = 0;
+    for (int guard = 0; step == 0 && guard < 2; ++guard, decade *= 10)
+      for (double m : {1.0, 2.0, 2.5, 5.0})
+        if (m * decade >= raw * (1 - 1e-12)) {
+          step = m * decade;
+          break;
+        }
+    const double top = step * n;
+    if (best.second == 0 || top < best.first * (1 - 1e-12)) best = {top, n};
+  }
+  return best;
+}
 
 ScalingView::ScalingView(QWidget* parent) : QChartView(parent) {
   setRenderHint(QPainter::Antialiasing);
@@ -73,10 +94,13 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     auto* y = new QValueAxis();
     y->setTitleText(tr("tokens/s per GPU"));
     // Throughput in the upper part (its top near 90 % of the height), efficiency (near 100 %) at
-    // about half the height on the right axis, so the two lines never lie on each other.
-    y->setRange(0, top * 1.1);
+    // about half the height on the right axis, so the two lines never lie on each other. The axis
+    // ends on the lowest round top (4 to 8 intervals of 1, 2, 2.5 or 5 x 10^k) at or above 1.1 x the
+    // highest point: Qt's applyNiceNumbers could put it at 8,000 for 5,600, the line at 70 %.
+    const auto [y_top, y_intervals] = roundAxis(top * 1.1);
+    y->setRange(0, y_top);
+    y->setTickCount(y_intervals + 1);
     y->setLabelFormat(QStringLiteral("%.0f"));
-    y->applyNiceNumbers();
     chart->addAxis(y, Qt::AlignLeft);
     auto* e = new QValueAxis();
     e->setTitleText(tr("scaling efficiency (%)"));

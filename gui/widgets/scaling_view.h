@@ -6,6 +6,7 @@
 
 #include <QChartView>
 #include <memory>
+#include <utility>
 
 #include "gui/models/study_data.h"
 
@@ -30,6 +31,10 @@ class ScalingView : public QChartView {
   static QColor throughputColor();
   static QColor noFitColor();
   static QColor efficiencyColor();
+
+  // The throughput axis's end: the lowest intervals x step at or above `at_least`, with 4 to 8
+  // intervals and a step of 1, 2, 2.5 or 5 x 10^k (fewer intervals on a tie); {top, intervals}.
+  static std::pair<double, int> roundAxis(double at_least);
 
  private:
   std::shared_ptr<const Studies> studies_;

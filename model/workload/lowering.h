@@ -80,12 +80,16 @@ class Lowering {
   }
   // The down projection's quantization in the op's kernel (q, qb: bytes per element of the input
   // and of the weights, as for the op's own operands): forward or recompute, its hidden-wide input
-  // (m rows) and its weights; data gradient, the latent's gradient and its weights again.
-  double mla_down_quantize_bytes(const std::string& name, double m, double q, double qb) const {
+  // and its weights; data gradient, the latent's gradient and its weights again. Its rows are this
+  // rank's sequence shard (Megatron runs the down projections before gathering the latents over
+  // TP). An autograd stack's recompute of these ops is the up projections' alone (Megatron's
+  // mla_up_proj, DeepSeek-V3's recipe), so it quantizes nothing for the down projection; JAX's
+  // remat reruns the whole projection.
+  double mla_down_quantize_bytes(const std::string& name, double q, double qb) const {
     const double w = mla_down_width(name);
-    if (w == 0.0) return 0.0;
+    if (w == 0.0 || (name_ends(name, ".recompute") && !s_.stack.remat_dispatch)) return 0.0;
     const double h = d(m_.hidden);
-    return (name_ends(name, ".dgrad") ? q * m * w : q * m * h) + qb * h * w;
+    return (name_ends(name, ".dgrad") ? q * t_sp_ * w : q * t_sp_ * h) + qb * h * w;
   }
 
   int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
@@ -114,11 +118,17 @@ class Lowering {
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
-      const double down = mla_down_quantize_bytes(name, m, q, qb);
-      if (norm_fused && qb == 0.0 && down == 0.0 && last_norm_ >= 0) {
-        // Nothing left for a quantization kernel of its own: the normalization's kernel writes the
-        // row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or host op.
+      const double down = mla_down_quantize_bytes(name, q, qb);
+      if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
+        // Nothing left of this GEMM's input for a quantization kernel: the normalization's kernel
+        // writes the row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or
+        // host op. MLA's down projection, a module of its own after the layer's input norm,
+        // quantizes its input in a kernel still.
         op(last_norm_).hbm_bytes += Bytes(d(groups) * qa * m * k);
+        if (down > 0) {
+          memory(OpName::cat(name, ".quant"), layer, down, Category::memory, std::move(deps));
+          deps = {};
+        }
       } else {
         memory(OpName::cat(name, ".quant"), layer, d(groups) * (qa * m * k + qb * k * n) + down, Category::memory, std::move(deps));
         deps = {};
@@ -462,7 +472,7 @@ class Lowering {
         !recomputed_.count({&name.str(), l, mb_})) {
       const Phase was = std::exchange(phase_, Phase::recompute);
       memory(OpName::cat(name, ".recompute.quant"), l,
-             d(groups) * m * k * input_quantize_bytes(name, dt) + mla_down_quantize_bytes(name, m, quantize_bytes_per_element(dt), 0.0),
+             d(groups) * m * k * input_quantize_bytes(name, dt) + mla_down_quantize_bytes(name, quantize_bytes_per_element(dt), 0.0),
              Category::memory, std::move(deps));
       deps = {};
       phase_ = was;

@@ -10,6 +10,7 @@
 #include <QStackedBarSeries>
 #include <QSpinBox>
 #include <QTabWidget>
+#include <QValueAxis>
 #include <algorithm>
 #include <cmath>
 #include <QFileInfo>
@@ -345,6 +346,23 @@ class StudyViewsTest : public QObject {
       const QColor want = st.report.memory.fits ? WaterfallView::barColor() : WaterfallView::noFitColor();
       QCOMPARE(QColor(img.pixel(at)), want);
     }
+  }
+  void scalingAxisEndsOnARoundTop() {
+    // The lowest of 4-8 intervals of 1, 2, 2.5 or 5 x 10^k at or above the asked top; fewer on a tie.
+    QCOMPARE(ScalingView::roundAxis(6160.0), std::make_pair(7000.0, 7));  // Qt's nice numbers gave 8,000
+    QCOMPARE(ScalingView::roundAxis(110.0), std::make_pair(120.0, 6));
+    QCOMPARE(ScalingView::roundAxis(8000.0), std::make_pair(8000.0, 4));
+    QCOMPARE(ScalingView::roundAxis(0.0), std::make_pair(1.0, 4));
+    // The chart uses it: the top of the throughput axis for gb300-scaling.json's points.
+    const auto r = load(QStringLiteral("gb300-scaling.json"));
+    ScalingView v;
+    v.setStudies(std::make_shared<const Studies>(build_studies(*r)));
+    double top = 0;
+    for (int i = 0; i < v.throughputSeries()->count(); ++i) top = std::max(top, v.throughputSeries()->at(i).y());
+    auto* y = qobject_cast<QValueAxis*>(v.chart()->axes(Qt::Vertical, v.throughputSeries()).front());
+    QVERIFY(y);
+    QCOMPARE(y->max(), ScalingView::roundAxis(top * 1.1).first);
+    QCOMPARE(y->tickCount(), ScalingView::roundAxis(top * 1.1).second + 1);
   }
   void scalingLinesAreApart() {
     // A configuration that fits at every point: both lines drawn, throughput well above efficiency.

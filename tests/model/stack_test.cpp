@@ -598,8 +598,11 @@ TEST(Stacks, FusionsChangeKernelsAndHostOps) {
   const StepGraph gn = lower_step(nofuse, l);
   const Op& qn = *named(gn, "attn.q_proj.quant").front();
   const Op& q = *named(gf, "attn.q_proj").front();
-  EXPECT_NEAR(qn.hbm_bytes.value(), quantize_bytes_per_element(Dtype::mxfp8) * static_cast<double>(q.m * q.k), 1.0);
-  EXPECT_TRUE(named(gf, "attn.q_proj.quant").empty());
+  // MLA: the down projection's own quantization of the hidden-wide input beside it (fused or not).
+  const double down = quantize_bytes_per_element(Dtype::mxfp8) * static_cast<double>(q.m) * 7168;
+  EXPECT_NEAR(qn.hbm_bytes.value(), quantize_bytes_per_element(Dtype::mxfp8) * static_cast<double>(q.m * q.k) + down, 1.0);
+  ASSERT_FALSE(named(gf, "attn.q_proj.quant").empty());
+  EXPECT_NEAR(named(gf, "attn.q_proj.quant").front()->hbm_bytes.value(), down, 1.0);
 }
 
 // Megatron's residual adds are kernels of their own (bias-dropout-add), and backward autograd sums
@@ -821,8 +824,26 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
   const double qm = quantize_bytes_per_element(Dtype::mxfp8), tm = 4096;
   const auto mq = named(gm, "attn.q_proj.quant");
   ASSERT_FALSE(mq.empty());
-  EXPECT_DOUBLE_EQ(mq.front()->hbm_bytes.value(), (qm - 2.0) * tm * ql + qm * tm * h);
+  EXPECT_DOUBLE_EQ(mq.front()->hbm_bytes.value(), qm * tm * h);  // the latent's copies are the norm's
   ASSERT_FALSE(named(gm, "attn.kv_proj.quant").empty());
+  // Autograd's recompute of these ops is the up projections' alone (Megatron's mla_up_proj): the
+  // latent's quantization only (the weights are stored), nothing of the down projection.
+  const Scenario up = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json");
+  ASSERT_FALSE(up.stack.remat_dispatch);
+  const StepGraph gu = lower_step(up, expert_load(up, up.calibration));
+  const auto uq = named(gu, "attn.q_proj.recompute.quant");
+  ASSERT_FALSE(uq.empty());
+  EXPECT_DOUBLE_EQ(uq.front()->hbm_bytes.value(), qm * tm * ql);
+  // JAX keeping the projections: the backward's replay quantizes the latent and the hidden-wide
+  // input again for the weight gradients (no weights: the replay is the input's alone).
+  const Scenario kept = load(kOptimized, {"memory.recompute=[]"});
+  const StepGraph gk = lower_step(kept, expert_load(kept, kept.calibration));
+  EXPECT_TRUE(named(gk, "attn.q_proj.recompute").empty());
+  const auto rq = named(gk, "attn.q_proj.recompute.quant"), rkv = named(gk, "attn.kv_proj.recompute.quant");
+  ASSERT_FALSE(rq.empty());
+  ASSERT_FALSE(rkv.empty());
+  EXPECT_DOUBLE_EQ(rq.front()->hbm_bytes.value(), q * t * (ql + h));
+  EXPECT_DOUBLE_EQ(rkv.front()->hbm_bytes.value(), q * t * (kvl + h));
 }
 
 // A recomputed dense MLP: FC1 and the activation rebuild FC2's input in every stack; PyTorch's
@@ -1052,8 +1073,10 @@ TEST(Stacks, TheFlexDispatcherPermutesTheReceivedRowsAfterTheExchange) {
 }
 
 // Ladder step 13 (cuDNN 9.14's fused norm + quantize): with the weights stored in the GEMM's format
-// nothing is left for a quantization kernel after a normalization; the norm's kernel writes the
-// row- and column-wise copies, with no launch and no host op of a kernel of its own.
+// nothing of a GEMM's input is left for a quantization kernel after a normalization; the norm's
+// kernel writes the row- and column-wise copies. A dense model's fused QKV projection keeps no
+// quantization kernel at all; MLA's projection ops keep one for their down projections, which
+// quantize the layer's hidden-wide normalized input themselves (TELinear modules of their own).
 TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
   const Scenario fused = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
                  apart = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json", {"stack.norm_quantize_fusion=false"});
@@ -1062,9 +1085,19 @@ TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
   const ExpertLoad l = expert_load(fused, fused.calibration);
   const StepGraph gf = lower_step(fused, l), ga = lower_step(apart, l);
   for (const char* q : {"attn.q_proj.quant", "attn.kv_proj.quant"}) {
-    EXPECT_TRUE(named(gf, q).empty()) << q;
-    EXPECT_FALSE(named(ga, q).empty()) << q;
+    ASSERT_FALSE(named(gf, q).empty()) << q;
+    ASSERT_FALSE(named(ga, q).empty()) << q;
+    // Fused, only the down projection's hidden-wide input: 4096 x 7168 at the quantization's bytes.
+    EXPECT_NEAR(named(gf, q).front()->hbm_bytes.value(), 4096.0 * 7168 * quantize_bytes_per_element(Dtype::mxfp8), 1.0) << q;
+    EXPECT_LT(named(gf, q).front()->hbm_bytes.value(), named(ga, q).front()->hbm_bytes.value()) << q;
   }
+  // A model without MLA (a fused QKV projection after the norm): no quantization kernel left.
+  const Scenario gqa = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json",
+                            {"model=\"../models/qwen3-30b-a3b/config.json\"", "parallelism.layout=null"});
+  const StepGraph gg = lower_step(gqa, expert_load(gqa, gqa.calibration));
+  ASSERT_FALSE(named(gg, "attn.q_proj").empty());
+  EXPECT_TRUE(named(gg, "attn.q_proj.quant").empty());
+  EXPECT_TRUE(named(gg, "attn.kv_proj.quant").empty());
   // A MoE layer's norm is a module of its own (pre_mlp_layernorm = TENorm): the shared expert's FC1
   // still quantizes its input, reading it.
   ASSERT_FALSE(named(gf, "moe.shared_fc1.quant").empty());
