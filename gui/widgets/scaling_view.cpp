@@ -29,7 +29,7 @@ std::pair<double, int> ScalingView::roundAxis(double at_least) {
     double step = 0;
     for (int guard = 0; step == 0 && guard < 2; ++guard, decade *= 10)
       for (double m : {1.0, 2.0, 2.5, 5.0})
-        if (m * decade >= raw * (1 - 1e-12)) {
+        if (m * decade >= raw * (1 - 1e-12) && (m != 2.5 || decade >= 10)) {  // labels print no decimals
           step = m * decade;
           break;
         }
@@ -105,7 +105,7 @@ void ScalingView::setStudies(std::shared_ptr<const Studies> st) {
     auto* e = new QValueAxis();
     e->setTitleText(tr("scaling efficiency (%)"));
     // Same tick count as the throughput axis (shared grid lines), on a round step that puts 100 %
-    // at or below 55 % of the height.
+    // at or below 56 % of the height (100 / 180).
     const int intervals = std::max(1, y->tickCount() - 1);
     double step = 100;
     for (double c : {20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 100.0})

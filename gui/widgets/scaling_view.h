@@ -33,7 +33,8 @@ class ScalingView : public QChartView {
   static QColor efficiencyColor();
 
   // The throughput axis's end: the lowest intervals x step at or above `at_least`, with 4 to 8
-  // intervals and a step of 1, 2, 2.5 or 5 x 10^k (fewer intervals on a tie); {top, intervals}.
+  // intervals and a step of 1, 2, 2.5 or 5 x 10^k (2.5 from 25 up: the labels print no decimals;
+  // fewer intervals on a tie); {top, intervals}.
   static std::pair<double, int> roundAxis(double at_least);
 
  private:

@@ -80,16 +80,30 @@ class Lowering {
   }
   // The down projection's quantization in the op's kernel (q, qb: bytes per element of the input
   // and of the weights, as for the op's own operands): forward or recompute, its hidden-wide input
-  // and its weights; data gradient, the latent's gradient and its weights again. Its rows are this
-  // rank's sequence shard (Megatron runs the down projections before gathering the latents over
-  // TP). An autograd stack's recompute of these ops is the up projections' alone (Megatron's
-  // mla_up_proj, DeepSeek-V3's recipe), so it quantizes nothing for the down projection; JAX's
-  // remat reruns the whole projection.
-  double mla_down_quantize_bytes(const std::string& name, double q, double qb) const {
+  // and its weights; data gradient, the latent's gradient and its weights again. Its rows are the
+  // op's m, the tokens the lowering gathered before the projections under tensor parallelism, as
+  // for any attention (Megatron's MLA runs the down projections on the sequence shard and gathers
+  // the latents instead: not modelled, here or in the TP collectives). An autograd stack's
+  // recompute of these ops is the up projections' alone (Megatron's mla_up_proj, DeepSeek-V3's
+  // recipe: mla_up_share), so it quantizes nothing for the down projection; JAX's remat reruns the
+  // whole projection.
+  double mla_down_quantize_bytes(const std::string& name, double m, double q, double qb) const {
     const double w = mla_down_width(name);
     if (w == 0.0 || (name_ends(name, ".recompute") && !s_.stack.remat_dispatch)) return 0.0;
     const double h = d(m_.hidden);
-    return (name_ends(name, ".dgrad") ? q * t_sp_ * w : q * t_sp_ * h) + qb * h * w;
+    return (name_ends(name, ".dgrad") ? q * m * w : q * m * h) + qb * h * w;
+  }
+  // The share of an MLA projection op's FLOPs a recompute runs: the up projection's alone under
+  // autograd (above), the whole op under JAX's remat; 1 for any other op.
+  double mla_recompute_share(const char* base) const {
+    const AttentionSpec& a = m_.attention;
+    const double w = mla_down_width(base);
+    if (w == 0.0 || s_.stack.remat_dispatch) return 1.0;
+    const double h = d(m_.hidden), heads = a.heads;
+    const double up = name_starts(std::string(base), "attn.q_proj")
+                          ? d(a.q_lora_rank) * heads * d(a.qk_nope_head_dim + a.qk_rope_head_dim)
+                          : d(a.kv_lora_rank) * heads * d(a.qk_nope_head_dim + a.v_head_dim);
+    return up / (up + h * w);
   }
 
   int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
@@ -106,7 +120,11 @@ class Lowering {
       // Engine's is_first_microbatch) quantizes them in the first micro-batch's forward only.
       const bool stored = s_.precision.weights == dt;
       const bool cached = s_.stack.weight_quant_cache && !fsdp() && mb_ > 0;
-      const double qb = (again && !fsdp()) || stored || cached ? 0.0 : q;
+      // A data gradient after the same GEMM's recompute in this backward uses the weight copies that
+      // recompute made from this backward's gather (one FSDP gather per layer and backward).
+      const bool after_recompute =
+          ends(".dgrad") && recomputed_.count({&OpName(name.substr(0, name.size() - 6)).str(), layer, mb_}) > 0;
+      const double qb = (again && (!fsdp() || after_recompute)) || stored || cached ? 0.0 : q;
       if (ends(".recompute")) recomputed_.emplace(&OpName(name.substr(0, name.size() - 10)).str(), layer, mb_);
       const bool arrives_quantized = input_arrives_quantized(name, dt);
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
@@ -118,7 +136,7 @@ class Lowering {
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
-      const double down = mla_down_quantize_bytes(name, q, qb);
+      const double down = mla_down_quantize_bytes(name, m, q, qb);
       if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
         // Nothing left of this GEMM's input for a quantization kernel: the normalization's kernel
         // writes the row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or
@@ -472,7 +490,7 @@ class Lowering {
         !recomputed_.count({&name.str(), l, mb_})) {
       const Phase was = std::exchange(phase_, Phase::recompute);
       memory(OpName::cat(name, ".recompute.quant"), l,
-             d(groups) * m * k * input_quantize_bytes(name, dt) + mla_down_quantize_bytes(name, quantize_bytes_per_element(dt), 0.0),
+             d(groups) * m * k * input_quantize_bytes(name, dt) + mla_down_quantize_bytes(name, m, quantize_bytes_per_element(dt), 0.0),
              Category::memory, std::move(deps));
       deps = {};
       phase_ = was;

@@ -353,6 +353,8 @@ class StudyViewsTest : public QObject {
     QCOMPARE(ScalingView::roundAxis(110.0), std::make_pair(120.0, 6));
     QCOMPARE(ScalingView::roundAxis(8000.0), std::make_pair(8000.0, 4));
     QCOMPARE(ScalingView::roundAxis(0.0), std::make_pair(1.0, 4));
+    QCOMPARE(ScalingView::roundAxis(9.0), std::make_pair(10.0, 5));  // not 4 x 2.5: labels without decimals
+    QCOMPARE(ScalingView::roundAxis(95.0), std::make_pair(100.0, 4));  // 4 x 25
     // The chart uses it: the top of the throughput axis for gb300-scaling.json's points.
     const auto r = load(QStringLiteral("gb300-scaling.json"));
     ScalingView v;

@@ -814,7 +814,11 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
   EXPECT_DOUBLE_EQ(first("attn.q_proj.quant"), q * (t * ql + ql * heads * qk) + q * (t * h + h * ql));
   EXPECT_DOUBLE_EQ(first("attn.kv_proj.quant"), q * (t * kvl + kvl * heads * (qk + vd)) + q * (t * h + h * (kvl + rope)));
   EXPECT_DOUBLE_EQ(first("attn.q_proj.recompute.quant"), first("attn.q_proj.quant"));
-  EXPECT_DOUBLE_EQ(first("attn.q_proj.dgrad.quant"), q * (t * heads * qk + heads * qk * ql) + q * (t * ql + h * ql));
+  // The data gradient after the recompute of the same projection uses the weight copies that
+  // recompute made from the backward's gather: the output gradient and the latent's gradient only.
+  EXPECT_DOUBLE_EQ(first("attn.q_proj.dgrad.quant"), q * t * heads * qk + q * t * ql);
+  // JAX reruns the whole projection: the recompute's FLOPs are the forward's.
+  EXPECT_DOUBLE_EQ(named(g, "attn.q_proj.recompute").front()->flops.value(), named(g, "attn.q_proj").front()->flops.value());
   // Megatron's ladder end: MXFP8 weights stored as they are, the latent's quantization in the
   // norm's kernel; the hidden-wide input is the down projection's own.
   const Scenario m = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
@@ -834,6 +838,20 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
   const auto uq = named(gu, "attn.q_proj.recompute.quant");
   ASSERT_FALSE(uq.empty());
   EXPECT_DOUBLE_EQ(uq.front()->hbm_bytes.value(), qm * tm * ql);
+  // ... and runs the up projections' FLOPs alone: latent x heads x head dims of the op's
+  // latent x heads x head dims + hidden x latent.
+  const double up_q = ql * heads * qk, up_kv = kvl * heads * (128 + vd);
+  EXPECT_NEAR(named(gu, "attn.q_proj.recompute").front()->flops.value(),
+              named(gu, "attn.q_proj").front()->flops.value() * up_q / (up_q + h * ql), 1.0);
+  EXPECT_NEAR(named(gu, "attn.kv_proj.recompute").front()->flops.value(),
+              named(gu, "attn.kv_proj").front()->flops.value() * up_kv / (up_kv + h * (kvl + rope)), 1.0);
+  // Under tensor parallelism the down projection quantizes the tokens the lowering gathered
+  // before the projections (the op's rows), as the up projection does.
+  const Scenario tp2 = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json", {"parallelism.tp=2", "parallelism.ep=16"});
+  const StepGraph g2 = lower_step(tp2, expert_load(tp2, tp2.calibration));
+  const Op& q2 = *named(g2, "attn.q_proj").front();
+  EXPECT_DOUBLE_EQ(static_cast<double>(q2.m), tm);
+  EXPECT_DOUBLE_EQ(named(g2, "attn.q_proj.quant").front()->hbm_bytes.value(), qm * tm * ql + qm * tm * h);
   // JAX keeping the projections: the backward's replay quantizes the latent and the hidden-wide
   // input again for the weight gradients (no weights: the replay is the input's alone).
   const Scenario kept = load(kOptimized, {"memory.recompute=[]"});
