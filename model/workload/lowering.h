@@ -85,10 +85,10 @@ class Lowering {
   // for any attention (Megatron's MLA runs the down projections on the sequence shard and gathers
   // the latents instead: not modelled, here or in the TP collectives). An autograd stack's
   // recompute of these ops is the up projections' alone (Megatron's mla_up_proj, DeepSeek-V3's
-  // recipe: mla_up_share), so it quantizes nothing for the down projection; JAX's remat reruns the
+  // recipe: mla_recompute_share), so it quantizes nothing for the down projection; JAX's remat reruns the
   // whole projection.
   double mla_down_quantize_bytes(const std::string& name, double m, double q, double qb) const {
-    const double w = mla_down_width(name);
+    const double w = mla_down_width(name) / tp_;  // column-parallel, as the op's FLOPs and weights are split
     if (w == 0.0 || (name_ends(name, ".recompute") && !s_.stack.remat_dispatch)) return 0.0;
     const double h = d(m_.hidden);
     return (name_ends(name, ".dgrad") ? q * m * w : q * m * h) + qb * h * w;
@@ -124,7 +124,8 @@ class Lowering {
       // recompute made from this backward's gather (one FSDP gather per layer and backward).
       const bool after_recompute =
           ends(".dgrad") && recomputed_.count({&OpName(name.substr(0, name.size() - 6)).str(), layer, mb_}) > 0;
-      const double qb = (again && (!fsdp() || after_recompute)) || stored || cached ? 0.0 : q;
+      const double qb_gathered = (again && !fsdp()) || stored || cached ? 0.0 : q;
+      const double qb = after_recompute ? 0.0 : qb_gathered;
       if (ends(".recompute")) recomputed_.emplace(&OpName(name.substr(0, name.size() - 10)).str(), layer, mb_);
       const bool arrives_quantized = input_arrives_quantized(name, dt);
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
@@ -136,7 +137,9 @@ class Lowering {
       const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
-      const double down = mla_down_quantize_bytes(name, m, q, qb);
+      // (An autograd recompute ran the up projection alone: the down projection's weights are
+      // quantized in the data gradient still.)
+      const double down = mla_down_quantize_bytes(name, m, q, after_recompute && !s_.stack.remat_dispatch ? qb_gathered : qb);
       if (norm_fused && qb == 0.0 && last_norm_ >= 0) {
         // Nothing left of this GEMM's input for a quantization kernel: the normalization's kernel
         // writes the row- and column-wise copies (cuDNN's fused norm + quantize), with no launch or

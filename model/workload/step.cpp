@@ -153,6 +153,16 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   return b;
 }
 
+double recomputed_class_kept_bytes(const Scenario& s, TensorClass c, double class_bytes) {
+  if (c == TensorClass::norm) return class_bytes * norm_input_share(s);
+  const AttentionSpec& a = s.model.attention;
+  if (s.stack.remat_dispatch || a.kind != AttentionKind::mla) return 0.0;
+  const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(s.parallelism.cp);
+  if (c == TensorClass::q_proj) return t * d(a.q_lora_rank) * 2.0;
+  if (c == TensorClass::kv_proj) return t * d(a.kv_lora_rank + a.qk_rope_head_dim) * 2.0;
+  return 0.0;
+}
+
 double ragged_buffer_rows(const Scenario& s, const ExpertLoad& load) {
   const double f = s.stack.a2a_buffer_factor;
   if (f > 0) return load.mean_rows * f;

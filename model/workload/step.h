@@ -190,6 +190,10 @@ double layer_input_bytes(const Scenario& s);
 // Its share of the norm class's bytes: all of them under JAX's remat, a third under PyTorch's
 // autograd (which also saves the two normalizations' outputs).
 inline double norm_input_share(const Scenario& s) { return s.stack.remat_dispatch ? 1.0 : 1.0 / 3.0; }
+// What a recomputed class still holds per layer and micro-batch: the layer input's share of the
+// norm class; under autograd, MLA's latents of the q_proj and kv_proj classes, from which the up
+// projections' recompute starts (the down projections are not run again); nothing otherwise.
+double recomputed_class_kept_bytes(const Scenario& s, TensorClass c, double class_bytes);
 
 struct StepGraph {
   std::vector<RankClass> classes;

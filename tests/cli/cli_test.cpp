@@ -1143,7 +1143,9 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
                                                n["do_not_fit"].get<size_t>() + n["pruned_by_bound"].get<size_t>() +
                                                n["pruned_by_compute_bound"].get<size_t>() + n["pruned_by_comm_bound"].get<size_t>() +
                                                n["pruned_by_schedule_bound"].get<size_t>() + n["predicted"].get<size_t>() + n["failed"].get<size_t>());
-  EXPECT_GT(n["predicted"].get<size_t>(), 10u);
+  // How many are simulated moves with the threads' timing (a bound found sooner prunes more): 13
+  // alone here, 10 once under ctest -j2; the search must still simulate more than the best three.
+  EXPECT_GT(n["predicted"].get<size_t>(), 5u);
   ASSERT_EQ(j["best"].size(), 3u);
   double last = 0;
   for (const auto& b : j["best"]) {

@@ -500,11 +500,13 @@ TEST(Stacks, AutogradKeepsTheExpertRowsRematRebuildsThem) {
   // One micro-batch in flight, 58 MoE layers: autograd keeps the expert input rows and the experts'
   // activation output (moe_act, not in this scenario's recompute list), both in the GEMMs' MXFP8,
   // with the shared expert's activation output (BF16, every token: 6 x 4,096), and in all 61
-  // layers the two normalizations' outputs (BF16, as the layer input).
+  // layers the two normalizations' outputs (BF16, as the layer input), and MLA's latents (q 1,536,
+  // kv 512 + 64 wide, BF16), from which autograd's recompute of the up projections starts.
   const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;
   const double act = (l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) + 6 * 4096.0 * 2048 * 2.0) * 58;
   const double norms = 2 * layer_input_bytes(jax) * 61;
-  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act + norms, 1.0);
+  const double latents = 6 * 4096.0 * (1536 + 512 + 64) * 2.0 * 61;
+  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act + norms + latents, 1.0);
   EXPECT_LT(rt.step_time.value(), rj.step_time.value());
 }
 
@@ -845,6 +847,16 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
               named(gu, "attn.q_proj").front()->flops.value() * up_q / (up_q + h * ql), 1.0);
   EXPECT_NEAR(named(gu, "attn.kv_proj.recompute").front()->flops.value(),
               named(gu, "attn.kv_proj").front()->flops.value() * up_kv / (up_kv + h * (kvl + rope)), 1.0);
+  // With the weights gathered by FSDP in BF16, the data gradient after the up projections'
+  // recompute still quantizes the down projection's weights (the recompute did not run it), and
+  // the latents stay in memory for that recompute.
+  const Scenario fs = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json",
+                           {"gpus=512", "parallelism.fsdp=2", "precision.weights=\"bf16\""});
+  const StepGraph gfs = lower_step(fs, expert_load(fs, fs.calibration));
+  EXPECT_DOUBLE_EQ(named(gfs, "attn.q_proj.dgrad.quant").front()->hbm_bytes.value(), qm * (tm * heads * qk + tm * ql + h * ql));
+  EXPECT_DOUBLE_EQ(recomputed_class_kept_bytes(up, TensorClass::q_proj, 1e12), tm * ql * 2.0);
+  EXPECT_DOUBLE_EQ(recomputed_class_kept_bytes(up, TensorClass::kv_proj, 1e12), tm * (kvl + rope) * 2.0);
+  EXPECT_DOUBLE_EQ(recomputed_class_kept_bytes(s, TensorClass::q_proj, 1e12), 0.0);  // JAX reruns the whole projection
   // Under tensor parallelism the down projection quantizes the tokens the lowering gathered
   // before the projections (the op's rows), as the up projection does.
   const Scenario tp2 = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json", {"parallelism.tp=2", "parallelism.ep=16"});
@@ -852,6 +864,13 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
   const Op& q2 = *named(g2, "attn.q_proj").front();
   EXPECT_DOUBLE_EQ(static_cast<double>(q2.m), tm);
   EXPECT_DOUBLE_EQ(named(g2, "attn.q_proj.quant").front()->hbm_bytes.value(), qm * tm * ql + qm * tm * h);
+  // ... and its weights and latent gradient are split over TP as its FLOPs are (BF16 weights here).
+  const Scenario tp2w = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json",
+                             {"parallelism.tp=2", "parallelism.ep=16", "precision.weights=\"bf16\""});
+  const StepGraph g2w = lower_step(tp2w, expert_load(tp2w, tp2w.calibration));
+  const double n2 = static_cast<double>(named(g2w, "attn.q_proj").front()->n);
+  EXPECT_DOUBLE_EQ(named(g2w, "attn.q_proj.quant").front()->hbm_bytes.value(),
+                   qm * (tm * ql + ql * n2) + qm * (tm * h + h * ql / 2));
   // JAX keeping the projections: the backward's replay quantizes the latent and the hidden-wide
   // input again for the weight gradients (no weights: the replay is the input's alone).
   const Scenario kept = load(kOptimized, {"memory.recompute=[]"});
