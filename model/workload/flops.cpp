@@ -39,9 +39,9 @@ AttentionWeights attention_weights(const ModelSpec& m) {
   const double h = d(m.hidden), heads = a.heads;
   AttentionWeights w;
   if (a.kind == AttentionKind::mla) {
-    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    w.q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank * heads * qk : h * heads * qk;
-    w.kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim);
+    const double ql = mla_latent_width(a, false), kvl = mla_latent_width(a, true);
+    w.q = ql > 0 ? h * ql + ql * mla_up_width(a, false) : h * mla_up_width(a, false);
+    w.kv = h * kvl + d(a.kv_lora_rank) * mla_up_width(a, true);
     w.out = heads * a.v_head_dim * h;
     w.norms = (a.q_lora_rank > 0 ? a.q_lora_rank : 0) + a.kv_lora_rank;
   } else {

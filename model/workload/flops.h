@@ -54,6 +54,18 @@ inline constexpr double kAttentionBwdWork = 2.5;
 // 192 / 128).
 inline double attention_bwd_work(double qk, double vd) { return qk + vd > 0 ? (3.0 * qk + 2.0 * vd) / (qk + vd) : kAttentionBwdWork; }
 
+// MLA's projections (DeepSeek-V2/V3): the down projection's output width, the latent (q: q_lora,
+// 0 without a q latent; kv: kv_lora + the shared rope part), and the up projection's output width
+// over all heads (q: heads x (nope + rope); kv: heads x (nope + v)). 0 for any other attention.
+inline double mla_latent_width(const AttentionSpec& a, bool kv) {
+  if (a.kind != AttentionKind::mla) return 0.0;
+  return kv ? static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim) : static_cast<double>(a.q_lora_rank);
+}
+inline double mla_up_width(const AttentionSpec& a, bool kv) {
+  if (a.kind != AttentionKind::mla) return 0.0;
+  return static_cast<double>(a.heads) * static_cast<double>(kv ? a.qk_nope_head_dim + a.v_head_dim : a.qk_nope_head_dim + a.qk_rope_head_dim);
+}
+
 // Whether `layer` attends through the model's sliding window (false for full-attention layers).
 bool is_sliding(const ModelSpec& m, int layer);
 // Whether `layer` attends within its chunk (Llama 4's chunked local attention).

@@ -199,10 +199,10 @@ void Lowering::backward_layer(int l) {
   int32_t input = sp_input_gather(l, proj_again);
   phase_ = Phase::recompute;
   if (has(s_.memory.recompute, TensorClass::q_proj))
-    gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_ * mla_recompute_share("attn.q_proj"), 0, dd, t_, heads * qk,
+    gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_ * mla_recompute_share(false), 0, dd, t_, heads * qk,
          a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   if (has(s_.memory.recompute, TensorClass::kv_proj))
-    gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp) * mla_recompute_share("attn.kv_proj"), 0,
+    gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp) * mla_recompute_share(true), 0,
          dd, t_, kvh * (qk + vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));

@@ -55,6 +55,11 @@ class Lowering {
     return static_cast<int32_t>(rc_.ops.size() - 1);
   }
 
+  // An op's name less a suffix it ends with (interned: the key of recomputed_).
+  template <size_t N>
+  static OpName stem(const std::string& name, const char (&)[N]) {
+    return OpName(std::string_view(name).substr(0, name.size() - (N - 1)));
+  }
   // Expert rows that arrive in the GEMM's format (an MXFP8 dispatch) are quantized row-wise already.
   bool input_arrives_quantized(const std::string& name, Dtype dt) const {
     return (name == "moe.expert_fc1" || name == "moe.expert_fc1.recompute") && s_.precision.dispatch == dt;
@@ -72,10 +77,8 @@ class Lowering {
   // linear_kv_down_proj are TELinear modules, MaxText's wq_a and wkv_a dense layers), so it quantizes
   // its hidden-wide input itself, each projection its own copy. Its latent width; 0 for any other op.
   double mla_down_width(const std::string& name) const {
-    const AttentionSpec& a = m_.attention;
-    if (a.kind != AttentionKind::mla) return 0.0;
-    if (name_starts(name, "attn.q_proj")) return a.q_lora_rank > 0 ? d(a.q_lora_rank) : 0.0;
-    if (name_starts(name, "attn.kv_proj")) return d(a.kv_lora_rank + a.qk_rope_head_dim);
+    if (name_starts(name, "attn.q_proj")) return mla_latent_width(m_.attention, false);
+    if (name_starts(name, "attn.kv_proj")) return mla_latent_width(m_.attention, true);
     return 0.0;
   }
   // The down projection's quantization in the op's kernel (q, qb: bytes per element of the input
@@ -95,15 +98,12 @@ class Lowering {
   }
   // The share of an MLA projection op's FLOPs a recompute runs: the up projection's alone under
   // autograd (above), the whole op under JAX's remat; 1 for any other op.
-  double mla_recompute_share(const char* base) const {
+  double mla_recompute_share(bool kv) const {
     const AttentionSpec& a = m_.attention;
-    const double w = mla_down_width(base);
+    const double w = mla_latent_width(a, kv);
     if (w == 0.0 || s_.stack.remat_dispatch) return 1.0;
-    const double h = d(m_.hidden), heads = a.heads;
-    const double up = name_starts(std::string(base), "attn.q_proj")
-                          ? d(a.q_lora_rank) * heads * d(a.qk_nope_head_dim + a.qk_rope_head_dim)
-                          : d(a.kv_lora_rank) * heads * d(a.qk_nope_head_dim + a.v_head_dim);
-    return up / (up + h * w);
+    const double up = (kv ? d(a.kv_lora_rank) : w) * mla_up_width(a, kv);  // the up projection reads the latent (kv: less its rope part)
+    return up / (up + d(m_.hidden) * w);
   }
 
   int32_t gemm(OpName name, Category cat, int layer, double flops_exec, double flops_model, Dtype dt, double m,
@@ -123,10 +123,10 @@ class Lowering {
       // A data gradient after the same GEMM's recompute in this backward uses the weight copies that
       // recompute made from this backward's gather (one FSDP gather per layer and backward).
       const bool after_recompute =
-          ends(".dgrad") && recomputed_.count({&OpName(name.substr(0, name.size() - 6)).str(), layer, mb_}) > 0;
+          ends(".dgrad") && recomputed_.count({&stem(name, ".dgrad").str(), layer, mb_}) > 0;
       const double qb_gathered = (again && !fsdp()) || stored || cached ? 0.0 : q;
       const double qb = after_recompute ? 0.0 : qb_gathered;
-      if (ends(".recompute")) recomputed_.emplace(&OpName(name.substr(0, name.size() - 10)).str(), layer, mb_);
+      if (ends(".recompute")) recomputed_.emplace(&stem(name, ".recompute").str(), layer, mb_);
       const bool arrives_quantized = input_arrives_quantized(name, dt);
       // A normalization that writes the quantized copies itself (cuDNN's fused norm + quantize)
       // spares the quantization kernel its read of the BF16 input. Only a GEMM that owns its norm

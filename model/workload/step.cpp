@@ -121,9 +121,8 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   // decoder_layer_input; under PyTorch autograd also the two normalizations' outputs it saves for
   // the projections' weight gradients (Megatron's "layernorm" recompute drops those, not the input).
   at(TensorClass::norm) = layer_input_bytes(s) / norm_input_share(s);
-  at(TensorClass::q_proj) = t * ((a.kind == AttentionKind::mla ? a.q_lora_rank : 0) + heads * qk) * 2.0;
-  at(TensorClass::kv_proj) =
-      t * ((a.kind == AttentionKind::mla ? a.kv_lora_rank + a.qk_rope_head_dim : 0) + kvh * (qk + vd)) * 2.0;
+  at(TensorClass::q_proj) = t * (mla_latent_width(a, false) + heads * qk) * 2.0;
+  at(TensorClass::kv_proj) = t * (mla_latent_width(a, true) + kvh * (qk + vd)) * 2.0;
   at(TensorClass::attn_out) = t * heads * (vd * 2.0 + 4.0);  // context + FP32 log-sum-exp
   at(TensorClass::out_proj) = t_sp * h * 2.0;
   if (m.is_moe_layer(l)) {
@@ -155,12 +154,9 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
 
 double recomputed_class_kept_bytes(const Scenario& s, TensorClass c, double class_bytes) {
   if (c == TensorClass::norm) return class_bytes * norm_input_share(s);
-  const AttentionSpec& a = s.model.attention;
-  if (s.stack.remat_dispatch || a.kind != AttentionKind::mla) return 0.0;
+  if (s.stack.remat_dispatch || (c != TensorClass::q_proj && c != TensorClass::kv_proj)) return 0.0;
   const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(s.parallelism.cp);
-  if (c == TensorClass::q_proj) return t * d(a.q_lora_rank) * 2.0;
-  if (c == TensorClass::kv_proj) return t * d(a.kv_lora_rank + a.qk_rope_head_dim) * 2.0;
-  return 0.0;
+  return t * mla_latent_width(s.model.attention, c == TensorClass::kv_proj) * 2.0;
 }
 
 double ragged_buffer_rows(const Scenario& s, const ExpertLoad& load) {
