@@ -116,7 +116,7 @@ int cmd_suite(const exec::SuiteOptions& so, int* argc, char*** argv) {
   }
   std::unique_ptr<exec::Backend> be;
   try {
-    be = exec::make_backend(so.backend);
+    be = exec::make_backend(so.backend, comm->local_rank());
   } catch (const std::exception& e) {
     comm->abort(std::string("--backend ") + so.backend + ": " + e.what(), kExitFailed);
   }

@@ -34,6 +34,8 @@ class Backend {
   // out[i, :] = in[idx[i], :] for i < rows (idx in backend memory).
   virtual void gather_rows(const float* in, const int64_t* idx, int64_t rows, int64_t hidden, float* out) = 0;
   virtual void fill(float* p, int64_t n, float value) = 0;
+  // A plain copy of `bytes` within the backend's memory (the device's copy engine or memcpy).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // This backend's ceilings, measured: FP32 GEMM FLOP/s and copy bytes (read + write) per second.
   virtual double measure_gemm_peak() = 0;
   virtual double measure_copy_bandwidth() = 0;
@@ -94,9 +96,10 @@ class Backend {
 };
 
 // "cpu": Eigen GEMMs (single-threaded: MPI ranks fill the cores) and the reference kernels.
-// "cuda" (built when CUDA is found): device 0, our CUDA kernels, cuBLAS FP32 GEMMs; throws with the
-// runtime's reason when no GPU is usable, or says it was not built.
-std::unique_ptr<Backend> make_backend(const std::string& name);
+// "cuda" (built when CUDA is found): the GPU of `local_rank` (the rank's index on its node) modulo
+// the node's GPUs, our CUDA kernels, cuBLAS FP32 GEMMs; throws with the runtime's reason when no
+// GPU is usable, or says it was not built.
+std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank = 0);
 bool built_with_cuda_backend();
 
 }  // namespace moeperf::exec

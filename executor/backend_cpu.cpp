@@ -50,6 +50,9 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * h, in + idx[i] * h, sizeof(float) * static_cast<size_t>(h));
   }
   void fill(float* p, int64_t n, float value) override { std::fill(p, p + n, value); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
   std::string gemm_peak_method() const override { return "1024^3 FP32 Eigen GEMM, one thread, this build's ISA, best of 5"; }
   // A 1024^3 FP32 Eigen GEMM, best of 5.
   // Eigen's GEBP micro-kernel computes mr x nr blocks of C (Eigen/src/Core/products/
@@ -163,7 +166,7 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 #ifdef MOEPERF_HAVE_CUDA_BACKEND
-std::unique_ptr<Backend> make_cuda_backend();  // backend_cuda.cpp
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);  // backend_cuda.cpp
 #endif
 
 bool built_with_cuda_backend() {
@@ -174,10 +177,12 @@ bool built_with_cuda_backend() {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name) {
+std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank) {
   if (name == "cpu") return std::make_unique<CpuBackend>();
 #ifdef MOEPERF_HAVE_CUDA_BACKEND
-  if (name == "cuda") return make_cuda_backend();
+  if (name == "cuda") return make_cuda_backend(local_rank);
+#else
+  (void)local_rank;
 #endif
   if (name == "cuda") throw std::runtime_error("backend \"cuda\" is not built: this moeperf was built without CUDA (MOEPERF_WITH_CUDA); use --backend cpu");
   throw std::runtime_error("unknown backend \"" + name + "\": use cpu or cuda");

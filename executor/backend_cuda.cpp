@@ -1,11 +1,12 @@
 // The CUDA backend: device memory, the kernels of kernels/moe_kernels.h and kernels/moe_bwd_kernels.h,
 // cuBLAS SGEMM (FP32, default math mode: no TF32) for every GEMM, all on one non-blocking stream
-// of device 0. Built when CUDA is found; make_backend("cuda") returns it.
+// of the rank's GPU (its local rank modulo the node's GPUs). Built when CUDA is found; make_backend("cuda") returns it.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -35,12 +36,12 @@ std::string json_escape(const std::string& v) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(int local_rank) {
     const kernels::DeviceInfo d = kernels::query_devices();
     if (d.count == 0) throw std::runtime_error("--backend cuda: no usable GPU: " + d.reason);
-    // The current device: 0 unless the NCCL exchange (made first) chose the rank's own GPU.
-    CUDA_CHECK(cudaGetDevice(&dev_));
-    if (dev_ < 0 || dev_ >= d.count) dev_ = 0;
+    // The rank's own GPU: its index on the node modulo the node's GPUs, as the NCCL exchange picks
+    // it (comm_nccl.cpp), so ranks without NCCL (the suite, a build without it) do not share GPU 0.
+    dev_ = std::max(local_rank, 0) % d.count;
     CUDA_CHECK(cudaSetDevice(dev_));
     const kernels::Device& g = d.devices[static_cast<size_t>(dev_)];
     name_ = g.name;
@@ -58,6 +59,13 @@ class CudaBackend final : public Backend {
                    version(d.driver_version) + "\", \"runtime_version\": \"" + version(d.runtime_version) +
                    "\", \"max_sm_clock_khz\": " + std::to_string(sm_khz) + ", \"max_memory_clock_khz\": " + std::to_string(mem_khz) +
                    ", \"memory_bus_bits\": " + std::to_string(bus_bits) + ", \"l2_bytes\": " + std::to_string(l2) + "}";
+    // Stream-ordered allocations return to the device's default pool; with its release threshold
+    // at 0 the pool hands memory back to the driver at the next synchronize, which is the one
+    // closing a timed op: keep it (the executor frees and reallocates the same sizes every step).
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev_));
+    uint64_t keep = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUBLAS_CHECK(cublasSetStream(blas_, s_));
@@ -98,6 +106,9 @@ class CudaBackend final : public Backend {
     kernels::permute(in, rows, hidden, 1, idx, out, s_);  // with top_k = 1 the permute is a row gather
   }
   void fill(float* p, int64_t n, float value) override { kernels::fill_f32(p, n, value, s_); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s_));
+  }
 
   // Row-major C [m x n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   void gemm(const float* a, const float* b, float* c, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool acc) override {
@@ -125,11 +136,15 @@ class CudaBackend final : public Backend {
     kernels::router_bwd(logits, idx, dw, p.tokens, p.experts, p.top_k, p.score == ref::Score::sigmoid, dl, s_);
   }
   void expert_counts(const int32_t* idx, int64_t tokens, int k, int64_t experts, int64_t* counts, int64_t* offsets) override {
-    kernels::expert_counts_offsets(idx, tokens, k, experts, counts, offsets, workspace(tokens * k, experts), ws_bytes_, s_);
+    // workspace() may grow ws_bytes_: call it before ws_bytes_ is read (the order in which a call's
+    // arguments are evaluated is unspecified).
+    void* ws = workspace(tokens * k, experts);
+    kernels::expert_counts_offsets(idx, tokens, k, experts, counts, offsets, ws, ws_bytes_, s_);
   }
   void permute_map(const int32_t* idx, int64_t tokens, int k, int64_t experts, const int64_t* offsets, int64_t* ros,
                    int64_t* sor) override {
-    kernels::permute_map(idx, tokens, k, experts, offsets, ros, sor, workspace(tokens * k, experts), ws_bytes_, s_);
+    void* ws = workspace(tokens * k, experts);
+    kernels::permute_map(idx, tokens, k, experts, offsets, ros, sor, ws, ws_bytes_, s_);
   }
   void permute(const float* x, int64_t tokens, int64_t hidden, int k, const int64_t* sor, float* out) override {
     kernels::permute(x, tokens, hidden, k, sor, out, s_);
@@ -204,6 +219,6 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+std::unique_ptr<Backend> make_cuda_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
 
 }  // namespace moeperf::exec

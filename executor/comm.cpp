@@ -60,6 +60,11 @@ class Mpi final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_rank(node, &local_);
+      MPI_Comm_free(&node);
+    }
   }
   ~Mpi() override {
     int finalized = 0;
@@ -68,6 +73,7 @@ class Mpi final : public Communicator {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_; }
   std::string name() const override { return "mpi"; }
 
   // Every peer's block at once (nonblocking sends and receives, in pieces of at most
@@ -215,7 +221,7 @@ class Mpi final : public Communicator {
   static constexpr int kRingTag = 7301, kA2aTag = 7302;
   std::vector<float> f_[2];
   std::vector<double> d_[2];
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_ = 0;
 };
 #endif
 

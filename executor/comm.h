@@ -21,6 +21,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's index among the ranks of its node (MPI_COMM_TYPE_SHARED): the GPU it drives, as the
+  // NCCL communicator picks it (local rank modulo the node's GPUs).
+  virtual int local_rank() const { return 0; }
   virtual std::string name() const = 0;
   // Peer p gets send_bytes[p] bytes from `send` (peers' blocks consecutive, in rank order) and we
   // get recv_bytes[p] from it into `recv` likewise. Counts are 64-bit: large exchanges are chunked.
@@ -52,12 +55,13 @@ class DeviceExchange {
   virtual ~DeviceExchange() = default;
   virtual std::string name() const = 0;  // e.g. "nccl"
   // Device buffers, peers' blocks consecutive in rank order; done on return. `op` names the
-  // exchange in errors.
-  virtual void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
-                         const std::vector<int64_t>& recv_bytes, const char* op) = 0;
+  // exchange in errors. Returns the exchange's own time on the device (CUDA events around the
+  // library's group of sends and receives: no setup, no host polling), 0 when not measured.
+  virtual double alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                           const std::vector<int64_t>& recv_bytes, const char* op) = 0;
   // send [ranks x width] host int64 (block p for peer p) -> [ranks x width] (block p from peer p),
-  // through the device.
-  virtual std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width) = 0;
+  // through the device; `device_s`, when given, gets the exchange's own device time as above.
+  virtual std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width, double* device_s = nullptr) = 0;
 };
 
 // MPI when the process was started by mpirun/srun (and moeperf was built with MPI), else loopback.

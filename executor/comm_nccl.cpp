@@ -304,12 +304,15 @@ class NcclExchange final : public DeviceExchange {
     cudaStreamDestroy(s_);
   }
   std::string name() const override { return "nccl"; }
-  void alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv, const std::vector<int64_t>& recv_bytes,
-                 const char* op) override {
-    comm_.alltoallv(send, send_bytes, recv, recv_bytes, s_, op);
+  double alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv, const std::vector<int64_t>& recv_bytes,
+                   const char* op) override {
+    return comm_.alltoallv(send, send_bytes, recv, recv_bytes, s_, op).measured_s;
   }
-  std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width) override {
-    return comm_.exchange_counts(send, width, s_);
+  std::vector<int64_t> exchange_counts(const std::vector<int64_t>& send, int64_t width, double* device_s) override {
+    A2aTiming t;
+    std::vector<int64_t> got = comm_.exchange_counts(send, width, s_, &t);
+    if (device_s) *device_s = t.measured_s;
+    return got;
   }
 
  private:

@@ -21,7 +21,7 @@ int64_t dry_run_last_row_offset(int64_t tokens, int top_k, int64_t hidden) {
 }
 
 RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& comm, DeviceExchange* device_exchange) {
-  const std::unique_ptr<Backend> backend = make_backend(o.backend);
+  const std::unique_ptr<Backend> backend = make_backend(o.backend, comm.local_rank());
   Backend& be = *backend;
   DeviceExchange* const dev_x = be.host_memory() ? nullptr : device_exchange;  // moves device buffers only
   const ModelSpec& m = s.model;
@@ -155,15 +155,17 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
   // when the backend's memory is not host memory).
   // With a device exchange (NCCL) the buffers go device to device: the backend's pending work is
   // finished first (the exchange runs on its own stream) and the exchange is done on return.
-  auto a2a = [&](Mirror<float>& src, const std::vector<int64_t>& sb, Mirror<float>& dst, const std::vector<int64_t>& rb, const char* op) {
+  // Returns the exchange's device time when the device exchange measured it (0: the caller's clock).
+  auto a2a = [&](Mirror<float>& src, const std::vector<int64_t>& sb, Mirror<float>& dst, const std::vector<int64_t>& rb,
+                 const char* op) -> double {
     if (dev_x) {
       be.synchronize();
-      dev_x->alltoallv(src.d(), sb, dst.d(), rb, op);
-      return;
+      return dev_x->alltoallv(src.d(), sb, dst.d(), rb, op);
     }
     src.down();
     comm.alltoallv(src.h().data(), sb, dst.h().data(), rb);
     dst.up();
+    return 0.0;
   };
   bool checked = false;
 
@@ -195,17 +197,21 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       // come to the host first).
       std::vector<int64_t> counts_from(static_cast<size_t>(ranks * EL));
       const bool fault_here = step == o.fault_step && rank == o.fault_rank;
+      // The counts come to the host before the exchange (their copy is not the exchange's time: the
+      // model prices a framework's host wait apart from the exchange's collective).
+      d_counts.down();
+      d_offsets.down();
+      std::vector<int64_t> to_announce = counts;
+      if (fault_here && o.fault == RunOptions::Fault::counts) to_announce[static_cast<size_t>(((rank + 1) % ranks) * EL)] += 1;
       rec.wait("moe.count_exchange", comm);
-      rec.time("moe.count_exchange", 8.0 * fEL * (ranks - 1), 0, [&] {
-        d_counts.down();
-        d_offsets.down();
-        std::vector<int64_t> announced = counts;
-        if (fault_here && o.fault == RunOptions::Fault::counts) announced[static_cast<size_t>(((rank + 1) % ranks) * EL)] += 1;
+      rec.time_exchange("moe.count_exchange", 8.0 * fEL * (ranks - 1), [&] {
+        double device_s = 0;
         if (dev_x)
-          counts_from = dev_x->exchange_counts(announced, EL);
+          counts_from = dev_x->exchange_counts(to_announce, EL, &device_s);
         else
-          comm.alltoallv(announced.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
+          comm.alltoallv(to_announce.data(), std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL), counts_from.data(),
                          std::vector<int64_t>(static_cast<size_t>(ranks), 8 * EL));
+        return device_s;
       });
       // Gate (every step): each peer's announced rows equal the rows its dispatch carries (from its
       // permutation offsets, exchanged apart from the counts); a mismatch would corrupt the
@@ -269,7 +275,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> recv(static_cast<size_t>(recv_rows * H)), grouped_in(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_recv(be, recv), d_grouped_in(be, grouped_in);
       rec.wait("moe.dispatch", comm);
-      rec.time("moe.dispatch", a2a_out, 0, [&] { a2a(d_rows, send_b, d_recv, recv_b, "moe.dispatch"); });
+      rec.time_exchange("moe.dispatch", a2a_out, [&] { return a2a(d_rows, send_b, d_recv, recv_b, "moe.dispatch"); });
       std::vector<int64_t> eoff;
       // perm: expert-major row i <- peer-major row perm[i]; inv undoes it (a full permutation).
       std::vector<int64_t> perm = regroup_map(counts_from, ranks, EL, eoff), inv(perm.size());
@@ -290,7 +296,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> back(static_cast<size_t>(R * H));
       Mirror<float> d_back(be, back);
       rec.wait("moe.combine", comm);
-      rec.time("moe.combine", a2a_back, 0, [&] { a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
+      rec.time_exchange("moe.combine", a2a_back, [&] { return a2a(d_recv, recv_b, d_back, send_b, "moe.combine"); });
       rec.time_rows("moe.unpermute", 4.0 * (fR * fH + fT * fH) + 4.0 * fR, fR, [&] {
         be.unpermute(d_back.d(), T, H, static_cast<int>(K), d_ros.d(), d_topk_w.d(), d_y.d());
       });
@@ -436,7 +442,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       std::vector<float> drecv(static_cast<size_t>(recv_rows * H)), dgrouped(static_cast<size_t>(recv_rows * H));
       Mirror<float> d_drecv(be, drecv), d_dgrouped(be, dgrouped);
       rec.wait("moe.combine.bwd", comm);
-      rec.time("moe.combine.bwd", a2a_out, 0, [&] { a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
+      rec.time_exchange("moe.combine.bwd", a2a_out, [&] { return a2a(d_drows, send_b, d_drecv, recv_b, "moe.combine.bwd"); });
       rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_drecv.d(), d_perm.d(), recv_rows, H, d_dgrouped.d()); });
       std::vector<float> dact(static_cast<size_t>(recv_rows * F)), dh1(static_cast<size_t>(recv_rows * 2 * F)),
           dw1(static_cast<size_t>(EL * H * 2 * F)), dw2(static_cast<size_t>(EL * F * H)), dxr(static_cast<size_t>(recv_rows * H));
@@ -454,7 +460,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
                GemmShape{fH, 2 * fF, frecv_rows / fEL, fEL, true}, [&] { be.grouped_wgrad(d_grouped_in.d(), d_dh1.d(), eoff, H, 2 * F, d_dw1.d()); });
       rec.time_rows("moe.regroup", 8.0 * frecv_rows * fH, frecv_rows, [&] { be.gather_rows(d_dxr.d(), d_inv.d(), recv_rows, H, d_drecv.d()); });
       rec.wait("moe.dispatch.bwd", comm);
-      rec.time("moe.dispatch.bwd", a2a_back, 0, [&] { a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
+      rec.time_exchange("moe.dispatch.bwd", a2a_back, [&] { return a2a(d_drecv, recv_b, d_drows, send_b, "moe.dispatch.bwd"); });
       std::vector<float> dxe(static_cast<size_t>(T * H));
       Mirror<float> d_dxe(be, dxe);
       rec.time_rows("moe.permute.bwd", 4.0 * (fR * fH + fT * fH), fR, [&] {
@@ -465,9 +471,9 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       Mirror<float> d_dlogits(be, dlogits), d_drouter(be, drouter);
       rec.time("moe.router.bwd", 4.0 * (2 * fT * fE + 2 * fR), 0,
                [&] { be.router_bwd(d_logits.d(), d_idx.d(), d_dw.d(), L.rp, d_dlogits.d()); });
-      rec.time("moe.router.dgrad", 4.0 * (fT * fE + fH * fE + fT * fH), 2.0 * fT * fE * fH,
+      rec.time("moe.router.dgrad", 4.0 * (fT * fE + fH * fE + fT * fH), 2.0 * fT * fE * fH, GemmShape{fT, fH, fE},
                [&] { be.gemm(d_dlogits.d(), d_router.d(), d_dxe.d(), T, H, E, false, true, true); });
-      rec.time("moe.router.wgrad", 4.0 * (fT * fH + fT * fE + fH * fE), 2.0 * fT * fE * fH,
+      rec.time("moe.router.wgrad", 4.0 * (fT * fH + fT * fE + fH * fE), 2.0 * fT * fE * fH, GemmShape{fH, fE, fT},
                [&] { be.gemm(d_x.d(), d_dlogits.d(), d_drouter.d(), H, E, T, true, false, false); });
       // Gate (every step): experts that received no rows have exact zero weight gradients.
       bool idle_expert = false;

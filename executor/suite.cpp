@@ -379,15 +379,15 @@ void memory(Ctx& c, double end_share) {
   };
   // The reference: a plain copy of the largest buffer, once per round beside the cases, so the
   // device's memory rate the records are priced against is measured under the same conditions.
+  // (A plain copy, not a one-row gather: the CUDA backend runs a gather with a block per row, one
+  // block for one row, a few per cent of the device's memory rate.)
   std::vector<double> ref;
-  auto* d_zero = static_cast<int64_t*>(c.be.alloc(sizeof(int64_t)));
-  const int64_t zero = 0;
-  c.be.upload(d_zero, &zero, sizeof zero);
-  auto copy_ref = [&](bool record) {  // one row: the whole buffer in one copy
+  auto copy_ref = [&](bool record) {  // the whole buffer in one copy
     if (sizes.empty()) return;
     auto& [a, out] = bufs.at(sizes.back());
+    c.be.synchronize();
     const auto t0 = Clock::now();
-    c.be.gather_rows(a->p, d_zero, 1, sizes.back() << 18, out->p);
+    c.be.copy(out->p, a->p, static_cast<size_t>(sizes.back() << 18) * sizeof(float));
     c.be.synchronize();
     if (record) ref.push_back(seconds_since(t0));
   };
@@ -410,7 +410,6 @@ void memory(Ctx& c, double end_share) {
     }
     c.progress.show("memory rounds", static_cast<size_t>(r + 1), static_cast<size_t>(std::max(kMinRounds, r + 1)));
   }
-  c.be.release(d_zero);
   if (!ref.empty()) c.round_copy_bw = 8.0 * static_cast<double>(sizes.back() << 18) / median(ref);
   for (M& m : cases) {
     c.be.release(m.d_idx);
@@ -701,9 +700,12 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
   SuiteResult res;
   if (comm.rank() != 0) return res;
   // This machine as a system: each rank a "GPU" of one core at the measured GEMM rate and copy
-  // bandwidth, the ranks joined by the MPI shared-memory transport as one switched domain.
+  // bandwidth, the ranks joined by the MPI shared-memory transport as one switched domain. On a
+  // device backend the GPU is the device rank 0 measured on (SMs, compute capability and memory as
+  // the runtime reports them: the GEMM form's waves are over its SMs); the link stays the host
+  // transport the suite's collectives ran over (they do not go through NCCL yet).
   const std::string cpu = cpu_model();
-  const json gpu = {
+  json gpu = {
       {"kind", "gpu"}, {"name", "CPU core (" + cpu + ") under moeperf's " + be.name() + " backend"},
       {"source", c.source},
       {"note", "measured, not a datasheet: the FP32 GEMM rate of one rank stands as the rate the model prices FP32 at (its BF16 "
@@ -713,6 +715,18 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
       {"hbm_capacity", rate(host_memory_bytes() / n / 1073741824.0, "GiB")}, {"hbm_usable", rate(host_memory_bytes() / n / 1073741824.0, "GiB")},
       {"hbm_bandwidth", rate(c.copy_bw / 1e9, "GB/s")},
       {"nvlink", {{"generation", 1}, {"links", 1}, {"bandwidth_per_link", rate(p2p_bw / 1e9, "GB/s")}}}};
+  if (!be.host_memory() && !be.device_json().empty()) {
+    const json dev = json::parse(be.device_json());
+    const double gib = dev.at("memory_bytes").get<double>() / 1073741824.0;
+    gpu["name"] = dev.at("name").get<std::string>() + " under moeperf's " + be.name() + " backend";
+    gpu["note"] = "measured, not a datasheet: the FP32 cuBLAS SGEMM rate (no TF32) stands as the rate the model prices FP32 at "
+                  "(its BF16 figure) and for FP8; SMs, compute capability and memory as the CUDA runtime reports them; the link "
+                  "between ranks is the host MPI transport the suite's collectives ran over, not the GPUs' interconnect";
+    gpu["compute_capability"] = dev.at("cc");
+    gpu["sms"] = dev.at("sms");
+    gpu["hbm_capacity"] = rate(gib, "GiB");
+    gpu["hbm_usable"] = rate(gib, "GiB");
+  }
   json domain = {{"kind", "nvlink_domain"}, {"name", std::to_string(n) + " ranks on one host (MPI shared memory)"}, {"source", c.source},
                  {"tray", {{"kind", "compute_tray"}, {"name", "this machine"}, {"source", c.source}, {"gpu", gpu}, {"gpus", n}}},
                  {"trays", 1}, {"switch_chips", 0}};

@@ -78,6 +78,17 @@ TEST(CudaBackendGpu, GemmsMatchTheCpuBackend) {
       }
 }
 
+// The suite's memory reference: a device-to-device copy of the whole buffer (a one-row gather ran
+// it on one thread block).
+TEST(CudaBackendGpu, CopyMovesEveryByte) {
+  SKIP_WITHOUT_GPU();
+  Pair b;
+  const auto A = rnd(size_t{1} << 20, 5);
+  On<float> ga(*b.gpu, A), gb(*b.gpu, std::vector<float>(A.size(), 0.0f));
+  b.gpu->copy(gb.p, ga.p, A.size() * sizeof(float));
+  EXPECT_EQ(gb.get(), A) << "device copy";
+}
+
 TEST(CudaBackendGpu, GroupedGemmsWithAnIdleExpert) {
   SKIP_WITHOUT_GPU();
   Pair b;
@@ -191,6 +202,9 @@ TEST(CudaBackendGpu, MoeperfRunOverNcclWithTwoRanks) {
   SKIP_WITHOUT_GPU();
   const kernels::DeviceInfo d = kernels::query_devices();
   if (d.count < 2) GTEST_SKIP() << "needs two GPUs (this machine has " << d.count << ")";
+#ifndef MOEPERF_HAVE_MPI
+  GTEST_SKIP() << "this moeperf is built without MPI (MOEPERF_WITH_MPI): it refuses to run under mpirun";
+#endif
   if (shell("command -v mpirun").first != 0) GTEST_SKIP() << "mpirun not found";
   const auto [code, out] = shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 mpirun -np 2 " +
                                  std::string(MOEPERF_CLI) + " run " + MOEPERF_SOURCE_DIR +

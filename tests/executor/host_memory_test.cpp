@@ -49,6 +49,23 @@ namespace {
 
 // The CPU backend's buffers: 64-byte aligned, large ones at distinct offsets within their pages (so
 // a streaming copy between two never stalls on 4K aliasing), small ones usable too; all released.
+// The plain copy the suite's memory reference times: every byte arrives, nothing past the end.
+TEST(CpuBackend, CopyMovesEveryByteAndNoMore) {
+  auto be = moeperf::exec::make_backend("cpu");
+  const size_t n = (size_t{1} << 20) + 3;
+  auto* a = static_cast<unsigned char*>(be->alloc(n));
+  auto* b = static_cast<unsigned char*>(be->alloc(n + 1));
+  for (size_t i = 0; i < n; ++i) a[i] = static_cast<unsigned char>(i * 7 + 1);
+  b[n] = 0xAB;
+  be->copy(b, a, n);
+  be->synchronize();
+  EXPECT_EQ(std::memcmp(a, b, n), 0);
+  EXPECT_EQ(b[n], 0xAB);
+  be->copy(b, a, 0);  // nothing to copy: no access
+  be->release(a);
+  be->release(b);
+}
+
 TEST(CpuBackend, LargeBuffersStartAtStaggeredPageOffsets) {
   auto be = moeperf::exec::make_backend("cpu");
   std::set<uintptr_t> offsets;
