@@ -191,6 +191,32 @@ const std::vector<std::pair<std::string, std::string>>& builtin_stacks() { retur
 
 namespace detail {
 
+json stack_field_json(const json& ref, const std::string& file, const std::string& path) {
+  auto walk = [&](const json& doc) -> json {
+    const json* cur = &doc;
+    size_t a = 0;
+    while (cur && a <= path.size()) {
+      const size_t b = std::min(path.find('.', a), path.size());
+      const std::string key = path.substr(a, b - a);
+      cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
+      if (cur && cur->is_object() && cur->contains("value") && b < path.size()) cur = &(*cur)["value"];
+      a = b + 1;
+    }
+    if (!cur) return json();
+    return cur->is_object() && cur->contains("value") ? (*cur)["value"] : *cur;
+  };
+  auto base_doc = [&](const json& name) -> json {
+    if (!name.is_string()) return json();
+    const std::string v = name.get<std::string>();
+    if (v.size() > 5 && v.compare(v.size() - 5, 5, ".json") == 0) return read_json_file((fs::path(file).parent_path() / v).string());
+    return find_builtin(v) ? parse_builtin(v) : json();
+  };
+  if (ref.is_string()) return walk(base_doc(ref));
+  if (!ref.is_object()) return json();
+  if (json own = walk(ref); !own.is_null()) return own;
+  return ref.contains("base") ? walk(base_doc(ref["base"])) : json();
+}
+
 StackOptions parse_stack_file(const Node& root) {
   root.allow_only(file_keys());
   if (auto k = root.get("kind"); !k || k->as_string() != "stack")

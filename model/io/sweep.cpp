@@ -11,6 +11,7 @@
 
 #include "model/error.h"
 #include "model/io/detail/json_node.h"
+#include "model/io/detail/stacks.h"
 #include "model/io/errors.h"
 #include "model/io/scenario_schema.h"
 #include "model/study/predict.h"
@@ -153,13 +154,34 @@ std::string field_of(const std::string& name) {
   return it == alias.end() ? name : it->second;
 }
 
-// A field's number: the point's overrides (the last one wins), else the scenario file, else the
-// schema's default.
+// A name of a derive expression that nothing gives a value (a misspelt name, or a field with no
+// numeric default): the same at every point unless a grid row or axis sets it.
+struct UnknownName : std::invalid_argument {
+  UnknownName(const std::string& what, std::string p) : std::invalid_argument(what), path(std::move(p)) {}
+  std::string path;
+};
+
+// A value as a number: a number, a boolean as 1 or 0, a time ("10 us") in seconds.
+std::optional<double> numeric(const json& v, const std::string& where) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_string()) {
+    if (const auto x = number(v.get<std::string>())) return *x;
+    try {
+      return detail::Node(v, where, "").as_time().value();
+    } catch (const InputError&) {
+    }
+  }
+  return std::nullopt;
+}
+
+// A field's number: the point's overrides (the last one wins), else the scenario file, else (a
+// stack field) the stack the scenario names, else the schema's default.
 double field_value(const std::string& file, const json& doc, const std::vector<Override>& sets, const std::string& name) {
   const std::string path = field_of(name);
   for (auto it = sets.rbegin(); it != sets.rend(); ++it)
     if (it->path == path) {
-      if (const auto v = number(it->value)) return *v;
+      if (const auto v = numeric(json(it->value), path)) return *v;
       throw std::invalid_argument(path + " is \"" + it->value + "\", not a number");
     }
   const json* cur = &doc;
@@ -170,15 +192,32 @@ double field_value(const std::string& file, const json& doc, const std::vector<O
     cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
     a = b + 1;
   }
-  if (cur && cur->is_number()) return cur->get<double>();
-  if (cur && !cur->is_null()) throw std::invalid_argument(path + " in " + file + " is not a number");
+  if (cur && !cur->is_null()) {
+    if (const auto v = numeric(*cur, file)) return *v;
+    throw std::invalid_argument(path + " in " + file + " is not a number");
+  }
+  // A stack field the scenario does not set itself is its stack's (a name or base it builds on),
+  // not the schema's default: the point's "stack" override, else the file's.
+  if (path.rfind("stack.", 0) == 0) {
+    json ref = doc.contains("stack") ? doc["stack"] : json();
+    for (auto it = sets.rbegin(); it != sets.rend(); ++it)
+      if (it->path == "stack") {
+        ref = json(it->value);
+        break;
+      }
+    if (const json v = detail::stack_field_json(ref, file, path.substr(6)); !v.is_null()) {
+      if (const auto x = numeric(v, file)) return *x;
+      throw std::invalid_argument(path + " of the scenario's stack is " + v.dump() + ", not a number");
+    }
+  }
   for (const FieldDoc& f : scenario_fields())
     if (f.path == path && !f.default_json.empty()) {
       const json d = json::parse(f.default_json);
       if (d.is_number()) return d.get<double>();
     }
-  throw std::invalid_argument("no value for \"" + name + "\": neither the point nor " + file +
-                              " gives " + path + ", and it has no numeric default");
+  throw UnknownName("no value for \"" + name + "\": neither the point nor " + file + " gives " + path +
+                        ", and it has no numeric default",
+                    path);
 }
 
 std::string fixed(double v, int prec) {
@@ -326,7 +365,7 @@ namespace {
 // Point i's overrides in r (its values, what the derive rules set) and as the loader takes them:
 // the --set list, the values, the derived ones. Empty with r infeasible when a rule cannot be
 // evaluated; a base file that cannot be read throws.
-std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepRow& r) {
+std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepRow& r, bool unknown_names_throw = false) {
   r.point = sweep_point(sp, r.index);
   std::vector<Override> sets = sp.sets;
   sets.insert(sets.end(), r.point.begin(), r.point.end());
@@ -337,6 +376,7 @@ std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepR
     try {
       v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, doc, sets, n); }).eval();
     } catch (const std::invalid_argument& e) {
+      if (unknown_names_throw && dynamic_cast<const UnknownName*>(&e)) throw;
       r.status = "infeasible";
       r.reason = "--derive " + d.path + "=" + d.expr + ": " + e.what();
       return std::nullopt;
@@ -353,8 +393,15 @@ void check_sweep(const SweepSpec& sp) {
   if (sweep_size(sp) == 0) return;
   SweepRow r;
   try {
-    const auto sets = point_overrides(sp, r);
+    const auto sets = point_overrides(sp, r, /*unknown_names_throw=*/true);
     if (sets) load_scenario(sp.scenario, *sets);
+  } catch (const UnknownName& e) {
+    // A name no point can give a value (no grid row or axis sets its path): every row would say so.
+    bool somewhere = false;
+    for (const auto& g : sp.grid)
+      for (const auto& o : g) somewhere = somewhere || o.path == e.path;
+    for (const auto& a : sp.axes) somewhere = somewhere || a.path == e.path;
+    if (!somewhere) throw SpecError(sp.scenario, "", std::string("--derive: ") + e.what() + " (every point of the sweep has it)", SpecError::Kind::shape);
   } catch (const SpecError& e) {
     // The same for every point: the paths are every point's, only values change (an unknown key
     // is a misspelt path; a missing top-level field no override sets stays missing).

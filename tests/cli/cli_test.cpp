@@ -875,6 +875,31 @@ TEST(CliSweep, DerivesTheLayoutAndKeepsInfeasiblePointsAsRows) {
   EXPECT_NEAR(std::stod(l[1].substr(std::string("0,8,6,16,ok,").size())), step, 1e-6);
 }
 
+// A stack field a derive rule reads is the scenario's stack's (its base, a stack file's {"value"}),
+// not the schema's default: megatron-core's 3 host ops per op doubled is 6, and the point prices as
+// predict --set of 6 does; a time ("2 us") reads in seconds; a scenario's own stack override wins.
+TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
+  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+  const Result r = run("sweep " + ladder + " --vary gpus=256 --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t row = r.out.find("\n0,256,6,ok,");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const double step = std::stod(r.out.substr(row + std::string("\n0,256,6,ok,").size()));
+  const Result p = run("predict " + ladder + " --set stack.host_ops_per_op=6 --format json");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NEAR(step, nlohmann::json::parse(p.out)["step_time_s"].get<double>(), 1e-6);
+  const Result t = run("sweep " + source(kSeed) + " --vary gpus=128 --derive 'stack.host_op_s=stack.host_op_s*2'");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("\n0,128,3.9999999999999998e-06,ok,"), std::string::npos) << t.out;
+  const Result o = run("sweep " + source(kSeed) + " --vary gpus=128 --set stack.host_op_s=5us --derive 'stack.graph_launch_s=stack.host_op_s'");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("\n0,128,4.9999999999999996e-06,ok,"), std::string::npos) << o.out;
+  // A name nothing gives a value at any point (misspelt) is the sweep's error, not a row's: exit 2.
+  const Result bad = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(epp*tp)'");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("no value for \"epp\""), std::string::npos) << bad.out;
+}
+
 TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
   TempDir d;
   const std::string one = d.path("one.csv"), two = d.path("two.jsonl"), cut = d.path("cut.csv"), jl = d.path("one.jsonl");

@@ -12,4 +12,10 @@ StackOptions parse_stack_ref(Refs& refs, const Node& field);
 // A stack file's root ({"kind": "stack", ...}), its ablation checked and kept.
 StackOptions parse_stack_file(const Node& root);
 
+// The value a scenario's "stack" field (`ref`: a built-in name, a path relative to `file`, or an
+// object over a "base") gives the stack field `path` (below "stack.", e.g. "host_op_s" or
+// "overlap.fsdp_prefetch_depth"): the object's own key first, then its base; a stack file's
+// {"value": V, "source": ...} unwrapped. Null when neither sets it.
+json stack_field_json(const json& ref, const std::string& file, const std::string& path);
+
 }  // namespace moeperf::io::detail
