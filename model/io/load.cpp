@@ -18,6 +18,7 @@
 #include "model/io/scenario_schema.h"
 #include "model/io/sweep.h"
 #include "model/limits.h"
+#include "model/workload/memory.h"
 #include "model/workload/pipeline_layout.h"
 #include "model/workload/step.h"
 
@@ -289,7 +290,15 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto m = n.get("memory")) {
     m->allow_only(scenario_keys("memory"));
     if (auto x = m->get("recompute")) s.memory.recompute = parse_tensor_classes(*x);
-    if (auto x = m->get("offload")) s.memory.offload = parse_tensor_classes(*x);
+    if (auto x = m->get("offload")) {
+      s.memory.offload = parse_tensor_classes(*x);
+      // A tensor is either sent to the host or rebuilt in the backward (a remat policy names it
+      // once: offloaded, or not saved), not both.
+      for (size_t i = 0; i < s.memory.offload.size(); ++i)
+        if (std::find(s.memory.recompute.begin(), s.memory.recompute.end(), s.memory.offload[i]) != s.memory.recompute.end())
+          (*x)[i].fail(std::string("\"") + moeperf::to_string(s.memory.offload[i]) +
+                       "\" is in memory.recompute too: a class is offloaded or recomputed, not both");
+    }
     if (auto x = m->get("fp8_cache")) {
       s.memory.fp8_cache = parse_tensor_classes(*x);
       for (size_t i = 0; i < s.memory.fp8_cache.size(); ++i)
@@ -733,13 +742,19 @@ GroupedKernel parse_grouped_kernel(const Node& n) {
 
 std::vector<TensorClass> parse_tensor_classes(const Node& n) {
   std::vector<TensorClass> out;
-  for (size_t i = 0; i < n.size(); ++i)
-    out.push_back(n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
-                                              {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
-                                              {"moe_mlpwi", TensorClass::moe_mlpwi},
-                                              {"moe_mlpwo", TensorClass::moe_mlpwo}, {"moe_act", TensorClass::moe_act},
-                                              {"mlp", TensorClass::mlp},
-                                              {"router", TensorClass::router}, {"norm", TensorClass::norm}}));
+  for (size_t i = 0; i < n.size(); ++i) {
+    const TensorClass c = n[i].as_enum<TensorClass>({{"q_proj", TensorClass::q_proj}, {"kv_proj", TensorClass::kv_proj},
+                                                     {"attn_out", TensorClass::attn_out}, {"out_proj", TensorClass::out_proj},
+                                                     {"moe_mlpwi", TensorClass::moe_mlpwi},
+                                                     {"moe_mlpwo", TensorClass::moe_mlpwo}, {"moe_act", TensorClass::moe_act},
+                                                     {"mlp", TensorClass::mlp},
+                                                     {"router", TensorClass::router}, {"norm", TensorClass::norm}});
+    // Listed twice, a class would be cached twice or copied twice by one list and counted once by
+    // another: the list is a set.
+    if (std::find(out.begin(), out.end(), c) != out.end())
+      n[i].fail(std::string("\"") + moeperf::to_string(c) + "\" is listed twice");
+    out.push_back(c);
+  }
   return out;
 }
 

@@ -33,11 +33,13 @@ const char* to_string(TensorClass c) {
 double micro_batches_in_flight(const Scenario& s, int stage) {
   const Parallelism& p = s.parallelism;
   const double all = d(s.micro_batches());
-  if (p.pp <= 1) return std::min(1.0, all);
   // Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs one forward more before its first
-  // backward; the programmed schedules (DualPipe, ZB-H1) do not apply it (lower_step).
+  // backward (one_f_one_b_units), at any pipeline depth: without a pipeline a micro-batch's
+  // forward runs beside the previous one's backward, two in flight; the programmed schedules
+  // (DualPipe, ZB-H1) do not apply it (lower_step).
   const bool plain = p.schedule == PipelineSchedule::one_f_one_b || p.schedule == PipelineSchedule::interleaved;
   const double paired = s.stack.fwd_bwd_overlap && plain ? 1.0 : 0.0;
+  if (p.pp <= 1) return std::min(s.stack.fwd_bwd_overlap ? 2.0 : 1.0, all);  // every schedule is 1F1B's without a pipeline
   switch (p.schedule) {
     case PipelineSchedule::interleaved:
       return std::min(d((p.pp - stage - 1) * 2 + (p.vpp - 1) * p.pp + 1) + paired, d(p.vpp) * all) / d(p.vpp);
@@ -191,20 +193,24 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // with everything offloaded, the host's (what the copies hold).
     const bool kept_any = std::any_of(chunk_kept.begin(), chunk_kept.end(), [](double b) { return b > 0; });
     const std::vector<double> in_flight = chunk_micro_batches_in_flight(s, st, kept_any ? chunk_kept : chunk_saved);
-    double kept = 0, off = 0, layer_mbs = 0;
+    double kept = 0, off = 0, layer_mbs = 0, layer_off_max = 0;
     for (size_t i = 0; i < saved_by_layer.size(); ++i) {
       const double n = in_flight[chunk_of[i]];
       layer_mbs += n;
+      double layer_off = 0;  // one micro-batch's
       for (int c = 0; c < kTensorClassCount; ++c) {
         const double bytes = saved_by_layer[i][static_cast<size_t>(c)] * n;
         if (has(s.memory.offload, static_cast<TensorClass>(c))) {
           off += bytes;
+          layer_off += saved_by_layer[i][static_cast<size_t>(c)];
         } else {
           kept += bytes;
           r.activations_by_class[static_cast<size_t>(c)] += Bytes(bytes);
         }
       }
+      layer_off_max = std::max(layer_off_max, layer_off);
       kept += rows_by_layer[i] * n;
+      r.activations_expert_rows += Bytes(rows_by_layer[i] * n);
     }
     r.micro_batches_in_flight = saved_by_layer.empty() ? micro_batches_in_flight(s, st) : layer_mbs / d(saved_by_layer.size());
     r.activations = Bytes(kept);
@@ -232,8 +238,9 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // [experts, buffer rows, 2 x expert_ffn] output in BF16.
     if (stage_moe && s.stack.expert_gemm == ExpertGemm::masked_dense)
       transient = std::max(transient, d(m.experts) / d(p.ep) * ragged_buffer_rows(s, load) * (h + 2 * d(m.expert_ffn)) * 2.0);
-    // Staging buffers for offloaded tensors: two layers' worth stay on the GPU while copies run.
-    if (off > 0 && !layers.empty()) transient += 2 * off / d(layers.size());
+    // Staging buffers for offloaded tensors: two layers' worth of one micro-batch (the largest
+    // offloading layer's) stay on the GPU while copies run.
+    transient += 2 * layer_off_max;
     r.transient = Bytes(transient);
     r.runtime_reserve = Bytes(cal[Param::runtime_reserve_gib] * kGibi);
     r.hbm_total = r.weights + r.weight_cache + r.gradients + r.optimizer_states + r.fsdp_buffers + r.activations + r.comm_buffers +

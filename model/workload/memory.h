@@ -22,6 +22,7 @@ struct MemoryReport {
   Bytes weights, gradients, optimizer_states, fsdp_buffers, activations, comm_buffers, transient, runtime_reserve;
   Bytes weight_cache;  // quantized weight copies kept for the step (stack.weight_quant_cache)
   std::array<Bytes, kTensorClassCount> activations_by_class{};  // saved in HBM, whole stage, all micro-batches in flight
+  Bytes activations_expert_rows;  // the expert GEMMs' input rows an autograd stack keeps (no class: outside the recompute lists)
   Bytes offloaded_to_host;        // tensors the policy offloads (host memory they use)
   Bytes offloaded_if_kept;        // the HBM those tensors would need without offload
   Bytes hbm_total;                // everything above that lives in HBM

@@ -462,7 +462,7 @@ TEST(Step, GroupedGemmVersusPaddedPerExpertLoop) {
 // per-expert loop (FLOPs unpadded) are not, and the price leaves out exactly the M padding factor.
 TEST(Step, GroupedGemmPadsItsRowsOnce) {
   const Calibration cal;
-  const Scenario grouped = scenario({"memory.recompute=[\"moe_mlpwi\"]"});
+  const Scenario grouped = scenario({"memory.recompute=[\"moe_mlpwi\"]", "memory.offload=[]"});
   const Scenario loop = scenario({"stack.grouped_gemm=false"});
   const ExpertLoad load = expert_load(grouped, cal);
   const StepGraph g = lower_step(grouped, load), l = lower_step(loop, load);
@@ -737,6 +737,58 @@ TEST(Memory, RecomputeKeepsTheLayerInputAndPricesWhatItDrops) {
   // FP8 cache of the expert FC1 output: its bytes x (1 + 4/128) / 2.
   auto wi = [](const MemoryReport& m) { return m.activations_by_class[static_cast<size_t>(TensorClass::moe_mlpwi)].value(); };
   EXPECT_NEAR(wi(report(with("memory.fp8_cache=[\"moe_mlpwi\"]"))), wi(m0) * (1 + 4.0 / 128) / 2, 1e-6 * wi(m0));
+}
+
+// Without a pipeline, Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs a micro-batch's forward
+// beside the previous one's backward: two micro-batches' activations at once, as the schedule has it.
+TEST(Memory, ForwardBackwardOverlapHoldsTwoMicroBatchesWithoutAPipeline) {
+  const Calibration cal;
+  auto report = [&](const std::vector<std::string>& sets) {
+    const Scenario s = scenario(sets);
+    return memory_report(s, expert_load(s, cal), cal);
+  };
+  const std::vector<std::string> two{"batch.global_batch=1536"};
+  std::vector<std::string> paired = two;
+  paired.push_back("stack.overlap.fwd_bwd=true");
+  const MemoryReport one = report(two), both = report(paired);
+  EXPECT_DOUBLE_EQ(one.micro_batches_in_flight, 1.0);
+  EXPECT_DOUBLE_EQ(both.micro_batches_in_flight, 2.0);
+  EXPECT_NEAR(both.activations.value(), 2 * one.activations.value(), 1e-9 * one.activations.value());
+  EXPECT_NEAR(both.offloaded_to_host.value(), 2 * one.offloaded_to_host.value(), 1e-9 * one.offloaded_to_host.value());
+  // One micro-batch only: nothing to pair.
+  EXPECT_DOUBLE_EQ(report({"stack.overlap.fwd_bwd=true"}).micro_batches_in_flight, 1.0);
+}
+
+// Offload staging: two layers' worth of one micro-batch (the largest offloading layer's) on the GPU,
+// however many micro-batches a pipeline stage holds; the activations' classes and the expert input
+// rows an autograd stack keeps sum to the activations.
+TEST(Memory, OffloadStagingIsTwoLayersOfOneMicroBatchAndTheClassesSumToTheActivations) {
+  const Calibration cal;
+  auto report = [&](const std::vector<std::string>& sets) {
+    const Scenario s = scenario(sets);
+    return memory_report(s, expert_load(s, cal), cal);
+  };
+  const std::vector<std::string> piped{"parallelism.pp=2", "parallelism.fsdp=8", "batch.global_batch=1536", "memory.recompute=[]"};
+  std::vector<std::string> kept = piped;
+  kept.push_back("memory.offload=[]");
+  const MemoryReport off = report(piped), on_gpu = report(kept);
+  ASSERT_GE(off.micro_batches_in_flight, 2.0);
+  const double wi = on_gpu.activations_by_class[static_cast<size_t>(TensorClass::moe_mlpwi)].value();
+  const Scenario s = scenario(kept);
+  int moe = 0;
+  for (int l : stage_layers(s, off.pp_stage)) moe += s.model.is_moe_layer(l) ? 1 : 0;
+  ASSERT_GT(moe, 0);
+  const double layer = wi / on_gpu.micro_batches_in_flight / moe;  // one MoE layer's FC1 outputs, one micro-batch
+  EXPECT_NEAR(off.transient.value() - on_gpu.transient.value(), 2 * layer, 1e-6 * layer);
+  for (const std::string& stack : {std::string("stack.remat_dispatch=true"), std::string("stack.remat_dispatch=false")}) {
+    std::vector<std::string> v = kept;
+    v.push_back(stack);
+    const MemoryReport m = report(v);
+    double sum = m.activations_expert_rows.value();
+    for (const Bytes& b : m.activations_by_class) sum += b.value();
+    EXPECT_NEAR(sum, m.activations.value(), 1e-9 * m.activations.value()) << stack;
+    EXPECT_EQ(m.activations_expert_rows.value() > 0, stack == "stack.remat_dispatch=false") << stack;
+  }
 }
 
 // Exposed communication per op and idle time on a hand-made timeline (seconds):
