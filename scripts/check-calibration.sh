@@ -18,7 +18,12 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=49.7    # MAPE in %, pinned: lower it when the model improves (lowered 50.0 -> 49.7 (MAPE 49.65 %) when
+ceiling=49.8    # MAPE in %, pinned: lower it when the model improves (raised 49.7 -> 49.8 (MAPE 49.79 %) when
+                # the Megatron ladder took the distributed optimizer its FP8 primary weights and parameter
+                # prefetch require (--fp8-param-gather and --overlap-param-gather assert
+                # --use-distributed-optimizer): each rank's optimizer step over its shard (ladder steps
+                # +0.1 %, away from the published figures: a truer configuration moving it the wrong way);
+                # lowered 50.0 -> 49.7 (MAPE 49.65 %) when
                 # MLA's down projections quantized their hidden-wide input, weights and latent gradient, not in
                 # an autograd recompute of the up projections, which runs the up projections' FLOPs alone,
                 # and a data gradient after its GEMM's recompute reused that recompute's weight copies

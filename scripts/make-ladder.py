@@ -58,6 +58,9 @@ def scenario(k):
             "Et|(tt|)*30L (the embedding and layer 0 on the first virtual stage, the loss alone on the last), micro-batch 1, "
             "global batch 2048, 4096 tokens, MXFP8 linears and grouped GEMMs, FP8 primary weights (stored in MXFP8, FP32 "
             "master copies in the optimizer: an FP8 weight cannot take Adam's updates itself) and BF16 optimizer states, "
+            "sharded by the distributed optimizer (Megatron's --fp8-param-gather, its FP8 primary weights, and "
+            "--overlap-param-gather, the megatron-core stack's parameter prefetch, both require "
+            "--use-distributed-optimizer in megatron/training/arguments.py), "
             "forced load balancing "
             "(--moe-router-force-load-balancing: Megatron's help text, 'force override routing to balance token "
             "distribution using random logits', so each token's top-k is a uniform random draw: routing uniform, balanced "
@@ -75,7 +78,7 @@ def scenario(k):
         "system": "../../topologies/gb200-nvl72.json",
         "gpus": 256,
         "parallelism": {"tp": 1, "cp": 1, "pp": 8, "vpp": 4, "ep": 32, "fsdp": 1, "dp": 1, "schedule": "interleaved",
-                        "layout": "Et|(tt|)*30L"},
+                        "layout": "Et|(tt|)*30L", "distributed_optimizer": True},
         "batch": {"seq_len": 4096, "micro_batch": 1, "global_batch": 2048},
         "precision": {"dense_gemm": "mxfp8", "expert_gemm": "mxfp8", "dispatch": "bf16", "combine": "bf16",
                       "weights": "mxfp8", "grads": "bf16", "optimizer_state": "bf16", "master_weights_fp32": True},

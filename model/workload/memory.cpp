@@ -179,9 +179,15 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
           chunk_saved[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
         }
         // A stack whose backward does not rebuild the expert input rows (PyTorch autograd) keeps
-        // them for the expert GEMMs' weight gradients, whatever the recompute list says.
+        // them for the expert GEMMs' weight gradients, whatever the recompute list says: the FC1's
+        // input, the rows the EP rank received gathered over its etp GPUs (moe_block's etp
+        // all-gather), as the GEMM reads them: a low-precision GEMM's quantized copy (Transformer
+        // Engine's Linear and GroupedLinear save the column-wise quantized input for the weight
+        // gradient, as moe_act keeps FC2's), else the rows as dispatched.
+        const Dtype de = s.precision.expert_gemm;
         const double rows = !s.stack.remat_dispatch && m.is_moe_layer(l)
-                                ? load.max_rows * d(m.hidden) * bytes_per_element(s.precision.dispatch)
+                                ? load.max_rows * d(p.etp) * d(m.hidden) *
+                                      bytes_per_element(de == Dtype::bf16 ? s.precision.dispatch : de)
                                 : 0.0;
         chunk_kept[static_cast<size_t>(c)] += rows;
         saved_by_layer.push_back(b);
