@@ -789,6 +789,21 @@ TEST(Memory, OffloadStagingIsTwoLayersOfOneMicroBatchAndTheClassesSumToTheActiva
     EXPECT_NEAR(sum, m.activations.value(), 1e-9 * m.activations.value()) << stack;
     EXPECT_EQ(m.activations_expert_rows.value() > 0, stack == "stack.remat_dispatch=false") << stack;
   }
+  // Autograd keeps the FC1's input as the GEMM reads it: the MXFP8 copy Transformer Engine saves for
+  // the weight gradient, whatever dtype the rows were dispatched in; BF16 experts keep the rows.
+  for (const char* gemm_dtype : {"mxfp8", "bf16"}) {
+    std::vector<std::string> v = kept;
+    for (const std::string& x : {std::string("stack.remat_dispatch=false"), std::string("precision.dispatch=\"bf16\""),
+                                 "precision.expert_gemm=\"" + std::string(gemm_dtype) + "\""})
+      v.push_back(x);
+    const Scenario a = scenario(v);
+    const ExpertLoad load = expert_load(a, cal);
+    const MemoryReport m = memory_report(a, load, cal);
+    const double per_row = 7168 * bytes_per_element(std::string(gemm_dtype) == "mxfp8" ? Dtype::mxfp8 : Dtype::bf16);
+    EXPECT_NEAR(m.activations_expert_rows.value(), moe * m.micro_batches_in_flight * load.max_rows * per_row,
+                1e-9 * m.activations_expert_rows.value())
+        << gemm_dtype;
+  }
 }
 
 // Exposed communication per op and idle time on a hand-made timeline (seconds):
