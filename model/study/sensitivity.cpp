@@ -82,6 +82,8 @@ std::vector<Knob> knobs(const Scenario& base) {
     std::snprintf(v, sizeof v, "%.4g %s", base.calibration[id], std::string(d.unit).c_str());
     k.push_back({"param " + n, "efficiency", v, false, [id](Scenario& s, double f) {
                    const ParamDef& pd = param_def(id);
+                   // A relative change of 0 is 0: say so rather than print a change of nothing.
+                   if (s.calibration[id] == 0.0) throw InputError("at 0, which a relative change leaves at 0");
                    const double x = s.calibration[id] * f;
                    if (x < pd.min - 1e-12 || x > pd.max + 1e-12) throw InputError("outside the parameter's range");
                    s.calibration.set(id, x);
@@ -159,6 +161,10 @@ SensitivityResult sensitivity(const Scenario& s, double rel, const std::function
   else
     for (auto& j : jobs) j();
   for (auto& t : out.terms) {
+    if (!t.minus_note.empty() && t.minus_note == t.plus_note) {  // both sides for one reason: once
+      t.note = t.minus_note;
+      continue;
+    }
     if (!t.minus_note.empty()) t.note = (t.flip ? "" : "-: ") + t.minus_note;
     if (!t.plus_note.empty()) t.note += (t.note.empty() ? "" : "; ") + std::string(t.flip ? "" : "+: ") + t.plus_note;
   }

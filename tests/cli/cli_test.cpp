@@ -1098,6 +1098,11 @@ TEST(CliSensitivity, TermsArePredictionsWithOneThingChanged) {
   // Every efficiency parameter but the tile shapes and the memory reserve is a term.
   EXPECT_TRUE(by.count("param ib_fraction"));
   EXPECT_FALSE(by.count("param gemm_tile_m"));
+  // A parameter at 0 (Blackwell's gemm_k_half) has no relative change: no figure, the reason once.
+  ASSERT_TRUE(by.count("param gemm_k_half"));
+  EXPECT_TRUE(by["param gemm_k_half"]["minus_s"].is_null()) << by["param gemm_k_half"];
+  EXPECT_TRUE(by["param gemm_k_half"]["plus_s"].is_null()) << by["param gemm_k_half"];
+  EXPECT_EQ(by["param gemm_k_half"]["note"], "at 0, which a relative change leaves at 0") << by["param gemm_k_half"];
   // The text names the largest term first.
   const Result t = run("sensitivity " + source(kSeed) + " --top 3");
   ASSERT_EQ(t.code, 0) << t.out;
