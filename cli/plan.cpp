@@ -51,17 +51,19 @@ int cmd_plan(const Opts& o) {
     po.shard = rk.rank(), po.shards = rk.size();
     po.merge = [&rk](io::PlanResult& res, std::vector<std::pair<size_t, double>>& found) {
       nlohmann::json mine = {{"counts", {res.invalid, res.no_fit, res.predicted, res.failed, res.too_fine, res.bounded,
-                                         res.compute_bounded, res.comm_bounded, res.schedule_bounded}},
+                                         res.compute_bounded, res.comm_bounded, res.schedule_bounded, res.balanced_is_even}},
                              {"found", found}};
       const std::vector<std::string> all = rk.gather(mine.dump());
       if (rk.rank() != 0) return false;
-      res.invalid = res.no_fit = res.predicted = res.failed = res.too_fine = res.bounded = res.compute_bounded = res.comm_bounded = res.schedule_bounded = 0;
+      res.invalid = res.no_fit = res.predicted = res.failed = res.too_fine = res.bounded = res.compute_bounded = res.comm_bounded = res.schedule_bounded =
+          res.balanced_is_even = 0;
       found.clear();
       for (const std::string& text : all) {
         const auto j = nlohmann::json::parse(text);
         const auto c = j["counts"].get<std::vector<size_t>>();
         res.invalid += c[0], res.no_fit += c[1], res.predicted += c[2], res.failed += c[3];
         res.too_fine += c[4], res.bounded += c[5], res.compute_bounded += c[6], res.comm_bounded += c[7], res.schedule_bounded += c[8];
+        res.balanced_is_even += c[9];
         for (const auto& f : j["found"]) found.emplace_back(f[0].get<size_t>(), f[1].get<double>());
       }
       return true;
@@ -90,7 +92,7 @@ int cmd_plan(const Opts& o) {
     j["schedules"] = nlohmann::json::array();
     for (PipelineSchedule x : po.schedules) j["schedules"].push_back(io::schedule_name(x));
     j["vpps"] = po.vpps;
-    j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded}, {"pruned_by_compute_bound", r.compute_bounded}, {"pruned_by_comm_bound", r.comm_bounded}, {"pruned_by_schedule_bound", r.schedule_bounded},
+    j["searched"] = {{"candidates", r.candidates}, {"invalid", r.invalid}, {"do_not_fit", r.no_fit}, {"too_many_passes", r.too_fine}, {"pruned_by_bound", r.bounded}, {"pruned_by_compute_bound", r.compute_bounded}, {"pruned_by_comm_bound", r.comm_bounded}, {"pruned_by_schedule_bound", r.schedule_bounded}, {"balanced_is_even", r.balanced_is_even},
                      {"predicted", r.predicted}, {"failed", r.failed}, {"seconds", secs}, {"threads", jobs}, {"processes", rk.size()}};
     j["best"] = nlohmann::json::array();
     for (const auto& e : r.best) {
@@ -119,10 +121,11 @@ int cmd_plan(const Opts& o) {
   std::printf("  searched %zu layouts in %.1f s on %s: %zu invalid (the loader's layout rules), %zu with over %s "
               "micro-batch x layer passes left out, %zu do not fit in memory (checked before pricing), %zu pruned by their FLOP "
               "bound, %zu by their priced compute ops, %zu by a collective queue, %zu by their uncontended schedule, %zu "
-              "predicted%s\n",
+              "predicted%s%s\n",
               r.candidates, secs, threads.c_str(), r.invalid, r.too_fine, fmt_count(o.max_passes).c_str(), r.no_fit, r.bounded, r.compute_bounded, r.comm_bounded,
               r.schedule_bounded, r.predicted,
-              r.failed ? (", " + std::to_string(r.failed) + " failed").c_str() : "");
+              r.failed ? (", " + std::to_string(r.failed) + " failed").c_str() : "",
+              r.balanced_is_even ? (", " + std::to_string(r.balanced_is_even) + " balanced splits that were the even one (a candidate of its own)").c_str() : "");
   int rank = 0;
   for (const auto& e : r.best) {
     const StepReport& x = e.report;

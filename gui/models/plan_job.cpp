@@ -88,7 +88,7 @@ size_t PlanJob::searched() const {
   if (!result_) return 0;
   const io::PlanResult& r = *result_;
   return r.invalid + r.too_fine + r.no_fit + r.bounded + r.compute_bounded + r.comm_bounded + r.schedule_bounded + r.predicted +
-         r.failed;
+         r.failed + r.balanced_is_even;
 }
 
 void PlanJob::cancel() {

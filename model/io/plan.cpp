@@ -203,6 +203,18 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
           c.sets.push_back("memory.recompute=[" + rc + "]");
         }
         if (mi >= 1) c.sets.push_back("memory.offload=[]");
+        // With --balance the even split stays a candidate beside the balanced one: the balancing
+        // rule compares priced per-stage costs, which the simulated step can rank the other way
+        // (a single micro-batch's pipeline).
+        if (p.balance_layout) {
+          Candidate even = c;
+          even.s.parallelism.balance_layout = false;
+          even.layout = layout_text(even.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
+          std::replace(even.sets.begin(), even.sets.end(), std::string("parallelism.layout=balanced"), std::string("parallelism.layout=null"));
+          if (base.parallelism.layout.empty() && !base.parallelism.balance_layout)
+            even.sets.erase(std::remove(even.sets.begin(), even.sets.end(), std::string("parallelism.layout=null")), even.sets.end());
+          cands.push_back(std::move(even));
+        }
         cands.push_back(std::move(c));
       }
   };
@@ -299,6 +311,11 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
           balanced.emplace(c.s);
           balanced->parallelism.layout = b.layout;
           balanced->parallelism.layout_spec = b.spec;
+          if (!b.even_kept.empty()) {  // the even split, which is a candidate of its own
+            std::lock_guard<std::mutex> lk(mu);
+            ++res.balanced_is_even;
+            return;
+          }
         }
         const Scenario& cs = balanced ? *balanced : c.s;
         // Memory needs the expert load only: a layout that does not fit is never lowered (lowering

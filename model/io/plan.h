@@ -37,8 +37,9 @@ struct PlanOptions {
   double train_tokens = 0;
   int64_t global_batch = 0;  // 0: the scenario's sequences per GPU times gpus
   bool prune = true;         // false: every valid candidate that fits is simulated (to check the bounds)
-  // Each candidate with pp > 1 runs its balanced layout (parallelism.layout "balanced": the even
-  // split lowered and priced first, one lowering more per candidate) instead of the even split.
+  // Each candidate with pp > 1 runs its balanced layout too (parallelism.layout "balanced": the
+  // even split lowered and priced first, one lowering more per candidate), beside the even split
+  // (the balancing rule ranks priced stage costs; the simulated step may rank the two otherwise).
   bool balance = false;
   // The schedules searched for pp > 1 (interleaved with VPP 2, the others with one virtual stage
   // per GPU, or two for DualPipe(V) as their programs place them); a layout the loader refuses
@@ -79,6 +80,7 @@ struct PlanResult {
   size_t compute_bounded = 0;  // pruned: their compute ops, priced, already exceed it (compute_bound)
   size_t comm_bounded = 0;     // pruned: one of their collective queues already exceeds it (comm_bound)
   size_t schedule_bounded = 0; // pruned: their step scheduled without contention exceeds it (schedule_bound)
+  size_t balanced_is_even = 0; // --balance: the balanced split was the even one, a candidate of its own
   int64_t global_batch = 0;
   // The scenario's own layout predicted whole, when the plan is for its GPU count and global batch
   // (how far the layout a user runs is from the best); empty otherwise, or cancelled.
