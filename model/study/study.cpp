@@ -54,6 +54,13 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
                 sa.fabric->tiers, sa.fabric->rail_optimized, sa.fabric->nic_to_leaf_latency) !=
            std::tie(sb.fabric->sw.adaptive_routing, sb.fabric->sw.port_bandwidth, sb.fabric->sw.latency, sb.fabric->sw.ports,
                     sb.fabric->tiers, sb.fabric->rail_optimized, sb.fabric->nic_to_leaf_latency));
+  // The NVLink switches the topology is built from (Topology::build: chips, each GPU's links per chip).
+  const auto &na = sa.domain.nvswitch, &nb = sb.domain.nvswitch;
+  const bool nvswitch_differs =
+      na.has_value() != nb.has_value() ||
+      (na && nb &&
+       std::tie(na->adaptive_routing, na->port_bandwidth, na->latency, na->ports) !=
+           std::tie(nb->adaptive_routing, nb->port_bandwidth, nb->latency, nb->ports));
   if (sa.name != sb.name || ga.name != gb.name || ga.sms != gb.sms || ga.dense_bf16 != gb.dense_bf16 ||
       ga.dense_fp8 != gb.dense_fp8 || ga.dense_mxfp8 != gb.dense_mxfp8 || ga.dense_nvfp4 != gb.dense_nvfp4 ||
       ga.hbm_bandwidth != gb.hbm_bandwidth || ga.hbm_usable != gb.hbm_usable || ga.hbm_capacity != gb.hbm_capacity ||
@@ -61,7 +68,8 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
       ta.nic.port_bandwidth != tb.nic.port_bandwidth || ta.nic.host_link_bandwidth != tb.nic.host_link_bandwidth ||
       ta.gpus != tb.gpus || ta.cpus != tb.cpus || ta.nics != tb.nics || ta.cpu.memory != tb.cpu.memory ||
       ta.cpu.memory_bandwidth != tb.cpu.memory_bandwidth || ta.cpu.gpu_link_bidirectional != tb.cpu.gpu_link_bidirectional ||
-      sa.domain.trays != sb.domain.trays || sa.domain.nvlink_latency != sb.domain.nvlink_latency ||
+      sa.domain.trays != sb.domain.trays || sa.domain.nvlink_latency != sb.domain.nvlink_latency || nvswitch_differs ||
+      sa.domain.switch_chips != sb.domain.switch_chips || sa.domain.gpu_links_per_chip != sb.domain.gpu_links_per_chip ||
       sa.domain.host_memory != sb.domain.host_memory || sa.gpus_per_domain_when_spanning != sb.gpus_per_domain_when_spanning ||
       sa.power_price.watts_per_gpu != sb.power_price.watts_per_gpu ||
       sa.power_price.usd_per_gpu_hour != sb.power_price.usd_per_gpu_hour)

@@ -118,6 +118,17 @@ TEST(Stacks, CompareSeesEveryAttentionAndRouterField) {
   EXPECT_TRUE(differs([](ModelSpec& m) { m.router.bias = !m.router.bias; }));
   EXPECT_TRUE(differs([](ModelSpec& m) { m.router.score = m.router.score == RouterScore::softmax ? RouterScore::sigmoid : RouterScore::softmax; }));
   EXPECT_EQ(differing_fields(a, a), std::vector<std::string>{});
+  // The NVLink switches the topology is built from are the system's too.
+  auto system_differs = [&](const std::function<void(NvlinkDomainSpec&)>& change) {
+    Scenario b = a;
+    change(b.system.domain);
+    return differing_fields(a, b) == std::vector<std::string>{"system"};
+  };
+  EXPECT_TRUE(system_differs([](NvlinkDomainSpec& d) { d.switch_chips += 1; }));
+  EXPECT_TRUE(system_differs([](NvlinkDomainSpec& d) { d.gpu_links_per_chip.push_back(1); }));
+  EXPECT_TRUE(system_differs([](NvlinkDomainSpec& d) { d.nvswitch->latency = d.nvswitch->latency * 2.0; }));
+  EXPECT_TRUE(system_differs([](NvlinkDomainSpec& d) { d.nvswitch->port_bandwidth = d.nvswitch->port_bandwidth * 2.0; }));
+  EXPECT_TRUE(system_differs([](NvlinkDomainSpec& d) { d.nvswitch.reset(); }));
   const std::string dir = std::string(MOEPERF_SOURCE_DIR) + "/examples/models/";
   EXPECT_EQ(io::load_model(dir + "mixtral-8x7b/config.json").name, "mixtral-8x7b (mixtral)");
   EXPECT_EQ(io::load_model(dir + "mixtral-8x22b/config.json").name, "mixtral-8x22b (mixtral)");
