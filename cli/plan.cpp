@@ -180,8 +180,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   sub->add_flag("--balance", o->balance,
-                "pipelined layouts with their stages balanced (parallelism.layout \"balanced\"), not split evenly; "
-                "one lowering more per candidate");
+                "each pipelined layout with its stages balanced too (parallelism.layout \"balanced\"), beside its even "
+                "split; one lowering more per candidate");
   sub->add_option("--schedules", o->schedules,
                   "pipeline schedules searched for pp > 1, comma-separated: 1f1b, interleaved (vpp 2), zbh1, dualpipe, "
                   "dualpipev, or all (default 1f1b,interleaved)");

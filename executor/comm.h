@@ -55,8 +55,9 @@ class DeviceExchange {
   virtual ~DeviceExchange() = default;
   virtual std::string name() const = 0;  // e.g. "nccl"
   // Device buffers, peers' blocks consecutive in rank order; done on return. `op` names the
-  // exchange in errors. Returns the exchange's own time on the device (CUDA events around the
-  // library's group of sends and receives: no setup, no host polling), 0 when not measured.
+  // exchange in errors. Returns the exchange's time on its stream (CUDA events around the library's
+  // group of sends and receives: the group's issue on the host and the transfer, not the setup,
+  // NCCL's simulation pass or the wait for the stream after it), 0 when not measured.
   virtual double alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                            const std::vector<int64_t>& recv_bytes, const char* op) = 0;
   // send [ranks x width] host int64 (block p for peer p) -> [ranks x width] (block p from peer p),

@@ -742,7 +742,8 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
   }
   const json system = {{"kind", "system"}, {"name", "this machine: " + std::to_string(n) + " rank" + (n > 1 ? "s" : "") + " of " + cpu},
                        {"source", c.source},
-                       {"description", "Written by moeperf run --suite calibrate: each MPI rank a device of one core; the pairwise "
+                       {"description", std::string("Written by moeperf run --suite calibrate: each MPI rank a device (") +
+                                           (be.host_memory() ? "one core" : "its GPU") + "); the pairwise host-transport "
                                        "exchange rate " + rate(p2p_bw / 1e9, "GB/s") + " and the 8-byte exchange time " +
                                        rate(p2p_latency * 1e6, "us") + " are the link"},
                        {"nvlink_domain", domain}, {"gpus", n}, {"placement", {{"gpus_per_domain", n}}}};

@@ -59,7 +59,7 @@ PlanView::PlanView(QWidget* parent)
   passes_->setToolTip(tr("--max-passes: layouts with more micro-batch x layer passes per step are left out (slow to simulate)"));
   balance_ = new QCheckBox(tr("balanced layouts"));
   balance_->setObjectName(QStringLiteral("planBalance"));
-  balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced, not split evenly"));
+  balance_->setToolTip(tr("--balance: each pipelined layout with its stages balanced too, beside its even split"));
 
   // Two rows: what to plan for, then how wide the search is.
   auto* form = new QHBoxLayout();
@@ -221,7 +221,7 @@ void PlanView::onFinished(bool cancelled) {
                 .arg(gain > 1e-9 ? tr("the best is %1 % faster").arg(100 * gain, 0, 'f', 1) : tr("no layout found is faster"));
   }
   controls_.say(tr("%1%2 layouts searched in %3 s (global batch %4): %5 invalid, %6 with over %L7 micro-batch x layer "
-                      "passes left out, %8 do not fit, %9 pruned by bounds, %10 predicted%11 · double-click a row to open it in the timeline")
+                      "passes left out, %8 do not fit, %9 pruned by bounds, %10 predicted%11%12 · double-click a row to open it in the timeline")
                        .arg(cancelled ? tr("Cancelled after %1 of %2 layouts; the best of them, the first predicted whole · ")
                                             .arg(job_->searched())
                                             .arg(r->candidates)
@@ -235,6 +235,8 @@ void PlanView::onFinished(bool cancelled) {
                        .arg(r->no_fit)
                        .arg(r->bounded + r->compute_bounded + r->comm_bounded + r->schedule_bounded)
                        .arg(r->predicted)
+                       .arg((r->failed ? tr(", %1 failed").arg(r->failed) : QString()) +
+                            (r->balanced_is_even ? tr(", %1 balanced splits that were the even one").arg(r->balanced_is_even) : QString()))
                        .arg(loss));
 }
 

@@ -290,15 +290,9 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto m = n.get("memory")) {
     m->allow_only(scenario_keys("memory"));
     if (auto x = m->get("recompute")) s.memory.recompute = parse_tensor_classes(*x);
-    if (auto x = m->get("offload")) {
-      s.memory.offload = parse_tensor_classes(*x);
-      // A tensor is either sent to the host or rebuilt in the backward (a remat policy names it
-      // once: offloaded, or not saved), not both.
-      for (size_t i = 0; i < s.memory.offload.size(); ++i)
-        if (std::find(s.memory.recompute.begin(), s.memory.recompute.end(), s.memory.offload[i]) != s.memory.recompute.end())
-          (*x)[i].fail(std::string("\"") + moeperf::to_string(s.memory.offload[i]) +
-                       "\" is in memory.recompute too: a class is offloaded or recomputed, not both");
-    }
+    // A class in both lists offloads what its recompute keeps (the norm class's layer input, MLA's
+    // latents under autograd: recomputed_class_kept_bytes), in the memory report and the copies alike.
+    if (auto x = m->get("offload")) s.memory.offload = parse_tensor_classes(*x);
     if (auto x = m->get("fp8_cache")) {
       s.memory.fp8_cache = parse_tensor_classes(*x);
       for (size_t i = 0; i < s.memory.fp8_cache.size(); ++i)

@@ -175,16 +175,42 @@ std::optional<double> numeric(const json& v, const std::string& where) {
   return std::nullopt;
 }
 
-// A field's number: the point's overrides (the last one wins), else the scenario file, else (a
-// stack field) the stack the scenario names, else the schema's default.
+// An override's text as the loader reads it: JSON where it parses (numbers, booleans, objects),
+// else a string ("2 us", a stack name).
+json override_value(const std::string& v) {
+  try {
+    return json::parse(v);
+  } catch (const json::exception&) {
+    return json(v);
+  }
+}
+
+// A field's number: the scenario file with the point's overrides applied as the loader applies
+// them (the last one wins; a named stack becomes the base of an object they reach into), a stack
+// file's {"value": V, ...} unwrapped; else (a stack field) the stack the scenario names or builds
+// on; else the schema's default.
 double field_value(const std::string& file, const json& doc, const std::vector<Override>& sets, const std::string& name) {
   const std::string path = field_of(name);
-  for (auto it = sets.rbegin(); it != sets.rend(); ++it)
-    if (it->path == path) {
-      if (const auto v = numeric(json(it->value), path)) return *v;
-      throw std::invalid_argument(path + " is \"" + it->value + "\", not a number");
+  json eff = doc;
+  for (const Override& o : sets) {
+    json* cur = &eff;
+    size_t a = 0;
+    for (;;) {
+      const size_t b = std::min(o.path.find('.', a), o.path.size());
+      const std::string key = o.path.substr(a, b - a);
+      if (!cur->is_object()) break;  // a field of a referenced file (system, model): not followed here
+      if (b == o.path.size()) {
+        (*cur)[key] = override_value(o.value);
+        break;
+      }
+      json& next = (*cur)[key];
+      if (next.is_null()) next = json::object();
+      if (next.is_string() && a == 0 && key == "stack") next = json{{"base", next}};
+      cur = &next;
+      a = b + 1;
     }
-  const json* cur = &doc;
+  }
+  const json* cur = &eff;
   size_t a = 0;
   while (cur && a <= path.size()) {
     const size_t b = std::min(path.find('.', a), path.size());
@@ -192,19 +218,15 @@ double field_value(const std::string& file, const json& doc, const std::vector<O
     cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
     a = b + 1;
   }
+  if (cur && cur->is_object() && cur->contains("value")) cur = &(*cur)["value"];  // {"value": V, "source": ...}
   if (cur && !cur->is_null()) {
     if (const auto v = numeric(*cur, file)) return *v;
-    throw std::invalid_argument(path + " in " + file + " is not a number");
+    throw std::invalid_argument(path + " is " + cur->dump() + ", not a number");
   }
   // A stack field the scenario does not set itself is its stack's (a name or base it builds on),
-  // not the schema's default: the point's "stack" override, else the file's.
+  // not the schema's default.
   if (path.rfind("stack.", 0) == 0) {
-    json ref = doc.contains("stack") ? doc["stack"] : json();
-    for (auto it = sets.rbegin(); it != sets.rend(); ++it)
-      if (it->path == "stack") {
-        ref = json(it->value);
-        break;
-      }
+    const json ref = eff.contains("stack") ? eff["stack"] : json();
     if (const json v = detail::stack_field_json(ref, file, path.substr(6)); !v.is_null()) {
       if (const auto x = numeric(v, file)) return *x;
       throw std::invalid_argument(path + " of the scenario's stack is " + v.dump() + ", not a number");

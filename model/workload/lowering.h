@@ -361,9 +361,12 @@ class Lowering {
   double offloaded_bytes(int l) const {
     const auto b = saved_tensor_bytes(s_, load_, l);
     double sum = 0;
-    for (TensorClass c : s_.memory.offload)
-      if (!has(s_.memory.recompute, c)) sum += b[static_cast<size_t>(c)];
-      else if (c == TensorClass::norm) sum += b[static_cast<size_t>(c)] * norm_input_share(s_);  // the part no recompute frees
+    // A class also recomputed: the part its recompute keeps (the layer input, MLA's latents under
+    // autograd), as the memory report offloads it.
+    for (TensorClass c : s_.memory.offload) {
+      const double x = b[static_cast<size_t>(c)];
+      sum += has(s_.memory.recompute, c) ? recomputed_class_kept_bytes(s_, c, x) : x;
+    }
     return sum;
   }
 

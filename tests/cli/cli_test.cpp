@@ -894,6 +894,22 @@ TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
   const Result o = run("sweep " + source(kSeed) + " --vary gpus=128 --set stack.host_op_s=5us --derive 'stack.graph_launch_s=stack.host_op_s'");
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("\n0,128,4.9999999999999996e-06,ok,"), std::string::npos) << o.out;
+  // The point's overrides as the loader applies them: a new base, a stack object, a boolean.
+  const Result base = run("sweep " + ladder + " --vary gpus=256 --set stack.base=maxtext-te-2026-09 --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
+  EXPECT_NE(base.out.find("\n0,256,2,"), std::string::npos) << base.out;
+  const Result obj = run("sweep " + source(kSeed) + " --vary gpus=128 --set 'stack={\"base\":\"megatron-core\"}' --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
+  EXPECT_NE(obj.out.find("\n0,128,6,"), std::string::npos) << obj.out;
+  const Result flag = run("sweep " + source(kSeed) + " --vary gpus=128 --set stack.permute_fusion=true --derive 'stack.unfused_permute_ops=stack.permute_fusion+1'");
+  EXPECT_NE(flag.out.find("\n0,128,2,ok,"), std::string::npos) << flag.out;
+  // A scenario's own stack field written as a stack file writes it, {"value": ..., "source": ...}.
+  TempDir d;
+  auto j = nlohmann::json::parse(slurp(source(kSeed)));
+  j["model"] = source("examples/models/deepseek-v3/config.json");
+  j["system"] = source("topologies/gb300-nvl72.json");
+  j["stack"] = {{"base", "maxtext-te-2026-09"}, {"host_op_s", {{"value", "3 us"}, {"source", "a test"}}}};
+  std::ofstream(d.path("s.json")) << j.dump();
+  const Result wrapped = run("sweep " + d.path("s.json") + " --vary gpus=128 --derive 'stack.graph_launch_s=stack.host_op_s'");
+  EXPECT_NE(wrapped.out.find("\n0,128,3.0000000000000001e-06,ok,"), std::string::npos) << wrapped.out;
   // A name nothing gives a value at any point (misspelt) is the sweep's error, not a row's: exit 2.
   const Result bad = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(epp*tp)'");
   EXPECT_EQ(bad.code, 2) << bad.out;

@@ -806,6 +806,24 @@ TEST(Memory, OffloadStagingIsTwoLayersOfOneMicroBatchAndTheClassesSumToTheActiva
   }
 }
 
+// A class both recomputed and offloaded offloads what its recompute keeps (the norm class's layer
+// input; MLA's latents under autograd): the copies move what the memory report sends to the host.
+TEST(Memory, ARecomputedClassOffloadsWhatItsRecomputeKeeps) {
+  const Calibration cal;
+  for (const char* stack : {"stack.remat_dispatch=true", "stack.remat_dispatch=false"}) {
+    const Scenario s = scenario({stack, R"(memory.recompute=["norm","q_proj","kv_proj"])", R"(memory.offload=["norm","q_proj","kv_proj"])"});
+    const ExpertLoad load = expert_load(s, cal);
+    const MemoryReport m = memory_report(s, load, cal);
+    ASSERT_DOUBLE_EQ(m.micro_batches_in_flight, 1.0);
+    double copied = 0;
+    const StepGraph g = lower_step(s, load);
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == "offload.d2h") copied += op.bytes.value();
+    EXPECT_GT(m.offloaded_to_host.value(), 0) << stack;
+    EXPECT_NEAR(copied, m.offloaded_to_host.value(), 1e-9 * m.offloaded_to_host.value()) << stack;
+  }
+}
+
 // Exposed communication per op and idle time on a hand-made timeline (seconds):
 //   compute [0, 1) [2.5, 4) [5, 6); comm A [0.5, 2), comm B [1.5, 3).
 // Exposed: [1, 2.5) = 1.5 s: A alone 0.5, A and B 0.5 (0.25 each), B alone 0.5. Idle: [4, 5).
