@@ -98,7 +98,8 @@ std::vector<Knob> knobs(const Scenario& base) {
                  }});
   };
   const StackOptions& st = base.stack;
-  num("a2a_buffer_factor", st.a2a_buffer_factor, "x", &StackOptions::a2a_buffer_factor);
+  // (<= 0 is MaxText's default sizing, not a factor a relative change moves.)
+  if (st.a2a_buffer_factor > 0) num("a2a_buffer_factor", st.a2a_buffer_factor, "x", &StackOptions::a2a_buffer_factor);
   if (st.host_op_s > 0) num("host_op_s", st.host_op_s * 1e6, "us", &StackOptions::host_op_s);
   num("host_ops_per_op", st.host_ops_per_op, "", &StackOptions::host_ops_per_op);
   if (st.graph_launch_s > 0) num("graph_launch_s", st.graph_launch_s * 1e6, "us", &StackOptions::graph_launch_s);
