@@ -824,6 +824,26 @@ TEST(Memory, ARecomputedClassOffloadsWhatItsRecomputeKeeps) {
   }
 }
 
+// Under expert tensor parallelism an EP rank's rows are gathered over its etp GPUs before the expert
+// GEMMs (moe_block's etp all-gather): an autograd stack keeps the gathered rows for the weight
+// gradients, etp x the rank's own.
+TEST(Memory, KeptExpertRowsAreTheEtpGatheredRows) {
+  const Calibration cal;
+  auto kept_per_row = [&](int etp) {
+    std::vector<io::Override> o{io::parse_override("parallelism.etp=" + std::to_string(etp)),
+                                io::parse_override("parallelism.ep=" + std::to_string(32 / etp))};
+    const Scenario s = io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/layouts/qwen3-235b-h100-megatron-folded.json", o);
+    const ExpertLoad load = expert_load(s, cal);
+    const MemoryReport m = memory_report(s, load, cal);
+    int moe = 0;
+    for (int l : stage_layers(s, m.pp_stage)) moe += s.model.is_moe_layer(l) ? 1 : 0;
+    EXPECT_GT(moe, 0);
+    return m.activations_expert_rows.value() / (m.micro_batches_in_flight * moe * load.max_rows * static_cast<double>(s.model.hidden));
+  };
+  EXPECT_NEAR(kept_per_row(1), 2.0, 1e-9);  // BF16 rows
+  EXPECT_NEAR(kept_per_row(2), 4.0, 1e-9);  // gathered over 2 GPUs
+}
+
 // Exposed communication per op and idle time on a hand-made timeline (seconds):
 //   compute [0, 1) [2.5, 4) [5, 6); comm A [0.5, 2), comm B [1.5, 3).
 // Exposed: [1, 2.5) = 1.5 s: A alone 0.5, A and B 0.5 (0.25 each), B alone 0.5. Idle: [4, 5).
