@@ -403,6 +403,12 @@ std::string join_dims(const Parallelism& p) {
 
 }  // namespace
 
+namespace detail {
+
+void apply_scenario_override(json& root, const Override& o, const std::string& file) { apply_override(root, o, file); }
+
+}  // namespace detail
+
 Calibration load_calibration(const std::string& path, const Calibration& base) {
   Refs refs;
   const Node root = refs.open(path);

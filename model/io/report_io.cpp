@@ -386,8 +386,8 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   for (int c = 0; c < kTensorClassCount; ++c)
     mem["activations_by_class"][to_string(static_cast<TensorClass>(c))] = r.memory.activations_by_class[static_cast<size_t>(c)].value();
   // Not a class: the expert input rows an autograd stack keeps whatever the recompute list says
-  // (the classes and this sum to activations).
-  mem["activations_by_class"]["expert_input_rows"] = r.memory.activations_expert_rows.value();
+  // (activations_by_class and this sum to activations).
+  mem["activations_expert_input_rows"] = r.memory.activations_expert_rows.value();
   j["memory"] = mem;
   for (int c = 0; c < kCategoryCount; ++c)
     j["breakdown"][to_string(static_cast<Category>(c))] = r.breakdown[static_cast<size_t>(c)].value();

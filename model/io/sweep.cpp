@@ -175,41 +175,14 @@ std::optional<double> numeric(const json& v, const std::string& where) {
   return std::nullopt;
 }
 
-// An override's text as the loader reads it: JSON where it parses (numbers, booleans, objects),
-// else a string ("2 us", a stack name).
-json override_value(const std::string& v) {
-  try {
-    return json::parse(v);
-  } catch (const json::exception&) {
-    return json(v);
-  }
-}
-
 // A field's number: the scenario file with the point's overrides applied as the loader applies
-// them (the last one wins; a named stack becomes the base of an object they reach into), a stack
-// file's {"value": V, ...} unwrapped; else (a stack field) the stack the scenario names or builds
-// on; else the schema's default.
+// them (the last one wins; a step through a file reference inlines the file; a named stack becomes
+// the base of an object they reach into), a stack file's {"value": V, ...} unwrapped; else (a stack
+// field) the stack the scenario names or builds on; else the schema's default.
 double field_value(const std::string& file, const json& doc, const std::vector<Override>& sets, const std::string& name) {
   const std::string path = field_of(name);
   json eff = doc;
-  for (const Override& o : sets) {
-    json* cur = &eff;
-    size_t a = 0;
-    for (;;) {
-      const size_t b = std::min(o.path.find('.', a), o.path.size());
-      const std::string key = o.path.substr(a, b - a);
-      if (!cur->is_object()) break;  // a field of a referenced file (system, model): not followed here
-      if (b == o.path.size()) {
-        (*cur)[key] = override_value(o.value);
-        break;
-      }
-      json& next = (*cur)[key];
-      if (next.is_null()) next = json::object();
-      if (next.is_string() && a == 0 && key == "stack") next = json{{"base", next}};
-      cur = &next;
-      a = b + 1;
-    }
-  }
+  for (const Override& o : sets) detail::apply_scenario_override(eff, o, file);
   const json* cur = &eff;
   size_t a = 0;
   while (cur && a <= path.size()) {

@@ -910,6 +910,10 @@ TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
   std::ofstream(d.path("s.json")) << j.dump();
   const Result wrapped = run("sweep " + d.path("s.json") + " --vary gpus=128 --derive 'stack.graph_launch_s=stack.host_op_s'");
   EXPECT_NE(wrapped.out.find("\n0,128,3.0000000000000001e-06,ok,"), std::string::npos) << wrapped.out;
+  // A field of a referenced file the point sets (the system's placement) reads as the point sets it.
+  const Result sys = run("sweep " + source(kSeed) + " --vary system.placement.gpus_per_domain=64 --derive 'parallelism.ep=system.placement.gpus_per_domain/8'");
+  ASSERT_EQ(sys.code, 0) << sys.out;
+  EXPECT_NE(sys.out.find("\n0,64,8,ok,"), std::string::npos) << sys.out;
   // A name nothing gives a value at any point (misspelt) is the sweep's error, not a row's: exit 2.
   const Result bad = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(epp*tp)'");
   EXPECT_EQ(bad.code, 2) << bad.out;

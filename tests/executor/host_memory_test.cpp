@@ -47,8 +47,6 @@ TEST(HostMemory, AFreedLargeBlockIsNotFaultedInAgain) {
 
 namespace {
 
-// The CPU backend's buffers: 64-byte aligned, large ones at distinct offsets within their pages (so
-// a streaming copy between two never stalls on 4K aliasing), small ones usable too; all released.
 // The plain copy the suite's memory reference times: every byte arrives, nothing past the end.
 TEST(CpuBackend, CopyMovesEveryByteAndNoMore) {
   auto be = moeperf::exec::make_backend("cpu");
@@ -61,11 +59,14 @@ TEST(CpuBackend, CopyMovesEveryByteAndNoMore) {
   be->synchronize();
   EXPECT_EQ(std::memcmp(a, b, n), 0);
   EXPECT_EQ(b[n], 0xAB);
-  be->copy(b, a, 0);  // nothing to copy: no access
+  be->copy(b, a, 0);  // nothing to copy: nothing changes
+  EXPECT_EQ(std::memcmp(a, b, n), 0);
   be->release(a);
   be->release(b);
 }
 
+// The CPU backend's buffers: 64-byte aligned, large ones at distinct offsets within their pages (so
+// a streaming copy between two never stalls on 4K aliasing), small ones usable too; all released.
 TEST(CpuBackend, LargeBuffersStartAtStaggeredPageOffsets) {
   auto be = moeperf::exec::make_backend("cpu");
   std::set<uintptr_t> offsets;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "model/io/detail/refs.h"
+#include "model/io/load.h"
 #include "model/specs.h"
 
 namespace moeperf::io::detail {
@@ -17,5 +18,10 @@ StackOptions parse_stack_file(const Node& root);
 // "overlap.fsdp_prefetch_depth"): the object's own key first, then its base; a stack file's
 // {"value": V, "source": ...} unwrapped. Null when neither sets it.
 json stack_field_json(const json& ref, const std::string& file, const std::string& path);
+
+// `--set a.b.c=V` applied to a scenario's JSON as the loader applies it (load.cpp: a step through
+// a reference to another file inlines that file, a named stack becomes the base of an object), so
+// a sweep's --derive reads what the point's overrides set; throws SpecError as the loader would.
+void apply_scenario_override(json& root, const Override& o, const std::string& file);
 
 }  // namespace moeperf::io::detail
