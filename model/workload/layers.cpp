@@ -171,6 +171,12 @@ void Lowering::backward_layer(int l) {
         gemm("mlp.fc2.recompute", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, 0, dd, t_, h, ffn / tp_);
       phase_ = Phase::backward;
       input = sp_input_gather(l, false);  // the recomputed FC1 kept its shard again
+    } else if (s_.stack.remat_dispatch) {
+      // JAX's remat keeps FC1's output (mlpwi) and rebuilds the activation's output, FC2's input,
+      // which has no checkpoint name (step.cpp's mlp class holds FC1's output alone).
+      phase_ = Phase::recompute;
+      memory("mlp.act.recompute", l, t_ * (2 * ffn / tp_ * 2.0 + ffn / tp_ * 2.0));
+      phase_ = Phase::backward;
     }
     tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, true);
     gemm_bwd("mlp.fc2", Category::gemm, l, t_ * f.dense_ffn / 3 / tp_, t_ * f.dense_ffn / 3 / tp_, dd, t_, h, ffn / tp_);

@@ -139,7 +139,13 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
       at(TensorClass::moe_act) = load.max_rows * d(m.expert_ffn) * bytes_per_element(de == Dtype::bf16 ? Dtype::bf16 : de) +
                                  t * shared * 2.0;
   } else {
-    at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 + t_sp * h * 2.0;  // mlpwi + mlpwo
+    // FC1's output (the activation's input, BF16) and under autograd FC2's input as its GEMM reads
+    // it (Transformer Engine saves a low-precision GEMM's quantized input for the weight gradient),
+    // where JAX's remat rebuilds it from FC1's output (it has no checkpoint name, as moe_act). FC2's
+    // output (MaxText's mlpwo) is no residual: no backward reads it.
+    const Dtype dd = s.precision.dense_gemm;
+    at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 +
+                           (s.stack.remat_dispatch ? 0.0 : t * d(m.dense_ffn) / tp * bytes_per_element(dd == Dtype::bf16 ? Dtype::bf16 : dd));
   }
   // Classes cached in FP8 (one byte and an FP32 scale per 128 elements): their BF16 elements.
   constexpr double kFp8Cached = bytes_per_element(Dtype::fp8_block) / 2.0;

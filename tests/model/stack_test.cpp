@@ -512,12 +512,14 @@ TEST(Stacks, AutogradKeepsTheExpertRowsRematRebuildsThem) {
   // activation output (moe_act, not in this scenario's recompute list), both in the GEMMs' MXFP8,
   // with the shared expert's activation output (BF16, every token: 6 x 4,096), and in all 61
   // layers the two normalizations' outputs (BF16, as the layer input), and MLA's latents (q 1,536,
-  // kv 512 + 64 wide, BF16), from which autograd's recompute of the up projections starts.
+  // kv 512 + 64 wide, BF16), from which autograd's recompute of the up projections starts; and the
+  // three dense layers' FC2 input in FP8, which JAX's remat rebuilds from FC1's output.
   const double rows = l.max_rows * 7168 * bytes_per_element(Dtype::mxfp8) * 58;
+  const double dense = 3 * 6 * 4096.0 * 18432 * bytes_per_element(Dtype::fp8);
   const double act = (l.max_rows * 2048 * bytes_per_element(Dtype::mxfp8) + 6 * 4096.0 * 2048 * 2.0) * 58;
   const double norms = 2 * layer_input_bytes(jax) * 61;
   const double latents = 6 * 4096.0 * (1536 + 512 + 64) * 2.0 * 61;
-  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act + norms + latents, 1.0);
+  EXPECT_NEAR(rt.memory.activations.value() - rj.memory.activations.value(), rows + act + norms + latents + dense, 1.0);
   EXPECT_LT(rt.step_time.value(), rj.step_time.value());
 }
 
@@ -896,6 +898,8 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
 
 // A recomputed dense MLP: FC1 and the activation rebuild FC2's input in every stack; PyTorch's
 // checkpoint of the module (Megatron's "mlp" recompute) also runs FC2 again, JAX's remat does not.
+// Not recomputed, JAX's remat still rebuilds the activation's output from FC1's (no checkpoint name),
+// which autograd keeps.
 TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
   const Scenario torch = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json"),
                  jax = load(kOptimized, {"memory.recompute=[\"mlp\"]"});
@@ -908,6 +912,25 @@ TEST(Stacks, ARecomputedDenseMlpRunsWhatItsFrameworkRuns) {
     EXPECT_EQ(named(g, "mlp.act.recompute").size(), fc1);
     EXPECT_EQ(named(g, "mlp.fc2.recompute").size(), s == &torch ? fc1 : 0u);
     for (const Op* op : named(g, "mlp.fc2.recompute")) EXPECT_DOUBLE_EQ(op->model_flops.value(), 0.0);
+  }
+  const Scenario jax_kept = load(kOptimized, {"memory.recompute=[]"}),
+                 torch_kept = load(kOptimized, {"memory.recompute=[]", "stack.remat_dispatch=false"});
+  const StepGraph gj = lower_step(jax_kept, expert_load(jax_kept, jax_kept.calibration)),
+                  gt = lower_step(torch_kept, expert_load(torch_kept, torch_kept.calibration));
+  EXPECT_EQ(named(gj, "mlp.fc1.recompute").size(), 0u);
+  EXPECT_EQ(named(gj, "mlp.act.recompute").size(), 3u);  // DeepSeek-V3's three dense layers
+  EXPECT_EQ(named(gt, "mlp.act.recompute").size(), 0u);
+}
+
+// The dense MLP's saved tensors: FC1's output, and under autograd FC2's input as its GEMM reads it
+// (an FP8 GEMM's quantized copy); never FC2's output, which no backward reads.
+TEST(Stacks, ADenseMlpSavesWhatItsBackwardReads) {
+  for (const bool autograd : {false, true}) {
+    const Scenario s = load(kOptimized, {autograd ? "stack.remat_dispatch=false" : "stack.remat_dispatch=true"});
+    ASSERT_EQ(s.precision.dense_gemm, Dtype::fp8);
+    const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len), ffn = static_cast<double>(s.model.dense_ffn);
+    const auto b = saved_tensor_bytes(s, expert_load(s, s.calibration), 0);
+    EXPECT_NEAR(b[static_cast<size_t>(TensorClass::mlp)], t * 2 * ffn * 2.0 + (autograd ? t * ffn * 1.0 : 0.0), 1.0) << autograd;
   }
 }
 
