@@ -125,6 +125,7 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   at(TensorClass::kv_proj) = t * (mla_latent_width(a, true) + kvh * (qk + vd)) * 2.0;
   at(TensorClass::attn_out) = t * heads * (vd * 2.0 + 4.0);  // context + FP32 log-sum-exp
   at(TensorClass::out_proj) = t_sp * h * 2.0;
+  double mlp_fc1 = 0, mlp_fc2_in = 0;  // a dense layer's two parts of the mlp class
   if (m.is_moe_layer(l)) {
     at(TensorClass::router) = t_sp * m.experts * 4.0;
     const double shared = d(m.expert_ffn) * m.shared_experts / tp;
@@ -144,8 +145,9 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     // where JAX's remat rebuilds it from FC1's output (it has no checkpoint name, as moe_act). FC2's
     // output (MaxText's mlpwo) is no residual: no backward reads it.
     const Dtype dd = s.precision.dense_gemm;
-    at(TensorClass::mlp) = t * 2.0 * d(m.dense_ffn) / tp * 2.0 +
-                           (s.stack.remat_dispatch ? 0.0 : t * d(m.dense_ffn) / tp * bytes_per_element(dd == Dtype::bf16 ? Dtype::bf16 : dd));
+    mlp_fc1 = t * 2.0 * d(m.dense_ffn) / tp * 2.0;
+    mlp_fc2_in = s.stack.remat_dispatch ? 0.0 : t * d(m.dense_ffn) / tp * bytes_per_element(dd == Dtype::bf16 ? Dtype::bf16 : dd);
+    at(TensorClass::mlp) = mlp_fc1 + mlp_fc2_in;
   }
   // Classes cached in FP8 (one byte and an FP32 scale per 128 elements): their BF16 elements.
   constexpr double kFp8Cached = bytes_per_element(Dtype::fp8_block) / 2.0;
@@ -153,6 +155,7 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     double& x = at(c);
     if (c == TensorClass::attn_out) x = t * heads * (vd * 2.0 * kFp8Cached + 4.0);
     else if (c == TensorClass::moe_act && s.precision.expert_gemm != Dtype::bf16) continue;  // already the FC2's quantized copy
+    else if (c == TensorClass::mlp && s.precision.dense_gemm != Dtype::bf16) x = mlp_fc1 * kFp8Cached + mlp_fc2_in;  // likewise
     else x *= kFp8Cached;
   }
   return b;

@@ -931,6 +931,11 @@ TEST(Stacks, ADenseMlpSavesWhatItsBackwardReads) {
     const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len), ffn = static_cast<double>(s.model.dense_ffn);
     const auto b = saved_tensor_bytes(s, expert_load(s, s.calibration), 0);
     EXPECT_NEAR(b[static_cast<size_t>(TensorClass::mlp)], t * 2 * ffn * 2.0 + (autograd ? t * ffn * 1.0 : 0.0), 1.0) << autograd;
+    // Cached in FP8, FC1's output shrinks; FC2's FP8 input is FP8 already.
+    const Scenario c = load(kOptimized, {autograd ? "stack.remat_dispatch=false" : "stack.remat_dispatch=true", "memory.fp8_cache=[\"mlp\"]"});
+    const auto bc = saved_tensor_bytes(c, expert_load(c, c.calibration), 0);
+    EXPECT_NEAR(bc[static_cast<size_t>(TensorClass::mlp)], t * 2 * ffn * 2.0 * (1 + 4.0 / 128) / 2 + (autograd ? t * ffn * 1.0 : 0.0), 1.0)
+        << autograd;
   }
 }
 
