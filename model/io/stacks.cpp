@@ -191,19 +191,23 @@ const std::vector<std::pair<std::string, std::string>>& builtin_stacks() { retur
 
 namespace detail {
 
+const json* json_at(const json& doc, const std::string& path) {
+  const json* cur = &doc;
+  size_t a = 0;
+  while (cur && a <= path.size()) {
+    const size_t b = std::min(path.find('.', a), path.size());
+    const std::string key = path.substr(a, b - a);
+    cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
+    if (cur && cur->is_object() && cur->contains("value")) cur = &(*cur)["value"];
+    a = b + 1;
+  }
+  return cur;
+}
+
 json stack_field_json(const json& ref, const std::string& file, const std::string& path) {
   auto walk = [&](const json& doc) -> json {
-    const json* cur = &doc;
-    size_t a = 0;
-    while (cur && a <= path.size()) {
-      const size_t b = std::min(path.find('.', a), path.size());
-      const std::string key = path.substr(a, b - a);
-      cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
-      if (cur && cur->is_object() && cur->contains("value") && b < path.size()) cur = &(*cur)["value"];
-      a = b + 1;
-    }
-    if (!cur) return json();
-    return cur->is_object() && cur->contains("value") ? (*cur)["value"] : *cur;
+    const json* cur = json_at(doc, path);
+    return cur ? *cur : json();
   };
   auto base_doc = [&](const json& name) -> json {
     if (!name.is_string()) return json();

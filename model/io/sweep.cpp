@@ -183,16 +183,7 @@ double field_value(const std::string& file, const json& doc, const std::vector<O
   const std::string path = field_of(name);
   json eff = doc;
   for (const Override& o : sets) detail::apply_scenario_override(eff, o, file);
-  const json* cur = &eff;
-  size_t a = 0;
-  while (cur && a <= path.size()) {
-    const size_t b = std::min(path.find('.', a), path.size());
-    const std::string key = path.substr(a, b - a);
-    cur = cur->is_object() && cur->contains(key) ? &(*cur)[key] : nullptr;
-    a = b + 1;
-  }
-  if (cur && cur->is_object() && cur->contains("value")) cur = &(*cur)["value"];  // {"value": V, "source": ...}
-  if (cur && !cur->is_null()) {
+  if (const json* cur = detail::json_at(eff, path); cur && !cur->is_null()) {
     if (const auto v = numeric(*cur, file)) return *v;
     throw std::invalid_argument(path + " is " + cur->dump() + ", not a number");
   }

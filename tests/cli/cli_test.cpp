@@ -888,19 +888,21 @@ TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
   const Result p = run("predict " + ladder + " --set stack.host_ops_per_op=6 --format json");
   ASSERT_EQ(p.code, 0) << p.out;
   EXPECT_NEAR(step, nlohmann::json::parse(p.out)["step_time_s"].get<double>(), 1e-6);
-  const Result t = run("sweep " + source(kSeed) + " --vary gpus=128 --derive 'stack.host_op_s=stack.host_op_s*2'");
-  ASSERT_EQ(t.code, 0) << t.out;
-  EXPECT_NE(t.out.find("\n0,128,3.9999999999999998e-06,ok,"), std::string::npos) << t.out;
-  const Result o = run("sweep " + source(kSeed) + " --vary gpus=128 --set stack.host_op_s=5us --derive 'stack.graph_launch_s=stack.host_op_s'");
-  ASSERT_EQ(o.code, 0) << o.out;
-  EXPECT_NE(o.out.find("\n0,128,4.9999999999999996e-06,ok,"), std::string::npos) << o.out;
+  // The first row of a one-point sweep starts with `expect` (index, the point's value, the derived one).
+  auto first_row = [&](const std::string& file, const std::string& args, const std::string& expect) {
+    const Result x = run("sweep " + file + " " + args);
+    EXPECT_EQ(x.code, 0) << x.out;
+    EXPECT_NE(x.out.find("\n" + expect), std::string::npos) << args << "\n" << x.out;
+  };
+  first_row(source(kSeed), "--vary gpus=128 --derive 'stack.host_op_s=stack.host_op_s*2'", "0,128,3.9999999999999998e-06,ok,");
+  first_row(source(kSeed), "--vary gpus=128 --set stack.host_op_s=5us --derive 'stack.graph_launch_s=stack.host_op_s'",
+            "0,128,4.9999999999999996e-06,ok,");
   // The point's overrides as the loader applies them: a new base, a stack object, a boolean.
-  const Result base = run("sweep " + ladder + " --vary gpus=256 --set stack.base=maxtext-te-2026-09 --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
-  EXPECT_NE(base.out.find("\n0,256,2,"), std::string::npos) << base.out;
-  const Result obj = run("sweep " + source(kSeed) + " --vary gpus=128 --set 'stack={\"base\":\"megatron-core\"}' --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
-  EXPECT_NE(obj.out.find("\n0,128,6,"), std::string::npos) << obj.out;
-  const Result flag = run("sweep " + source(kSeed) + " --vary gpus=128 --set stack.permute_fusion=true --derive 'stack.unfused_permute_ops=stack.permute_fusion+1'");
-  EXPECT_NE(flag.out.find("\n0,128,2,ok,"), std::string::npos) << flag.out;
+  first_row(ladder, "--vary gpus=256 --set stack.base=maxtext-te-2026-09 --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'", "0,256,2,");
+  first_row(source(kSeed), "--vary gpus=128 --set 'stack={\"base\":\"megatron-core\"}' --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'",
+            "0,128,6,");
+  first_row(source(kSeed), "--vary gpus=128 --set stack.permute_fusion=true --derive 'stack.unfused_permute_ops=stack.permute_fusion+1'",
+            "0,128,2,ok,");
   // A scenario's own stack field written as a stack file writes it, {"value": ..., "source": ...}.
   TempDir d;
   auto j = nlohmann::json::parse(slurp(source(kSeed)));
@@ -908,12 +910,10 @@ TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
   j["system"] = source("topologies/gb300-nvl72.json");
   j["stack"] = {{"base", "maxtext-te-2026-09"}, {"host_op_s", {{"value", "3 us"}, {"source", "a test"}}}};
   std::ofstream(d.path("s.json")) << j.dump();
-  const Result wrapped = run("sweep " + d.path("s.json") + " --vary gpus=128 --derive 'stack.graph_launch_s=stack.host_op_s'");
-  EXPECT_NE(wrapped.out.find("\n0,128,3.0000000000000001e-06,ok,"), std::string::npos) << wrapped.out;
+  first_row(d.path("s.json"), "--vary gpus=128 --derive 'stack.graph_launch_s=stack.host_op_s'", "0,128,3.0000000000000001e-06,ok,");
   // A field of a referenced file the point sets (the system's placement) reads as the point sets it.
-  const Result sys = run("sweep " + source(kSeed) + " --vary system.placement.gpus_per_domain=64 --derive 'parallelism.ep=system.placement.gpus_per_domain/8'");
-  ASSERT_EQ(sys.code, 0) << sys.out;
-  EXPECT_NE(sys.out.find("\n0,64,8,ok,"), std::string::npos) << sys.out;
+  first_row(source(kSeed), "--vary system.placement.gpus_per_domain=64 --derive 'parallelism.ep=system.placement.gpus_per_domain/8'",
+            "0,64,8,ok,");
   // A name nothing gives a value at any point (misspelt) is the sweep's error, not a row's: exit 2.
   const Result bad = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(epp*tp)'");
   EXPECT_EQ(bad.code, 2) << bad.out;

@@ -19,6 +19,10 @@ StackOptions parse_stack_file(const Node& root);
 // {"value": V, "source": ...} unwrapped. Null when neither sets it.
 json stack_field_json(const json& ref, const std::string& file, const std::string& path);
 
+// The value at a dotted path of a JSON document, a {"value": V, "source": ...} along it unwrapped
+// (a stack file's fields); null when the path is not there.
+const json* json_at(const json& doc, const std::string& path);
+
 // `--set a.b.c=V` applied to a scenario's JSON as the loader applies it (load.cpp: a step through
 // a reference to another file inlines that file, a named stack becomes the base of an object), so
 // a sweep's --derive reads what the point's overrides set; throws SpecError as the loader would.
