@@ -93,14 +93,7 @@ struct Recorder {
     const auto t0 = Clock::now();
     f();
     if (backend) backend->synchronize();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!record) return;
-    OpStats& o = (*ops)[name];
-    ++o.calls;
-    o.bytes = bytes;
-    o.flops = flops;
-    o.shape = shape;
-    o.seconds.push_back(s);
+    store(name, bytes, flops, shape, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   // An exchange: `f` runs it and returns its own device time (0: not measured), which is recorded
   // in place of the host clock's, so setup and host polling around the library call stay out.
@@ -110,14 +103,17 @@ struct Recorder {
     const auto t0 = Clock::now();
     const double device_s = f();
     if (backend) backend->synchronize();
-    const double s = device_s > 0 ? device_s : std::chrono::duration<double>(Clock::now() - t0).count();
+    store(name, bytes, 0, GemmShape{}, device_s > 0 ? device_s : std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  // One call's figures, when recording.
+  void store(const std::string& name, double bytes, double flops, const GemmShape& shape, double seconds) {
     if (!record) return;
     OpStats& o = (*ops)[name];
     ++o.calls;
     o.bytes = bytes;
-    o.flops = 0;
-    o.shape = GemmShape{};
-    o.seconds.push_back(s);
+    o.flops = flops;
+    o.shape = shape;
+    o.seconds.push_back(seconds);
   }
   // The time a rank waits for the others before an exchange (a barrier), recorded apart as
   // "wait.<exchange>" so the exchange's own time is its transfer, as the model prices it; the

@@ -166,57 +166,51 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
     // Folded meshes only with the scenario's micro-batch (else all of a rank's sequences) and
     // memory policy: with every choice they took a 128-GPU plan from 9 s to 55 s.
     if (folded) mbs = {per_rank % base.batch.micro_batch == 0 ? base.batch.micro_batch : per_rank};
+    // With --balance each pipelined layout runs its balanced split and, as a candidate of its own,
+    // its even split: the balancing rule compares priced per-stage costs, which the simulated step
+    // can rank the other way (a single micro-batch's pipeline).
+    std::vector<bool> splits{false};
+    if (o.balance && pp > 1) splits.push_back(true);
     for (int64_t mb : mbs)
-      for (size_t mi = 0; mi < (folded ? 1 : mems.size()); ++mi) {
-        const auto& [mem_name, mem] = mems[mi];
-        Candidate c{base, "", {}};
-        Parallelism& p = c.s.parallelism;
-        // The scenario's own options stay (distributed optimizer, sequence parallelism); its layout
-        // string does not carry over to another mesh: the even split, or with --balance each
-        // pipelined candidate's balanced split (predict() finds it again for the kept ones).
-        p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
-        p.vpp = vpp;
-        p.schedule = sched;
-        p.layout.clear(), p.layout_spec.clear();
-        p.balance_layout = o.balance && pp > 1;
-        p.folded = folded, p.etp = folded ? etp : 1;
-        c.s.gpus = o.gpus;
-        c.s.batch.global_batch = res.global_batch;
-        c.s.batch.micro_batch = mb;
-        c.s.memory = mem;
-        c.layout = layout_text(c.s) + (p.balance_layout ? ", balanced" : "") + ", micro-batch " + std::to_string(mb) +
-                   ", memory: " + mem_name;
-        c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
-                  "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
-                  "parallelism.vpp=" + std::to_string(p.vpp),
-                  std::string("parallelism.schedule=") + schedule_name(sched),
-                  "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
-                  "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
-                  "batch.micro_batch=" + std::to_string(mb)};
-        if (p.balance_layout) c.sets.push_back("parallelism.layout=balanced");
-        else if (!base.parallelism.layout.empty() || base.parallelism.balance_layout) c.sets.push_back("parallelism.layout=null");
-        if (folded) c.sets.push_back("parallelism.etp=" + std::to_string(etp));
-        else if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
-        if (mi == 1) {
-          std::string rc;
-          for (TensorClass t : mem.recompute) rc += (rc.empty() ? "\"" : ",\"") + std::string(to_string(t)) + "\"";
-          c.sets.push_back("memory.recompute=[" + rc + "]");
+      for (size_t mi = 0; mi < (folded ? 1 : mems.size()); ++mi)
+        for (const bool balanced : splits) {
+          const auto& [mem_name, mem] = mems[mi];
+          Candidate c{base, "", {}};
+          Parallelism& p = c.s.parallelism;
+          // The scenario's own options stay (distributed optimizer, sequence parallelism); its layout
+          // string does not carry over to another mesh: the even split, or the balanced one
+          // (predict() finds it again for the kept ones).
+          p.tp = tp, p.cp = cp, p.pp = pp, p.ep = ep, p.fsdp = fsdp, p.dp = dp;
+          p.vpp = vpp;
+          p.schedule = sched;
+          p.layout.clear(), p.layout_spec.clear();
+          p.balance_layout = balanced;
+          p.folded = folded, p.etp = folded ? etp : 1;
+          c.s.gpus = o.gpus;
+          c.s.batch.global_batch = res.global_batch;
+          c.s.batch.micro_batch = mb;
+          c.s.memory = mem;
+          c.layout = layout_text(c.s) + (p.balance_layout ? ", balanced" : "") + ", micro-batch " + std::to_string(mb) +
+                     ", memory: " + mem_name;
+          c.sets = {"gpus=" + std::to_string(o.gpus), "parallelism.tp=" + std::to_string(tp),
+                    "parallelism.cp=" + std::to_string(cp), "parallelism.pp=" + std::to_string(pp),
+                    "parallelism.vpp=" + std::to_string(p.vpp),
+                    std::string("parallelism.schedule=") + schedule_name(sched),
+                    "parallelism.ep=" + std::to_string(ep), "parallelism.fsdp=" + std::to_string(fsdp),
+                    "parallelism.dp=" + std::to_string(dp), "batch.global_batch=" + std::to_string(res.global_batch),
+                    "batch.micro_batch=" + std::to_string(mb)};
+          if (p.balance_layout) c.sets.push_back("parallelism.layout=balanced");
+          else if (!base.parallelism.layout.empty() || base.parallelism.balance_layout) c.sets.push_back("parallelism.layout=null");
+          if (folded) c.sets.push_back("parallelism.etp=" + std::to_string(etp));
+          else if (base.parallelism.folded) c.sets.push_back("parallelism.etp=null");
+          if (mi == 1) {
+            std::string rc;
+            for (TensorClass t : mem.recompute) rc += (rc.empty() ? "\"" : ",\"") + std::string(to_string(t)) + "\"";
+            c.sets.push_back("memory.recompute=[" + rc + "]");
+          }
+          if (mi >= 1) c.sets.push_back("memory.offload=[]");
+          cands.push_back(std::move(c));
         }
-        if (mi >= 1) c.sets.push_back("memory.offload=[]");
-        // With --balance the even split stays a candidate beside the balanced one: the balancing
-        // rule compares priced per-stage costs, which the simulated step can rank the other way
-        // (a single micro-batch's pipeline).
-        if (p.balance_layout) {
-          Candidate even = c;
-          even.s.parallelism.balance_layout = false;
-          even.layout = layout_text(even.s) + ", micro-batch " + std::to_string(mb) + ", memory: " + mem_name;
-          std::replace(even.sets.begin(), even.sets.end(), std::string("parallelism.layout=balanced"), std::string("parallelism.layout=null"));
-          if (base.parallelism.layout.empty() && !base.parallelism.balance_layout)
-            even.sets.erase(std::remove(even.sets.begin(), even.sets.end(), std::string("parallelism.layout=null")), even.sets.end());
-          cands.push_back(std::move(even));
-        }
-        cands.push_back(std::move(c));
-      }
   };
   // The schedules for a pipeline depth: each asked, interleaved once per VPP asked that leaves every
   // virtual stage a layer; without a pipeline, none (1F1B's program is the plain step).
