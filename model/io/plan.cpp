@@ -422,6 +422,12 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
                   : o.objective == "time_to_train" ? training_budget(e.report, o.train_tokens).seconds / 86400
                                                    : e.report.cluster_tokens_per_s;
     ok.push_back(std::move(e));
+    // Only the best two are read past this point (step_terms, for the runner-up's loss): the others
+    // keep their figures and drop their graph and simulation (megabytes each at --top 400).
+    if (ok.size() > 2) {
+      ok.back().report.graph.reset();
+      ok.back().report.sim.reset();
+    }
   }
   if (ok.size() > 1) {
     std::map<std::string, double> best;

@@ -235,7 +235,8 @@ class Engine {
     if (std::isfinite(wake_) && wake_ > now_) dt = std::min(dt, wake_ - now_);
     if (!std::isfinite(dt)) dt = 0;
     now_ += dt;
-    std::vector<Running> keep;
+    // Compacted in place, in order (the next rates() reads them in this order).
+    size_t kept = 0;
     for (Running& r : running_) {
       if (r.latency_left > 0) {
         r.latency_left -= dt;
@@ -254,10 +255,10 @@ class Engine {
         cs.finish = std::max(cs.finish, now_);
         ended(static_cast<size_t>(r.cls));
       } else {
-        keep.push_back(r);
+        running_[kept++] = r;
       }
     }
-    running_.swap(keep);
+    running_.resize(kept);
   }
 
   SimResult result() const {
@@ -572,7 +573,8 @@ class Engine {
       }
       int compute_kernels = 0;
       double comm_sms = f * spinning_[c];
-      std::vector<Running*> flows;
+      std::vector<Running*>& flows = flows_;
+      flows.clear();
       for (Running* rp : by_class_[c]) {
         Running& r = *rp;
         if (r.comm && !r.offload) comm_sms += r.sm_share;
@@ -596,7 +598,8 @@ class Engine {
           if (v.empty() || v.back().util != u.util) v.push_back(u);
         }
       } log{this, c, &cap};
-      std::vector<Running*> open = flows;
+      std::vector<Running*>& open = open_;
+      open.assign(flows.begin(), flows.end());
       for (Running* r : open) r->rate = 0;
       while (!open.empty()) {
         double lambda = kInf;
@@ -615,7 +618,8 @@ class Engine {
         for (Running* r : open)
           if (r->own > 0) slowest_own = std::min(slowest_own, 1.0 / r->own);
         if (slowest_own <= lambda) {
-          std::vector<Running*> rest;
+          std::vector<Running*>& rest = rest_;
+          rest.clear();
           for (Running* r : open) {
             if (r->own > 0 && 1.0 / r->own <= slowest_own) {
               r->rate = slowest_own;
@@ -631,7 +635,8 @@ class Engine {
           for (Running* r : open) r->rate = kInf;
           break;
         }
-        std::vector<Running*> rest;
+        std::vector<Running*>& rest = rest_;
+        rest.clear();
         for (Running* r : open) {
           if (r->a[static_cast<size_t>(bottleneck)] > 0) {
             r->rate = lambda;
@@ -677,6 +682,8 @@ class Engine {
   std::vector<std::vector<size_t>> listeners_;
   size_t scanning_ = 0;
   std::vector<std::vector<Running*>> by_class_;
+  // rates()'s scratch lists, kept between calls so that an event allocates nothing.
+  std::vector<Running*> flows_, open_, rest_;
 };
 
 }  // namespace
