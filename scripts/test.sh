@@ -25,7 +25,10 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   # A folder configured with another compiler (GCC, before the fuzzers) is configured afresh.
   if [ -f "$san/CMakeCache.txt" ] && ! grep -q "^CMAKE_CXX_COMPILER:.*clang" "$san/CMakeCache.txt"; then rm -rf "$san"; fi
   flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  # Line tables only (-gline-tables-only, not -g): the sanitizers' reports name function, file and
+  # line from them, and the build compiles about an eighth faster (cli/plan.cpp: 27 s with -g, 24 s).
   CC=clang CXX=clang++ MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
     -DMOEPERF_WERROR=ON -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
     -DMOEPERF_FUZZ=ON "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
   # Four tests that repeat whole predictions of large scenarios (the 2,048-GPU DualPipe run four
