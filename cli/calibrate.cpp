@@ -106,7 +106,9 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
     }
     std::move(r.begin(), r.end(), std::back_inserter(records));
   }
-  // Traces: their kernels with a shape, as records of the same format.
+  // Traces: their kernels with a shape, as records of the same format (--records-out: written
+  // with the profile, once every check has passed: a refused run writes nothing).
+  std::string records_text;
   for (const std::string& f : traces.files) {
     TraceFlags tf = traces.flags;
     tf.file = f;
@@ -117,10 +119,12 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
     for (const auto& n : notes) std::printf("  note: %s\n", n.c_str());
     auto r = io::parts_from_document(doc, f + " (records)");
     std::printf("  %zu record%s from the trace enter the fit\n\n", r.size(), r.size() == 1 ? "" : "s");
-    if (!traces.records_out.empty()) write_atomically(traces.records_out, doc.dump(2) + "\n");
+    if (!traces.records_out.empty()) records_text = doc.dump(2) + "\n";
     std::move(r.begin(), r.end(), std::back_inserter(records));
   }
-  if (records.empty()) throw InputError("no record to fit: the trace's kernels carry no shape the model can price (see above)");
+  if (records.empty())
+    throw InputError(traces.files.empty() ? "no record to fit in the files given"
+                                          : "no record to fit: the trace's kernels carry no shape the model can price (see above)");
   std::map<std::string, int> per_gen;
   for (const PartRecord& r : records) per_gen[r.generation] += 1;
   std::vector<std::string> gens;
@@ -146,6 +150,10 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
     last = fit_parts(records, start_of.count(g) ? start_of[g] : start, g);
     for (const ClassFit& c : last.classes) print_class(c, far);
     if (require_held_back > 0) held = held_back_holds(last, require_held_back) && held;
+  }
+  if (!traces.records_out.empty()) {
+    write_atomically(traces.records_out, records_text);
+    std::printf("\nthe trace's records written to %s\n", traces.records_out.c_str());
   }
   if (!out.empty()) {
     std::vector<std::string> shown;

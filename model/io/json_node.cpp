@@ -113,6 +113,32 @@ json read_json_file(const std::string& path) {
   return std::move(b.result);
 }
 
+size_t first_invalid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte (no overlongs, surrogates, > U+10FFFF)
+    if (c < 0x80) n = 0;
+    else if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c == 0xE0) n = 2, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC) n = 2;
+    else if (c == 0xED) n = 2, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF) n = 2;
+    else if (c == 0xF0) n = 3, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) n = 3;
+    else if (c == 0xF4) n = 3, hi = 0x8F;
+    else return i;
+    if (i + n >= s.size()) return i;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::string::npos;
+}
+
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;

@@ -43,33 +43,6 @@ json parse_value(const std::string& v) {
   }
 }
 
-// Index of the first byte that does not belong to a well-formed UTF-8 sequence, or npos.
-size_t first_invalid_utf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte (no overlongs, surrogates, > U+10FFFF)
-    if (c < 0x80) n = 0;
-    else if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c == 0xE0) n = 2, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) n = 2;
-    else if (c == 0xED) n = 2, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) n = 2;
-    else if (c == 0xF0) n = 3, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) n = 3;
-    else if (c == 0xF4) n = 3, hi = 0x8F;
-    else return i;
-    if (i + n >= s.size()) return i;  // truncated sequence
-    for (size_t k = 1; k <= n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += n + 1;
-  }
-  return std::string::npos;
-}
-
 std::string fmt_count(double v) {
   char b[32];
   std::snprintf(b, sizeof b, v < 1e15 ? "%.0f" : "%.3g", v);
@@ -406,6 +379,32 @@ std::string join_dims(const Parallelism& p) {
 namespace detail {
 
 void apply_scenario_override(json& root, const Override& o, const std::string& file) { apply_override(root, o, file); }
+
+const json* scenario_field(json& root, const std::string& path, const std::string& file) {
+  const fs::path parent = fs::path(file).parent_path();
+  const fs::path scenario_dir = fs::absolute(parent.empty() ? fs::path(".") : parent);
+  json* cur = &root;
+  for (size_t a = 0;;) {
+    const size_t b = std::min(path.find('.', a), path.size());
+    const std::string key = path.substr(a, b - a);
+    if (!cur->is_object() || !cur->contains(key)) return nullptr;
+    json* next = &(*cur)[key];
+    // A step through a reference to a JSON file inlines it as apply_override does (a built-in name
+    // or a folder is no file to read: nothing below it is found here).
+    if (b < path.size() && next->is_string() && is_reference_key(key)) {
+      const fs::path target = scenario_dir / next->get<std::string>();
+      std::error_code ec;
+      if (!fs::is_regular_file(target, ec)) return nullptr;
+      json content = detail::read_json_file(target.lexically_normal().string());
+      rebase_references(content, target.parent_path(), scenario_dir);
+      *next = std::move(content);
+    }
+    if (next->is_object() && next->contains("value")) next = &(*next)["value"];
+    if (b == path.size()) return next;
+    cur = next;
+    a = b + 1;
+  }
+}
 
 }  // namespace detail
 

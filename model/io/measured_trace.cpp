@@ -132,15 +132,54 @@ void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std:
   } catch (const std::regex_error& e) {
     throw InputError("--step-marker \"" + opt.step_marker + "\": not a regular expression: " + e.what());
   }
+  // One range per step. Kineto writes a step's GPU-side range once per stream its kernels ran on
+  // (and per device), each over that stream's kernels: of the counted device's, those of one name
+  // that overlap are one step (a name repeated step after step, a record_function("train_step"),
+  // stays one range per step: its steps follow one another). CPU-side ranges that overlap (a step
+  // marked by several processes of an nsys export, or a marker matching a range and one inside it)
+  // are one step too; ranges that only touch are two.
   std::vector<TraceRange> gpu_steps, cpu_steps;
   for (const auto& s : steps)
-    if (std::regex_search(s.name, marker)) (s.gpu ? gpu_steps : cpu_steps).push_back(s);
+    if (std::regex_search(s.name, marker) && (!s.gpu || s.device < 0 || s.device == t.device)) (s.gpu ? gpu_steps : cpu_steps).push_back(s);
+  auto by_start = [](const TraceRange& a, const TraceRange& b) { return a.start != b.start ? a.start < b.start : a.end < b.end; };
+  auto merge_overlapping = [&](std::vector<TraceRange>& v) {
+    std::sort(v.begin(), v.end(), by_start);
+    std::vector<TraceRange> merged;
+    for (const auto& s : v) {
+      if (!merged.empty() && s.start < merged.back().end) merged.back().end = std::max(merged.back().end, s.end);
+      else merged.push_back(s);
+    }
+    v = std::move(merged);
+  };
+  {
+    std::map<std::string, std::vector<TraceRange>> named;
+    for (const auto& s : gpu_steps) named[s.name].push_back(s);
+    gpu_steps.clear();
+    for (auto& [n, v] : named) {
+      merge_overlapping(v);
+      gpu_steps.insert(gpu_steps.end(), v.begin(), v.end());
+    }
+    std::sort(gpu_steps.begin(), gpu_steps.end(), by_start);
+    merge_overlapping(cpu_steps);
+  }
   std::vector<TraceRange>& chosen = gpu_steps.empty() ? cpu_steps : gpu_steps;
-  double lo = -INFINITY, hi = INFINITY;
+  // A kernel counts when it starts inside one of the steps (not in a step left out between two
+  // chosen ones, nor between steps): the steps' starts, sorted, searched.
+  // GPU-side ranges of one device may overlap (a step's last kernels beside the next one's first):
+  // reach[i], the latest end of ranges 0..i, ends the search back from the latest start <= ts.
+  std::vector<double> starts, reach;
+  for (const auto& s : chosen) starts.push_back(s.start), reach.push_back(std::max(reach.empty() ? s.end : reach.back(), s.end));
+  auto in_a_step = [&](double ts) {
+    if (chosen.empty()) return true;
+    for (auto i = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), ts) - starts.begin()); i-- > 0;) {
+      if (reach[i] < ts) return false;
+      if (ts <= chosen[i].end) return true;
+    }
+    return false;
+  };
   if (!chosen.empty()) {
     std::vector<double> d;
-    lo = INFINITY, hi = -INFINITY;
-    for (const auto& s : chosen) d.push_back(s.end - s.start), lo = std::min(lo, s.start), hi = std::max(hi, s.end);
+    for (const auto& s : chosen) d.push_back(s.end - s.start);
     t.steps = static_cast<int>(chosen.size());
     t.step_s = median_of(d);
     t.step_source = "median of " + std::to_string(chosen.size()) + " " + (gpu_steps.empty() ? "CPU-side" : "GPU-side") +
@@ -150,7 +189,7 @@ void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std:
   std::map<std::string, UnmappedKernel> unmapped;
   std::map<std::string, std::string> seen;  // name -> class: thousands of launches of a few hundred kernels
   for (auto& k : kernels) {
-    if (k.device != t.device || k.start < lo || k.start > hi) continue;
+    if (k.device != t.device || !in_a_step(k.start)) continue;
     k.counted = true;
     first = std::min(first, k.start), last = std::max(last, k.start + k.dur);
     t.kernels += 1;

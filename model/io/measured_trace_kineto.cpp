@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -148,8 +149,11 @@ constexpr AttnOp kAttnOps[] = {
     {"aten::_scaled_dot_product_cudnn_attention_backward", 1, true, 14, false, true},
     {"aten::_efficient_attention_forward", 0, false, 9, true, false},
     {"aten::_efficient_attention_backward", 1, false, 14, true, true},
-    {"aten::_scaled_dot_product_efficient_attention", 0, true, 5, false, false},
-    {"aten::_scaled_dot_product_efficient_attention_backward", 1, true, 9, false, true},
+    // (query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, *, scale) and (grad_out,
+    // query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset, dropout_p,
+    // grad_input_mask, is_causal, *, scale): is_causal at 6 and 11, as cuDNN's forward has it.
+    {"aten::_scaled_dot_product_efficient_attention", 0, true, 6, false, false},
+    {"aten::_scaled_dot_product_efficient_attention_backward", 1, true, 11, false, true},
 };
 
 std::optional<json> attention_shape(const CpuOp& op, bool* backward, std::string* dtype) {
@@ -400,6 +404,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
   t.format = "kineto";
   const Node root(doc, path, "");
   const json* events_json = nullptr;
+  const json* props_json = nullptr;  // deviceProperties: the counted device's entry names the GPU
   std::string events_path = "/traceEvents";
   if (doc.is_array()) {
     events_json = &doc, events_path = "";
@@ -413,13 +418,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     const Node ev = root.at("traceEvents");
     if (!ev.is_array()) ev.fail("expected an array of trace events");
     events_json = &doc.at("traceEvents");
-    if (auto props = root.get("deviceProperties"); props && props->is_array() && props->size() > 0) {
-      const json& p0 = (*props)[0].raw();
-      if (p0.is_object()) {
-        if (auto n = p0.find("name"); n != p0.end() && n->is_string()) t.gpu_name = n->get<std::string>();
-        if (auto s = p0.find("numSms"); s != p0.end() && s->is_number_integer()) t.gpu_sms = s->get<int>();
-      }
-    }
+    if (auto props = root.get("deviceProperties"); props && props->is_array()) props_json = &props->raw();
   }
   const json& events = *events_json;
   std::vector<TraceKernelEvent> kernels;
@@ -446,10 +445,19 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     const json& args = e.contains("args") && e.at("args").is_object() ? e.at("args") : kNoArgs;
     const std::string name = e.contains("name") && e.at("name").is_string() ? e.at("name").get<std::string>() : "";
     const int64_t tid = e.contains("tid") && e.at("tid").is_number_integer() ? e.at("tid").get<int64_t>() : 0;
+    // A GPU-side event's device: args.device, else its pid (Kineto's GPU rows); checked, as a
+    // 64-bit value cast to int would be another device.
+    auto device_of = [&]() {
+      const bool in_args = args.contains("device") && args.at("device").is_number_integer();
+      const int64_t d = int_arg(args, "device", e.contains("pid") && e.at("pid").is_number_integer() ? e.at("pid").get<int64_t>() : 0);
+      if (d < 0 || d > std::numeric_limits<int>::max())
+        (in_args ? en.at("args").at("device") : en.at("pid")).fail("expected a device id from 0, got " + std::to_string(d));
+      return static_cast<int>(d);
+    };
     if (kernel || memcpy || memset) {
       TraceKernelEvent k;
       k.name = name, k.start = ts, k.dur = dur;
-      k.device = static_cast<int>(int_arg(args, "device", e.contains("pid") && e.at("pid").is_number_integer() ? e.at("pid").get<int>() : 0));
+      k.device = device_of();
       if (memcpy) {
         k.cls = name.find("HtoD") != std::string::npos ? "host.h2d" : name.find("DtoH") != std::string::npos ? "host.d2h" : "memory.copy";
       } else if (memset) {
@@ -469,7 +477,8 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       ops_by_tid[tid].push_back(CpuOp{name, ts, ts + dur, &args});
       if (const int64_t x = int_arg(args, "External id", -1); x >= 0) ext_op.emplace(x, std::make_pair(tid, ts));
     } else {
-      steps.push_back(TraceRange{name, ts, ts + dur, c == "gpu_user_annotation"});
+      const bool gpu = c == "gpu_user_annotation";
+      steps.push_back(TraceRange{name, ts, ts + dur, gpu, gpu ? device_of() : -1});
     }
   }
   // The CPU ops around each launch: per thread, ops sorted outermost first, launches swept in time.
@@ -528,6 +537,16 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     kernels[i].cls = ci ? "collective." + ci->collective : cls;
   }
   finish_trace(t, kernels, steps, patterns, opt, events_path);
+  // The GPU: the counted device's deviceProperties entry (its "id"), else the first.
+  if (props_json && !props_json->empty()) {
+    const json* pick = &(*props_json)[0];
+    for (const json& p : *props_json)
+      if (p.is_object() && p.contains("id") && p.at("id").is_number_integer() && p.at("id").get<int64_t>() == t.device) pick = &p;
+    if (pick->is_object()) {
+      if (auto n = pick->find("name"); n != pick->end() && n->is_string()) t.gpu_name = n->get<std::string>();
+      if (auto s = pick->find("numSms"); s != pick->end() && s->is_number_integer()) t.gpu_sms = s->get<int>();
+    }
+  }
   t.host = host_issue(calls, steps, opt);
   if (unlinked) t.notes.push_back(std::to_string(unlinked) + " kernel" + (unlinked > 1 ? "s" : "") + " not linked to a CPU op (no launch or External id): timed, no shape");
 

@@ -3,6 +3,7 @@
 // CMake finds it (libsqlite3-dev); otherwise reading one says so.
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "model/io/detail/json_node.h"
@@ -62,20 +63,49 @@ class Db {
       throw SpecError(path_, table, "cannot read: " + why + " (is it an nsys export --type sqlite file?)");
     }
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) row(st);
+    row_ = 0;
+    try {
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ++row_;
+        row(st);
+      }
+    } catch (...) {
+      sqlite3_finalize(st);
+      throw;
+    }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) throw SpecError(path_, table, std::string("cannot read: ") + sqlite3_errmsg(db_));
+  }
+  // A column of the row query() is at, checked: NULL, text or a real where nsys writes an integer
+  // (a time, a device, a byte count), or text that is not UTF-8, is a malformed export, named by
+  // table, column and row; never read as 0 or passed on to the JSON written.
+  int64_t integer(sqlite3_stmt* s, int col, const std::string& table, const char* column) const {
+    if (const int type = sqlite3_column_type(s, col); type != SQLITE_INTEGER)
+      throw SpecError(path_, table + "." + column, "row " + std::to_string(row_) + ": expected an integer, got " +
+                                                      (type == SQLITE_NULL ? "NULL" : type == SQLITE_TEXT ? "text" : type == SQLITE_FLOAT ? "a real number" : "a blob"));
+    return sqlite3_column_int64(s, col);
+  }
+  std::string text(sqlite3_stmt* s, int col, const std::string& table, const char* column) const {
+    const unsigned char* t = sqlite3_column_text(s, col);
+    std::string v = t ? reinterpret_cast<const char*>(t) : "";
+    if (const size_t bad = first_invalid_utf8(v); bad != std::string::npos)
+      throw SpecError(path_, table + "." + column, "row " + std::to_string(row_) + ": not UTF-8 text (byte " + std::to_string(bad + 1) + ")");
+    return v;
+  }
+  // A [start, end] pair of nanoseconds, end not before start.
+  std::pair<double, double> span(sqlite3_stmt* s, int start_col, int end_col, const std::string& table) const {
+    const int64_t a = integer(s, start_col, table, "start"), b = integer(s, end_col, table, "end");
+    if (b < a)
+      throw SpecError(path_, table + ".end", "row " + std::to_string(row_) + ": ends (" + std::to_string(b) + " ns) before it starts (" +
+                                                std::to_string(a) + " ns)");
+    return {static_cast<double>(a) * 1e-9, static_cast<double>(b) * 1e-9};
   }
 
  private:
   std::string path_;
   sqlite3* db_ = nullptr;
+  size_t row_ = 0;
 };
-
-std::string text(sqlite3_stmt* s, int col) {
-  const unsigned char* t = sqlite3_column_text(s, col);
-  return t ? reinterpret_cast<const char*>(t) : "";
-}
 
 }  // namespace
 #endif
@@ -95,30 +125,42 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
   if (!db.has_table("StringIds")) throw SpecError(path, "StringIds", "the export has no StringIds table: kernel names cannot be read");
   const char* name_col = db.has_column(K, "demangledName") ? "demangledName" : db.has_column(K, "shortName") ? "shortName" : nullptr;
   if (!name_col) throw SpecError(path, K, "expected a demangledName or shortName column");
+  // A device id as the trace's int, checked (a 64-bit column value is not truncated to another id).
+  auto device_of = [&](int64_t d, const std::string& table) {
+    if (d < 0 || d > std::numeric_limits<int>::max())
+      throw SpecError(path, table + ".deviceId", "expected a device id from 0, got " + std::to_string(d));
+    return static_cast<int>(d);
+  };
   std::vector<TraceKernelEvent> kernels;
   db.query(std::string("SELECT k.start, k.end, k.deviceId, s.value FROM ") + K + " k LEFT JOIN StringIds s ON s.id = k." + name_col +
                " ORDER BY k.start",
            K, [&](sqlite3_stmt* s) {
              TraceKernelEvent k;
-             k.start = static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9;
-             k.dur = static_cast<double>(std::max<sqlite3_int64>(0, sqlite3_column_int64(s, 1) - sqlite3_column_int64(s, 0))) * 1e-9;
-             k.device = sqlite3_column_int(s, 2);
-             k.name = text(s, 3);
+             const auto [a, b] = db.span(s, 0, 1, K);
+             k.start = a, k.dur = b - a;
+             k.device = device_of(db.integer(s, 2, K, "deviceId"), K);
+             // A name id StringIds lacks is a malformed export, not a kernel without a name.
+             if (sqlite3_column_type(s, 3) == SQLITE_NULL)
+               throw SpecError(path, K + "." + name_col, "a name id that StringIds does not hold");
+             k.name = db.text(s, 3, K, name_col);
              kernels.push_back(std::move(k));
            });
   std::vector<double> copy_bytes(kernels.size(), 0);
   if (db.has_table("CUPTI_ACTIVITY_KIND_MEMCPY")) {
     // copyKind: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP).
-    db.query("SELECT start, end, deviceId, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMCPY", [&](sqlite3_stmt* s) {
+    const std::string M = "CUPTI_ACTIVITY_KIND_MEMCPY";
+    db.query("SELECT start, end, deviceId, bytes, copyKind FROM " + M, M, [&](sqlite3_stmt* s) {
       TraceKernelEvent k;
-      k.start = static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9;
-      k.dur = static_cast<double>(std::max<sqlite3_int64>(0, sqlite3_column_int64(s, 1) - sqlite3_column_int64(s, 0))) * 1e-9;
-      k.device = sqlite3_column_int(s, 2);
-      const int kind = sqlite3_column_int(s, 4);
+      const auto [a, b] = db.span(s, 0, 1, M);
+      k.start = a, k.dur = b - a;
+      k.device = device_of(db.integer(s, 2, M, "deviceId"), M);
+      const int64_t kind = db.integer(s, 4, M, "copyKind");
+      const int64_t bytes = db.integer(s, 3, M, "bytes");
+      if (bytes < 0) throw SpecError(path, M + ".bytes", "a negative byte count (" + std::to_string(bytes) + ")");
       k.cls = kind == 1 ? "host.h2d" : kind == 2 ? "host.d2h" : "memory.copy";
       k.name = kind == 1 ? "Memcpy HtoD" : kind == 2 ? "Memcpy DtoH" : kind == 10 ? "Memcpy PtoP" : "Memcpy DtoD";
       kernels.push_back(std::move(k));
-      copy_bytes.push_back(static_cast<double>(sqlite3_column_int64(s, 3)));
+      copy_bytes.push_back(static_cast<double>(bytes));
     });
   }
   std::vector<TraceRange> steps;
@@ -127,11 +169,12 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
     db.query(std::string("SELECT n.start, n.end, ") + (text_id ? "COALESCE(n.text, s.value)" : "n.text") +
                  " FROM NVTX_EVENTS n " + (text_id ? "LEFT JOIN StringIds s ON s.id = n.textId " : "") + "WHERE n.end IS NOT NULL",
              "NVTX_EVENTS", [&](sqlite3_stmt* s) {
-               steps.push_back(TraceRange{text(s, 2), static_cast<double>(sqlite3_column_int64(s, 0)) * 1e-9, static_cast<double>(sqlite3_column_int64(s, 1)) * 1e-9, false});
+               const auto [a, b] = db.span(s, 0, 1, "NVTX_EVENTS");
+               steps.push_back(TraceRange{db.text(s, 2, "NVTX_EVENTS", "text"), a, b, false});
              });
   }
   if (db.has_table("TARGET_INFO_GPU") && db.has_column("TARGET_INFO_GPU", "name"))
-    db.query("SELECT name FROM TARGET_INFO_GPU LIMIT 1", "TARGET_INFO_GPU", [&](sqlite3_stmt* s) { t.gpu_name = text(s, 0); });
+    db.query("SELECT name FROM TARGET_INFO_GPU LIMIT 1", "TARGET_INFO_GPU", [&](sqlite3_stmt* s) { t.gpu_name = db.text(s, 0, "TARGET_INFO_GPU", "name"); });
   finish_trace(t, kernels, steps, patterns, opt, K);
   t.notes.push_back("Nsight Systems records no shapes: its kernels are timed per class; only its host copies become records");
   std::map<std::pair<std::string, double>, std::vector<double>> copies;

@@ -175,15 +175,14 @@ std::optional<double> numeric(const json& v, const std::string& where) {
   return std::nullopt;
 }
 
-// A field's number: the scenario file with the point's overrides applied as the loader applies
-// them (the last one wins; a step through a file reference inlines the file; a named stack becomes
-// the base of an object they reach into), a stack file's {"value": V, ...} unwrapped; else (a stack
-// field) the stack the scenario names or builds on; else the schema's default.
-double field_value(const std::string& file, const json& doc, const std::vector<Override>& sets, const std::string& name) {
+// A field's number: in `eff`, the scenario file with the point's overrides applied as the loader
+// applies them (the last one wins; a step through a file reference inlines the file; a named stack
+// becomes the base of an object they reach into), a field of a referenced file read through its
+// reference, a stack file's {"value": V, ...} unwrapped; else (a stack field) the stack the
+// scenario names or builds on; else the schema's default.
+double field_value(const std::string& file, json& eff, const std::string& name) {
   const std::string path = field_of(name);
-  json eff = doc;
-  for (const Override& o : sets) detail::apply_scenario_override(eff, o, file);
-  if (const json* cur = detail::json_at(eff, path); cur && !cur->is_null()) {
+  if (const json* cur = detail::scenario_field(eff, path, file); cur && !cur->is_null()) {
     if (const auto v = numeric(*cur, file)) return *v;
     throw std::invalid_argument(path + " is " + cur->dump() + ", not a number");
   }
@@ -356,11 +355,14 @@ std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepR
   std::vector<Override> sets = sp.sets;
   sets.insert(sets.end(), r.point.begin(), r.point.end());
   if (sp.derive.empty()) return sets;
-  const json doc = detail::read_json_file(sp.scenario);
+  // The scenario as this point loads it, built once: each rule reads it, and what a rule sets is
+  // applied to it before the next rule reads.
+  json eff = detail::read_json_file(sp.scenario);
+  for (const Override& o : sets) detail::apply_scenario_override(eff, o, sp.scenario);
   for (const DeriveRule& d : sp.derive) {
     double v = 0;
     try {
-      v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, doc, sets, n); }).eval();
+      v = Expr(d.expr, [&](const std::string& n) { return field_value(sp.scenario, eff, n); }).eval();
     } catch (const std::invalid_argument& e) {
       if (unknown_names_throw && dynamic_cast<const UnknownName*>(&e)) throw;
       r.status = "infeasible";
@@ -369,6 +371,7 @@ std::optional<std::vector<Override>> point_overrides(const SweepSpec& sp, SweepR
     }
     r.derived.push_back({d.path, number_text(v), "--derive"});
     sets.push_back(r.derived.back());
+    detail::apply_scenario_override(eff, sets.back(), sp.scenario);
   }
   return sets;
 }

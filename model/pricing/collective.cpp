@@ -590,7 +590,8 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   // as for NVLS in one domain.
   for (const auto& d : doms) {
     const double g = static_cast<double>(d.size());
-    const double each = nvls ? 1.0 + 1.0 / g : g >= 3 ? 2.0 : g - 1;
+    // A domain of one GPU has no NVLink peer: nothing moves over NVLink there, NVLS or not.
+    const double each = g <= 1 ? 0.0 : nvls ? 1.0 + 1.0 / g : g >= 3 ? 2.0 : g - 1;
     for (int64_t m : d) {
       loads.nvl_out[loads.gpu(m)] += each;
       loads.nvl_in[loads.gpu(m)] += each;
@@ -670,8 +671,12 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
       }
     }
   cost.steps = 2;
-  const Seconds nvl_lat = lat.count(2) ? lat.at(2) : Seconds(0);
-  cost.latency += loads.net_latency + nvl_lat;  // a network step, then an NVLink step
+  // A network step, then an NVLink step, unless every domain holds one member (no NVLink hop;
+  // hop_latencies fills the NVLink class from the network's then).
+  bool nvlink_hop = false;
+  for (const auto& d : doms) nvlink_hop = nvlink_hop || d.size() > 1;
+  const Seconds nvl_lat = nvlink_hop && lat.count(2) ? lat.at(2) : Seconds(0);
+  cost.latency += loads.net_latency + nvl_lat;
   set_rates(cost, loads, t, cal);
   return cost;
 }
@@ -686,7 +691,9 @@ std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vecto
   }
   if (c == Collective::all_reduce && spans) {
     std::vector<CollectiveCost> out{collective_cost(c, members, t, cal), all_reduce_tree_cost(members, t, cal)};
-    if (t.count(VertexKind::nvswitch) > 0) out.push_back(all_reduce_tree_cost(members, t, cal, true));
+    // NVLS needs switches that reduce: not host memory's (as inside one domain, below).
+    if (t.count(VertexKind::nvswitch) > 0 && t.host_memory_bandwidth().value() == 0)
+      out.push_back(all_reduce_tree_cost(members, t, cal, true));
     return out;
   }
   // Inside one switched domain NCCL's tuner weighs NVLS against a ring at each size. Two GPUs run

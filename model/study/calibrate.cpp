@@ -118,7 +118,12 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
       const double f = ep_sm_factor(r.sms, cal, r.deepep);
       if (r.rdma) {  // as the pricer: DeepEP's RDMA side at the NIC's rate, HybridEP's by its SMs
-        const double nic = r.system->domain.tray.nic.port_bandwidth.value();
+        // The GPU's scale-out rate as the pricer takes it (Topology::scaleout_bandwidth_per_gpu):
+        // the NIC's port, the fabric switch's port, and the NIC's host link (PCIe), the narrowest.
+        const NicSpec& nc = r.system->domain.tray.nic;
+        double nic = nc.port_bandwidth.value();
+        if (r.system->fabric) nic = std::min(nic, r.system->fabric->sw.port_bandwidth.value());
+        if (nc.host_link_bandwidth.value() > 0) nic = std::min(nic, nc.host_link_bandwidth.value());
         const double per_node = static_cast<double>(job_gpus_per_domain(*r.system, static_cast<int64_t>(r.ep)));
         const double nodes = std::max(2.0, std::ceil(r.ep / std::max(1.0, per_node)));
         const double fr = ep_sm_factor(r.sms * (nodes - 1.0), cal, false);

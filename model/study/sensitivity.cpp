@@ -26,50 +26,56 @@ struct Knob {
 
 std::vector<Knob> knobs(const Scenario& base) {
   std::vector<Knob> k;
-  auto hw = [&](std::string name, std::string value, std::function<bool(Scenario&, double)> f) {
+  // `at`: the knob's value now; at 0 (a system file's latency "0 s") a relative change moves
+  // nothing, and the term says so instead of printing a change of nothing.
+  auto hw = [&](std::string name, std::string value, double at, std::function<bool(Scenario&, double)> f) {
+    if (at == 0.0) f = [](Scenario&, double) -> bool { throw InputError("at 0, which a relative change leaves at 0"); };
     k.push_back({std::move(name), "hardware", std::move(value), false, std::move(f)});
   };
   const GpuSpec& g = base.system.gpu();
-  hw("GPU dense FLOP rate (every format)", text(g.dense_bf16.value() / 1e12, "TFLOP/s BF16"), [](Scenario& s, double f) {
+  hw("GPU dense FLOP rate (every format)", text(g.dense_bf16.value() / 1e12, "TFLOP/s BF16"), g.dense_bf16.value(), [](Scenario& s, double f) {
     GpuSpec& x = s.system.domain.tray.gpu;
     x.dense_bf16 *= f, x.dense_fp8 *= f;
     if (x.dense_mxfp8) *x.dense_mxfp8 *= f;
     if (x.dense_nvfp4) *x.dense_nvfp4 *= f;
     return true;
   });
-  hw("HBM bandwidth", text(g.hbm_bandwidth.value() / 1e12, "TB/s"), [](Scenario& s, double f) {
+  hw("HBM bandwidth", text(g.hbm_bandwidth.value() / 1e12, "TB/s"), g.hbm_bandwidth.value(), [](Scenario& s, double f) {
     s.system.domain.tray.gpu.hbm_bandwidth *= f;
     return true;
   });
-  hw("NVLink bandwidth per link", text(g.nvlink_bandwidth_per_link.value() / 1e9, "GB/s"), [](Scenario& s, double f) {
+  hw("NVLink bandwidth per link", text(g.nvlink_bandwidth_per_link.value() / 1e9, "GB/s"), g.nvlink_bandwidth_per_link.value(), [](Scenario& s, double f) {
     s.system.domain.tray.gpu.nvlink_bandwidth_per_link *= f;
     if (s.system.domain.nvswitch) s.system.domain.nvswitch->port_bandwidth *= f;
     return true;
   });
-  hw("NVLink latency", text(base.system.domain.nvlink_latency.value() * 1e6, "us"), [](Scenario& s, double f) {
+  hw("NVLink latency", text(base.system.domain.nvlink_latency.value() * 1e6, "us"), base.system.domain.nvlink_latency.value(), [](Scenario& s, double f) {
     s.system.domain.nvlink_latency *= f;
     return true;
   });
   hw("NIC port bandwidth (scale-out)", text(base.system.domain.tray.nic.port_bandwidth.value() * 8 / 1e9, "Gb/s"),
+     base.system.domain.tray.nic.port_bandwidth.value(),
      [](Scenario& s, double f) {
        s.system.domain.tray.nic.port_bandwidth *= f;
        if (s.system.fabric) s.system.fabric->sw.port_bandwidth *= f;
        return true;
      });
   if (base.system.fabric)
-    hw("fabric switch latency", text(base.system.fabric->sw.latency.value() * 1e9, "ns"), [](Scenario& s, double f) {
+    hw("fabric switch latency", text(base.system.fabric->sw.latency.value() * 1e9, "ns"),
+       base.system.fabric->sw.latency.value() + base.system.fabric->nic_to_leaf_latency.value(), [](Scenario& s, double f) {
       if (!s.system.fabric) return false;
       s.system.fabric->sw.latency *= f;
       s.system.fabric->nic_to_leaf_latency *= f;
       return true;
     });
   hw("host link (CPU-GPU) bandwidth", text(base.system.domain.tray.cpu.gpu_link_bidirectional.value() / 1e9, "GB/s bidirectional"),
+     base.system.domain.tray.cpu.gpu_link_bidirectional.value() + base.system.domain.tray.nic.host_link_bandwidth.value(),
      [](Scenario& s, double f) {
        s.system.domain.tray.cpu.gpu_link_bidirectional *= f;
        s.system.domain.tray.nic.host_link_bandwidth *= f;
        return true;
      });
-  hw("CPU memory bandwidth", text(base.system.domain.tray.cpu.memory_bandwidth.value() / 1e9, "GB/s"), [](Scenario& s, double f) {
+  hw("CPU memory bandwidth", text(base.system.domain.tray.cpu.memory_bandwidth.value() / 1e9, "GB/s"), base.system.domain.tray.cpu.memory_bandwidth.value(), [](Scenario& s, double f) {
     s.system.domain.tray.cpu.memory_bandwidth *= f;
     return true;
   });

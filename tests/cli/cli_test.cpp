@@ -914,6 +914,10 @@ TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
   // A field of a referenced file the point sets (the system's placement) reads as the point sets it.
   first_row(source(kSeed), "--vary system.placement.gpus_per_domain=64 --derive 'parallelism.ep=system.placement.gpus_per_domain/8'",
             "0,64,8,ok,");
+  // ... and as the file says when no override steps through the reference (the file is read), also
+  // through a reference the referenced file holds (relative to its own folder).
+  first_row(source(kSeed), "--vary gpus=128 --derive 'parallelism.ep=system.placement.gpus_per_domain/8'", "0,128,8,ok,");
+  first_row(source(kSeed), "--vary gpus=128 --derive 'parallelism.ep=system.nvlink_domain.tray.gpus*2'", "0,128,8,ok,");
   // A name nothing gives a value at any point (misspelt) is the sweep's error, not a row's: exit 2.
   const Result bad = run("sweep " + source(kSeed) + " --vary parallelism.ep=8,16 --derive 'parallelism.fsdp=gpus/(epp*tp)'");
   EXPECT_EQ(bad.code, 2) << bad.out;
@@ -1123,6 +1127,18 @@ TEST(CliSensitivity, TermsArePredictionsWithOneThingChanged) {
   EXPECT_TRUE(by["param gemm_k_half"]["minus_s"].is_null()) << by["param gemm_k_half"];
   EXPECT_TRUE(by["param gemm_k_half"]["plus_s"].is_null()) << by["param gemm_k_half"];
   EXPECT_EQ(by["param gemm_k_half"]["note"], "at 0, which a relative change leaves at 0") << by["param gemm_k_half"];
+  // So has a hardware figure at 0 (an NVLink latency of "0 s", as the executor's suite writes it).
+  const Result z = run_stdout("sensitivity " + source(kSeed) + " --set 'system.nvlink_domain.nvlink_latency=\"0 s\"' --format json");
+  ASSERT_EQ(z.code, 0) << z.out;
+  bool zero_named = false;
+  const auto zj = nlohmann::json::parse(z.out);  // kept: a range over a temporary's member would dangle
+  for (const auto& t : zj["terms"])
+    if (t["name"] == "NVLink latency") {
+      zero_named = true;
+      EXPECT_TRUE(t["minus_s"].is_null() && t["plus_s"].is_null()) << t;
+      EXPECT_EQ(t["note"], "at 0, which a relative change leaves at 0") << t;
+    }
+  EXPECT_TRUE(zero_named) << z.out.substr(0, 2000);
   // The text names the largest term first.
   const Result t = run("sensitivity " + source(kSeed) + " --top 3");
   ASSERT_EQ(t.code, 0) << t.out;
@@ -1539,6 +1555,11 @@ TEST(CliTrace, CalibrateFromATraceAndBadTracesExitTwoWritingNothing) {
   EXPECT_EQ(recs["records"].size(), 7u);
   // The records file is a measurements file like any other.
   EXPECT_EQ(run("calibrate " + d.path("r.json")).code, 0);
+  // A run refused after reading the trace (no record of the generation asked) writes no records file.
+  const Result g = run("calibrate --trace " + trace + " --system " + sys + " --generation blackwell --records-out " + d.path("r2.json"));
+  EXPECT_EQ(g.code, 2) << g.out;
+  EXPECT_NE(g.out.find("--generation blackwell: no record is of that GPU generation"), std::string::npos) << g.out;
+  EXPECT_FALSE(std::filesystem::exists(d.path("r2.json")));
   const std::string good = moeperf::test::KinetoFixture::build().dump();
   struct Bad {
     std::string name, text, expect;

@@ -25,6 +25,9 @@ inline constexpr size_t kMaxJsonDepth = 64;
 inline constexpr size_t kMaxJsonBytes = size_t{256} << 20;
 json read_json_file(const std::string& path);
 
+// Index of the first byte that does not belong to a well-formed UTF-8 sequence, or npos.
+size_t first_invalid_utf8(const std::string& s);
+
 // Levenshtein distance, for "did you mean" hints.
 size_t edit_distance(const std::string& a, const std::string& b);
 

@@ -20,6 +20,7 @@ struct TraceRange {
   std::string name;
   double start = 0, end = 0;  // seconds
   bool gpu = false;           // a GPU-side range (Kineto's gpu_user_annotation)
+  int device = -1;            // a GPU-side range's device (-1: not known, or a CPU-side range)
 };
 
 double median_of(std::vector<double> v);

@@ -28,4 +28,10 @@ const json* json_at(const json& doc, const std::string& path);
 // a sweep's --derive reads what the point's overrides set; throws SpecError as the loader would.
 void apply_scenario_override(json& root, const Override& o, const std::string& file);
 
+// The value at a dotted path of a scenario's JSON (`root`, read from `file`), a step through a
+// reference to another JSON file ("system": "../topologies/x.json") inlining that file into `root`
+// as apply_scenario_override does, a {"value": V, ...} along the path unwrapped; null when the
+// path is not there (or passes through a built-in name or a folder).
+const json* scenario_field(json& root, const std::string& path, const std::string& file);
+
 }  // namespace moeperf::io::detail

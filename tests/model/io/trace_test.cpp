@@ -303,6 +303,67 @@ TEST(KinetoTrace, TheIssuingThreadsLaunchesAndTheGapsBetweenThem) {
   EXPECT_DOUBLE_EQ(gm.host->launches, (10 + 30) / 2.0);
 }
 
+// Kineto writes a step's GPU-side range once per stream its kernels ran on (and per device): the
+// ranges of one name on the counted device are one step, so the per-step classes are not divided
+// by the streams. A kernel counts only when it starts inside a step: one in a gap between the
+// chosen steps (a step left out, an evaluation between training steps) is not one of them.
+TEST(KinetoTrace, AStepRangedPerStreamIsOneStepAndAKernelBetweenStepsIsLeftOut) {
+  json j = KinetoFixture::build();
+  json extra = json::array();
+  for (const json& e : j["traceEvents"])
+    if (e["cat"] == "gpu_user_annotation") {
+      json stream = e;  // the all-gather's stream: its own range of the step, over its kernel only
+      stream["tid"] = 20, stream["ts"] = e["ts"].get<double>() + 4600, stream["dur"] = 500;
+      extra.push_back(stream);
+      json other = e;  // device 1's range of the step
+      other["pid"] = 1, other["ts"] = e["ts"].get<double>() + 7000;
+      extra.push_back(other);
+    }
+  for (json& e : extra) j["traceEvents"].push_back(e);
+  const io::MeasuredTrace t = read(j, "streams.json");
+  EXPECT_EQ(t.steps, 2);
+  EXPECT_NEAR(t.step_s, 10e-3, 1e-12);
+  EXPECT_NEAR(t.classes.at("gemm").seconds, (KinetoFixture::gemm_us + KinetoFixture::splitk_us) * 1e-6, 1e-12);
+  EXPECT_NEAR(t.classes.at("collective.all_gather").seconds, KinetoFixture::allgather_us * 1e-6, 1e-12);
+  // The second step 10 ms later, and a GEMM in the gap: not counted.
+  json g = KinetoFixture::build();
+  for (json& e : g["traceEvents"])
+    if (e["ts"].get<double>() >= 10000) e["ts"] = e["ts"].get<double>() + 10000;
+  g["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_in_the_gap"}, {"pid", 0},
+                              {"tid", 7}, {"ts", 15000}, {"dur", 700}, {"args", {{"device", 0}}}});
+  const io::MeasuredTrace gap = read(g, "gap.json");
+  EXPECT_EQ(gap.steps, 2);
+  EXPECT_EQ(gap.kernels, 24);
+  EXPECT_NEAR(gap.classes.at("gemm").seconds, (KinetoFixture::gemm_us + KinetoFixture::splitk_us) * 1e-6, 1e-12);
+  // A device id past int is refused, not wrapped onto another device.
+  json big = KinetoFixture::build();
+  big["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "k"}, {"pid", 0}, {"tid", 7}, {"ts", 1}, {"dur", 1},
+                                {"args", {{"device", 4294967296LL}}}});
+  const size_t at = big["traceEvents"].size() - 1;
+  expect_error(big.dump(), "/traceEvents/" + std::to_string(at) + "/args/device", "expected a device id from 0, got 4294967296");
+}
+
+// aten::_scaled_dot_product_efficient_attention(query, key, value, attn_bias, compute_log_sumexp,
+// dropout_p, is_causal, ...): its mask is the seventh input, so a record is made, causal or not.
+TEST(KinetoTrace, EfficientAttentionIsRecordedWithItsMask) {
+  for (const bool causal : {true, false}) {
+    json j = KinetoFixture::build();
+    for (json& e : j["traceEvents"])
+      if (e["name"] == "aten::_scaled_dot_product_flash_attention") {
+        e["name"] = "aten::_scaled_dot_product_efficient_attention";
+        const json qkv = {1, 32, 4096, 128};
+        e["args"]["Input Dims"] = {qkv, qkv, qkv, json::array(), json::array(), json::array(), json::array()};
+        e["args"]["Input type"] = {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "", "Scalar", "Scalar", "Scalar"};
+        e["args"]["Concrete Inputs"] = {"", "", "", "", "True", "0.", causal ? "True" : "False"};
+      }
+    const io::MeasuredTrace t = read(j, "efficient.json");
+    const json* r = record(t, "attention.fwd");
+    ASSERT_TRUE(r) << causal;
+    EXPECT_EQ(r->at("shape").at("causal").get<bool>(), causal);
+    EXPECT_EQ(r->at("shape").at("seq"), 4096);
+  }
+}
+
 TEST(KinetoTrace, BadTracesSayWhatAndWhere) {
   const std::string good = KinetoFixture::build().dump();
   expect_error(good.substr(0, good.size() / 2), "", "malformed JSON");
@@ -411,6 +472,41 @@ TEST(NsysTrace, KernelsPerClassStepsFromNvtxAndCopiesAsRecords) {
   EXPECT_EQ(t.records[0].at("op"), "host.d2h");
   EXPECT_EQ(t.records[0].at("shape").at("bytes"), "16777216 B");
   EXPECT_EQ(t.records[0].at("measured"), "300000 ns");
+}
+
+// A malformed export is named by table, column and row: NULL or text where nsys writes an integer,
+// a range that ends before it starts, a name id StringIds lacks, text that is not UTF-8. None is
+// read as 0, an empty name, or passed on to the JSON written.
+TEST(NsysTrace, MalformedRowsAreNamedNotReadAsZero) {
+  auto broken = [](const std::string& sql, const std::string& where, const std::string& what) {
+    const std::string p = write_nsys(true);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+    try {
+      io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
+      ADD_FAILURE() << "no error for " << sql;
+    } catch (const io::SpecError& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find(p), std::string::npos) << w;
+      EXPECT_NE(w.find(where), std::string::npos) << w;
+      EXPECT_NE(w.find(what), std::string::npos) << w;
+    }
+  };
+  broken("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ('abc', NULL, 0, 7, 9, 1, 1)", "CUPTI_ACTIVITY_KIND_KERNEL.start",
+         "row 6: expected an integer, got text");
+  broken("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, NULL, 0, 7, 9, 1, 1)", "CUPTI_ACTIVITY_KIND_KERNEL.end", "got NULL");
+  broken("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (900, 100, 0, 7, 9, 1, 1)", "CUPTI_ACTIVITY_KIND_KERNEL.end",
+         "ends (100 ns) before it starts (900 ns)");
+  broken("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, NULL, 7, 9, 1, 1)", "CUPTI_ACTIVITY_KIND_KERNEL.deviceId", "got NULL");
+  broken("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (100, 200, 0, 7, 9, 99, 99)", "CUPTI_ACTIVITY_KIND_KERNEL.demangledName",
+         "a name id that StringIds does not hold");
+  broken("INSERT INTO NVTX_EVENTS VALUES (9000000, 8000000, 59, 'ProfilerStep#9', NULL)", "NVTX_EVENTS.end", "before it starts");
+  broken("UPDATE TARGET_INFO_GPU SET name = CAST(X'4EFF48313030' AS TEXT)", "TARGET_INFO_GPU.name", "not UTF-8 text (byte 2)");
+  broken("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = NULL", "CUPTI_ACTIVITY_KIND_MEMCPY.bytes", "got NULL");
 }
 
 TEST(NsysTrace, AnExportWithoutKernelsSaysSo) {
