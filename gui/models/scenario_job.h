@@ -11,6 +11,7 @@
 #include <QString>
 #include <QStringList>
 #include <QThreadPool>
+#include <atomic>
 
 #include "gui/models/scenario_loader.h"
 
@@ -26,8 +27,13 @@ class ScenarioJob : public QObject {
   const LoadResult& result() const { return result_; }
   QString path() const { return path_; }
   bool busy() const { return pending_ != done_; }
-  // Drops the requests still running: their results are never delivered.
-  void cancelPending() { done_ = ++pending_; }
+  // Drops the requests still running: their results are never delivered (and one not started yet
+  // never runs).
+  void cancelPending() {
+    done_ = ++pending_;
+    latest_ = pending_;
+    pool_.clear();
+  }
 
  signals:
   void finished();  // result() and path() hold the latest request's outcome
@@ -35,6 +41,9 @@ class ScenarioJob : public QObject {
  private:
   QThreadPool pool_;
   quint64 pending_ = 0, done_ = 0;  // generations, touched on the GUI thread only
+  // pending_ as the workers read it: a request overtaken before it starts, or between its
+  // prediction and its studies, stops there (each keystroke in the dock is a request).
+  std::atomic<quint64> latest_{0};
   LoadResult result_;
   QString path_;
 };

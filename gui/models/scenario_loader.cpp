@@ -18,6 +18,10 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
     out.error_path = e.json_path();
   } catch (const InputError& e) {
     out.error = e.what();
+  } catch (const std::exception& e) {
+    // A failure that is not the input's (the CLI's exit 1, "failed: ..."): said, never thrown out
+    // of a worker thread, where it would end the app and the user's edits with it.
+    out.error = std::string("failed: ") + e.what();
   }
   return out;
 }

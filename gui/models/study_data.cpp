@@ -58,13 +58,13 @@ Studies build_studies(const StepReport& r, const std::vector<int64_t>& gpus, Gro
     st.waterfall = waterfall_bars(states.empty() ? waterfall(baseline_of(s), s) : walk(states, s.calibration));
     st.waterfall_kind = states.empty() ? "the post's stack options switched on one by one"
                                        : "the ablation of stack " + s.stack.name + ", step by step";
-  } catch (const InputError& e) {
-    st.waterfall_error = e.what();
+  } catch (const std::exception& e) {  // bad input, or the CLI's "failed: ..." (never out of a worker thread)
+    st.waterfall_error = dynamic_cast<const InputError*>(&e) ? e.what() : std::string("failed: ") + e.what();
   }
   try {
     st.scaling = scaling_points(scale(s, gpus, axis, s.calibration));
-  } catch (const InputError& e) {
-    st.scaling_error = e.what();
+  } catch (const std::exception& e) {
+    st.scaling_error = dynamic_cast<const InputError*>(&e) ? e.what() : std::string("failed: ") + e.what();
   }
   return st;
 }

@@ -1,5 +1,6 @@
 #include "gui/widgets/main_window.h"
 
+#include <QCloseEvent>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QHBoxLayout>
@@ -37,6 +38,7 @@
 namespace moeperf::gui {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  scale_pool_.setMaxThreadCount(1);  // one Scaling sweep at a time; an overtaken one is skipped
   setWindowTitle(tr("moeperf"));
   model_ = new TimelineModel(this);
   proxy_ = new QSortFilterProxyModel(this);
@@ -147,12 +149,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // The Sweep tab sweeps the scenario shown, the panel's edits included; a row opens its point.
   study_->setSource([this] { return std::make_pair(panel_->form().path(), panel_->form().overrides()); });
   connect(study_, &StudyView::openPoint, this, [this](const QString& path, const QStringList& sets) {
+    if (!confirmDiscardEdits(sets)) return;  // the row carries the edits made before the sweep ran
     requestScenario(path, sets);
     tabs_->setCurrentIndex(0);
   });
   // The Plan tab plans the scenario shown, the panel's edits included; a row opens its layout.
   plan_->setSource([this] { return std::make_pair(panel_->form().path(), panel_->form().overrides()); });
   connect(plan_, &PlanView::openPoint, this, [this](const QString& path, const QStringList& sets) {
+    if (!confirmDiscardEdits(sets)) return;
     requestScenario(path, sets);
     tabs_->setCurrentIndex(0);
   });
@@ -176,6 +180,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       statusBar()->showMessage(tr("Hardware run failed"));
       return;
     }
+    // Measured for the scenario the run was started on: another one (opened, or edited since) keeps
+    // its table as it is.
+    if (run_for_ != std::make_pair(panel_->form().path(), panel_->form().overrides())) {
+      run_log_->appendPlainText(tr("Not loaded into the op table: the scenario shown is no longer the one run (%1%2)")
+                                    .arg(run_for_.first, run_for_.second.isEmpty() ? QString() : QStringLiteral(" ") + run_for_.second.join(QLatin1Char(' '))));
+      statusBar()->showMessage(tr("Hardware run done, for a scenario no longer shown"));
+      return;
+    }
     model_->setMeasured(run_->medians());
     timeline_->setMeasured(run_->medians());
     run_log_->appendPlainText(tr("Measured medians of %1 ops loaded into the op table.").arg(run_->medians().size()));
@@ -193,15 +205,69 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   resize(1400, 900);
 }
 
+void MainWindow::setPanelScenario(const QString& path, const QStringList& sets) {
+  // The dock reads the file with Qt's JSON reader: a file moeperf loaded that it cannot read (it
+  // changed on disk since) leaves the dock off, said, rather than editing the previous file.
+  if (!panel_->setScenario(path, sets)) {
+    panel_->setEnabled(false);
+    statusBar()->showMessage(tr("%1 predicted, but the scenario panel could not read it: editing is off until it is opened again").arg(path));
+  }
+  loaded_overrides_ = panel_->form().overrides();
+}
+
+MainWindow::~MainWindow() {
+  ++scale_gen_;  // a sweep not started yet is skipped
+  scale_pool_.clear();
+  scale_pool_.waitForDone();
+}
+
+QStringList MainWindow::unsavedEdits(const QStringList& kept) const {
+  QStringList lost;
+  if (panel_->form().path().isEmpty()) return lost;
+  auto path_of = [](const QString& o) { return o.left(o.indexOf(QLatin1Char('='))); };
+  for (const QString& o : panel_->form().overrides()) {
+    if (loaded_overrides_.contains(o)) continue;
+    bool carried = false;
+    for (const QString& k : kept) carried = carried || path_of(k) == path_of(o);
+    if (!carried) lost << o;
+  }
+  return lost;
+}
+
+bool MainWindow::confirmDiscardEdits(const QStringList& kept) {
+  const QStringList lost = unsavedEdits(kept);
+  if (lost.isEmpty()) return true;
+  const int answer =
+      ask_discard_ ? ask_discard_()
+                   : QMessageBox::question(this, tr("Unsaved edits"),
+                                           tr("The scenario panel has edits not saved to %1:\n%2\n\nSave them to the file first?")
+                                               .arg(panel_->form().path(), lost.join(QStringLiteral("\n"))),
+                                           QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  if (answer == QMessageBox::Discard) return true;
+  if (answer != QMessageBox::Save) return false;
+  QString e;
+  if (saveScenario(panel_->form().path(), &e)) return true;
+  QMessageBox::warning(this, tr("Save scenario"), e);
+  return false;  // not saved: the edits stay, and so does the scenario
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  if (confirmDiscardEdits()) e->accept();
+  else e->ignore();
+}
+
 void MainWindow::openDialog() {
+  if (!confirmDiscardEdits()) return;
   const QString f = QFileDialog::getOpenFileName(this, tr("Open scenario"), path_, tr("Scenarios (*.json)"));
   if (!f.isEmpty()) requestScenario(f);
 }
 
 void MainWindow::requestScenario(const QString& path, const QStringList& sets) {
   statusBar()->showMessage(tr("Loading %1 …").arg(path));
+  edit_overtaken_ = edit_overtaken_ || (editing_ && job_->busy());  // its result will be dropped
   editing_ = false;
   request_sets_ = sets;
+  panel_->setEnabled(false);  // the dock edits the scenario being opened, once it is there
   job_->start(path, sets);
 }
 
@@ -209,7 +275,7 @@ bool MainWindow::openScenario(const QString& path, const QStringList& sets) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
   if (!apply(with_studies(load_and_predict(path.toStdString(), s)), path)) return false;
-  panel_->setScenario(path, sets);
+  setPanelScenario(path, sets);
   model_->setMeasured({});  // another scenario: the last hardware run no longer applies
   timeline_->setMeasured({});
   return true;
@@ -235,8 +301,15 @@ void MainWindow::onJobFinished() {
     apply(r, job_->path());
     return;
   }
-  if (!apply(r, job_->path())) return;
-  panel_->setScenario(job_->path(), request_sets_);
+  panel_->setEnabled(!panel_->form().path().isEmpty());
+  if (!apply(r, job_->path())) {
+    // The Open failed; an edit it overtook was never predicted: predict the dock as it stands, so
+    // the views and the dock agree again.
+    if (std::exchange(edit_overtaken_, false)) onPanelEdited();
+    return;
+  }
+  edit_overtaken_ = false;
+  setPanelScenario(job_->path(), request_sets_);
   model_->setMeasured({});
   timeline_->setMeasured({});
 }
@@ -265,10 +338,11 @@ bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {
   if (!r.report) {
     error_->setText(QString::fromStdString(r.error));
     error_->show();
+    banner_is_compare_ = true;
     statusBar()->showMessage(tr("Not loaded: %1 (showing the previous second scenario)").arg(path));
     return false;
   }
-  error_->hide();
+  if (banner_is_compare_) error_->hide();  // a message of the main scenario stays
   compare_report_ = r.report;
   compare_->setLower(compare_report_);
   tabs_->setCurrentWidget(compare_);
@@ -279,7 +353,10 @@ bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {
 bool MainWindow::saveScenario(const QString& out, QString* error) {
   QString e;
   const bool ok = panel_->form().save(out, &e) && panel_->setScenario(out);
-  if (ok) path_ = out;
+  if (ok) {
+    path_ = out;
+    loaded_overrides_ = panel_->form().overrides();  // none: the file holds them now
+  }
   if (error) *error = e;
   return ok;
 }
@@ -300,6 +377,7 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   if (!r.report) {
     error_->setText(QString::fromStdString(r.error));
     error_->show();
+    banner_is_compare_ = false;
     statusBar()->showMessage(tr("Not loaded: %1 (showing the previous scenario)").arg(path));
     return false;
   }
@@ -323,14 +401,13 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
   if (scale_gpus_->text() != QLatin1String("128,256,512,1024") || scale_axis_->currentText() != QLatin1String("fsdp"))
     rescale(scale_gpus_->text(), scale_axis_->currentText());
   setWindowTitle(QStringLiteral("moeperf — %1").arg(QString::fromStdString(report_->name)));
+  // One multi-argument arg(): a chained .arg(path) would let a "%2" in the path be replaced too.
   statusBar()->showMessage(QStringLiteral("%1 · %2 GPUs · step %3 · %4 TFLOPS/GPU · exposed communication %5% · profile %6 · stack %7")
-                               .arg(path)
-                               .arg(report_->gpus)
-                               .arg(format_step(*report_))
-                               .arg(report_->model_tflops_per_gpu, 0, 'f', 1)
-                               .arg(100 * report_->exposed_comm_fraction, 0, 'f', 1)
-                               .arg(QString::fromStdString(report_->profile))
-                               .arg(QString::fromStdString(report_->stack.empty() ? "built-in defaults" : report_->stack)));
+                               .arg(path, QString::number(report_->gpus), format_step(*report_),
+                                    QString::number(report_->model_tflops_per_gpu, 'f', 1),
+                                    QString::number(100 * report_->exposed_comm_fraction, 'f', 1),
+                                    QString::fromStdString(report_->profile),
+                                    QString::fromStdString(report_->stack.empty() ? "built-in defaults" : report_->stack)));
   return true;
 }
 
@@ -394,6 +471,7 @@ void MainWindow::runOnHardware(const QStringList& extra, const QString& binary) 
   model_->setMeasured({});
   timeline_->setMeasured({});
   statusBar()->showMessage(tr("Running on hardware …"));
+  run_for_ = {panel_->form().path(), panel_->form().overrides()};
   run_->start(binary, panel_->form().path(), panel_->form().overrides(), extra);
 }
 
@@ -439,7 +517,9 @@ bool MainWindow::rescale(const QString& gpus, const QString& axis) {
   scale_note_->setText(tr("Predicting %1 GPU counts …").arg(counts.size()));
   auto report = report_;
   auto base = studies_;
-  QThreadPool::globalInstance()->start([this, gen, report, base, counts, grow] {
+  scale_pool_.clear();  // a sweep asked for and not started is overtaken already
+  scale_pool_.start([this, gen, report, base, counts, grow] {
+    if (gen != scale_gen_) return;
     auto st = std::make_shared<Studies>(*base);
     st->axis = grow;
     st->scaling.clear();

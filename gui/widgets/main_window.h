@@ -7,7 +7,11 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QThreadPool>
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "gui/models/hardware_run.h"
 #include "gui/models/scenario_job.h"
@@ -39,6 +43,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;  // waits for a Scaling sweep still running (it posts to this window)
 
   // Loads and predicts; on bad input keeps the current report and shows the message. True if loaded.
   bool openScenario(const QString& path, const QStringList& sets = {});
@@ -95,6 +100,18 @@ class MainWindow : public QMainWindow {
   bool rescale(const QString& gpus, const QString& axis);
   QString scalingMessage() const;
   QTabWidget* tabs() const { return tabs_; }
+  // The dock's edits not saved to the scenario file: its overrides that the scenario was not opened
+  // with (a Sweep or Plan row's) or saved with, less those `kept` carries on (the same override, or
+  // one of the same path: a row chosen sets its own value).
+  QStringList unsavedEdits(const QStringList& kept = {}) const;
+  // Before the dock's unsaved edits would be lost (File > Open, a Sweep or Plan row opened without
+  // them, the window closed): asks Save, Discard or Cancel; true to go on. With none, true.
+  // `ask` replaces the question box (tests): it returns the QMessageBox::StandardButton chosen.
+  bool confirmDiscardEdits(const QStringList& kept = {});
+  void setDiscardQuestion(std::function<int()> ask) { ask_discard_ = std::move(ask); }
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
 
  private:
   void openDialog();
@@ -104,6 +121,8 @@ class MainWindow : public QMainWindow {
   bool applyCompare(const LoadResult& r, const QString& path);
   void onPanelEdited();
   bool apply(const LoadResult& r, const QString& path);
+  // The dock on a scenario just opened (its overrides the unsaved-edits baseline).
+  void setPanelScenario(const QString& path, const QStringList& sets);
   void selectOp(int rank_class, int op);
 
   std::shared_ptr<const StepReport> report_;
@@ -118,7 +137,8 @@ class MainWindow : public QMainWindow {
   QLineEdit* scale_gpus_;
   QComboBox* scale_axis_;
   QLabel* scale_note_;
-  quint64 scale_gen_ = 0;
+  std::atomic<quint64> scale_gen_{0};  // the latest Scaling request (read by its worker)
+  QThreadPool scale_pool_;              // Scaling sweeps: waited for before the window goes
   TopologyView* topology_;
   CompareView* compare_;
   SummaryPanel* summary_;
@@ -136,6 +156,11 @@ class MainWindow : public QMainWindow {
   QPlainTextEdit* run_log_;
   QDockWidget* dock_;
   bool editing_ = false;      // the latest job request came from the panel
+  bool edit_overtaken_ = false;  // an edit's prediction was dropped for a File > Open still loading
+  bool banner_is_compare_ = false;  // the banner's message is the second scenario's
+  QStringList loaded_overrides_;
+  std::pair<QString, QStringList> run_for_;  // the scenario (file, overrides) Run on hardware ran  // the dock's overrides when its scenario was opened or saved
+  std::function<int()> ask_discard_;
   QStringList request_sets_;  // the latest File > Open request's --set values
 };
 

@@ -151,7 +151,7 @@ void PlanView::run(int threads) {
     return;
   }
   model_->clear();
-  controls_.begin(tr("Planning %1 on %2 GPUs …").arg(path).arg(o.gpus), 0);
+  controls_.begin(tr("Planning %1 on %2 GPUs …").arg(path, QString::number(o.gpus)), 0);
   job_->start(path, sets, std::move(o), threads);
 }
 

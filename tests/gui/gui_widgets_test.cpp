@@ -18,6 +18,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMessageBox>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -1051,6 +1052,61 @@ class MainWindowTest : public QObject {
     QVERIFY(w.openScenario(out));
     QCOMPARE(w.report()->step_time.value(), edited->step_time.value());
     QCOMPARE(p->fieldText(QStringLiteral("batch.micro_batch")), QStringLiteral("2"));
+  }
+  // Dock edits are not lost without a question: closing the window (or File > Open, or a Sweep or
+  // Plan row that does not carry them) asks Save, Discard or Cancel; Cancel keeps the window and
+  // the edits, Save writes them to the file first, and a row setting the edited path asks nothing.
+  void unsavedEditsAreAskedForBeforeTheyAreLost() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("mine.json"));
+    {
+      MainWindow setup;
+      QVERIFY(setup.openScenario(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/executor/cpu-small.json")));
+      QString error;
+      QVERIFY2(setup.saveScenario(file, &error), qPrintable(error));  // a copy whose references point back
+    }
+    MainWindow w;
+    w.show();
+    QVERIFY(w.openScenario(file));
+    int asked = 0, answer = QMessageBox::Cancel;
+    w.setDiscardQuestion([&] {
+      ++asked;
+      return answer;
+    });
+    QVERIFY(w.unsavedEdits().isEmpty());
+    QVERIFY(w.close());  // nothing to lose: no question
+    QCOMPARE(asked, 0);
+    w.show();
+    ScenarioPanel* p = w.scenarioPanel();
+    QSignalSpy spy(w.job(), &ScenarioJob::finished);
+    p->setFieldText(QStringLiteral("batch.micro_batch"), QStringLiteral("2"));
+    QVERIFY(spy.wait(30000));
+    QCOMPARE(w.unsavedEdits(), QStringList{QStringLiteral("batch.micro_batch=2")});
+    // A row that sets the same path carries it on (the row's value is the one chosen): no question.
+    QVERIFY(w.confirmDiscardEdits({QStringLiteral("batch.micro_batch=4")}));
+    QCOMPARE(asked, 0);
+    // Cancel: the window stays, with its edit.
+    QVERIFY(!w.close());
+    QCOMPARE(asked, 1);
+    QVERIFY(w.isVisible());
+    QCOMPARE(p->fieldText(QStringLiteral("batch.micro_batch")), QStringLiteral("2"));
+    // Save: the file holds the edit, and the window closes.
+    answer = QMessageBox::Save;
+    QVERIFY(w.close());
+    QCOMPARE(asked, 2);
+    QVERIFY(w.unsavedEdits().isEmpty());
+    const LoadResult saved = load_and_predict(file.toStdString());
+    QVERIFY(saved.report);
+    QCOMPARE(saved.report->scenario->batch.micro_batch, 2);
+    QCOMPARE(saved.report->step_time.value(), w.report()->step_time.value());
+    // Discard: the edit is dropped by the caller, nothing is written.
+    w.show();
+    p->setFieldText(QStringLiteral("batch.micro_batch"), QStringLiteral("1"));
+    QVERIFY(spy.wait(30000));
+    answer = QMessageBox::Discard;
+    QVERIFY(w.confirmDiscardEdits());
+    QCOMPARE(asked, 3);
+    QCOMPARE(load_and_predict(file.toStdString()).report->scenario->batch.micro_batch, 2);
   }
   void exportsWriteParseableFiles() {
     MainWindow w;
