@@ -15,7 +15,7 @@
 namespace moeperf::cli {
 namespace {
 
-struct Opts {
+struct PlanOpts {
   std::string file, objective = "tokens_per_s", tokens, format = "text", schedules = "1f1b,interleaved";
   std::vector<int64_t> vpps = {2};
   int64_t max_passes = 2048;
@@ -32,7 +32,7 @@ std::string fmt_count(int64_t n) {
   return t;
 }
 
-int cmd_plan(const Opts& o) {
+int cmd_plan(const PlanOpts& o) {
   const Scenario s = load_named(o.file, o.sets);
   io::PlanOptions po;
   po.gpus = o.gpus, po.top = o.top, po.objective = o.objective, po.global_batch = o.global_batch;
@@ -166,7 +166,7 @@ int cmd_plan(const Opts& o) {
 }  // namespace
 
 Command add_plan(CLI::App& app) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<PlanOpts>();
   auto* sub = app.add_subcommand("plan", "The best layouts (TP, CP, PP, VPP, EP, ETP, FSDP/DP, micro-batch, recompute) of a scenario on N GPUs");
   sub->add_option("SCENARIO", o->file, "scenario file (its model, system, batch per GPU, precision and stack)")->required();
   sub->add_option("--gpus", o->gpus, "GPUs to plan for")->required()->check(gpu_count());

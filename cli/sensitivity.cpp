@@ -12,7 +12,7 @@
 namespace moeperf::cli {
 namespace {
 
-struct Opts {
+struct SensitivityOpts {
   std::string file, format = "text";
   std::vector<std::string> sets;
   double step_pct = 10;
@@ -26,7 +26,7 @@ std::string change(double d, double step) {
   return b;
 }
 
-int cmd_sensitivity(const Opts& o) {
+int cmd_sensitivity(const SensitivityOpts& o) {
   const Scenario s = load_named(o.file, o.sets);
   auto run = [&](std::vector<std::function<void()>>& work) { run_on_threads(o.jobs, work); };
   const SensitivityResult r = sensitivity(s, o.step_pct / 100, run);
@@ -64,7 +64,7 @@ int cmd_sensitivity(const Opts& o) {
 }  // namespace
 
 Command add_sensitivity(CLI::App& app) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SensitivityOpts>();
   auto* sub = app.add_subcommand("sensitivity", "Which assumption matters most: the step's change per -/+10 % of each hardware figure, "
                                                 "efficiency parameter and stack setting, largest first");
   sub->add_option("SCENARIO", o->file, "scenario file")->required();

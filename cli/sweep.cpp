@@ -27,7 +27,7 @@
 namespace moeperf::cli {
 namespace {
 
-struct Opts {
+struct SweepOpts {
   std::string file, out, format, grid, tokens;
   std::vector<std::string> vary, derive, sets;
   int jobs = 0;
@@ -70,7 +70,7 @@ std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& 
   return {done, pos};
 }
 
-int cmd_sweep(const Opts& o) {
+int cmd_sweep(const SweepOpts& o) {
   // Under moeperf-mpi the points are dealt out over the ranks (point i to rank i mod size, counted
   // from the first point not yet done); rank 0 writes every row in point order, its own and those
   // the others send, so the file is the single process's byte for byte.
@@ -199,7 +199,7 @@ int cmd_sweep(const Opts& o) {
 }  // namespace
 
 Command add_sweep(CLI::App& app) {
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SweepOpts>();
   auto* sub = app.add_subcommand("sweep", "Predict a scenario over the product of --vary axes (and --grid points), one row per point");
   sub->add_option("SCENARIO", o->file, "scenario file")->required();
   sub->add_option("--vary", o->vary,

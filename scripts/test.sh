@@ -27,7 +27,11 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   flags="-fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all -fno-omit-frame-pointer"
   # Line tables only (-gline-tables-only, not -g): the sanitizers' reports name function, file and
   # line from them, and the build compiles about an eighth faster (cli/plan.cpp: 27 s with -g, 24 s).
-  CC=clang CXX=clang++ MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  # A unity build (CMake batches of 8 files per compile): about half the compile time, since the
+  # headers are read once a batch. The first build above is not one, so a file that compiles only
+  # beside others (a missing include) still fails CI; file-local names must not collide within a
+  # target (one Opts per cli/ file's anonymous namespace would).
+  CC=clang CXX=clang++ MOEPERF_BUILD_DIR="$san" "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_UNITY_BUILD=ON \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
     -DMOEPERF_WERROR=ON -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
     -DMOEPERF_FUZZ=ON "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/workload/num.h"
+
 namespace moeperf {
 
 bool is_sliding(const ModelSpec& m, int layer) {
@@ -25,9 +27,9 @@ bool uses_rope(const ModelSpec& m, int layer) {
   return !(layer >= 0 && static_cast<size_t>(layer) < n.size() && n[static_cast<size_t>(layer)]);
 }
 
-namespace {
+using detail::d;
 
-double d(int64_t v) { return static_cast<double>(v); }
+namespace {
 
 // Weights (not FLOPs) of one layer's attention projections, per part.
 struct AttentionWeights {

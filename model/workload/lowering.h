@@ -17,12 +17,10 @@
 #include <vector>
 
 #include "model/workload/flops.h"
+#include "model/workload/num.h"
 #include "model/workload/step.h"
 
 namespace moeperf::detail {
-
-inline double d(int64_t v) { return static_cast<double>(v); }
-inline bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
 
 // Builds one rank class's op list in program order.
 class Lowering {

@@ -4,14 +4,12 @@
 #include <numeric>
 
 #include "model/workload/flops.h"
+#include "model/workload/num.h"
 
 namespace moeperf {
-namespace {
 
-double d(int64_t v) { return static_cast<double>(v); }
-bool has(const std::vector<TensorClass>& v, TensorClass c) { return std::find(v.begin(), v.end(), c) != v.end(); }
-
-}  // namespace
+using detail::d;
+using detail::has;
 
 const char* to_string(TensorClass c) {
   switch (c) {
