@@ -237,11 +237,16 @@ QStringList MainWindow::unsavedEdits(const QStringList& kept) const {
 bool MainWindow::confirmDiscardEdits(const QStringList& kept) {
   const QStringList lost = unsavedEdits(kept);
   if (lost.isEmpty()) return true;
+  // Save writes the scenario as the dock shows it: with the overrides it was opened with (a Sweep
+  // or Plan row's) too, and the question says so.
+  const QString also = loaded_overrides_.isEmpty()
+                           ? QString()
+                           : tr("\n\nSaving also writes the overrides the scenario was opened with:\n%1").arg(loaded_overrides_.join(QStringLiteral("\n")));
   const int answer =
       ask_discard_ ? ask_discard_()
                    : QMessageBox::question(this, tr("Unsaved edits"),
-                                           tr("The scenario panel has edits not saved to %1:\n%2\n\nSave them to the file first?")
-                                               .arg(panel_->form().path(), lost.join(QStringLiteral("\n"))),
+                                           tr("The scenario panel has edits not saved to %1:\n%2%3\n\nSave them to the file first?")
+                                               .arg(panel_->form().path(), lost.join(QStringLiteral("\n")), also),
                                            QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (answer == QMessageBox::Discard) return true;
   if (answer != QMessageBox::Save) return false;
@@ -352,10 +357,13 @@ bool MainWindow::applyCompare(const LoadResult& r, const QString& path) {
 
 bool MainWindow::saveScenario(const QString& out, QString* error) {
   QString e;
+  const std::pair<QString, QStringList> before{panel_->form().path(), panel_->form().overrides()};
   const bool ok = panel_->form().save(out, &e) && panel_->setScenario(out);
   if (ok) {
     path_ = out;
     loaded_overrides_ = panel_->form().overrides();  // none: the file holds them now
+    // A hardware run of the scenario as it was is a run of the file as saved.
+    if (run_for_ == before) run_for_ = {out, loaded_overrides_};
   }
   if (error) *error = e;
   return ok;

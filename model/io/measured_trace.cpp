@@ -133,35 +133,39 @@ void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std:
     throw InputError("--step-marker \"" + opt.step_marker + "\": not a regular expression: " + e.what());
   }
   // One range per step. Kineto writes a step's GPU-side range once per stream its kernels ran on
-  // (and per device), each over that stream's kernels: of the counted device's, those of one name
-  // that overlap are one step (a name repeated step after step, a record_function("train_step"),
-  // stays one range per step: its steps follow one another). CPU-side ranges that overlap (a step
-  // marked by several processes of an nsys export, or a marker matching a range and one inside it)
-  // are one step too; ranges that only touch are two.
+  // (and per device), each over that stream's kernels: the counted device's. CPU-side ranges: those
+  // of the process that launched the counted device's kernels, where the trace says which (an nsys
+  // export of several ranks holds every rank's). Then ranges of one name that overlap are one step
+  // (the streams' ranges of a step; a step marked by several processes when the trace does not say
+  // which; a marker matching a range and one inside it), while a name repeated step after step, a
+  // record_function("train_step"), stays one range per step, and ranges that only touch (within a
+  // nanosecond: microseconds scaled apart) are two.
+  std::set<int64_t> procs;
+  for (const auto& k : kernels)
+    if (k.device == t.device && k.process >= 0) procs.insert(k.process);
   std::vector<TraceRange> gpu_steps, cpu_steps;
-  for (const auto& s : steps)
-    if (std::regex_search(s.name, marker) && (!s.gpu || s.device < 0 || s.device == t.device)) (s.gpu ? gpu_steps : cpu_steps).push_back(s);
-  auto by_start = [](const TraceRange& a, const TraceRange& b) { return a.start != b.start ? a.start < b.start : a.end < b.end; };
-  auto merge_overlapping = [&](std::vector<TraceRange>& v) {
-    std::sort(v.begin(), v.end(), by_start);
-    std::vector<TraceRange> merged;
-    for (const auto& s : v) {
-      if (!merged.empty() && s.start < merged.back().end) merged.back().end = std::max(merged.back().end, s.end);
-      else merged.push_back(s);
-    }
-    v = std::move(merged);
-  };
-  {
-    std::map<std::string, std::vector<TraceRange>> named;
-    for (const auto& s : gpu_steps) named[s.name].push_back(s);
-    gpu_steps.clear();
-    for (auto& [n, v] : named) {
-      merge_overlapping(v);
-      gpu_steps.insert(gpu_steps.end(), v.begin(), v.end());
-    }
-    std::sort(gpu_steps.begin(), gpu_steps.end(), by_start);
-    merge_overlapping(cpu_steps);
+  for (const auto& s : steps) {
+    if (!std::regex_search(s.name, marker)) continue;
+    if (s.gpu && s.device >= 0 && s.device != t.device) continue;
+    if (!s.gpu && s.process >= 0 && !procs.empty() && !procs.count(s.process)) continue;
+    (s.gpu ? gpu_steps : cpu_steps).push_back(s);
   }
+  auto by_start = [](const TraceRange& a, const TraceRange& b) { return a.start != b.start ? a.start < b.start : a.end < b.end; };
+  auto merge_by_name = [&](std::vector<TraceRange>& all) {
+    std::map<std::string, std::vector<TraceRange>> named;
+    for (const auto& s : all) named[s.name].push_back(s);
+    all.clear();
+    for (auto& [n, v] : named) {
+      std::sort(v.begin(), v.end(), by_start);
+      for (const auto& s : v) {
+        if (all.size() > 0 && all.back().name == n && s.start < all.back().end - 1e-9) all.back().end = std::max(all.back().end, s.end);
+        else all.push_back(s);
+      }
+    }
+    std::sort(all.begin(), all.end(), by_start);
+  };
+  merge_by_name(gpu_steps);
+  merge_by_name(cpu_steps);
   std::vector<TraceRange>& chosen = gpu_steps.empty() ? cpu_steps : gpu_steps;
   // A kernel counts when it starts inside one of the steps (not in a step left out between two
   // chosen ones, nor between steps): the steps' starts, sorted, searched.

@@ -131,9 +131,15 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
       throw SpecError(path, table + ".deviceId", "expected a device id from 0, got " + std::to_string(d));
     return static_cast<int>(d);
   };
+  // The process of a kernel (globalPid) and of an NVTX range (globalTid), where the export has
+  // them: nsys's serialized global ids carry the process id in bits 24-47 (its SQLite schema's
+  // "globalTid / 0x1000000 % 0x1000000 AS PID"). An export of several ranks holds every rank's
+  // step ranges; those of the counted device's process are its steps (finish_trace).
+  auto pid_of = [](int64_t global) { return (global >> 24) & 0xFFFFFF; };
+  const bool kernel_pid = db.has_column(K, "globalPid");
   std::vector<TraceKernelEvent> kernels;
-  db.query(std::string("SELECT k.start, k.end, k.deviceId, s.value FROM ") + K + " k LEFT JOIN StringIds s ON s.id = k." + name_col +
-               " ORDER BY k.start",
+  db.query(std::string("SELECT k.start, k.end, k.deviceId, s.value") + (kernel_pid ? ", k.globalPid" : "") + " FROM " + K +
+               " k LEFT JOIN StringIds s ON s.id = k." + name_col + " ORDER BY k.start",
            K, [&](sqlite3_stmt* s) {
              TraceKernelEvent k;
              const auto [a, b] = db.span(s, 0, 1, K);
@@ -143,6 +149,7 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
              if (sqlite3_column_type(s, 3) == SQLITE_NULL)
                throw SpecError(path, K + "." + name_col, "a name id that StringIds does not hold");
              k.name = db.text(s, 3, K, name_col);
+             if (kernel_pid) k.process = pid_of(db.integer(s, 4, K, "globalPid"));
              kernels.push_back(std::move(k));
            });
   std::vector<double> copy_bytes(kernels.size(), 0);
@@ -165,12 +172,17 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
   }
   std::vector<TraceRange> steps;
   if (db.has_table("NVTX_EVENTS")) {
-    const bool text_id = db.has_column("NVTX_EVENTS", "textId");
-    db.query(std::string("SELECT n.start, n.end, ") + (text_id ? "COALESCE(n.text, s.value)" : "n.text") +
+    const bool text_id = db.has_column("NVTX_EVENTS", "textId"), range_pid = db.has_column("NVTX_EVENTS", "globalTid");
+    db.query(std::string("SELECT n.start, n.end, ") + (text_id ? "COALESCE(n.text, s.value)" : "n.text") + (range_pid ? ", n.globalTid" : "") +
                  " FROM NVTX_EVENTS n " + (text_id ? "LEFT JOIN StringIds s ON s.id = n.textId " : "") + "WHERE n.end IS NOT NULL",
              "NVTX_EVENTS", [&](sqlite3_stmt* s) {
                const auto [a, b] = db.span(s, 0, 1, "NVTX_EVENTS");
-               steps.push_back(TraceRange{db.text(s, 2, "NVTX_EVENTS", "text"), a, b, false});
+               // The text is only matched against the step marker, never written: any bytes do
+               // (a library's Latin-1 range name is no reason to refuse the export).
+               const unsigned char* txt = sqlite3_column_text(s, 2);
+               TraceRange r{txt ? reinterpret_cast<const char*>(txt) : "", a, b, false};
+               if (range_pid && sqlite3_column_type(s, 3) != SQLITE_NULL) r.process = pid_of(db.integer(s, 3, "NVTX_EVENTS", "globalTid"));
+               steps.push_back(std::move(r));
              });
   }
   if (db.has_table("TARGET_INFO_GPU") && db.has_column("TARGET_INFO_GPU", "name"))

@@ -68,6 +68,9 @@ struct PlanOptions {
 struct PlanEntry {
   std::string layout;  // "tp 1 x cp 1 x pp 1 x ep 8 x fsdp 16 x dp 1, micro-batch 6, memory: scenario's"
   std::vector<std::string> sets;  // the --set arguments that give this layout from the scenario file
+  // Its figures. Past the best two (whose step_terms give the runner-up's loss) the report keeps no
+  // graph and no simulation (report.graph and report.sim are null: megabytes each at --top 400):
+  // predict its --set list for the timeline, trace or op table.
   StepReport report;
   double objective = 0;  // tokens/s for the cluster, days, or $ per million tokens
 };

@@ -623,7 +623,8 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   // The longest chain (the largest domain) sets the NVLink steps; the smallest, the channel count.
   size_t g_max = 0;
   for (const auto& d : doms) g_max = std::max(g_max, d.size());
-  const int64_t intra = nvls ? 1 : static_cast<int64_t>(g_max) - 1;  // NVLink steps per phase
+  // NVLink steps per phase (none when every domain holds one GPU: no NVLink hop, NVLS or not).
+  const int64_t intra = g_max <= 1 ? 0 : nvls ? 1 : static_cast<int64_t>(g_max) - 1;
   cost.steps = static_cast<int>(2 * (depth + intra));
   // Latency: NVLink steps inside the domains, network steps between them.
   // An NVLS phase inside a domain is the switches' reduction or multicast (nvls_step_s), not a ring step.

@@ -12,6 +12,7 @@ struct TraceKernelEvent {
   std::string name;
   double start = 0, dur = 0;  // seconds
   int device = 0;
+  int64_t process = -1;       // the process that launched it, where the trace says (nsys: globalPid)
   std::string cls;            // set by the reader when it knows better than the name (memcpy kinds, collectives); else by the patterns
   bool counted = false;       // on the counted device, inside the counted steps (set by finish_trace)
 };
@@ -21,6 +22,7 @@ struct TraceRange {
   double start = 0, end = 0;  // seconds
   bool gpu = false;           // a GPU-side range (Kineto's gpu_user_annotation)
   int device = -1;            // a GPU-side range's device (-1: not known, or a CPU-side range)
+  int64_t process = -1;       // a CPU-side range's process, where the trace says (nsys: globalTid)
 };
 
 double median_of(std::vector<double> v);

@@ -335,6 +335,19 @@ TEST(KinetoTrace, AStepRangedPerStreamIsOneStepAndAKernelBetweenStepsIsLeftOut) 
   EXPECT_EQ(gap.steps, 2);
   EXPECT_EQ(gap.kernels, 24);
   EXPECT_NEAR(gap.classes.at("gemm").seconds, (KinetoFixture::gemm_us + KinetoFixture::splitk_us) * 1e-6, 1e-12);
+  // CPU-side ranges that only touch are two steps, also when the microseconds scaled to seconds
+  // apart overlap by a rounding (8317213885.26 + 9989.12 = 8317223874.38 us, 1.8e-12 s over).
+  const std::string gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64";
+  json touch = {{"traceEvents", json::array()}};
+  for (const double ts : {8317213885.26, 8317223874.38}) {
+    touch["traceEvents"].push_back({{"ph", "X"}, {"cat", "user_annotation"}, {"name", ts < 8317220000 ? "ProfilerStep#1" : "ProfilerStep#2"},
+                                    {"pid", 1}, {"tid", 100}, {"ts", ts}, {"dur", 9989.12}});
+    touch["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", gemm}, {"pid", 0}, {"tid", 7}, {"ts", ts + 20}, {"dur", 1000},
+                                    {"args", {{"device", 0}}}});
+  }
+  const io::MeasuredTrace tt = read(touch, "touch.json");
+  EXPECT_EQ(tt.steps, 2);
+  EXPECT_NEAR(tt.classes.at("gemm").seconds, 1e-3, 1e-12);
   // A device id past int is refused, not wrapped onto another device.
   json big = KinetoFixture::build();
   big["traceEvents"].push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", "k"}, {"pid", 0}, {"tid", 7}, {"ts", 1}, {"dur", 1},
@@ -507,6 +520,31 @@ TEST(NsysTrace, MalformedRowsAreNamedNotReadAsZero) {
   broken("INSERT INTO NVTX_EVENTS VALUES (9000000, 8000000, 59, 'ProfilerStep#9', NULL)", "NVTX_EVENTS.end", "before it starts");
   broken("UPDATE TARGET_INFO_GPU SET name = CAST(X'4EFF48313030' AS TEXT)", "TARGET_INFO_GPU.name", "not UTF-8 text (byte 2)");
   broken("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = NULL", "CUPTI_ACTIVITY_KIND_MEMCPY.bytes", "got NULL");
+}
+
+// An export of two ranks holds both ranks' step ranges, 1 ms apart: the steps are those of the
+// process that launched the counted device's kernels (globalPid, globalTid's process); without
+// those columns, the two ranks' ranges of one name are one step. Never one range chained over
+// the whole trace, nor twice the steps.
+TEST(NsysTrace, AnExportOfSeveralRanksCountsTheStepsOfTheKernelsProcess) {
+  for (const bool with_pids : {true, false}) {
+    const std::string p = write_nsys(true);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
+    std::string sql = "INSERT INTO NVTX_EVENTS VALUES (1000000, 5000000, 59, 'ProfilerStep#7', NULL), (5000000, 9000000, 59, 'ProfilerStep#8', NULL);";
+    if (with_pids)  // process 100 ran the kernels; the two new ranges are process 200's
+      sql += "ALTER TABLE NVTX_EVENTS ADD COLUMN globalTid INTEGER; ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN globalPid INTEGER;"
+             "UPDATE NVTX_EVENTS SET globalTid = 100 * 16777216 + 7; UPDATE NVTX_EVENTS SET globalTid = 200 * 16777216 + 9 WHERE start IN (1000000, 5000000);"
+             "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 100 * 16777216;";
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+    const io::MeasuredTrace t = io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
+    EXPECT_EQ(t.steps, 2) << with_pids;
+    EXPECT_NEAR(t.step_s, with_pids ? 4e-3 : 5e-3, 1e-12) << with_pids;  // without: each step from rank 0's start to rank 1's end
+    EXPECT_NEAR(t.classes.at("gemm").seconds, 1e-3, 1e-12) << with_pids;
+  }
 }
 
 TEST(NsysTrace, AnExportWithoutKernelsSaysSo) {
