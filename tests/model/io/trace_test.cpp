@@ -440,12 +440,20 @@ TEST(KernelPatterns, TheShippedOnesKnowTheLibrariesKernels) {
 }
 
 #ifdef MOEPERF_HAVE_SQLITE
+// Runs SQL on the SQLite file at `path` (created when missing).
+void exec_sql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
 // An Nsight Systems export with the tables and columns read (docs/traces.md).
 std::string write_nsys(bool with_kernels) {
   const std::string p = temp(with_kernels ? "report.sqlite" : "empty.sqlite");
   fs::remove(p);
-  sqlite3* db = nullptr;
-  EXPECT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
   std::string sql =
       "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
       "CREATE TABLE TARGET_INFO_GPU (id INTEGER, name TEXT);"
@@ -463,10 +471,7 @@ std::string write_nsys(bool with_kernels) {
         " demangledName INTEGER, shortName INTEGER);"
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (500000, 1500000, 0, 7, 1, 1, 1), (1600000, 2100000, 0, 20, 2, 2, 2),"
         " (2200000, 2300000, 0, 7, 3, 3, 3), (4500000, 5500000, 0, 7, 4, 1, 1), (5600000, 6000000, 0, 20, 5, 2, 2);";
-  char* err = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-  sqlite3_free(err);
-  sqlite3_close(db);
+  exec_sql(p, sql);
   return p;
 }
 
@@ -493,12 +498,7 @@ TEST(NsysTrace, KernelsPerClassStepsFromNvtxAndCopiesAsRecords) {
 TEST(NsysTrace, MalformedRowsAreNamedNotReadAsZero) {
   auto broken = [](const std::string& sql, const std::string& where, const std::string& what) {
     const std::string p = write_nsys(true);
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
-    char* err = nullptr;
-    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-    sqlite3_free(err);
-    sqlite3_close(db);
+    exec_sql(p, sql);
     try {
       io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
       ADD_FAILURE() << "no error for " << sql;
@@ -529,17 +529,12 @@ TEST(NsysTrace, MalformedRowsAreNamedNotReadAsZero) {
 TEST(NsysTrace, AnExportOfSeveralRanksCountsTheStepsOfTheKernelsProcess) {
   for (const bool with_pids : {true, false}) {
     const std::string p = write_nsys(true);
-    sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
     std::string sql = "INSERT INTO NVTX_EVENTS VALUES (1000000, 5000000, 59, 'ProfilerStep#7', NULL), (5000000, 9000000, 59, 'ProfilerStep#8', NULL);";
     if (with_pids)  // process 100 ran the kernels; the two new ranges are process 200's
       sql += "ALTER TABLE NVTX_EVENTS ADD COLUMN globalTid INTEGER; ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN globalPid INTEGER;"
              "UPDATE NVTX_EVENTS SET globalTid = 100 * 16777216 + 7; UPDATE NVTX_EVENTS SET globalTid = 200 * 16777216 + 9 WHERE start IN (1000000, 5000000);"
              "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 100 * 16777216;";
-    char* err = nullptr;
-    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-    sqlite3_free(err);
-    sqlite3_close(db);
+    exec_sql(p, sql);
     const io::MeasuredTrace t = io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
     EXPECT_EQ(t.steps, 2) << with_pids;
     EXPECT_NEAR(t.step_s, with_pids ? 4e-3 : 5e-3, 1e-12) << with_pids;  // without: each step from rank 0's start to rank 1's end
