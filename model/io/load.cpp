@@ -89,6 +89,25 @@ void rebase_references(json& j, const fs::path& from_dir, const fs::path& to_dir
 // reference to another file (system -> nvlink_domain -> tray -> nic), replaces the reference by
 // that file's content, so the override reaches any field the scenario uses; the loader then checks
 // it like any other value (the error names the scenario file and the dotted path).
+// The folder a scenario's references resolve from ("x.json": the working folder).
+fs::path scenario_folder(const std::string& file) {
+  const fs::path parent = fs::path(file).parent_path();
+  return fs::absolute(parent.empty() ? fs::path(".") : parent);
+}
+
+// A reference field's path, `node`, replaced by the JSON file it names (resolved from
+// `scenario_dir`; the file's own references rebased there). False, `node` untouched, when it names
+// no file (a built-in name, a folder, nothing there).
+bool inline_referenced_file(json& node, const fs::path& scenario_dir) {
+  const fs::path target = scenario_dir / node.get<std::string>();
+  std::error_code ec;
+  if (!fs::is_regular_file(target, ec)) return false;
+  json content = detail::read_json_file(target.lexically_normal().string());
+  rebase_references(content, target.parent_path(), scenario_dir);
+  node = std::move(content);
+  return true;
+}
+
 void apply_override(json& root, const Override& o, const std::string& file) {
   json* cur = &root;
   std::stringstream ss(o.path);
@@ -97,8 +116,7 @@ void apply_override(json& root, const Override& o, const std::string& file) {
   while (std::getline(ss, part, '.')) parts.push_back(part);
   // Every reference along the path resolves from the scenario's folder: the content of a file read
   // in is rebased there (rebase_references) before the walk goes on into it.
-  const fs::path parent = fs::path(file).parent_path();
-  const fs::path scenario_dir = fs::absolute(parent.empty() ? fs::path(".") : parent);  // "x.json": the working folder
+  const fs::path scenario_dir = scenario_folder(file);
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw SpecError("--set " + o.path + "=" + o.value, "", "empty path component");
     if (!cur->is_object())
@@ -128,16 +146,9 @@ void apply_override(json& root, const Override& o, const std::string& file) {
     if (next.is_null()) next = json::object();
     // A named stack (or a stack file) becomes the base of an object the override can reach into.
     if (next.is_string() && i == 0 && parts[i] == "stack") next = json{{"base", next}};
-    if (next.is_string() && is_reference_key(parts[i])) {
-      const fs::path target = scenario_dir / next.get<std::string>();
-      std::error_code ec;
-      if (!fs::is_regular_file(target, ec))
-        throw SpecError(file, walked, "--set " + o.path + ": referenced file \"" + next.get<std::string>() +
-                                          "\" not found (looked for " + target.lexically_normal().string() + ")");
-      json content = detail::read_json_file(target.lexically_normal().string());
-      rebase_references(content, target.parent_path(), scenario_dir);
-      next = std::move(content);
-    }
+    if (next.is_string() && is_reference_key(parts[i]) && !inline_referenced_file(next, scenario_dir))
+      throw SpecError(file, walked, "--set " + o.path + ": referenced file \"" + next.get<std::string>() + "\" not found (looked for " +
+                                        (scenario_dir / next.get<std::string>()).lexically_normal().string() + ")");
     cur = &next;
   }
 }
@@ -381,8 +392,7 @@ namespace detail {
 void apply_scenario_override(json& root, const Override& o, const std::string& file) { apply_override(root, o, file); }
 
 const json* scenario_field(json& root, const std::string& path, const std::string& file) {
-  const fs::path parent = fs::path(file).parent_path();
-  const fs::path scenario_dir = fs::absolute(parent.empty() ? fs::path(".") : parent);
+  const fs::path scenario_dir = scenario_folder(file);
   json* cur = &root;
   for (size_t a = 0;;) {
     const size_t b = std::min(path.find('.', a), path.size());
@@ -391,14 +401,7 @@ const json* scenario_field(json& root, const std::string& path, const std::strin
     json* next = &(*cur)[key];
     // A step through a reference to a JSON file inlines it as apply_override does (a built-in name
     // or a folder is no file to read: nothing below it is found here).
-    if (b < path.size() && next->is_string() && is_reference_key(key)) {
-      const fs::path target = scenario_dir / next->get<std::string>();
-      std::error_code ec;
-      if (!fs::is_regular_file(target, ec)) return nullptr;
-      json content = detail::read_json_file(target.lexically_normal().string());
-      rebase_references(content, target.parent_path(), scenario_dir);
-      *next = std::move(content);
-    }
+    if (b < path.size() && next->is_string() && is_reference_key(key) && !inline_referenced_file(*next, scenario_dir)) return nullptr;
     if (next->is_object() && next->contains("value")) next = &(*next)["value"];
     if (b == path.size()) return next;
     cur = next;
