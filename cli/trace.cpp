@@ -22,7 +22,7 @@ io::MeasuredTrace read_trace(const TraceFlags& f) {
 
 void add_trace_flags(CLI::App* sub, TraceFlags& f) {
   sub->add_option("--patterns", f.patterns, "kernel-name patterns file (default: the built-in calibration/kernels/patterns.json)");
-  sub->add_option("--device", f.device, "the GPU whose kernels count (default: the first with kernels)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", f.device, "the GPU whose kernels count (default: the one with the most kernel time)")->check(CLI::NonNegativeNumber);
   sub->add_option("--step-marker", f.step_marker, "regular expression of the annotation/NVTX ranges that are steps (default ^ProfilerStep#[0-9]+$)");
 }
 

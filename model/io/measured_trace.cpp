@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -96,6 +97,22 @@ KernelPatterns load_kernel_patterns(const std::string& path) {
 
 namespace detail {
 
+std::string memcpy_class(const std::string& kind) {
+  if (kind == "HtoD" || kind == "HtoA") return "host.h2d";
+  if (kind == "DtoH" || kind == "AtoH") return "host.d2h";
+  if (kind == "DtoD" || kind == "AtoA" || kind == "AtoD" || kind == "DtoA") return "memory.copy";
+  if (kind == "PtoP") return "collective.send_recv";
+  return "";
+}
+
+std::string memcpy_kind_name(int64_t kind) {
+  // CUpti_ActivityMemcpyKind (cupti_activity.h): 0 unknown, 1 HtoD, 2 DtoH, 3 HtoA, 4 AtoH, 5 AtoA,
+  // 6 AtoD, 7 DtoA, 8 DtoD, 9 HtoH, 10 PtoP.
+  static const char* const k[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+  if (kind >= 0 && kind <= 10) return k[kind];
+  return "kind " + std::to_string(kind);
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -120,11 +137,17 @@ void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std:
     }
     t.device = opt.device;
   } else {
+    // The device that ran the most kernel time: a stray kernel on another GPU (a check, a copy)
+    // does not pick the device whose step is read. Ties: the lowest id.
+    std::map<int, double> busy;
+    for (const auto& k : kernels) busy[k.device] += k.dur;
     t.device = *devs.begin();
+    for (const auto& [d, s] : busy)
+      if (s > busy[t.device]) t.device = d;
   }
   if (devs.size() > 1)
     t.notes.push_back("kernels of " + std::to_string(devs.size()) + " devices in the trace: device " + std::to_string(t.device) +
-                      " counted (--device picks another)");
+                      " counted (" + (opt.device >= 0 ? "--device" : "the most kernel time; --device picks another") + ")");
   // Steps: the marked ranges, GPU-side ones when the trace has them.
   std::regex marker;
   try {

@@ -75,7 +75,7 @@ struct UnmappedKernel {
 };
 
 struct TraceOptions {
-  int device = -1;                           // the GPU whose kernels count (-1: the first with kernels)
+  int device = -1;                           // the GPU whose kernels count (-1: the one with the most kernel time)
   std::string step_marker = "^ProfilerStep#[0-9]+$";  // annotation/NVTX ranges that are steps
 };
 

@@ -459,7 +459,9 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       k.name = name, k.start = ts, k.dur = dur;
       k.device = device_of();
       if (memcpy) {
-        k.cls = name.find("HtoD") != std::string::npos ? "host.h2d" : name.find("DtoH") != std::string::npos ? "host.d2h" : "memory.copy";
+        // "Memcpy DtoD (Device -> Device)": the kind is the second word.
+        const size_t a = name.find(' '), b = a == std::string::npos ? a : name.find_first_of(" (", a + 1);
+        k.cls = memcpy_class(a == std::string::npos ? std::string() : name.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1));
       } else if (memset) {
         k.cls = "memory";
       }
@@ -596,7 +598,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
           owner = at;
         }
       }
-    } else if (k.cls == "host.h2d" || k.cls == "host.d2h" || k.cls == "memory.copy") {
+    } else if (memcpy_class_has_record(k.cls)) {
       const json& a = *links[i].args;
       if (auto b = a.find("bytes"); b != a.end() && b->is_number() && b->get<double>() > 0) {
         const double bytes = b->get<double>() * (k.cls == "memory.copy" ? 2 : 1);  // a device copy reads and writes

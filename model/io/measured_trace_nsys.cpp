@@ -154,7 +154,7 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
            });
   std::vector<double> copy_bytes(kernels.size(), 0);
   if (db.has_table("CUPTI_ACTIVITY_KIND_MEMCPY")) {
-    // copyKind: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP).
+    // copyKind: CUpti_ActivityMemcpyKind (memcpy_kind_name, memcpy_class).
     const std::string M = "CUPTI_ACTIVITY_KIND_MEMCPY";
     db.query("SELECT start, end, deviceId, bytes, copyKind FROM " + M, M, [&](sqlite3_stmt* s) {
       TraceKernelEvent k;
@@ -164,8 +164,9 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
       const int64_t kind = db.integer(s, 4, M, "copyKind");
       const int64_t bytes = db.integer(s, 3, M, "bytes");
       if (bytes < 0) throw SpecError(path, M + ".bytes", "a negative byte count (" + std::to_string(bytes) + ")");
-      k.cls = kind == 1 ? "host.h2d" : kind == 2 ? "host.d2h" : "memory.copy";
-      k.name = kind == 1 ? "Memcpy HtoD" : kind == 2 ? "Memcpy DtoH" : kind == 10 ? "Memcpy PtoP" : "Memcpy DtoD";
+      const std::string kind_name = memcpy_kind_name(kind);
+      k.cls = memcpy_class(kind_name);
+      k.name = "Memcpy " + kind_name;
       kernels.push_back(std::move(k));
       copy_bytes.push_back(static_cast<double>(bytes));
     });
@@ -191,7 +192,7 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
   t.notes.push_back("Nsight Systems records no shapes: its kernels are timed per class; only its host copies become records");
   std::map<std::pair<std::string, double>, std::vector<double>> copies;
   for (size_t i = 0; i < kernels.size(); ++i)
-    if (kernels[i].counted && copy_bytes[i] > 0) copies[{kernels[i].cls, copy_bytes[i]}].push_back(kernels[i].dur);
+    if (kernels[i].counted && copy_bytes[i] > 0 && memcpy_class_has_record(kernels[i].cls)) copies[{kernels[i].cls, copy_bytes[i]}].push_back(kernels[i].dur);
   const std::string stem = std::filesystem::path(path).filename().string();
   for (auto& [key, secs] : copies) {
     const double bytes = key.second * (key.first == "memory.copy" ? 2 : 1);

@@ -26,6 +26,19 @@ struct TraceRange {
 };
 
 double median_of(std::vector<double> v);
+// A memory copy's class from its CUPTI kind (CUpti_ActivityMemcpyKind's short name: "HtoD", "DtoH",
+// "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"; Kineto names a copy "Memcpy
+// <kind> (...)", nsys stores the enum): host to device (incl. to an array) host.h2d, device to host
+// host.d2h, within one device memory.copy, between two GPUs collective.send_recv (a transfer over
+// NVLink or PCIe, not the device's HBM alone), and "" for a host-to-host or unknown copy, which
+// touches no GPU memory the model prices (the report lists it unmapped, by name).
+std::string memcpy_class(const std::string& kind);
+// CUPTI's short name of a CUpti_ActivityMemcpyKind value ("kind N" for one it does not define).
+std::string memcpy_kind_name(int64_t kind);
+// Whether a copy of this class becomes a measurement record (with the bytes it moved).
+inline bool memcpy_class_has_record(const std::string& cls) {
+  return cls == "host.h2d" || cls == "host.d2h" || cls == "memory.copy";
+}
 // Picks the device and the steps, classifies the kernels (those without a class yet), sums the
 // classes per step and lists the unmapped. `where_kernels` names the JSON path or table in errors.
 void finish_trace(MeasuredTrace& t, std::vector<TraceKernelEvent>& kernels, std::vector<TraceRange>& steps,

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "model/io/errors.h"
 #include "model/io/measured_trace.h"
@@ -154,6 +156,36 @@ TEST(KinetoTrace, RecordsFitLikePublishedOnes) {
   EXPECT_EQ(gpu_only.at("records").size(), 4u);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("--system"), std::string::npos);
+}
+
+// A copy's class follows its CUPTI kind: within the device (DtoD, array kinds) memory.copy with
+// a record of the bytes read and written; between two GPUs (PtoP) a transfer over the link,
+// timed as send/recv and never priced as the device's own HBM; host to host unmapped, by name.
+TEST(KinetoTrace, CopiesAreClassedByTheirKind) {
+  json j = KinetoFixture::build();
+  auto copy = [&](double ts, double dur, const std::string& name, int64_t bytes) {
+    j["traceEvents"].push_back({{"ph", "X"}, {"cat", "gpu_memcpy"}, {"name", name}, {"pid", 0}, {"tid", 7}, {"ts", ts}, {"dur", dur},
+                                {"args", {{"device", 0}, {"bytes", bytes}}}});
+  };
+  copy(7600, 100, "Memcpy DtoD (Device -> Device)", 1 << 20);
+  copy(7700, 200, "Memcpy PtoP (Device -> Device)", 1 << 22);
+  copy(7900, 30, "Memcpy HtoH (Pinned -> Pinned)", 3000);
+  copy(7950, 10, "Memcpy AtoD (Array -> Device)", 1 << 10);
+  const io::MeasuredTrace t = read(j, "copies.json");
+  EXPECT_NEAR(t.classes.at("memory.copy").seconds, 110e-6 / 2, 1e-12);  // two steps, the copies in the first
+  EXPECT_NEAR(t.classes.at("collective.send_recv").seconds, 200e-6 / 2, 1e-12);
+  bool hh = false;
+  for (const auto& u : t.unmapped) hh = hh || u.name == "Memcpy HtoH (Pinned -> Pinned)";
+  EXPECT_TRUE(hh);
+  std::set<std::string> copies;
+  for (const json& r : t.records) {
+    EXPECT_NE(r.at("op"), "collective.send_recv");  // no record: the bytes alone do not say which link
+    if (r.at("op") == "memory.copy") copies.insert(r.at("shape").at("bytes"));
+  }
+  EXPECT_TRUE(copies.count("2097152 B"));  // the DtoD copy, read and written
+  EXPECT_TRUE(copies.count("2048 B"));     // the AtoD copy
+  EXPECT_FALSE(copies.count("8388608 B"));  // the PtoP copy is no local copy
+  EXPECT_FALSE(copies.count("3000 B") || copies.count("6000 B"));  // nor the HtoH one
 }
 
 TEST(KinetoTrace, WithoutStepMarksTheKernelSpanIsTheStep) {
@@ -539,6 +571,47 @@ TEST(NsysTrace, AnExportOfSeveralRanksCountsTheStepsOfTheKernelsProcess) {
     EXPECT_EQ(t.steps, 2) << with_pids;
     EXPECT_NEAR(t.step_s, with_pids ? 4e-3 : 5e-3, 1e-12) << with_pids;  // without: each step from rank 0's start to rank 1's end
     EXPECT_NEAR(t.classes.at("gemm").seconds, 1e-3, 1e-12) << with_pids;
+  }
+}
+
+// copyKind is CUPTI's enum (cupti_activity.h): 3 HtoA a host-to-device copy, 8 DtoD within the
+// device, 9 HtoH no GPU memory, 10 PtoP between GPUs (send/recv's row, no record), 0 unknown.
+TEST(NsysTrace, CopiesAreClassedByCuptisKind) {
+  const std::string p = write_nsys(true);
+  exec_sql(p, "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (4500000, 4600000, 0, 1024, 3), (4600000, 4800000, 0, 4096, 8),"
+              " (4800000, 4900000, 0, 64, 9), (4900000, 5300000, 0, 8388608, 10), (5300000, 5310000, 0, 64, 0);");
+  const io::MeasuredTrace t = io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
+  EXPECT_NEAR(t.classes.at("host.h2d").seconds, 0.1e-3 / 2, 1e-12);
+  EXPECT_NEAR(t.classes.at("memory.copy").seconds, 0.2e-3 / 2, 1e-12);
+  EXPECT_NEAR(t.classes.at("collective.send_recv").seconds, 0.4e-3 / 2, 1e-12);
+  std::set<std::string> unmapped;
+  for (const auto& u : t.unmapped) unmapped.insert(u.name);
+  EXPECT_TRUE(unmapped.count("Memcpy HtoH"));
+  EXPECT_TRUE(unmapped.count("Memcpy Unknown"));
+  std::map<std::string, std::string> rec;
+  for (const json& r : t.records) rec[r.at("op")] = r.at("shape").at("bytes");
+  EXPECT_EQ(rec.size(), 3u);  // h2d, d2h, memory.copy: no send/recv record
+  EXPECT_EQ(rec["host.h2d"], "1024 B");
+  EXPECT_EQ(rec["memory.copy"], "8192 B");  // read and written
+  EXPECT_FALSE(rec.count("collective.send_recv"));
+}
+
+// Without --device, the device that ran the most kernel time counts: a stray kernel on device 0
+// does not make a trace of device 1's work read as device 0's (and a busy device 0 still wins).
+TEST(NsysTrace, TheDefaultDeviceIsTheBusiestOne) {
+  for (const bool stray : {true, false}) {
+    const std::string p = write_nsys(true);
+    exec_sql(p, stray ? "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 1 WHERE start <> 2200000;"  // device 0 keeps one 0.1 ms kernel
+                      : "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 1 WHERE start = 2200000;");
+    const io::MeasuredTrace t = io::read_measured_trace(p, io::builtin_kernel_patterns(), {});
+    EXPECT_EQ(t.device, stray ? 1 : 0);
+    EXPECT_EQ(t.devices, (std::vector<int>{0, 1}));
+    bool said = false;
+    for (const auto& n : t.notes) said = said || n.find("device " + std::to_string(t.device) + " counted (the most kernel time") != std::string::npos;
+    EXPECT_TRUE(said);
+    io::TraceOptions o;
+    o.device = 0;
+    EXPECT_EQ(io::read_measured_trace(p, io::builtin_kernel_patterns(), o).device, 0);
   }
 }
 
