@@ -55,7 +55,10 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
 #ifdef MOEPERF_HAVE_NCCL
   if (o.backend == "cuda" && comm->size() > 1 && comm->name() == "mpi") {
     try {
-      dx = exec::make_nccl_exchange(o.timeout_s);
+      // Four fifths of --timeout: the exchange's deadline starts with the exchange, the step's
+      // watchdog (executor/run_parts.h) with the step, so an equal one never fired first; a hang
+      // inside NCCL is then aborted (ncclCommAbort) and named by op and rank, not only timed out.
+      dx = exec::make_nccl_exchange(0.8 * o.timeout_s);
     } catch (const std::exception& e) {
       comm->abort(std::string("--backend cuda: the NCCL communicator: ") + e.what(), kExitFailed);
     }
@@ -83,9 +86,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   std::printf("  exchanges: %s\n", r.communicator_detail.c_str());
   std::printf("  %-24s %6s %11s %11s %12s %10s\n", "op", "calls", "median_ms", "model_ms", "GFLOP/s", "of_peak");
   for (const auto& [name, st] : r.ops) {
-    std::vector<double> v = st.seconds;
-    std::sort(v.begin(), v.end());
-    const double med = v.empty() ? 0 : v[v.size() / 2];
+    const double med = st.median_s;
     if (st.flops > 0)
       std::printf("  %-24s %6lld %11.3f %11.3f %12.1f %9.0f%%\n", name.c_str(), static_cast<long long>(st.calls), med * 1e3,
                   st.predicted_s * 1e3, st.flops / med / 1e9, 100 * st.flops / med / r.gemm_peak_flops);

@@ -469,7 +469,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
       // Router: routing-weight gradients back through the score function, then its GEMM.
       std::vector<float> dlogits(static_cast<size_t>(T * E)), drouter(static_cast<size_t>(H * E));
       Mirror<float> d_dlogits(be, dlogits), d_drouter(be, drouter);
-      rec.time("moe.router.bwd", 4.0 * (2 * fT * fE + 2 * fR), 0,
+      rec.time("moe.topk.bwd", 4.0 * (2 * fT * fE + 2 * fR), 0,
                [&] { be.router_bwd(d_logits.d(), d_idx.d(), d_dw.d(), L.rp, d_dlogits.d()); });
       rec.time("moe.router.dgrad", 4.0 * (fT * fE + fH * fE + fT * fH), 2.0 * fT * fE * fH, GemmShape{fT, fH, fE},
                [&] { be.gemm(d_dlogits.d(), d_router.d(), d_dxe.d(), T, H, E, false, true, true); });
@@ -538,6 +538,10 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     g.sms = 1;
     if (const auto [tm, tn] = be.gemm_tile(); tm > 0 && tn > 0)
       cpu.calibration.set(Param::gemm_tile_m, tm), cpu.calibration.set(Param::gemm_tile_n, tn);
+  } else if (!res.device_json.empty()) {  // the device's own SMs, as calibrate reads the file (machine.gpu.sms), not the scenario GPU's
+    const nlohmann::json dev = nlohmann::json::parse(res.device_json);
+    if (dev.contains("sms") && dev.at("sms").is_number_integer() && dev.at("sms").get<int>() > 0) g.sms = dev.at("sms").get<int>();
+    g.name = dev.value("name", g.name) + " (measured)";
   }
   cpu.gpus = 1;
   const Topology topo = Topology::build(cpu.system, 1);
@@ -555,6 +559,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     }
   }
   for (auto& [name, st] : res.ops) {
+    pick_median_call(st);
     Op op;
     op.name = name;
     op.dtype = Dtype::fp32;

@@ -52,9 +52,17 @@ class GateError : public std::runtime_error {
 
 struct OpStats {
   int64_t calls = 0;
+  // The median call's work (pick_median_call): the routing, and with it the rows an expert GEMM
+  // or an exchange moves, changes every step, so a time is written beside the work it did.
   double bytes = 0, flops = 0;            // per call
   double rows = 0;                        // row gathers (permute, regroup, un-permute): rows per call
   std::vector<double> seconds;            // one per timed call
+  struct Work {
+    double bytes = 0, flops = 0, rows = 0;
+    GemmShape shape;
+  };
+  std::vector<Work> work;                 // one per timed call, beside `seconds`
+  double median_s = 0;                    // the median call's time (the lower of the middle two for an even count)
   double predicted_s = 0;                 // the cost model, per call, on this machine's measured peaks
   GemmShape shape;                        // GEMMs: the problem as the cost model prices it (m = 0: not a GEMM)
   std::string collective;                 // exchanges priced on the machine file's topology: all_to_all, all_gather, reduce_scatter

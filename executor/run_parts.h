@@ -57,6 +57,21 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
+// An op's median call (the lower of the middle two for an even count, so that it is a call that
+// ran): its time is the op's median_s, its work the op's bytes, FLOPs, rows and shape. A median of
+// the times beside the last call's work would pair two steps' routing.
+inline void pick_median_call(OpStats& o) {
+  if (o.seconds.empty()) return;
+  std::vector<size_t> idx(o.seconds.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return o.seconds[a] < o.seconds[b]; });
+  const size_t m = idx[(idx.size() - 1) / 2];
+  o.median_s = o.seconds[m];
+  if (m < o.work.size()) {
+    const OpStats::Work& w = o.work[m];
+    o.bytes = w.bytes, o.flops = w.flops, o.rows = w.rows, o.shape = w.shape;
+  }
+}
 inline std::string fmt(const char* f, double a, double b = 0) {
   char buf[256];
   std::snprintf(buf, sizeof buf, f, a, b);
@@ -110,10 +125,8 @@ struct Recorder {
     if (!record) return;
     OpStats& o = (*ops)[name];
     ++o.calls;
-    o.bytes = bytes;
-    o.flops = flops;
-    o.shape = shape;
     o.seconds.push_back(seconds);
+    o.work.push_back(OpStats::Work{bytes, flops, 0, shape});
   }
   // The time a rank waits for the others before an exchange (a barrier), recorded apart as
   // "wait.<exchange>" so the exchange's own time is its transfer, as the model prices it; the
@@ -126,7 +139,7 @@ struct Recorder {
   template <class F>
   void time_rows(const std::string& name, double bytes, double rows, F&& f) {
     time(name, bytes, 0, GemmShape{}, std::forward<F>(f));
-    if (record) (*ops)[name].rows = rows;
+    if (record) (*ops)[name].work.back().rows = rows;
   }
   // An attention core, with its shape for the cost model.
   template <class F>

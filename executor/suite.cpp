@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -791,15 +792,30 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
     for (const auto& w : why) source += (source.empty() ? "" : "; ") + w;
     doc["calibration"] = {{"kind", "calibration"}, {"name", be.name() + " backend's structure and steps"}, {"source", source}, {"params", params}};
   }
-  if (!o.out.empty()) {
-    const std::string tmp = o.out + ".tmp";
-    std::ofstream(tmp) << doc.dump(2) << "\n";
-    std::rename(tmp.c_str(), o.out.c_str());
+  // Both files are written whole beside their targets first, checked, then renamed: a full disk or
+  // an unwritable folder ends the command with nothing half-written and no stray temporary.
+  std::vector<std::pair<std::string, std::string>> files;  // target, content
+  if (!o.out.empty()) files.emplace_back(o.out, doc.dump(2) + "\n");
+  if (!o.write_system.empty()) files.emplace_back(o.write_system, system.dump(2) + "\n");
+  auto drop_temps = [&] {
+    std::error_code ec;
+    for (const auto& f : files) std::filesystem::remove(f.first + ".tmp", ec);
+  };
+  for (const auto& [path, content] : files) {
+    std::ofstream out(path + ".tmp", std::ios::binary);
+    if (out) out << content;
+    if (!out || !out.flush()) {
+      drop_temps();
+      throw std::runtime_error("cannot write " + path);
+    }
   }
-  if (!o.write_system.empty()) {
-    const std::string tmp = o.write_system + ".tmp";
-    std::ofstream(tmp) << system.dump(2) << "\n";
-    std::rename(tmp.c_str(), o.write_system.c_str());
+  for (const auto& [path, content] : files) {
+    std::error_code ec;
+    std::filesystem::rename(path + ".tmp", path, ec);
+    if (ec) {
+      drop_temps();
+      throw std::runtime_error("cannot write " + path + ": " + ec.message());
+    }
   }
   res.records = static_cast<int>(c.records.size());
   for (const auto& x : c.summary) res.summary += (res.summary.empty() ? "" : "; ") + x;

@@ -1,6 +1,6 @@
 // The host attention the CPU backend runs (executor/attention_ref.h) against the textbook form, its
 // backward against central differences, and the executor's attention block's gates: they pass on
-// the block as run and fail on a corrupted output or gradient.
+// the block as run and fail on a corrupted output or gradient; the recorder pairs the median time with its call's work.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,6 +137,7 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
     blk.backward(*be, *comm, rec, x0.data(), dx.data(), dx0.data());
     EXPECT_EQ(blk.check_forward(x0.data(), x.data()), "");
     EXPECT_EQ(blk.check_backward(x0.data(), dx.data(), dx0.data()), "");
+    for (auto& [name, st] : ops) detail::pick_median_call(st);  // as run() does before writing them
     for (const char* op : {"attn.norm", "attn.q_proj", "attn.kv_proj", "attn.core", "attn.out_proj", "attn.out_proj.dgrad",
                            "attn.out_proj.wgrad", "attn.core.bwd", "attn.kv_proj.dgrad", "attn.kv_proj.wgrad",
                            "attn.q_proj.dgrad", "attn.q_proj.wgrad", "attn.norm.bwd"})
@@ -160,6 +161,34 @@ TEST(AttentionBlock, GatesPassOnTheBlockAndCatchACorruption) {
     for (float& g : dx0) g *= 1.1f;  // a gradient 10 % off
     EXPECT_NE(blk.check_backward(x0.data(), dx.data(), dx0.data()).find("central difference"), std::string::npos);
   }
+}
+
+// The routing changes every step, and with it an expert GEMM's rows: the median time is written
+// beside the work of the call that took it, never beside the last call's. Even counts: the lower
+// of the middle two, a call that ran.
+TEST(Recorder, TheMedianTimeIsWrittenWithItsOwnCallsWork) {
+  using moeperf::exec::OpStats;
+  using moeperf::GemmShape;
+  namespace detail = moeperf::exec::detail;
+  OpStats o;
+  const double secs[4] = {4.0, 1.0, 3.0, 2.0};
+  for (int i = 0; i < 4; ++i) {
+    o.seconds.push_back(secs[i]);
+    GemmShape g;
+    g.m = 100 * (i + 1);
+    o.work.push_back(OpStats::Work{10.0 * (i + 1), 1000.0 * (i + 1), 7.0 * (i + 1), g});
+  }
+  detail::pick_median_call(o);
+  EXPECT_EQ(o.median_s, 2.0);  // sorted 1, 2, 3, 4: the lower middle
+  EXPECT_EQ(o.bytes, 40.0);     // the work of the call that took 2.0 (the fourth), not the last call's
+  EXPECT_EQ(o.flops, 4000.0);
+  EXPECT_EQ(o.rows, 28.0);
+  EXPECT_EQ(o.shape.m, 400);
+  o.seconds.push_back(2.5);
+  o.work.push_back(OpStats::Work{50, 5000, 35, GemmShape{}});
+  detail::pick_median_call(o);
+  EXPECT_EQ(o.median_s, 2.5);  // odd count: the middle one
+  EXPECT_EQ(o.flops, 5000.0);
 }
 
 }  // namespace
