@@ -24,7 +24,7 @@ namespace {
 double round4(double v) { return io::round_sig(v, 4); }
 
 int cmd_accuracy(const std::string& file, const std::string& format, const std::string& out, int jobs) {
-  check_output_path("--out", out);
+  check_output_path("--out", out, {file});
   const auto cases = io::load_accuracy_cases(file);
   // Every scenario loaded first (a bad one stops the run before any prediction, as before), then
   // the predictions on threads: each is independent and deterministic, so the order of the output

@@ -84,8 +84,14 @@ bool held_back_holds(const FitReport& f, double bound) {
 int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& traces, const std::string& generation,
                   const std::string& start_file, const std::string& out, const std::string& name, double far,
                   double require_held_back) {
-  if (!out.empty()) check_output_path("--out", out);
-  if (!traces.records_out.empty()) check_output_path("--records-out", traces.records_out);
+  std::vector<std::string> inputs = files;
+  inputs.insert(inputs.end(), traces.files.begin(), traces.files.end());
+  inputs.insert(inputs.end(), {start_file, traces.gpu, traces.system});
+  if (!out.empty()) check_output_path("--out", out, inputs);
+  if (!traces.records_out.empty()) check_output_path("--records-out", traces.records_out, inputs);
+  if (!out.empty() && !traces.records_out.empty() && std::filesystem::weakly_canonical(std::filesystem::absolute(out)) ==
+                                                         std::filesystem::weakly_canonical(std::filesystem::absolute(traces.records_out)))
+    throw InputError("--out and --records-out name the same file: " + out);
   if (files.empty() && traces.files.empty()) throw InputError("nothing to fit: name measurements files, or a profile with --trace");
   if (!traces.records_out.empty() && traces.files.size() != 1) throw InputError("--records-out writes the records of one --trace");
   Calibration start;

@@ -13,7 +13,7 @@ namespace {
 int cmd_predict(const std::string& file, const std::vector<std::string>& sets, const std::string& format, bool serial,
                 const std::string& trace, int top, const std::string& tokens_arg) {
   const double tokens = tokens_arg.empty() ? 0 : parse_token_count("--tokens", tokens_arg);
-  check_output_path("--trace", trace);
+  check_output_path("--trace", trace, {file});
   const Scenario s = load_named(file, sets);
   PredictOptions opt;
   opt.simulate = !serial;

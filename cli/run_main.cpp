@@ -36,7 +36,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   auto comm = exec::make_communicator(argc, argv);
   Scenario s;
   try {
-    check_output_path("--out", o.out);
+    check_output_path("--out", o.out, {file, o.machine_file});
     s = io::load_scenario(file, overrides(sets));
     if (!o.machine_file.empty()) {
       o.machine = io::load_system(o.machine_file);
@@ -110,7 +110,7 @@ int cmd_suite(const exec::SuiteOptions& so, int* argc, char*** argv) {
   auto comm = exec::make_communicator(argc, argv);
   try {
     check_output_path("--out", so.out);
-    check_output_path("--write-system", so.write_system);
+    check_output_path("--write-system", so.write_system, {so.out});
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << e.what() << "\n";
     return kExitBadInput;

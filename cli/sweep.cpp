@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -90,19 +92,21 @@ int cmd_sweep(const SweepOpts& o) {
     if (!o.grid.empty()) sp.grid = io::load_sweep_grid(o.grid);
     if (!o.tokens.empty()) sp.train_tokens = parse_token_count("--tokens", o.tokens);
     if (sp.axes.empty() && sp.grid.empty()) throw InputError("sweep: nothing to vary: give --vary PATH=V1,V2,... or --grid FILE.json");
-    check_output_path("--out", o.out);
+    check_output_path("--out", o.out, {o.file, o.grid});
     if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE (the file an interrupted sweep wrote)");
     {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
     }
     io::check_sweep(sp);  // what would fail every point alike: exit 2 before a row is written
-    // .jsonl and .json both take JSON Lines (one object per row, appended as each point finishes:
-    // a file that stays valid through a crash and can be resumed); anything else CSV.
+    // .jsonl takes JSON Lines (one object per row, appended as each point finishes: a file that
+    // stays valid through a crash and can be resumed); anything else CSV. A .json name is refused
+    // unless --format says jsonl: the file would not be one JSON document.
     auto ends_with = [&](const std::string& x) { return o.out.size() > x.size() && o.out.substr(o.out.size() - x.size()) == x; };
-    const std::string fmt_name = !o.format.empty()                          ? o.format
-                                 : ends_with(".jsonl") || ends_with(".json") ? "jsonl"
-                                                                             : "csv";
+    if (o.format.empty() && ends_with(".json"))
+      throw InputError("--out " + o.out + ": sweep writes JSON Lines, one object per row as each point finishes (a file an interrupted "
+                       "sweep leaves valid, and --resume continues), not one JSON document: name it .jsonl, or give --format jsonl");
+    const std::string fmt_name = !o.format.empty() ? o.format : ends_with(".jsonl") ? "jsonl" : "csv";
     csv = fmt_name == "csv";
     n = io::sweep_size(sp);
     header = io::sweep_csv_header(sp);
@@ -183,6 +187,12 @@ int cmd_sweep(const SweepOpts& o) {
     }
     ++counts[st];
     *out << text << std::flush;
+    if (!*out) {  // a full disk: stop dealing out points, let the running ones finish, and fail
+      next.store(n);
+      for (auto& t : pool) t.join();
+      throw std::runtime_error("cannot write " + (o.out.empty() ? std::string("the standard output") : o.out) + " (" +
+                               std::strerror(errno) + "): " + std::to_string(i - start) + " rows of this run written");
+    }
     bar.update(i + 1, i + 1 == n);
   }
   for (auto& t : pool) t.join();

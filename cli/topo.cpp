@@ -13,7 +13,7 @@ namespace moeperf::cli {
 namespace {
 
 int cmd_topo(const std::string& file, int64_t gpus_opt, const std::string& dot, const std::string& format) {
-  check_output_path("--dot", dot);
+  check_output_path("--dot", dot, {file});
   const SystemSpec sys = io::load_system(file);
   const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
   const auto t0 = std::chrono::steady_clock::now();

@@ -170,7 +170,7 @@ TEST(Cli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(bad + ": /nvlink_domain: referenced file \"missing.json\" not found"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dot));
-  EXPECT_FALSE(std::filesystem::exists(dot + ".tmp"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(d.path("")), std::filesystem::directory_iterator()), 1);  // bad.json alone
 }
 
 TEST(Cli, ValidateReportsEachFileAndExitsTwoIfAnyIsWrong) {
@@ -502,8 +502,9 @@ TEST(Cli, CompareStartsAtTheFirstAndEndsAtTheSecondAsPredicted) {
 }
 
 // sensitivity's --step is a percentage above 0 and below 100 (a rate lowered by 100 % is no rate:
-// the simulation never ended); sweep --out FILE.json writes JSON Lines, as .jsonl does.
-TEST(Cli, SensitivityStepsBelowAHundredAndSweepWritesJsonForJson) {
+// the simulation never ended); sweep --out FILE.json is refused (exit 2, nothing written): the
+// file would be JSON Lines, not one JSON document; with --format jsonl it is written as asked.
+TEST(Cli, SensitivityStepsBelowAHundredAndSweepNamesItsJsonFormat) {
   for (const char* bad : {"100", "150", "0"}) {
     const Result r = run("sensitivity " + kOptimized + " --step " + bad);
     EXPECT_EQ(r.code, 2) << bad << r.out;
@@ -511,7 +512,11 @@ TEST(Cli, SensitivityStepsBelowAHundredAndSweepWritesJsonForJson) {
   }
   TempDir d;
   const std::string out = d.path("rows.json");
-  const Result r = run("sweep " + kOptimized + " --vary batch.micro_batch=6,3 --out " + out);
+  const Result refused = run("sweep " + kOptimized + " --vary batch.micro_batch=6,3 --out " + out);
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("name it .jsonl, or give --format jsonl"), std::string::npos) << refused.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const Result r = run("sweep " + kOptimized + " --vary batch.micro_batch=6,3 --format jsonl --out " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream f(out);
   std::string line;
@@ -611,7 +616,7 @@ TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
     EXPECT_LT(r.out.size(), 400u) << r.out;
     EXPECT_FALSE(std::filesystem::exists(trace)) << c.args;
   }
-  // An output path that is a directory: exit 2 before any work, no ".tmp" beside it.
+  // An output path that is a directory: exit 2 before any work, nothing written in it.
   const std::string dir = d.path("out");
   std::filesystem::create_directories(dir);
   for (const std::string& args : {"predict " + kOptimized + " --trace " + dir, "topo " + source("topologies/gb300-nvl72.json") + " --dot " + dir,
@@ -621,9 +626,41 @@ TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
     EXPECT_TRUE(r.out.find(": is a directory; expected a file name to write") != std::string::npos ||
                 r.out.find(": the folder ") != std::string::npos) << r.out;
-    EXPECT_FALSE(std::filesystem::exists(dir + ".tmp"));
     EXPECT_TRUE(std::filesystem::is_empty(dir));
   }
+}
+
+// An output that is one of the command's inputs, or an existing path that is no regular file (a
+// device), is refused before any work (exit 2), the input untouched; a symbolic link is followed:
+// its target is written and the link kept. sweep names a .json output's format rather than write
+// JSON Lines into it.
+TEST(Cli, AnOutputThatIsAnInputOrADeviceIsRefusedAndALinkIsFollowed) {
+  TempDir d;
+  const std::string in = d.write("in.json", "{\"kind\": \"scenario\"}");
+  for (const std::string& args : {"predict " + in + " --trace " + in, "sweep " + in + " --vary parallelism.ep=4,8 --out " + in,
+                                  "topo " + in + " --dot " + in, "accuracy " + in + " --out " + in}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(in + ", an input of this command"), std::string::npos) << r.out;
+    std::ifstream f(in);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), "{\"kind\": \"scenario\"}") << args;
+  }
+  const Result dev = run("topo " + source("topologies/gb300-nvl72.json") + " --dot /dev/null");
+  EXPECT_EQ(dev.code, 2) << dev.out;
+  EXPECT_NE(dev.out.find("not a regular file"), std::string::npos) << dev.out;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  const Result js = run("sweep " + kOptimized + " --vary parallelism.ep=4,8 --out " + d.path("s.json"));
+  EXPECT_EQ(js.code, 2) << js.out;
+  EXPECT_NE(js.out.find("name it .jsonl"), std::string::npos) << js.out;
+  EXPECT_FALSE(std::filesystem::exists(d.path("s.json")));
+  const std::string real = d.path("real.dot"), link = d.path("link.dot");
+  std::filesystem::create_symlink(real, link);
+  const Result l = run("topo " + source("topologies/gb300-nvl72.json") + " --gpus 8 --dot " + link);
+  ASSERT_EQ(l.code, 0) << l.out;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_GT(std::filesystem::file_size(real), 100u);
+  for (const auto& e : std::filesystem::directory_iterator(d.path("")))  // no temporary left beside them
+    EXPECT_TRUE(e.path().filename() == "in.json" || e.path().filename() == "real.dot" || e.path().filename() == "link.dot") << e.path();
 }
 
 // The planner stays light: the binary that runs predict links no CUDA, NCCL or MPI library

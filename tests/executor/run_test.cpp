@@ -275,11 +275,15 @@ TEST(Executor, AMeasurementFileIsNeverSeenHalfWritten) {
   EXPECT_NE(killed.code, 0) << killed.out;
   std::ifstream f2(out);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f2)), std::istreambuf_iterator<char>()), first);
-  ASSERT_TRUE(std::filesystem::exists(out + ".tmp"));
+  // The temporary has a name of its own (m.json.XXXXXX, mkstemp), never a user's "m.json.tmp".
+  std::string tmp;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(out).parent_path()))
+    if (e.path().filename().string().rfind("m.json.", 0) == 0) tmp = e.path().string();
+  ASSERT_FALSE(tmp.empty());
   // A truncated file handed to calibrate: an input error naming it, exit 2.
-  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + out + ".tmp");
+  const Result c = sh(std::string(MOEPERF_CLI) + " calibrate " + tmp);
   EXPECT_EQ(c.code, 2) << c.out;
-  EXPECT_NE(c.out.find(out + ".tmp: malformed JSON"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find(tmp + ": malformed JSON"), std::string::npos) << c.out;
 }
 
 TEST(Executor, SixtyFourBitOffsetsPastTwoToThe31) {
