@@ -338,12 +338,20 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     for (double& v : norm) v = std::sqrt(v);
     std::vector<size_t> all_cols(params.size());
     for (size_t j = 0; j < params.size(); ++j) all_cols[j] = j;
-    // Every fourth record is held back, unless the records fitted without it identify fewer of the
-    // class's parameters than with it (holding back the one record of a second head dim would leave
-    // the head-dim term unfitted, though every record "moves" it).
+    // About one record in four is held back, chosen by a hash of its id (FNV-1a, 64 bits: the same
+    // on every machine), not every fourth in id order: ids come in families (a HybridEP
+    // configuration's dispatch, combine and their torch-API rows), and every fourth by id held back
+    // one kind of row alone. Not held back when the records fitted without it identify fewer of
+    // the class's parameters than with it (holding back the one record of a second head dim would
+    // leave the head-dim term unfitted, though every record "moves" it).
+    auto held_by_hash = [](const std::string& id) {
+      uint64_t h = 1469598103934665603ull;
+      for (const unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+      return h % 4 == 3;
+    };
     std::vector<const PartRecord*> candidates;
     for (size_t i = 0; i < usable.size(); ++i)
-      (usable.size() >= 4 && i % 4 == 3 ? candidates : g.fit).push_back(usable[i]);
+      (usable.size() >= 4 && held_by_hash(usable[i]->id) ? candidates : g.fit).push_back(usable[i]);
     for (const PartRecord* r : candidates) {
       std::vector<const PartRecord*> with = g.fit;
       with.push_back(r);
@@ -383,27 +391,31 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     if (cls == PartClass::gemm) {
       const std::vector<Param> fractions = {Param::gemm_fraction_bf16, Param::gemm_fraction_fp8,
                                             Param::gemm_fraction_mxfp8, Param::gemm_fraction_nvfp4};
-      std::vector<double> fitted;
-      std::string donors;
-      for (Param p : fractions)
-        if (std::find(free.begin(), free.end(), p) != free.end()) {
-          fitted.push_back(rep.fitted[p]);
-          donors += std::string(donors.empty() ? "" : ", ") + std::string(param_def(p).name);
-        }
-      if (!fitted.empty()) {
+      // A borrowed level that some fitted record depends on (Hopper's BF16 under its pointer-array
+      // record) moves the parameters solved around it: they are solved again at it, and the median
+      // taken again, until it holds (a fixed point: the borrowed level is the median of the
+      // fractions as finally fitted, not of a solve before the last).
+      for (int round = 0; round < 20; ++round) {
+        std::vector<double> fitted;
+        std::string donors;
+        for (Param p : fractions)
+          if (std::find(free.begin(), free.end(), p) != free.end()) {
+            fitted.push_back(rep.fitted[p]);
+            donors += std::string(donors.empty() ? "" : ", ") + std::string(param_def(p).name);
+          }
+        if (fitted.empty()) break;
         std::sort(fitted.begin(), fitted.end());
         const size_t m = fitted.size();
         const double median = m % 2 ? fitted[m / 2] : (fitted[m / 2 - 1] + fitted[m / 2]) / 2;
         bool moved = false;
         for (Param p : fractions)
           if (std::find(free.begin(), free.end(), p) == free.end() && (start.is_default(p) || start.borrowed.count(p))) {
-            moved = moved || (fitted_on.count(p) && rep.fitted[p] != median);
+            moved = moved || (fitted_on.count(p) && std::abs(rep.fitted[p] - median) > 1e-9 * median);
             rep.fitted.set(p, median);
             rep.fitted.borrowed[p] = "the median of " + donors + " fitted on " + gen + "'s records (no record of its own dtype)";
           }
-        // A borrowed level that some fitted record depends on (Hopper's BF16 under its pointer-array
-        // record) moved under the parameters just solved: solve them again at it.
-        if (moved) cf.iterations += solve(g.fit, free, rep.fitted, start);
+        if (!moved) break;
+        cf.iterations += solve(g.fit, free, rep.fitted, start);
       }
     }
     for (Param p : params) {

@@ -1628,10 +1628,11 @@ TEST(Calibrate, AClassSpreadCountsItsDegreesOfFreedom) {
 
 // A parameter every record moves but only one identifies: forward records at head dim 64 over
 // several key ranges (each moves attention_hd_half, but by the same factor, as the level does) and
-// one at head dim 256, sorted fourth. The every-fourth rule would hold the head-dim-256 record back
-// and leave attention_hd_half to records that cannot tell it from the level; the split keeps it
-// fitted because it raises the rank of what the fitted records identify, and the fit recovers the
-// truth. (The head-dim-128 records of the shipped set do not move the term at all.)
+// one at head dim 256. The ids' hash (FNV-1a mod 4 = 3) makes a3, the head-dim-256 record, and a7
+// candidates to hold back: holding a3 back would leave attention_hd_half to records that cannot
+// tell it from the level; the split keeps it fitted because it raises the rank of what the fitted
+// records identify, and the fit recovers the truth. (The head-dim-128 records of the shipped set
+// do not move the term at all.)
 TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   Calibration truth;
   truth.set(Param::attention_fwd_fraction, 0.65);
@@ -1643,7 +1644,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
                                                         {1024, 64}, {8192, 64}, {2048, 64}, {32768, 64}};
   for (size_t i = 0; i < shapes.size(); ++i) {
     PartRecord r;
-    r.id = "attn" + std::to_string(i);
+    r.id = "a" + std::to_string(i);
     r.cls = PartClass::attention;
     r.op = "attention.fwd";
     r.gpu = g;
@@ -1660,7 +1661,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
     if (r.record->attention.head_dim == 256) {
       EXPECT_FALSE(r.held_back);
     }
-    if (r.record->id == "attn7") {
+    if (r.record->id == "a7") {
       EXPECT_TRUE(r.held_back);  // adds nothing the others do not identify
     }
   }
@@ -1669,7 +1670,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   EXPECT_NEAR(f.fitted[Param::attention_fwd_fraction], 0.65, 1e-3);
   for (const ParamFit& p : f.classes[0].params)
     if (p.param == Param::attention_hd_half) {
-      EXPECT_EQ(p.fitted_on.size(), 7u);  // moved by every fitted record, identified by attn3
+      EXPECT_EQ(p.fitted_on.size(), 7u);  // moved by every fitted record, identified by a3
     }
 }
 
