@@ -36,9 +36,46 @@ struct SweepOpts {
   bool resume = false;
 };
 
+// What the rows of one sweep have in common, beyond the --vary values each row repeats: the
+// scenario file's bytes, the grid file's, every --set, --vary and --derive and the token budget,
+// hashed (FNV-1a, 64 bits, as hex). Each row carries it (CSV: the last column, "sweep"; JSON Lines:
+// "sweep"), so --resume refuses a file another configuration began (a file the scenario references
+// is not hashed: it names it, not its contents).
+std::string sweep_fingerprint(const SweepOpts& o) {
+  uint64_t h = 1469598103934665603ull;
+  auto add = [&](const std::string& x) {
+    for (const unsigned char c : x) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xFFu) * 1099511628211ull;  // a separator no UTF-8 text holds
+  };
+  auto file = [&](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    add(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));
+  };
+  add("moeperf sweep 1");
+  file(o.file);
+  if (!o.grid.empty()) file(o.grid);
+  for (const auto* v : {&o.sets, &o.vary, &o.derive}) {
+    add(std::to_string(v->size()));
+    for (const std::string& x : *v) add(x);
+  }
+  add(o.tokens);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// A row as written: with the sweep's fingerprint (the CSV's last column, JSON Lines' "sweep").
+std::string with_fingerprint(std::string line, bool csv, const std::string& fp) {
+  const size_t end = line.size() - 1;  // before the newline
+  if (csv) line.insert(end, "," + fp);
+  else line.insert(end - 1, ",\"sweep\":\"" + fp + "\"");  // before the closing brace
+  return line;
+}
+
 // --resume: the complete lines of `path` that are this sweep's first points, in order. Returns how
 // many there are and their bytes (a partial last line, from a kill mid-write, is dropped).
-std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& path, bool csv, const std::string& header) {
+std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& path, bool csv, const std::string& header,
+                                    const std::string& fp) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {0, 0};
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -65,6 +102,12 @@ std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& 
       if (!ok)
         throw InputError("--resume " + path + ": line " + std::to_string(lineno) + " is not point " + std::to_string(done) +
                          " of this sweep (another sweep, or other --vary values, wrote the file?)");
+      const bool same = csv ? line.size() > fp.size() + 1 && line.compare(line.size() - fp.size() - 2, fp.size() + 2, "," + fp + "\n") == 0
+                            : nlohmann::json::parse(line, nullptr, false).value("sweep", std::string()) == fp;
+      if (!same)
+        throw InputError("--resume " + path + ": line " + std::to_string(lineno) + " was written by another configuration of this sweep "
+                         "(its \"sweep\" fingerprint is not " + fp + ": the scenario file, the grid, --set, --derive or --tokens "
+                         "differ); rows of two configurations are not mixed: restore them, or start afresh without --resume");
       ++done;
     }
     pos = nl + 1;
@@ -81,7 +124,7 @@ int cmd_sweep(const SweepOpts& o) {
   io::SweepSpec sp;
   bool csv = true;
   size_t n = 0, start = 0, keep = 0;
-  std::string header;
+  std::string header, fingerprint;
   std::ofstream file;
   std::ostream* out = &std::cout;
   const bool failed_elsewhere = agree([&] {
@@ -110,8 +153,10 @@ int cmd_sweep(const SweepOpts& o) {
     csv = fmt_name == "csv";
     n = io::sweep_size(sp);
     header = io::sweep_csv_header(sp);
+    header.insert(header.size() - 1, ",sweep");
+    fingerprint = sweep_fingerprint(o);
     if (!root) return;  // rank 0 alone reads and writes the output
-    if (o.resume) std::tie(start, keep) = resumable(sp, o.out, csv, header);
+    if (o.resume) std::tie(start, keep) = resumable(sp, o.out, csv, header, fingerprint);
     if (!o.out.empty()) {
       if (o.resume && keep > 0) {
         std::filesystem::resize_file(o.out, keep);  // drop a partial last line
@@ -143,7 +188,7 @@ int cmd_sweep(const SweepOpts& o) {
   auto worker = [&] {
     for (size_t i = start + me + next++ * procs; i < n; i = start + me + next++ * procs) {
       const io::SweepRow r = io::run_point(sp, i);
-      std::string text = csv ? io::sweep_csv_row(sp, r) : io::sweep_jsonl_row(r);
+      std::string text = with_fingerprint(csv ? io::sweep_csv_row(sp, r) : io::sweep_jsonl_row(r), csv, fingerprint);
       {
         std::lock_guard<std::mutex> lk(mu);
         lines[i - start] = std::move(text);

@@ -985,6 +985,19 @@ TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
   EXPECT_EQ(other.code, 2) << other.out;
   EXPECT_NE(other.out.find("is not this sweep's header"), std::string::npos) << other.out;
   EXPECT_EQ(slurp(cut), whole);
+  // Nor one the same --vary values began under another --set (or scenario, grid, --derive): the
+  // rows carry the sweep's fingerprint, and a file of two configurations is never made. In both
+  // formats.
+  for (const std::string& f : {cut, jl}) {
+    const std::string full = slurp(f);
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << full.substr(0, half < full.size() ? full.find('\n', full.find('\n') + 1) + 1 : 0);
+    const std::string begun = slurp(f);
+    const Result mixed = run("sweep " + source(kSeed) + kSweep + " --set stack.overlap.fsdp_prefetch=false --resume --out " + f);
+    EXPECT_EQ(mixed.code, 2) << f << mixed.out;
+    EXPECT_NE(mixed.out.find("was written by another configuration of this sweep"), std::string::npos) << mixed.out;
+    EXPECT_EQ(slurp(f), begun) << f;
+  }
+  EXPECT_NE(whole.substr(0, whole.find('\n')).find(",sweep"), std::string::npos);  // the CSV's last column
 }
 
 // A sweep killed (SIGKILL) while it writes, then resumed, ends with the uninterrupted file's bytes.
