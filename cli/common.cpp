@@ -147,6 +147,24 @@ void Progress::update(size_t done, bool last) {
   shown_ = now;
 }
 
+std::function<void(std::vector<std::function<void()>>&)> threads_with_progress(const std::string& what, int jobs) {
+  return [what, jobs](std::vector<std::function<void()>>& work) {
+    Progress bar(what, "predictions", work.size());
+    std::mutex m;
+    size_t done = 0;
+    std::vector<std::function<void()>> wrapped;
+    wrapped.reserve(work.size());
+    for (auto& w : work)
+      wrapped.push_back([&, job = &w] {
+        (*job)();
+        std::lock_guard<std::mutex> l(m);
+        ++done;
+        bar.update(done, done == work.size());
+      });
+    run_on_threads(jobs, wrapped);
+  };
+}
+
 int run_on_threads(int jobs, std::vector<std::function<void()>>& work) {
   const int n = std::max(1, jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};

@@ -54,7 +54,8 @@ int cmd_compare(const std::vector<std::string>& files, bool ablate, const std::v
                       " has no ablation: every optimization of NVIDIA's post switched off, then on in the post's order");
     else
       notes.push_back("the ablation of stack " + s.stack.name + ": each step switches the fields it names");
-    print_waterfall(states.empty() ? waterfall(baseline_of(s), s) : walk(states, s.calibration), format, notes);
+    print_waterfall(states.empty() ? waterfall(baseline_of(s), s) : walk(states, s.calibration, threads_with_progress("compare", 0)),
+                    format, notes);
     return kExitOk;
   }
   if (files.size() != 2) throw InputError("compare takes two scenarios (or one with --ablate)");

@@ -28,8 +28,7 @@ std::string change(double d, double step) {
 
 int cmd_sensitivity(const SensitivityOpts& o) {
   const Scenario s = load_named(o.file, o.sets);
-  auto run = [&](std::vector<std::function<void()>>& work) { run_on_threads(o.jobs, work); };
-  const SensitivityResult r = sensitivity(s, o.step_pct / 100, run);
+  const SensitivityResult r = sensitivity(s, o.step_pct / 100, threads_with_progress("sensitivity", o.jobs));
   if (o.format == "json") {
     nlohmann::json j;
     j["name"] = s.name;

@@ -11,11 +11,12 @@ namespace moeperf::io {
 
 class SpecError : public InputError {
  public:
-  // What is wrong: a value (its type, range, or agreement with another), the file's shape (it
-  // cannot be read, is not JSON, or has an unknown or duplicate key), or a required field that is
-  // missing. A sweep's points share the shape of their files and differ in values only
-  // (io::check_sweep).
-  enum class Kind { value, shape, missing };
+  // What is wrong: a value (its agreement with another, a rule of the layout), a value's own type
+  // or range whatever the others are ("abc" or -8 for a count, an unknown name), the file's shape
+  // (it cannot be read, is not JSON, or has an unknown or duplicate key), or a required field that
+  // is missing. A sweep's points share the shape of their files and differ in values only; a
+  // varied value of the wrong type is the user's typo, not an infeasible point (io::check_sweep).
+  enum class Kind { value, type, shape, missing };
   SpecError(std::string file, std::string json_path, std::string detail, Kind kind = Kind::value)
       : InputError(format(file, json_path, detail)),
         file_(std::move(file)), path_(std::move(json_path)), detail_(std::move(detail)), kind_(kind) {}

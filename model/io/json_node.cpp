@@ -191,7 +191,7 @@ std::string Node::shown() const {
 }
 
 void Node::expect_object() const {
-  if (!j_->is_object()) fail("expected an object, got " + shown());
+  if (!j_->is_object()) fail_type("expected an object, got " + shown());
 }
 
 void Node::allow_only(std::initializer_list<const char*> keys) const {
@@ -227,36 +227,36 @@ std::optional<Node> Node::get(const char* key) const {
 }
 
 size_t Node::size() const {
-  if (!j_->is_array()) fail("expected an array, got " + shown());
+  if (!j_->is_array()) fail_type("expected an array, got " + shown());
   return j_->size();
 }
 
 Node Node::operator[](size_t i) const { return Node((*j_)[i], file_, path_ + "/" + std::to_string(i)); }
 
 std::string Node::as_string() const {
-  if (!j_->is_string()) fail("expected a string, got " + shown());
+  if (!j_->is_string()) fail_type("expected a string, got " + shown());
   return j_->get<std::string>();
 }
 
 bool Node::as_bool() const {
-  if (!j_->is_boolean()) fail("expected true or false, got " + shown());
+  if (!j_->is_boolean()) fail_type("expected true or false, got " + shown());
   return j_->get<bool>();
 }
 
 double Node::as_number() const {
-  if (!j_->is_number()) fail("expected a number, got " + shown());
+  if (!j_->is_number()) fail_type("expected a number, got " + shown());
   return j_->get<double>();
 }
 
 double Node::as_positive_number() const {
   const double v = as_number();
-  if (!(v > 0.0) || !std::isfinite(v)) fail("expected a positive number, got " + shown());
+  if (!(v > 0.0) || !std::isfinite(v)) fail_type("expected a positive number, got " + shown());
   return v;
 }
 
 double Node::as_fraction() const {
   const double v = as_number();
-  if (!(v > 0.0 && v <= 1.0)) fail("expected a fraction in (0, 1], got " + shown());
+  if (!(v > 0.0 && v <= 1.0)) fail_type("expected a fraction in (0, 1], got " + shown());
   return v;
 }
 
@@ -266,22 +266,22 @@ int64_t Node::as_int() const {
     const double d = j_->get<double>();
     if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
   }
-  fail("expected an integer, got " + shown());
+  fail_type("expected an integer, got " + shown());
 }
 
 int64_t Node::as_positive_int(int64_t max) const {
-  if (!j_->is_number()) fail("expected a positive integer, got " + shown());
+  if (!j_->is_number()) fail_type("expected a positive integer, got " + shown());
   const int64_t v = as_int();
-  if (v < 1) fail("expected a positive integer, got " + shown());
-  if (v > max) fail("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
+  if (v < 1) fail_type("expected a positive integer, got " + shown());
+  if (v > max) fail_type("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
   return v;
 }
 
 int64_t Node::as_nonneg_int(int64_t max) const {
-  if (!j_->is_number()) fail("expected a non-negative integer, got " + shown());
+  if (!j_->is_number()) fail_type("expected a non-negative integer, got " + shown());
   const int64_t v = as_int();
-  if (v < 0) fail("expected a non-negative integer, got " + shown());
-  if (v > max) fail("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
+  if (v < 0) fail_type("expected a non-negative integer, got " + shown());
+  if (v > max) fail_type("expected an integer up to " + std::to_string(max) + " (" + limit_reason(max) + "), got " + shown());
   return v;
 }
 
@@ -295,11 +295,11 @@ auto Node::quantity(F parse, QuantityKind kind) const -> decltype(parse(std::str
     allow_only({"value", "source", "note"});
     return at("value").quantity(parse, kind);
   }
-  if (!j_->is_string()) fail("expected " + describe(kind) + ", got " + shown());
+  if (!j_->is_string()) fail_type("expected " + describe(kind) + ", got " + shown());
   try {
     return parse(j_->get<std::string>());
   } catch (const UnitError& e) {
-    fail(e.what());
+    fail_type(e.what());
   }
 }
 
@@ -309,20 +309,20 @@ Bytes Node::as_bytes() const { return quantity(parse_bytes, QuantityKind::bytes)
 // forever: never a real piece of hardware, always a typo.
 BytesPerSecond Node::as_bandwidth() const {
   const BytesPerSecond b = quantity(parse_bandwidth, QuantityKind::bandwidth);
-  if (!(b.value() > 0)) fail("expected a positive bandwidth, got " + shown());
+  if (!(b.value() > 0)) fail_type("expected a positive bandwidth, got " + shown());
   // Below 1 B/s a step takes longer than the universe is old: a typo, and moeperf's limit.
-  if (b.value() < 1.0) fail("expected a bandwidth of at least 1 B/s (moeperf's limit), got " + shown());
+  if (b.value() < 1.0) fail_type("expected a bandwidth of at least 1 B/s (moeperf's limit), got " + shown());
   return b;
 }
 Watts Node::as_power() const {
   const Watts w = quantity(parse_power, QuantityKind::power);
-  if (!(w.value() > 0)) fail("expected a positive power, got " + shown());
+  if (!(w.value() > 0)) fail_type("expected a positive power, got " + shown());
   return w;
 }
 FlopsPerSecond Node::as_flop_rate() const {
   const FlopsPerSecond f = quantity(parse_flop_rate, QuantityKind::flop_rate);
-  if (!(f.value() > 0)) fail("expected a positive FLOP rate, got " + shown());
-  if (f.value() < 1.0) fail("expected a FLOP rate of at least 1 FLOP/s (moeperf's limit), got " + shown());
+  if (!(f.value() > 0)) fail_type("expected a positive FLOP rate, got " + shown());
+  if (f.value() < 1.0) fail_type("expected a FLOP rate of at least 1 FLOP/s (moeperf's limit), got " + shown());
   return f;
 }
 

@@ -1,11 +1,13 @@
 #include "model/io/sweep.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -398,7 +400,51 @@ void check_sweep(const SweepSpec& sp) {
         (e.kind() == SpecError::Kind::missing && e.file() == sp.scenario && e.json_path().empty()))
       throw SpecError(e.file(), e.json_path(), e.detail() + " (every point of the sweep has it)", e.kind());
   } catch (const InputError&) {
-    // A value of this point (a layout rule, an enum): a row of its own, as run_point gives it.
+    // A value of this point (a layout rule): a row of its own, as run_point gives it.
+  }
+  // A varied value that is wrong whatever the others are (its type or range: "abc" or -8 for a
+  // count, a schedule no stack knows) is the user's typo: exit 2 naming it, not a row of the sweep
+  // marked infeasible. Each value is loaded alone over the --set list (a rule between it and other
+  // fields is left to its rows). An axis of more than 64 values (a generated range) has its first,
+  // last, smallest and largest checked; a grid's first 4,096 points.
+  auto check_alone = [&](const std::vector<Override>& point) {
+    std::vector<Override> sets = sp.sets;
+    sets.insert(sets.end(), point.begin(), point.end());
+    try {
+      load_scenario(sp.scenario, sets);
+    } catch (const SpecError& e) {
+      if (e.kind() != SpecError::Kind::type) return;
+      for (const Override& o : point) {
+        std::string pointer = "/" + o.path;
+        std::replace(pointer.begin(), pointer.end(), '.', '/');
+        if (e.json_path() == pointer || e.json_path().rfind(pointer + "/", 0) == 0) throw;
+      }
+    } catch (const InputError&) {
+    }
+  };
+  for (const SweepAxis& a : sp.axes) {
+    std::vector<std::string> vals = a.values;
+    if (vals.size() > 64) {
+      auto num = [](const std::string& v) {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return end && *end == '\0' ? x : std::numeric_limits<double>::quiet_NaN();
+      };
+      auto lo = a.values.begin(), hi = a.values.begin();
+      for (auto it = a.values.begin(); it != a.values.end(); ++it) {
+        if (num(*it) < num(*lo)) lo = it;
+        if (num(*it) > num(*hi)) hi = it;
+      }
+      vals = {a.values.front(), a.values.back(), *lo, *hi};
+    }
+    for (const std::string& v : vals) check_alone({Override{a.path, v, "--vary"}});
+  }
+  for (size_t g = 0; g < sp.grid.size() && g < 4096; ++g) {
+    try {
+      check_alone(sp.grid[g]);
+    } catch (const SpecError& e) {
+      throw SpecError(e.file(), e.json_path(), e.detail() + " (the grid's point " + std::to_string(g) + ", /points/" + std::to_string(g) + ")", e.kind());
+    }
   }
 }
 

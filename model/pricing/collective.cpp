@@ -110,6 +110,56 @@ struct Loads {
   }
 };
 
+// A direct all-to-all: add(a, b, bytes) for each of the members' n (n - 1) ordered pairs, in
+// closed form. A pair's class (NVLink inside one domain; else the NIC, on one leaf, on another
+// leaf of the pod, or in another pod) follows from the two GPUs' domain, leaf and pod, so each
+// member's loads are its counts of peers per class: O(n log n) where the pairs took O(n^2) (131,072
+// GPUs: milliseconds, not minutes). Leaves nest in pods, as the topology builds them.
+void add_all_pairs(Loads& L, const Topology& t, const std::vector<int64_t>& members, double bytes,
+                   const std::map<int, Seconds>& hop_latency) {
+  const int64_t n = static_cast<int64_t>(members.size());
+  if (n < 2 || bytes == 0) return;
+  const bool nvl = t.nvlink_bandwidth_per_gpu().value() > 0;
+  std::map<int64_t, int64_t> in_dom, in_leaf, in_pod;
+  std::map<std::pair<int64_t, int64_t>, int64_t> dom_leaf, dom_pod;
+  for (int64_t m : members) {
+    const int64_t d = t.domain_of(m), l = t.leaf_of(m), p = t.pod_of(m);
+    ++in_dom[d], ++in_leaf[l], ++in_pod[p], ++dom_leaf[{d, l}], ++dom_pod[{d, p}];
+  }
+  bool nvl_pairs_seen = false, hop[9] = {};
+  for (int64_t m : members) {
+    const int64_t d = t.domain_of(m), l = t.leaf_of(m), p = t.pod_of(m);
+    const size_t i = L.gpu(m);
+    const int64_t over_nvl = nvl ? in_dom[d] - 1 : 0;  // peers in its domain
+    const int64_t over_nic = n - 1 - over_nvl;
+    // Of the NIC's peers: those on another leaf, and of these those in another pod (peers of its own
+    // domain elsewhere go over NVLink, not counted).
+    const int64_t other_leaf = n - in_leaf[l] - (nvl ? in_dom[d] - dom_leaf[{d, l}] : 0);
+    const int64_t other_pod = n - in_pod[p] - (nvl ? in_dom[d] - dom_pod[{d, p}] : 0);
+    const double b_nvl = static_cast<double>(over_nvl) * bytes, b_nic = static_cast<double>(over_nic) * bytes;
+    L.nvl_out[i] += b_nvl, L.nvl_in[i] += b_nvl;  // the relation is symmetric: as many peers send to it
+    L.nic_out[i] += b_nic, L.nic_in[i] += b_nic;
+    if (other_leaf > 0) {
+      const size_t u = L.leaf(l);
+      L.leaf_up[u] += static_cast<double>(other_leaf) * bytes, L.leaf_down[u] += static_cast<double>(other_leaf) * bytes;
+      L.flows_up[u] += other_leaf, L.flows_down[u] += other_leaf;
+    }
+    nvl_pairs_seen = nvl_pairs_seen || over_nvl > 0;
+    hop[4] = hop[4] || over_nic - other_leaf > 0;
+    hop[6] = hop[6] || other_leaf - other_pod > 0;
+    hop[8] = hop[8] || other_pod > 0;
+  }
+  if (nvl_pairs_seen) {
+    L.max_latency = std::max(L.max_latency, hop_latency.at(2));
+    L.nvl_latency = std::max(L.nvl_latency, hop_latency.at(2));
+  }
+  for (int h : {4, 6, 8})
+    if (auto it = hop_latency.find(h); hop[h] && it != hop_latency.end()) {
+      L.max_latency = std::max(L.max_latency, it->second);
+      L.net_latency = std::max(L.net_latency, it->second);
+    }
+}
+
 double max_of(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, x);
@@ -519,8 +569,7 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       break;
     case Collective::all_to_all:
       // Direct: each member sends 1/(n-1) of its send buffer to every other member.
-      for (int64_t a : members)
-        for (int64_t b : members) loads.add(t, a, b, 1.0 / static_cast<double>(n - 1), lat);
+      add_all_pairs(loads, t, members, 1.0 / static_cast<double>(n - 1), lat);
       cost.steps = 1;
       step_latency = loads.max_latency;
       if (t.host_memory_bandwidth().value() > 0) {
@@ -651,6 +700,11 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
   const double fan = std::max(shape.fanout, 1e-12);
   const double unit = 1.0 / (fan * static_cast<double>(n - 1) / static_cast<double>(n));
   const double per_member = 1.0 / static_cast<double>(n - 1);
+  // forwarded[db][j]: the sources in other domains whose rows land on domain db's GPU j, which
+  // forwards each source's share to the domain's other GPUs over NVLink (summed here, added below:
+  // the pairs one by one were O(n^2)).
+  std::vector<std::vector<double>> forwarded(doms.size());
+  for (size_t db = 0; db < doms.size(); ++db) forwarded[db].assign(doms[db].size(), 0.0);
   for (size_t da = 0; da < doms.size(); ++da)
     for (size_t ia = 0; ia < doms[da].size(); ++ia) {
       const int64_t a = doms[da][ia];
@@ -662,15 +716,38 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
         }
         // Over the network once to the GPU of domain B on a's rail (same local index, so the same
         // leaf in a rail-optimized fabric), then over NVLink to the destinations there.
-        const int64_t p = B[ia % B.size()];
+        const size_t j = ia % B.size();
         // Rows crossing to B per token: one per destination rank there, or one per domain hit.
         const double rows = shape.node_fanout > 0 ? shape.node_fanout / D
                                                   : fan * static_cast<double>(B.size()) / static_cast<double>(n);
-        loads.add(t, a, p, rows * unit, lat);
-        for (int64_t b : B)
-          if (b != p) loads.add(t, p, b, per_member, lat);
+        loads.add(t, a, B[j], rows * unit, lat);
+        forwarded[db][j] += 1;
       }
     }
+  // The forwarding: GPU j of B sends per_member of each source it received for to each other GPU
+  // of B, so j sends forwarded[j] x (|B| - 1) and GPU k receives (sum - forwarded[k]) shares.
+  const bool nvl = t.nvlink_bandwidth_per_gpu().value() > 0;
+  for (size_t db = 0; db < doms.size(); ++db) {
+    const auto& B = doms[db];
+    if (B.size() < 2) continue;
+    double sum = 0;
+    for (double f : forwarded[db]) sum += f;
+    if (sum == 0) continue;
+    if (!nvl) {  // no NVLink: the network's own accounting per pair (leaves, flows), as add() keeps it
+      for (size_t j = 0; j < B.size(); ++j)
+        if (forwarded[db][j] > 0)
+          for (int64_t b : B)
+            if (b != B[j]) loads.add(t, B[j], b, forwarded[db][j] * per_member, lat);
+      continue;
+    }
+    for (size_t j = 0; j < B.size(); ++j) {
+      const size_t g = loads.gpu(B[j]);
+      loads.nvl_out[g] += forwarded[db][j] * per_member * static_cast<double>(B.size() - 1);
+      loads.nvl_in[g] += (sum - forwarded[db][j]) * per_member;
+    }
+    loads.max_latency = std::max(loads.max_latency, lat.at(2));
+    loads.nvl_latency = std::max(loads.nvl_latency, lat.at(2));
+  }
   cost.steps = 2;
   // A network step, then an NVLink step, unless every domain holds one member (no NVLink hop;
   // hop_latencies fills the NVLink class from the network's then).

@@ -275,8 +275,10 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to) {
   return out;
 }
 
-std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal) {
-  std::vector<WaterfallStep> out;
+std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal,
+                                const std::function<void(std::vector<std::function<void()>>&)>& run) {
+  std::vector<WaterfallStep> out(states.size());
+  std::vector<std::function<void()>> jobs;
   for (size_t k = 0; k < states.size(); ++k) {
     std::string changes;
     if (k > 0) {
@@ -284,8 +286,13 @@ std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Cal
         changes += (changes.empty() ? "" : ", ") + d;
       if (changes.empty()) changes = states[k].note.empty() ? "(switches nothing moeperf models)" : "(" + states[k].note + ")";
     }
-    out.push_back({states[k].name, changes, predict(states[k].scenario, cal)});
+    out[k].name = states[k].name;
+    out[k].changes = changes;
+    jobs.push_back([&out, &states, &cal, k] { out[k].report = predict(states[k].scenario, cal); });
   }
+  if (run) run(jobs);
+  else
+    for (auto& j : jobs) j();
   return out;
 }
 

@@ -41,7 +41,9 @@ struct NamedState {
   std::string name, note;
   Scenario scenario;
 };
-std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal);
+// `run` maps the states' predictions, independent jobs, onto threads (serial when not given).
+std::vector<WaterfallStep> walk(const std::vector<NamedState>& states, const Calibration& cal,
+                                const std::function<void(std::vector<std::function<void()>>&)>& run = {});
 
 // The scenario fields (dotted, as in --set; "model", "system" and "calibration" as a whole) whose
 // values differ between a and b. Names and descriptions are not compared.

@@ -1132,16 +1132,31 @@ TEST(CliSweep, RangesGridsAndBadArguments) {
     EXPECT_NE(r.out.find(want), std::string::npos) << args << ": " << r.out;
     EXPECT_FALSE(std::filesystem::exists(out)) << args;
   }
-  r = run("sweep " + source(kSeed) + " --vary 'precision.dense_gemm=fp3,bf16' --vary parallelism.ep=8 --out " + out);
+  // A varied value wrong whatever the others are (its type or range: an unknown dtype, a count of
+  // "abc" or -8, in --vary or a grid) is a typo: exit 2 naming it, nothing written. A value that
+  // fails some points by a rule between fields (EP 3 of 128 GPUs) stays their rows.
+  const std::string bad_grid = d.write("bad-grid.json", R"({"kind": "sweep_grid", "points": [{"parallelism.ep": 8}, {"parallelism.ep": "x"}]})");
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"--vary 'precision.dense_gemm=fp3,bf16' --vary parallelism.ep=8", "got \"fp3\""},
+           {"--vary parallelism.ep=abc,8", "/parallelism/ep: expected a positive integer, got \"abc\" (set by --vary parallelism.ep=abc)"},
+           {"--vary parallelism.ep=8,-8", "got -8 (set by --vary parallelism.ep=-8)"},
+           {"--grid " + bad_grid, "got \"x\" (set by --grid parallelism.ep=x) (the grid's point 1, /points/1)"}}) {
+    r = run("sweep " + source(kSeed) + " " + args + " --out " + out);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+  r = run("sweep " + source(kSeed) + " --vary parallelism.ep=3,8 --derive 'parallelism.fsdp=gpus/(ep*tp*pp*dp)' --out " + out);
   EXPECT_EQ(r.code, 0) << r.out;
   const std::string csv = slurp(out);
-  EXPECT_NE(csv.find("0,fp3,8,infeasible"), std::string::npos) << csv;
-  EXPECT_NE(csv.find("1,bf16,8,ok"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("0,3,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("infeasible"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("1,8,16,ok"), std::string::npos) << csv;
 }
 
 // moeperf sensitivity: each term is predict with that one thing changed, minus the scenario's step.
 TEST(CliSensitivity, TermsArePredictionsWithOneThingChanged) {
-  const Result r = run("sensitivity " + source(kSeed) + " --format json --jobs 2");
+  const Result r = run_stdout("sensitivity " + source(kSeed) + " --format json --jobs 2");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const double step = j["step_time_s"].get<double>();

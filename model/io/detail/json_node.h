@@ -36,6 +36,8 @@ class Node {
   Node(const json& j, std::string file, std::string path) : j_(&j), file_(std::move(file)), path_(std::move(path)) {}
 
   [[noreturn]] void fail(const std::string& detail) const { throw SpecError(file_, path_, detail); }
+  // The value's own type or range is wrong, whatever the rest of the file says.
+  [[noreturn]] void fail_type(const std::string& detail) const { throw SpecError(file_, path_, detail, SpecError::Kind::type); }
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }
   const json& raw() const { return *j_; }
@@ -103,11 +105,11 @@ template <class E>
 E Node::as_enum(std::initializer_list<std::pair<const char*, E>> names) const {
   std::vector<std::string> all;
   for (auto& [n, e] : names) all.emplace_back(n);
-  if (!j_->is_string()) fail("expected one of " + join_choices(all) + ", got " + shown());
+  if (!j_->is_string()) fail_type("expected one of " + join_choices(all) + ", got " + shown());
   const std::string s = j_->get<std::string>();
   for (auto& [n, e] : names)
     if (s == n) return e;
-  fail("expected one of " + join_choices(all) + ", got \"" + s + "\"" + did_you_mean(s, all));
+  fail_type("expected one of " + join_choices(all) + ", got \"" + s + "\"" + did_you_mean(s, all));
 }
 
 }  // namespace moeperf::io::detail
