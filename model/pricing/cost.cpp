@@ -87,6 +87,15 @@ std::optional<Param> rate_param(const Op& op, const GpuSpec& gpu) {
   }
 }
 
+std::vector<Param> shape_params(const Op& op) {
+  if (op.collective != Collective::none) return {};
+  switch (op.category) {
+    case Category::gemm: return {Param::gemm_k_half};
+    case Category::attention: return {Param::attention_kv_half, Param::attention_hd_half};
+    default: return {};
+  }
+}
+
 Seconds Pricer::compute_time(const Op& op) const {
   const GpuSpec& g = s_.system.gpu();
   switch (op.category) {

@@ -55,6 +55,9 @@ class CollectiveMemo {
 // none for communication and host waits. predict names those still at their default in a fitted
 // profile (no measurement set them).
 std::optional<Param> rate_param(const Op& op, const GpuSpec& gpu);
+// The shape terms that bend that rate for the op's shape (a GEMM's K roll-off; attention's keys
+// and head-dim terms): a note names them when no measurement of the generation set them.
+std::vector<Param> shape_params(const Op& op);
 
 class Pricer {
  public:

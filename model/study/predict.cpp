@@ -368,11 +368,16 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   // Kernel time per category, per op, exposed communication: the reported class.
   std::map<std::string, size_t> index;
   std::map<Param, double> at_default;  // compute seconds priced by a parameter no measurement set
+  std::map<Param, double> shaped;      // compute seconds whose rate a shape term no measurement set bends
+  auto unset = [&](Param p) { return cal.is_default(p) || cal.borrowed.count(p) || cal.carried.count(p); };
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = kernel_time(sc.ops[i]);
-    if (const auto p = rate_param(op, s.system.gpu()); p && (cal.is_default(*p) || cal.borrowed.count(*p) || cal.carried.count(*p)))
-      at_default[*p] += d.value();
+    if (const auto p = rate_param(op, s.system.gpu()); p && unset(*p)) at_default[*p] += d.value();
+    // Shape terms carried or borrowed only: one at its default is often a fit that landed on it
+    // (Blackwell's gemm_k_half at its bound 0), which the profile's values cannot tell apart.
+    for (Param p : shape_params(op))
+      if (cal.borrowed.count(p) || cal.carried.count(p)) shaped[p] += d.value();
     r.breakdown[static_cast<size_t>(op.category)] += d;
     auto [it, inserted] = index.try_emplace(op.name, r.ops.size());
     if (inserted) r.ops.push_back({op.name, op.category, 0, {}, {}, {}, {}, {}, {}, {}});
@@ -470,6 +475,21 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
       else
         r.notes.push_back(std::string(d.name) + " = " + value + " is its default, not a fit: no measurement of the profile's " +
                           "GPU generation sets it, and it prices " + pct + " of the step's kernel time (the band does not cover it)");
+    }
+    // A shape term (Blackwell Ultra's attention head-dim term, Hopper's fitted on FlashAttention-3,
+    // where Blackwell Ultra's exp units run twice as fast) bends the rate of the ops it shapes.
+    for (const auto& [p, sec] : shaped) {
+      const double share = sec / std::max(r.step_time.value(), 1e-300);
+      if (share < 0.05) continue;
+      const ParamDef& d = param_def(p);
+      char value[32], pct[32];
+      std::snprintf(value, sizeof value, "%g", cal[p]);
+      std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
+      const auto c = cal.carried.find(p);
+      const std::string whence = c != cal.carried.end() ? "is carried from the " + c->second + " profile" : "is borrowed, not a fit";
+      r.notes.push_back(std::string(d.name) + " = " + value + " " + whence +
+                        ": no measurement of this GPU's generation sets this shape term, and it bends the rate of " + pct +
+                        " of the step's kernel time (the band does not cover it)");
     }
   }
   r.profile = cal.profile;

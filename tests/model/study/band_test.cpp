@@ -217,6 +217,15 @@ TEST(Band, ARateNoMeasurementSetIsNamed) {
                                          {{"calibration", R"({"params": {"gemm_fraction_mxfp8": 0.7}})"}});
   EXPECT_EQ(set.calibration.carried.count(Param::gemm_fraction_mxfp8), 0u);
   EXPECT_EQ(notes_on(set, "gemm_fraction_mxfp8"), 0);
+  // A shape term carried across generations is named too: attention's head-dim term, fitted on
+  // Hopper's FlashAttention-3 records, bends Blackwell Ultra's attention, whose exp units differ.
+  ASSERT_EQ(g.calibration.carried.count(Param::attention_hd_half), 1u);
+  std::snprintf(named, sizeof named, "attention_hd_half = %g is carried from the %s profile", g.calibration[Param::attention_hd_half],
+                g.calibration.carried.at(Param::attention_hd_half).c_str());
+  EXPECT_EQ(notes_on(g, named), 1) << named;
+  const Scenario hd = io::load_scenario(source("examples/deepseek-v3/gb300-optimized.json"),
+                                        {{"calibration", R"({"params": {"attention_hd_half": 40}})"}});
+  EXPECT_EQ(notes_on(hd, "attention_hd_half"), 0);  // set by the scenario: no longer carried
 }
 
 TEST(Band, ABadEndToEndFileNamesTheFileAndPath) {
