@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "model/error.h"
+#include "model/io/write_file.h"
 
 namespace moeperf::cli {
 
@@ -34,70 +35,42 @@ void name_overrides(Scenario& s, const std::vector<std::string>& sets) {
 }
 }  // namespace
 
-void check_output_path(const char* flag, const std::string& path, const std::vector<std::string>& inputs) {
+void check_output_path(const char* flag, const std::string& path, const std::vector<std::string>& inputs, bool streamed) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string what = std::string(flag) + " " + path + ": ";
-  if (fs::is_directory(path, ec)) throw InputError(what + "is a directory; expected a file name to write");
-  // An existing path that is not a regular file (a device, a pipe, a socket) is not replaced: the
-  // file is written beside its target and renamed over it, which would swap /dev/... for a file.
-  const fs::file_status st = fs::status(path, ec);
-  if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+  std::string target;
+  try {
+    target = io::output_target(path);  // a link's target: the file written
+  } catch (const InputError& e) {
+    throw InputError(std::string(flag) + " " + e.what());
+  }
+  if (fs::is_directory(target, ec)) throw InputError(what + "is a directory; expected a file name to write");
+  const fs::file_status st = fs::status(target, ec);
+  const bool exists = !ec && fs::exists(st);
+  // A streamed output (sweep's rows) is opened and written in place: a device or a pipe takes it,
+  // and an existing file needs no writable folder. Any other is written beside its target and
+  // renamed over it, which would swap /dev/... for a file: an existing non-regular file is refused.
+  if (!streamed && exists && !fs::is_regular_file(st))
     throw InputError(what + "not a regular file (a device or a pipe); expected a file name to write (without the flag the output goes to the terminal)");
-  const fs::path target = fs::weakly_canonical(fs::absolute(path), ec);
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec)) throw InputError(what + "the folder " + parent.string() + " does not exist");
-  const std::string folder = target.has_parent_path() ? target.parent_path().string() : std::string(".");
-  if (::access(folder.c_str(), W_OK) != 0)
-    throw InputError(what + "the folder " + folder + " is not writable (" + std::strerror(errno) + ")");
+  const fs::path abs = fs::absolute(target, ec);
+  const fs::path folder = abs.parent_path();
+  if (!fs::is_directory(folder, ec)) throw InputError(what + "the folder " + folder.string() + " does not exist");
+  if (streamed && exists) {
+    if (::access(target.c_str(), W_OK) != 0) throw InputError(what + "cannot be written (" + std::strerror(errno) + ")");
+  } else if (::access(folder.c_str(), W_OK) != 0) {
+    throw InputError(what + "the folder " + folder.string() + " is not writable (" + std::strerror(errno) + ")");
+  }
+  const fs::path canon = fs::weakly_canonical(abs, ec);
   for (const std::string& in : inputs) {
     if (in.empty()) continue;
-    const bool same = fs::exists(in, ec) && fs::exists(path, ec) ? fs::equivalent(in, path, ec)
-                                                               : fs::weakly_canonical(fs::absolute(in), ec) == target;
+    const bool same = fs::exists(in, ec) && exists ? fs::equivalent(in, target, ec) : fs::weakly_canonical(fs::absolute(in), ec) == canon;
     if (same) throw InputError(what + "is " + in + ", an input of this command: writing it would destroy what is being read");
   }
 }
 
-void write_atomically(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  // A link is followed (a chain of them too, a dangling one to where it points): its target is
-  // written, the link stays.
-  fs::path target = path;
-  for (int hop = 0; hop < 40 && fs::is_symlink(target, ec); ++hop) {
-    const fs::path to = fs::read_symlink(target, ec);
-    if (ec) break;
-    target = to.is_absolute() ? to : target.parent_path() / to;
-  }
-  // A temporary of its own beside the target (mkstemp), never a user's "X.tmp".
-  std::string tmp = target.string() + ".XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-  ::close(fd);
-  try {
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-      // Fault injection for tests: killed halfway through the write, before the rename.
-      if (const char* f = std::getenv("MOEPERF_FAULT_WRITE"); f && std::string(f) == "kill") {
-        out << content.substr(0, content.size() / 2) << std::flush;
-        std::raise(SIGKILL);
-      }
-      out << content;
-      out.flush();
-      if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
-    }
-    // mkstemp makes the file private (0600); the output gets what the user's umask gives a new file.
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    fs::permissions(tmp, static_cast<fs::perms>(0666 & ~mask), ec);
-    fs::rename(tmp, target);
-  } catch (...) {
-    fs::remove(tmp, ec);
-    throw;
-  }
-}
+void write_atomically(const std::string& path, const std::string& content) { io::write_files_atomically({{path, content}}); }
 
 std::vector<io::Override> overrides(const std::vector<std::string>& sets) {
   std::vector<io::Override> out;
@@ -240,10 +213,15 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   try {
     const int code = work();
     // Output that never reached its file (a full disk, a closed pipe's reader gone) is a failure,
-    // not a success with nothing written.
+    // not a success with nothing written. The reason is named only when this flush found it (an
+    // earlier failed write's errno is gone by now).
+    errno = 0;
     std::cout.flush();
-    if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
-      std::cerr << "moeperf: failed: cannot write the standard output (" << std::strerror(errno) << ")\n";
+    const bool flushed = std::fflush(stdout) == 0;
+    const int err = errno;
+    if (!flushed || std::ferror(stdout) || !std::cout) {
+      std::cerr << "moeperf: failed: cannot write the standard output" << (err ? std::string(" (") + std::strerror(err) + ")" : std::string())
+                << "\n";
       return kExitFailed;
     }
     return code;

@@ -20,10 +20,13 @@ constexpr int kExitOk = 0, kExitFailed = 1, kExitBadInput = 2;
 // An output file named on the command line, checked before any work: a directory, a folder that
 // does not exist or cannot be written, an existing path that is not a regular file (a device), or
 // one of the command's `inputs` is bad input (InputError), not a failure after the work ran.
-void check_output_path(const char* flag, const std::string& path, const std::vector<std::string>& inputs = {});
-// Writes a file only once its whole content is known (a temporary of its own beside it, mkstemp,
-// then a rename; a symbolic link's target is written and the link kept); on any failure the
-// temporary is removed.
+// `streamed`: the command opens the file and writes it in place (sweep's rows), so a device or a
+// pipe is fine and an existing file needs no writable folder.
+void check_output_path(const char* flag, const std::string& path, const std::vector<std::string>& inputs = {},
+                       bool streamed = false);
+// Writes a file only once its whole content is known (io::write_files_atomically: a temporary of its
+// own beside it, then a rename; a symbolic link's target is written and the link kept); on any
+// failure the temporary is removed.
 void write_atomically(const std::string& path, const std::string& content);
 std::vector<io::Override> overrides(const std::vector<std::string>& sets);
 // The scenario with its --set overrides applied, its name saying which (unless they set the name).

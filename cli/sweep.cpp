@@ -135,7 +135,7 @@ int cmd_sweep(const SweepOpts& o) {
     if (!o.grid.empty()) sp.grid = io::load_sweep_grid(o.grid);
     if (!o.tokens.empty()) sp.train_tokens = parse_token_count("--tokens", o.tokens);
     if (sp.axes.empty() && sp.grid.empty()) throw InputError("sweep: nothing to vary: give --vary PATH=V1,V2,... or --grid FILE.json");
-    check_output_path("--out", o.out, {o.file, o.grid});
+    check_output_path("--out", o.out, {o.file, o.grid}, /*streamed=*/true);
     if (o.resume && o.out.empty()) throw InputError("--resume needs --out FILE (the file an interrupted sweep wrote)");
     {
       std::error_code ec;
@@ -174,7 +174,12 @@ int cmd_sweep(const SweepOpts& o) {
     rk.broadcast(s);
     start = std::stoul(s);
   }
-  if (root && csv && keep == 0) *out << header << std::flush;
+  const std::string out_name = o.out.empty() ? std::string("the standard output") : o.out;
+  if (root && csv && keep == 0) {
+    errno = 0;
+    *out << header << std::flush;
+    if (!*out) throw std::runtime_error("cannot write " + out_name + (errno ? std::string(" (") + std::strerror(errno) + ")" : std::string()));
+  }
   if (root && o.resume) std::cerr << "sweep: " << start << " of " << n << " points already in " << o.out << "\n";
 
   const size_t procs = static_cast<size_t>(rk.size()), me = static_cast<size_t>(rk.rank());
@@ -231,12 +236,14 @@ int cmd_sweep(const SweepOpts& o) {
       st = msg.substr(0, nul), text = msg.substr(nul + 1);
     }
     ++counts[st];
+    errno = 0;
     *out << text << std::flush;
     if (!*out) {  // a full disk: stop dealing out points, let the running ones finish, and fail
+      const int err = errno;
       next.store(n);
       for (auto& t : pool) t.join();
-      throw std::runtime_error("cannot write " + (o.out.empty() ? std::string("the standard output") : o.out) + " (" +
-                               std::strerror(errno) + "): " + std::to_string(i - start) + " rows of this run written");
+      throw std::runtime_error("cannot write " + out_name + (err ? std::string(" (") + std::strerror(err) + ")" : std::string()) + ": " +
+                               std::to_string(i - start) + " rows of this run written");
     }
     bar.update(i + 1, i + 1 == n);
   }
@@ -267,7 +274,7 @@ Command add_sweep(CLI::App& app) {
 
   sub->add_option("--set", o->sets, "fixed override PATH=VALUE at every point");
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
-  sub->add_option("--out", o->out, "write rows here as they finish (CSV, or JSON Lines, one object per row, for .jsonl or .json) instead of stdout");
+  sub->add_option("--out", o->out, "write rows here as they finish (CSV, or JSON Lines, one object per row, for .jsonl or --format jsonl; a .json name is refused) instead of stdout");
   sub->add_option("--format", o->format, "csv or jsonl (default: from --out's extension, else csv)")->check(CLI::IsMember({"csv", "jsonl"}));
   sub->add_option("--tokens", o->tokens, "a token budget (15T, 300B): adds each point's days to train it");
   sub->add_flag("--resume", o->resume, "continue the sweep --out holds: keep its finished points, run the rest");

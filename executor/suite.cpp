@@ -23,6 +23,7 @@
 #include "executor/attention_ref.h"
 #include "executor/run.h"
 #include "executor/run_parts.h"
+#include "model/io/write_file.h"
 #include "model/workload/flops.h"
 
 namespace moeperf::exec {
@@ -792,31 +793,13 @@ SuiteResult run_suite(const SuiteOptions& o, Communicator& comm, Backend& be) {
     for (const auto& w : why) source += (source.empty() ? "" : "; ") + w;
     doc["calibration"] = {{"kind", "calibration"}, {"name", be.name() + " backend's structure and steps"}, {"source", source}, {"params", params}};
   }
-  // Both files are written whole beside their targets first, checked, then renamed: a full disk or
-  // an unwritable folder ends the command with nothing half-written and no stray temporary.
+  // Both files written whole first, then renamed into place (io::write_files_atomically: temporaries
+  // of their own, never a user's X.tmp; a link's target written): a full disk or an unwritable
+  // folder ends the command with neither file replaced.
   std::vector<std::pair<std::string, std::string>> files;  // target, content
   if (!o.out.empty()) files.emplace_back(o.out, doc.dump(2) + "\n");
   if (!o.write_system.empty()) files.emplace_back(o.write_system, system.dump(2) + "\n");
-  auto drop_temps = [&] {
-    std::error_code ec;
-    for (const auto& f : files) std::filesystem::remove(f.first + ".tmp", ec);
-  };
-  for (const auto& [path, content] : files) {
-    std::ofstream out(path + ".tmp", std::ios::binary);
-    if (out) out << content;
-    if (!out || !out.flush()) {
-      drop_temps();
-      throw std::runtime_error("cannot write " + path);
-    }
-  }
-  for (const auto& [path, content] : files) {
-    std::error_code ec;
-    std::filesystem::rename(path + ".tmp", path, ec);
-    if (ec) {
-      drop_temps();
-      throw std::runtime_error("cannot write " + path + ": " + ec.message());
-    }
-  }
+  io::write_files_atomically(files);
   res.records = static_cast<int>(c.records.size());
   for (const auto& x : c.summary) res.summary += (res.summary.empty() ? "" : "; ") + x;
   return res;

@@ -458,6 +458,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       TraceKernelEvent k;
       k.name = name, k.start = ts, k.dur = dur;
       k.device = device_of();
+      k.copy = memcpy;
       if (memcpy) {
         // "Memcpy DtoD (Device -> Device)": the kind is the second word.
         const size_t a = name.find(' '), b = a == std::string::npos ? a : name.find_first_of(" (", a + 1);
@@ -584,7 +585,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
           owner = *it;
         }
       }
-    } else if (k.cls.rfind("collective.", 0) == 0) {
+    } else if (k.cls.rfind("collective.", 0) == 0 && !k.copy) {  // a peer copy: no record (its bytes are not the collective's)
       std::optional<CommInfo> ci = comm_info(*links[i].args);
       int at = -1;
       for (auto it = chain.rbegin(); !ci && it != chain.rend(); ++it)

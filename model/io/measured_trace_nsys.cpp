@@ -167,6 +167,7 @@ MeasuredTrace read_nsys_sqlite(const std::string& path, const KernelPatterns& pa
       const std::string kind_name = memcpy_kind_name(kind);
       k.cls = memcpy_class(kind_name);
       k.name = "Memcpy " + kind_name;
+      k.copy = true;
       kernels.push_back(std::move(k));
       copy_bytes.push_back(static_cast<double>(bytes));
     });

@@ -733,11 +733,11 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
     double sum = 0;
     for (double f : forwarded[db]) sum += f;
     if (sum == 0) continue;
-    if (!nvl) {  // no NVLink: the network's own accounting per pair (leaves, flows), as add() keeps it
+    if (!nvl) {  // no NVLink: the network's own accounting, one flow per source forwarded (leaves, ECMP flows), as add() keeps it
       for (size_t j = 0; j < B.size(); ++j)
-        if (forwarded[db][j] > 0)
+        for (int64_t f = 0; f < static_cast<int64_t>(forwarded[db][j]); ++f)
           for (int64_t b : B)
-            if (b != B[j]) loads.add(t, B[j], b, forwarded[db][j] * per_member, lat);
+            if (b != B[j]) loads.add(t, B[j], b, per_member, lat);
       continue;
     }
     for (size_t j = 0; j < B.size(); ++j) {

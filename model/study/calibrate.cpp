@@ -338,20 +338,24 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     for (double& v : norm) v = std::sqrt(v);
     std::vector<size_t> all_cols(params.size());
     for (size_t j = 0; j < params.size(); ++j) all_cols[j] = j;
-    // About one record in four is held back, chosen by a hash of its id (FNV-1a, 64 bits: the same
-    // on every machine), not every fourth in id order: ids come in families (a HybridEP
-    // configuration's dispatch, combine and their torch-API rows), and every fourth by id held back
-    // one kind of row alone. Not held back when the records fitted without it identify fewer of
-    // the class's parameters than with it (holding back the one record of a second head dim would
-    // leave the head-dim term unfitted, though every record "moves" it).
-    auto held_by_hash = [](const std::string& id) {
+    // One record in four (n / 4, rounded down) is held back: those whose ids hash lowest (FNV-1a,
+    // 64 bits: the same on every machine), not every fourth in id order: ids come in families (a
+    // HybridEP configuration's dispatch, combine and their torch-API rows), and every fourth by id
+    // held back one kind of row alone. Not held back when the records fitted without it identify
+    // fewer of the class's parameters than with it (holding back the one record of a second head
+    // dim would leave the head-dim term unfitted, though every record "moves" it).
+    auto id_hash = [](const std::string& id) {
       uint64_t h = 1469598103934665603ull;
       for (const unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-      return h % 4 == 3;
+      return h;
     };
+    std::vector<std::pair<uint64_t, size_t>> by_hash;
+    for (size_t i = 0; i < usable.size(); ++i) by_hash.emplace_back(id_hash(usable[i]->id), i);
+    std::sort(by_hash.begin(), by_hash.end());
+    std::vector<bool> candidate(usable.size(), false);
+    for (size_t k = 0; k < usable.size() / 4; ++k) candidate[by_hash[k].second] = true;
     std::vector<const PartRecord*> candidates;
-    for (size_t i = 0; i < usable.size(); ++i)
-      (usable.size() >= 4 && held_by_hash(usable[i]->id) ? candidates : g.fit).push_back(usable[i]);
+    for (size_t i = 0; i < usable.size(); ++i) (candidate[i] ? candidates : g.fit).push_back(usable[i]);
     for (const PartRecord* r : candidates) {
       std::vector<const PartRecord*> with = g.fit;
       with.push_back(r);
@@ -416,6 +420,18 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
           }
         if (!moved) break;
         cf.iterations += solve(g.fit, free, rep.fitted, start);
+        if (round == 19) {  // not settled in 20 rounds: the level is the median of the last solve's fractions, said so
+          std::vector<double> last;
+          for (Param p : fractions)
+            if (std::find(free.begin(), free.end(), p) != free.end()) last.push_back(rep.fitted[p]);
+          std::sort(last.begin(), last.end());
+          const double med = last.size() % 2 ? last[last.size() / 2] : (last[last.size() / 2 - 1] + last[last.size() / 2]) / 2;
+          for (Param p : fractions)
+            if (rep.fitted.borrowed.count(p) && std::find(free.begin(), free.end(), p) == free.end()) {
+              rep.fitted.set(p, med);
+              rep.fitted.borrowed[p] += " (not settled after 20 rounds of solving at it)";
+            }
+        }
       }
     }
     for (Param p : params) {

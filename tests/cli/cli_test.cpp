@@ -659,8 +659,27 @@ TEST(Cli, AnOutputThatIsAnInputOrADeviceIsRefusedAndALinkIsFollowed) {
   ASSERT_EQ(l.code, 0) << l.out;
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_GT(std::filesystem::file_size(real), 100u);
+  // Written again, the target keeps its mode (a private file stays private).
+  std::filesystem::permissions(real, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ASSERT_EQ(run("topo " + source("topologies/gb300-nvl72.json") + " --gpus 8 --dot " + link).code, 0);
+  EXPECT_EQ(std::filesystem::status(real).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   for (const auto& e : std::filesystem::directory_iterator(d.path("")))  // no temporary left beside them
     EXPECT_TRUE(e.path().filename() == "in.json" || e.path().filename() == "real.dot" || e.path().filename() == "link.dot") << e.path();
+  // A link into a folder that does not exist, and a loop of links: refused before any work.
+  const std::string dangling = d.path("dangling.dot"), l1 = d.path("l1.dot"), l2 = d.path("l2.dot");
+  std::filesystem::create_symlink(d.path("nofolder/x.dot"), dangling);
+  std::filesystem::create_symlink(l2, l1);
+  std::filesystem::create_symlink(l1, l2);
+  for (const auto& [out, want] : std::vector<std::pair<std::string, std::string>>{{dangling, "does not exist"}, {l1, "a loop of symbolic links"}}) {
+    const Result r = run("topo " + source("topologies/gb300-nvl72.json") + " --gpus 8 --dot " + out);
+    EXPECT_EQ(r.code, 2) << out << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(l1));
+  EXPECT_TRUE(std::filesystem::is_symlink(l2));
+  // sweep streams its rows: a device takes them (where predict's --trace, renamed into place, is refused).
+  EXPECT_EQ(run("sweep " + kOptimized + " --vary parallelism.ep=8 --out /dev/null").code, 0);
 }
 
 // The planner stays light: the binary that runs predict links no CUDA, NCCL or MPI library

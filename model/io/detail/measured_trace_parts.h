@@ -15,6 +15,7 @@ struct TraceKernelEvent {
   int64_t process = -1;       // the process that launched it, where the trace says (nsys: globalPid)
   std::string cls;            // set by the reader when it knows better than the name (memcpy kinds, collectives); else by the patterns
   bool counted = false;       // on the counted device, inside the counted steps (set by finish_trace)
+  bool copy = false;          // a memory copy (a memcpy activity), not a kernel: a record of its bytes at most
 };
 
 struct TraceRange {

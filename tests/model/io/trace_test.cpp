@@ -169,6 +169,15 @@ TEST(KinetoTrace, CopiesAreClassedByTheirKind) {
   };
   copy(7600, 100, "Memcpy DtoD (Device -> Device)", 1 << 20);
   copy(7700, 200, "Memcpy PtoP (Device -> Device)", 1 << 22);
+  // The peer copy launched inside a collective's op (NCCL copying through cudaMemcpy): the op's
+  // collective fields are the collective's, not the copy's, and make no record of it either.
+  j["traceEvents"].push_back({{"ph", "X"}, {"cat", "cpu_op"}, {"name", "record_param_comms"}, {"pid", 1}, {"tid", 100}, {"ts", 7650}, {"dur", 40},
+                              {"args", {{"External id", 99998}, {"Collective name", "all_to_all"}, {"dtype", "BFloat16"},
+                                        {"In msg nelems", 8388608}, {"Out msg nelems", 8388608}, {"Group size", 8}}}});
+  j["traceEvents"].push_back({{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaMemcpyAsync"}, {"pid", 1}, {"tid", 100}, {"ts", 7660},
+                              {"dur", 3}, {"args", {{"correlation", 99999}}}});
+  j["traceEvents"].back()["args"]["correlation"] = 99999;
+  j["traceEvents"][j["traceEvents"].size() - 3]["args"]["correlation"] = 99999;  // the PtoP copy above
   copy(7900, 30, "Memcpy HtoH (Pinned -> Pinned)", 3000);
   copy(7950, 10, "Memcpy AtoD (Array -> Device)", 1 << 10);
   const io::MeasuredTrace t = read(j, "copies.json");
@@ -180,6 +189,9 @@ TEST(KinetoTrace, CopiesAreClassedByTheirKind) {
   std::set<std::string> copies;
   for (const json& r : t.records) {
     EXPECT_NE(r.at("op"), "collective.send_recv");  // no record: the bytes alone do not say which link
+    if (r.at("op").get<std::string>().rfind("collective.", 0) == 0) {  // nor the collective's fields around the copy, at its time
+      EXPECT_NE(r.at("measured"), "200000 ns") << r;
+    }
     if (r.at("op") == "memory.copy") copies.insert(r.at("shape").at("bytes"));
   }
   EXPECT_TRUE(copies.count("2097152 B"));  // the DtoD copy, read and written

@@ -1628,11 +1628,12 @@ TEST(Calibrate, AClassSpreadCountsItsDegreesOfFreedom) {
 
 // A parameter every record moves but only one identifies: forward records at head dim 64 over
 // several key ranges (each moves attention_hd_half, but by the same factor, as the level does) and
-// one at head dim 256. The ids' hash (FNV-1a mod 4 = 3) makes a3, the head-dim-256 record, and a7
-// candidates to hold back: holding a3 back would leave attention_hd_half to records that cannot
-// tell it from the level; the split keeps it fitted because it raises the rank of what the fitted
-// records identify, and the fit recovers the truth. (The head-dim-128 records of the shipped set
-// do not move the term at all.)
+// one at head dim 256. calibrate's split holds back the n / 4 = 2 records whose ids hash lowest
+// (FNV-1a): the ids are dealt so that those are the head-dim-256 record and one at head dim 64.
+// Holding the first back would leave attention_hd_half to records that cannot tell it from the
+// level; the split keeps it fitted because it raises the rank of what the fitted records identify,
+// and the fit recovers the truth. (The head-dim-128 records of the shipped set do not move the
+// term at all.)
 TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   Calibration truth;
   truth.set(Param::attention_fwd_fraction, 0.65);
@@ -1642,9 +1643,23 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   const GpuSpec g = test_gpu();
   const std::vector<std::pair<double, double>> shapes = {{512, 64}, {4096, 64}, {16384, 64}, {16384, 256},
                                                         {1024, 64}, {8192, 64}, {2048, 64}, {32768, 64}};
+  auto fnv = [](const std::string& id) {
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+    return h;
+  };
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < shapes.size(); ++i) ids.push_back("a" + std::to_string(i));
+  std::sort(ids.begin(), ids.end(), [&](const std::string& x, const std::string& y) { return fnv(x) < fnv(y); });
+  // Lowest hash to the head-dim-256 record (shape 3), the next to shape 7, the rest in order.
+  std::vector<std::string> id_of(shapes.size());
+  id_of[3] = ids[0], id_of[7] = ids[1];
+  for (size_t i = 0, k = 2; i < shapes.size(); ++i)
+    if (id_of[i].empty()) id_of[i] = ids[k++];
+  const std::string held_id = id_of[7];
   for (size_t i = 0; i < shapes.size(); ++i) {
     PartRecord r;
-    r.id = "a" + std::to_string(i);
+    r.id = id_of[i];
     r.cls = PartClass::attention;
     r.op = "attention.fwd";
     r.gpu = g;
@@ -1661,7 +1676,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
     if (r.record->attention.head_dim == 256) {
       EXPECT_FALSE(r.held_back);
     }
-    if (r.record->id == "a7") {
+    if (r.record->id == held_id) {
       EXPECT_TRUE(r.held_back);  // adds nothing the others do not identify
     }
   }
@@ -1670,7 +1685,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   EXPECT_NEAR(f.fitted[Param::attention_fwd_fraction], 0.65, 1e-3);
   for (const ParamFit& p : f.classes[0].params)
     if (p.param == Param::attention_hd_half) {
-      EXPECT_EQ(p.fitted_on.size(), 7u);  // moved by every fitted record, identified by a3
+      EXPECT_EQ(p.fitted_on.size(), 7u);  // moved by every fitted record, identified by the head-dim-256 record
     }
 }
 

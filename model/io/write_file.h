@@ -1,0 +1,23 @@
+// Writing outputs whole: the CLI's --out/--trace/--dot files and the executor's measurements.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace moeperf::io {
+
+// The file a path names for writing: a symbolic link is followed (a chain of them too, a dangling
+// one to where it points), so that its target is written and the link kept. A chain that does not
+// end (a loop) is an InputError naming the path.
+std::string output_target(const std::string& path);
+
+// Writes every (path, content) only once all are whole: each to a temporary of its own beside its
+// target (mkstemp: never a user's "X.tmp"), written through its descriptor and checked, given the
+// target's mode when it exists (else what the umask gives a new file), then all renamed into place.
+// On any failure every temporary is removed and std::runtime_error names the path and the reason;
+// nothing is renamed until every file is written. MOEPERF_FAULT_WRITE=kill (tests) kills the
+// process halfway through the first file's write.
+void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
+
+}  // namespace moeperf::io
