@@ -458,13 +458,21 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   // it (Hopper's attention backward), borrow it (Hopper's BF16 GEMMs) or carry it from the
   // generation its fit started from (Blackwell Ultra's attention): the band does not cover that, so say it.
   if (cal.profile != "defaults") {
-    for (const auto& [p, sec] : at_default) {
+    // A parameter's value and its share of the step's kernel time, as the notes print them; false
+    // below 5 %.
+    auto figures = [&](Param p, double sec, std::string& value, std::string& pct) {
       const double share = sec / std::max(r.step_time.value(), 1e-300);
-      if (share < 0.05) continue;
+      if (share < 0.05) return false;
+      char v[32], q[32];
+      std::snprintf(v, sizeof v, "%g", cal[p]);
+      std::snprintf(q, sizeof q, "%.0f %%", 100 * share);
+      value = v, pct = q;
+      return true;
+    };
+    std::string value, pct;
+    for (const auto& [p, sec] : at_default) {
+      if (!figures(p, sec, value, pct)) continue;
       const ParamDef& d = param_def(p);
-      char value[32], pct[32];
-      std::snprintf(value, sizeof value, "%g", cal[p]);
-      std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
       if (auto b = cal.borrowed.find(p); b != cal.borrowed.end())
         r.notes.push_back(std::string(d.name) + " = " + value + " is borrowed, not a fit: " + b->second + "; it prices " + pct +
                           " of the step's kernel time (the band does not cover it)");
@@ -479,15 +487,10 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     // A shape term (Blackwell Ultra's attention head-dim term, Hopper's fitted on FlashAttention-3,
     // where Blackwell Ultra's exp units run twice as fast) bends the rate of the ops it shapes.
     for (const auto& [p, sec] : shaped) {
-      const double share = sec / std::max(r.step_time.value(), 1e-300);
-      if (share < 0.05) continue;
-      const ParamDef& d = param_def(p);
-      char value[32], pct[32];
-      std::snprintf(value, sizeof value, "%g", cal[p]);
-      std::snprintf(pct, sizeof pct, "%.0f %%", 100 * share);
+      if (!figures(p, sec, value, pct)) continue;
       const auto c = cal.carried.find(p);
       const std::string whence = c != cal.carried.end() ? "is carried from the " + c->second + " profile" : "is borrowed, not a fit";
-      r.notes.push_back(std::string(d.name) + " = " + value + " " + whence +
+      r.notes.push_back(std::string(param_def(p).name) + " = " + value + " " + whence +
                         ": no measurement of this GPU's generation sets this shape term, and it bends the rate of " + pct +
                         " of the step's kernel time (the band does not cover it)");
     }
