@@ -16,7 +16,6 @@
 #include <iostream>
 #include <iomanip>
 #include <sstream>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/error.h"

@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/ranks.h"
 #include "model/error.h"
+#include "model/hash.h"
 #include "model/io/sweep.h"
 
 namespace moeperf::cli {
@@ -42,11 +43,8 @@ struct SweepOpts {
 // "sweep"), so --resume refuses a file another configuration began (a file the scenario references
 // is not hashed: it names it, not its contents).
 std::string sweep_fingerprint(const SweepOpts& o) {
-  uint64_t h = 1469598103934665603ull;
-  auto add = [&](const std::string& x) {
-    for (const unsigned char c : x) h = (h ^ c) * 1099511628211ull;
-    h = (h ^ 0xFFu) * 1099511628211ull;  // a separator no UTF-8 text holds
-  };
+  uint64_t h = kFnv1aOffset;
+  auto add = [&](const std::string& x) { h = fnv1a64("\xff", fnv1a64(x, h)); };  // 0xFF: a separator no UTF-8 text holds
   auto file = [&](const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     add(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()));

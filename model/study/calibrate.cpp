@@ -7,6 +7,7 @@
 #include <set>
 
 #include "model/error.h"
+#include "model/hash.h"
 #include "model/pricing/collective.h"
 #include "model/pricing/cost.h"
 
@@ -344,13 +345,8 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     // held back one kind of row alone. Not held back when the records fitted without it identify
     // fewer of the class's parameters than with it (holding back the one record of a second head
     // dim would leave the head-dim term unfitted, though every record "moves" it).
-    auto id_hash = [](const std::string& id) {
-      uint64_t h = 1469598103934665603ull;
-      for (const unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-      return h;
-    };
     std::vector<std::pair<uint64_t, size_t>> by_hash;
-    for (size_t i = 0; i < usable.size(); ++i) by_hash.emplace_back(id_hash(usable[i]->id), i);
+    for (size_t i = 0; i < usable.size(); ++i) by_hash.emplace_back(fnv1a64(usable[i]->id), i);
     std::sort(by_hash.begin(), by_hash.end());
     std::vector<bool> candidate(usable.size(), false);
     for (size_t k = 0; k < usable.size() / 4; ++k) candidate[by_hash[k].second] = true;

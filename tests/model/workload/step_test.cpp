@@ -2,6 +2,7 @@
 #include <cmath>
 #include <fstream>
 #include <algorithm>
+#include "model/hash.h"
 #include "model/workload/step.h"
 
 #include <gtest/gtest.h>
@@ -1643,11 +1644,7 @@ TEST(Calibrate, ARecordThatAloneIdentifiesATermIsNeverHeldBack) {
   const GpuSpec g = test_gpu();
   const std::vector<std::pair<double, double>> shapes = {{512, 64}, {4096, 64}, {16384, 64}, {16384, 256},
                                                         {1024, 64}, {8192, 64}, {2048, 64}, {32768, 64}};
-  auto fnv = [](const std::string& id) {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-    return h;
-  };
+  auto fnv = [](const std::string& id) { return fnv1a64(id); };  // calibrate's split hash (model/hash.h)
   std::vector<std::string> ids;
   for (size_t i = 0; i < shapes.size(); ++i) ids.push_back("a" + std::to_string(i));
   std::sort(ids.begin(), ids.end(), [&](const std::string& x, const std::string& y) { return fnv(x) < fnv(y); });
