@@ -498,8 +498,12 @@ std::vector<int64_t> widest_group(Group g, const Parallelism& p, const Topology&
   return best;
 }
 
-CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
-                               const Calibration& cal, bool allow_nvls) {
+namespace {
+
+// collective_cost, with `pairwise`: a direct all-to-all's pairs added one by one (the reference of
+// the closed form, detail::all_to_all_direct_pairwise).
+CollectiveCost collective_cost_impl(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                                    const Calibration& cal, bool allow_nvls, bool pairwise) {
   CollectiveCost cost;
   const int64_t n = static_cast<int64_t>(members.size());
   cost.latency = Seconds(cal[Param::collective_launch_s]);
@@ -569,7 +573,12 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
       break;
     case Collective::all_to_all:
       // Direct: each member sends 1/(n-1) of its send buffer to every other member.
-      add_all_pairs(loads, t, members, 1.0 / static_cast<double>(n - 1), lat);
+      if (pairwise) {
+        for (int64_t a : members)
+          for (int64_t b : members) loads.add(t, a, b, 1.0 / static_cast<double>(n - 1), lat);
+      } else {
+        add_all_pairs(loads, t, members, 1.0 / static_cast<double>(n - 1), lat);
+      }
       cost.steps = 1;
       step_latency = loads.max_latency;
       if (t.host_memory_bandwidth().value() > 0) {
@@ -601,6 +610,19 @@ CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members
   if (t.host_memory_bandwidth().value() > 0) cost.cache_bytes = cal[Param::host_cache_bytes], cost.cache_speedup = cal[Param::host_cache_speedup];
   return cost;
 }
+
+}  // namespace
+
+CollectiveCost collective_cost(Collective c, const std::vector<int64_t>& members, const Topology& t,
+                               const Calibration& cal, bool allow_nvls) {
+  return collective_cost_impl(c, members, t, cal, allow_nvls, false);
+}
+
+namespace detail {
+CollectiveCost all_to_all_direct_pairwise(const std::vector<int64_t>& members, const Topology& t, const Calibration& cal) {
+  return collective_cost_impl(Collective::all_to_all, members, t, cal, true, true);
+}
+}  // namespace detail
 
 // NCCL's double binary tree over n nodes (src/graph/trees.cc: ncclGetBtree, ncclGetDtree): node r's
 // parent, -1 for a root. Tree 0: the root 0 has one child, the highest power of two below n; a node
@@ -683,8 +705,12 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
   return cost;
 }
 
-CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
-                                            const Calibration& cal, const AllToAllShape& shape) {
+namespace {
+
+// all_to_all_hierarchical_cost, with `pairwise`: the NVLink forwarding added pair by pair (the
+// reference of its sums, detail::all_to_all_hierarchical_pairwise).
+CollectiveCost all_to_all_hierarchical_impl(const std::vector<int64_t>& members, const Topology& t,
+                                            const Calibration& cal, const AllToAllShape& shape, bool pairwise) {
   CollectiveCost cost;
   cost.latency = Seconds(cal[Param::collective_launch_s]);
   cost.algorithm = shape.node_fanout > 0 ? "hierarchical-dedup" : "hierarchical";
@@ -733,7 +759,7 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
     double sum = 0;
     for (double f : forwarded[db]) sum += f;
     if (sum == 0) continue;
-    if (!nvl) {  // no NVLink: the network's own accounting, one flow per source forwarded (leaves, ECMP flows), as add() keeps it
+    if (!nvl || pairwise) {  // no NVLink: the network's own accounting, one flow per source forwarded (leaves, ECMP flows), as add() keeps it
       for (size_t j = 0; j < B.size(); ++j)
         for (int64_t f = 0; f < static_cast<int64_t>(forwarded[db][j]); ++f)
           for (int64_t b : B)
@@ -758,6 +784,20 @@ CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members,
   set_rates(cost, loads, t, cal);
   return cost;
 }
+
+}  // namespace
+
+CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
+                                            const Calibration& cal, const AllToAllShape& shape) {
+  return all_to_all_hierarchical_impl(members, t, cal, shape, false);
+}
+
+namespace detail {
+CollectiveCost all_to_all_hierarchical_pairwise(const std::vector<int64_t>& members, const Topology& t,
+                                                const Calibration& cal, const AllToAllShape& shape) {
+  return all_to_all_hierarchical_impl(members, t, cal, shape, true);
+}
+}  // namespace detail
 
 std::vector<CollectiveCost> collective_algorithms(Collective c, const std::vector<int64_t>& members, const Topology& t,
                                                   const Calibration& cal, const AllToAllShape& shape) {

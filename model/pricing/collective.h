@@ -124,6 +124,14 @@ CollectiveCost all_reduce_tree_cost(const std::vector<int64_t>& members, const T
 CollectiveCost all_to_all_hierarchical_cost(const std::vector<int64_t>& members, const Topology& t,
                                             const Calibration& cal, const AllToAllShape& shape);
 
+namespace detail {
+// The direct and the hierarchical all-to-all with every pair added one by one, O(n^2): the
+// references the closed forms above (add_all_pairs, the summed NVLink forwarding) are tested against.
+CollectiveCost all_to_all_direct_pairwise(const std::vector<int64_t>& members, const Topology& t, const Calibration& cal);
+CollectiveCost all_to_all_hierarchical_pairwise(const std::vector<int64_t>& members, const Topology& t,
+                                                const Calibration& cal, const AllToAllShape& shape);
+}  // namespace detail
+
 // Host <-> device copy of one GPU over its CPU link (offload); d2h: device to host.
 CollectiveCost host_copy_cost(const Topology& t, const SystemSpec& sys, const Calibration& cal, bool d2h = false);
 

@@ -1128,3 +1128,67 @@ TEST(Collective, ATransportIsNvlinkOrHostMemory) {
 
 }  // namespace
 }  // namespace moeperf
+
+namespace moeperf {
+namespace {
+
+// The direct all-to-all's closed form (add_all_pairs: each member's peers counted per class) and
+// the hierarchical all-to-all's summed NVLink forwarding give what adding their pairs one by one
+// gives: every resource's seconds per byte, the latency and the steps, on racks and 8-GPU nodes,
+// two- and three-tier fabrics, adaptive and hashed routing, whole and ragged member sets.
+TEST(Collective, AllToAllClosedFormsMatchThePairwiseSums) {
+  testing::TempDir d;
+  std::vector<std::pair<std::string, Topology>> topos;
+  topos.emplace_back("gb200 x 576", Topology::build(io::load_system(source("topologies/gb200-nvl72.json")), 576));
+  topos.emplace_back("h100 x 4096", Topology::build(io::load_system(source("topologies/dgx-h100-cluster.json")), 4096));
+  {  // the same nodes on a fabric that hashes flows (ECMP): the leaves' flow counts enter the rate
+    nlohmann::json j;
+    std::ifstream(source("topologies/dgx-h100-cluster.json")) >> j;
+    j["nvlink_domain"] = source("topologies/domains/dgx-h100.json");
+    nlohmann::json f;
+    std::ifstream(source("topologies/fabrics/quantum-2-fat-tree.json")) >> f;
+    nlohmann::json sw;
+    std::ifstream(source("topologies/switches/quantum-2.json")) >> sw;
+    sw["routing"] = "static_ecmp";
+    f["switch"] = sw;
+    j["fabric"] = f;
+    topos.emplace_back("h100 x 1024, static ECMP", Topology::build(io::load_system(d.write("ecmp.json", j.dump())), 1024));
+  }
+  Calibration cal;  // no software step floor: each route class's own wire and switch latency shows
+  cal.set(Param::network_step_s, 0.0);
+  cal.set(Param::nvlink_step_s, 0.0);
+  int cases = 0, spanning_pods = 0;
+  for (const auto& [name, t] : topos) {
+    const int64_t total = t.gpus();
+    std::vector<std::vector<int64_t>> sets;
+    for (int64_t n : {int64_t{2}, int64_t{8}, int64_t{72}, int64_t{144}, std::min<int64_t>(total, 320)}) sets.push_back(iota(n));
+    for (int64_t stride : {int64_t{3}, int64_t{7}, int64_t{13}}) {  // ragged: partial domains and leaves
+      std::vector<int64_t> m;
+      for (int64_t g = stride / 2; g < total && m.size() < 600; g += stride) m.push_back(g);
+      sets.push_back(m);
+    }
+    for (const auto& m : sets) {
+      bool pods = false;
+      for (int64_t g : m) pods = pods || t.pod_of(g) != t.pod_of(m.front());
+      spanning_pods += pods;
+      auto same = [&](const CollectiveCost& a, const CollectiveCost& b, const char* what) {
+        for (size_t r = 0; r < a.s_per_byte.size(); ++r)
+          EXPECT_NEAR(a.s_per_byte[r], b.s_per_byte[r], 1e-12 * std::max(std::abs(b.s_per_byte[r]), 1e-30))
+              << name << ", " << m.size() << " members, " << what << ", resource " << r;
+        EXPECT_NEAR(a.latency.value(), b.latency.value(), 1e-15) << name << ", " << m.size() << " members, " << what;
+        EXPECT_EQ(a.steps, b.steps) << name << ", " << what;
+        EXPECT_STREQ(a.algorithm, b.algorithm);
+      };
+      same(collective_cost(Collective::all_to_all, m, t, cal), detail::all_to_all_direct_pairwise(m, t, cal), "direct");
+      for (AllToAllShape shape : {AllToAllShape{8.0, 0.0}, AllToAllShape{8.0, 3.2}})
+        same(all_to_all_hierarchical_cost(m, t, cal, shape), detail::all_to_all_hierarchical_pairwise(m, t, cal, shape),
+             "hierarchical");
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 24);
+  EXPECT_GT(spanning_pods, 0);  // a three-tier case: pairs through the core
+}
+
+}  // namespace
+}  // namespace moeperf
