@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include "model/error.h"
 #include "model/hardware/topology.h"
@@ -19,9 +20,12 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   const SystemSpec sys = io::load_system(file);
   // As predict prices: the shipped profile of the system's GPU generation, under a profile file
   // the user names (e.g. what `moeperf calibrate` fitted to the calibration suite on this machine).
-  Calibration cal = calibration.empty() ? io::builtin_profile(sys.domain.tray.gpu)
-                                        : io::load_calibration(calibration, io::builtin_profile(sys.domain.tray.gpu));
-  if (!calibration.empty()) cal.profile = calibration;
+  // A shipped profile's name (hopper, blackwell, blackwell-ultra) prices with that profile alone.
+  const std::optional<Calibration> named = calibration.empty() ? std::nullopt : io::builtin_profile_named(calibration);
+  Calibration cal = named                ? *named
+                    : calibration.empty() ? io::builtin_profile(sys.domain.tray.gpu)
+                                          : io::load_calibration(calibration, io::builtin_profile(sys.domain.tray.gpu));
+  if (!calibration.empty() && !named) cal.profile = calibration;
   const std::string profile = cal.profile.empty() ? "defaults (no shipped profile for this GPU)" : cal.profile;
   const int64_t gpus = gpus_opt > 0 ? gpus_opt : sys.default_gpus;
   const Topology t = Topology::build(sys, gpus);
@@ -89,12 +93,14 @@ Command add_collective(CLI::App& app) {
   sub->add_option("SYSTEM", o->file, "system file")->required();
   sub->add_option("--op", o->op, "all_reduce, all_gather, reduce_scatter or all_to_all")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}));
-  sub->add_option("--bytes", o->bytes, "size per GPU, e.g. 64MiB or \"8 GiB\"");
+  sub->add_option("--bytes", o->bytes,
+                  "nccl-tests size per GPU, e.g. 64MiB or \"8 GiB\": the whole buffer (all-reduce), the gathered output "
+                  "(all-gather), the input before the reduction (reduce-scatter), the send buffer (all-to-all)");
   sub->add_option("--gpus", o->gpus, "GPU count (default: the system's)")->check(gpu_count());
   sub->add_option("--algo", o->algo, "auto (the fastest at this size), ring, tree, nvls, nvls_tree, direct or hierarchical")
       ->check(CLI::IsMember({"auto", "ring", "tree", "nvls", "nvls_tree", "direct", "hierarchical"}));
   sub->add_option("--calibration", o->calibration,
-                  "calibration profile to price with (default: the shipped profile of the system's GPU generation, or the defaults)");
+                  "calibration profile to price with: a file, or a shipped profile's name (hopper, blackwell, blackwell-ultra); default: the shipped profile of the system's GPU generation, or the defaults");
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));
   return {sub, [o] { return cmd_collective(o->file, o->op, o->bytes, o->gpus, o->algo, o->format, o->calibration); }};
 }

@@ -323,8 +323,22 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   // values override it, parameter by parameter).
   s.calibration = builtin_profile(s.system.gpu());
   if (auto c = n.get("calibration")) {
-    const Calibration base = s.calibration;
-    s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
+    // A shipped profile by its generation's name (a what-if: this system priced with another
+    // generation's fit), else a profile file or an inline object over the system's own.
+    std::optional<Calibration> named;
+    if (c->is_string()) named = builtin_profile_named(c->as_string());
+    if (named) {
+      s.calibration = std::move(*named);
+    } else {
+      if (c->is_string() && !fs::is_regular_file(fs::path(c->file()).parent_path() / c->as_string())) {
+        std::string names;
+        for (const auto& [name, text] : builtin_profiles()) names += (names.empty() ? "" : ", ") + name;
+        c->fail("expected a calibration profile file (its path relative to this file) or a shipped profile's name (" +
+                names + "), got \"" + c->as_string() + "\"");
+      }
+      const Calibration base = s.calibration;
+      s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
+    }
   }
   // The end-to-end errors that widen the band: the shipped ones, another file's, or none.
   {

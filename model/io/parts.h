@@ -49,6 +49,9 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
 // The shipped profile of a GPU's generation (calibration/profiles/<generation>.json, built into
 // the binary), or the defaults when none is shipped for it.
 Calibration builtin_profile(const GpuSpec& gpu);
+// The shipped profile named `generation` (hopper, blackwell, blackwell-ultra), as a scenario's
+// "calibration" names it; nullopt for another name.
+std::optional<Calibration> builtin_profile_named(const std::string& generation);
 // Names of the shipped profiles and their JSON text.
 const std::vector<std::pair<std::string, std::string>>& builtin_profiles();
 

@@ -123,6 +123,9 @@ PlanResult plan(const Scenario& base, const std::string& file, const PlanOptions
     throw InputError("plan: interleaving needs virtual stages per GPU of at least 2 (--vpp)");
   if (o.objective == "time_to_train" && !(o.train_tokens > 0))
     throw InputError("plan --objective time_to_train needs --tokens (a budget like 15T)");
+  if (o.objective != "time_to_train" && o.train_tokens > 0)
+    throw InputError("plan --tokens is the budget of --objective time_to_train; with --objective " + o.objective +
+                     " it would change nothing (add --objective time_to_train, or drop --tokens)");
   PlanResult res;
   const ModelSpec& m = base.model;
   // The batch: the scenario's sequences per GPU on the new count, unless given.

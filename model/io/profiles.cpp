@@ -187,18 +187,19 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
 
 const std::vector<std::pair<std::string, std::string>>& builtin_profiles() { return kBuiltin; }
 
-Calibration builtin_profile(const GpuSpec& gpu) {
-  const std::string gen = gpu_generation(gpu);
+std::optional<Calibration> builtin_profile_named(const std::string& generation) {
   for (const auto& [name, text] : kBuiltin) {
-    if (name != gen) continue;
+    if (name != generation) continue;
     const detail::json doc = detail::json::parse(text);
     const detail::Node root(doc, "calibration/profiles/" + name + ".json (built in)", "");
     Calibration c = detail::parse_calibration(root, Calibration{});
     c.profile = name + " (calibration/profiles/" + name + ".json)";
     return c;
   }
-  return Calibration{};
+  return std::nullopt;
 }
+
+Calibration builtin_profile(const GpuSpec& gpu) { return builtin_profile_named(gpu_generation(gpu)).value_or(Calibration{}); }
 
 EndToEndErrors load_end_to_end(const std::string& path) {
   detail::Refs refs;

@@ -409,11 +409,14 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// `bytes` is the op's HBM bytes (compute) or its message (communication), as before; the
+// hbm_bytes and message_bytes columns say which, as the JSON's fields do.
 void write_report_csv(const StepReport& r, std::ostream& out) {
-  out << "name,category,count,seconds,serial_seconds,flops,bytes\n";
+  out << "name,category,count,seconds,serial_seconds,flops,bytes,hbm_bytes,message_bytes,exposed_seconds\n";
   for (const auto& o : r.ops)
     out << o.name << "," << to_string(o.category) << "," << o.count << "," << o.seconds.value() << ","
-        << o.serial_seconds.value() << "," << o.flops.value() << "," << o.bytes.value() << "\n";
+        << o.serial_seconds.value() << "," << o.flops.value() << "," << o.bytes.value() << "," << o.hbm_bytes.value() << ","
+        << o.message_bytes.value() << "," << o.exposed.value() << "\n";
 }
 
 }  // namespace moeperf::io

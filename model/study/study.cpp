@@ -1,6 +1,7 @@
 #include "model/study/study.h"
 
 #include <algorithm>
+#include <numeric>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -364,10 +365,29 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
       x.batch.global_batch = per_dp_rank * x.parallelism.dense_data_parallel();
     } else {
       const int64_t per = x.batch.micro_batch * x.parallelism.dense_data_parallel();
-      if (x.batch.global_batch % per != 0)
+      if (x.batch.global_batch % per != 0) {
+        // The micro-batch that every point of the curve can run: the greatest common divisor of the
+        // sequences per data-parallel rank at each count (none when a count's ranks do not divide
+        // the global batch).
+        int64_t common = 0;
+        for (int64_t m : gpus) {
+          if (m % others != 0) continue;
+          Parallelism q = s.parallelism;
+          (axis == GrowAxis::fsdp ? q.fsdp : axis == GrowAxis::dp ? q.dp : q.ep) = m / others;
+          const int64_t ranks = q.dense_data_parallel();
+          if (s.batch.global_batch % ranks != 0) {
+            common = -1;
+            break;
+          }
+          common = std::gcd(common, s.batch.global_batch / ranks);
+        }
+        const std::string hint =
+            common > 0 ? "; --set batch.micro_batch=" + std::to_string(common) + " runs every count of the curve"
+                       : "; the global batch must be a multiple of every count's data-parallel ranks";
         throw InputError("at " + std::to_string(n) + " GPUs the fixed global batch of " + std::to_string(x.batch.global_batch) +
                          " sequences is not a whole number of micro-batches of " + std::to_string(x.batch.micro_batch) +
-                         " per data-parallel rank (" + std::to_string(x.parallelism.dense_data_parallel()) + " ranks)");
+                         " per data-parallel rank (" + std::to_string(x.parallelism.dense_data_parallel()) + " ranks)" + hint);
+      }
     }
     // Stragglers keep their GPU or rack index; each point checks they still fit.
     place_stragglers(x);

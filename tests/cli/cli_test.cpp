@@ -125,6 +125,14 @@ TEST(Cli, CollectivePricesWithTheGenerationsProfileOrTheOneNamed) {
   // A ring of 8 in one NVLink domain: the launch and 7 NVLink steps (each above the route's wire latency).
   EXPECT_NEAR(j["latency_s"].get<double>(), hopper["collective_launch_s"].get<double>() + 7 * hopper["nvlink_step_s"].get<double>(), 1e-12)
       << r.out;
+  // Another generation's shipped profile by its name.
+  const Result bw = run(cmd + " --calibration blackwell");
+  ASSERT_EQ(bw.code, 0) << bw.out;
+  const auto blackwell = nlohmann::json::parse(std::ifstream(source("calibration/profiles/blackwell.json")))["params"];
+  EXPECT_NE(nlohmann::json::parse(bw.out)["profile"].get<std::string>().find("blackwell"), std::string::npos) << bw.out;
+  EXPECT_NEAR(nlohmann::json::parse(bw.out)["latency_s"].get<double>(),
+              blackwell["collective_launch_s"].get<double>() + 7 * blackwell["nvlink_step_s"].get<double>(), 1e-12)
+      << bw.out;
   const Result d = run(cmd + " --calibration " + source("examples/calibration/defaults.json"));
   ASSERT_EQ(d.code, 0) << d.out;
   EXPECT_NEAR(nlohmann::json::parse(d.out)["latency_s"].get<double>(), 10e-6 + 7 * 3.4e-6, 1e-12) << d.out;
@@ -333,6 +341,18 @@ TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
                             " --grow ep --gpus 256,512");
   EXPECT_EQ(folded.code, 2);
   EXPECT_NE(folded.out.find("grows along dp only"), std::string::npos) << folded.out;
+  // A micro-batch that the larger counts cannot split is bad input that names the one every count
+  // runs (768 sequences: 6 per rank at 128 GPUs, 3 at 256), or says none does (1.5 at 512).
+  const Result odd = run("scale " + source("examples/deepseek-v3/gb300-optimized.json") + " --batch global --gpus 128,256");
+  EXPECT_EQ(odd.code, 2) << odd.out;
+  EXPECT_NE(odd.out.find("micro-batches of 6 per data-parallel rank (256 ranks); --set batch.micro_batch=3 runs every "
+                         "count of the curve"),
+            std::string::npos)
+      << odd.out;
+  const Result none = run("scale " + source("examples/deepseek-v3/gb300-optimized.json") + " --batch global --gpus 128,512");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("the global batch must be a multiple of every count's data-parallel ranks"), std::string::npos)
+      << none.out;
 }
 
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
@@ -790,6 +810,39 @@ const std::string kGpu = "system.nvlink_domain.tray.gpu";
 
 Result predict_with(const std::string& set, const std::string& extra = "") {
   return run("predict " + source(kSeed) + " --set '" + set + "' " + extra);
+}
+
+// predict --format csv: one row per op with the JSON's figures; `bytes` is HBM bytes for compute
+// and the message for communication, and the hbm_bytes and message_bytes columns name which.
+TEST(Cli, PredictCsvHasTheJsonsFiguresPerOp) {
+  const Result c = run_stdout("predict " + source(kSeed) + " --format csv");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto j = nlohmann::json::parse(run_stdout("predict " + source(kSeed) + " --format json").out);
+  std::istringstream in(c.out);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "name,category,count,seconds,serial_seconds,flops,bytes,hbm_bytes,message_bytes,exposed_seconds");
+  size_t rows = 0, comm = 0, compute = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::istringstream cells(line);
+    for (std::string x; std::getline(cells, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 10u) << line;
+    ASSERT_TRUE(j["ops"].contains(f[0])) << f[0];
+    const auto& o = j["ops"][f[0]];
+    auto near = [&](const std::string& cell, const char* key) {
+      const double v = o[key].get<double>();
+      EXPECT_NEAR(std::stod(cell), v, 1e-5 * std::abs(v) + 1e-12) << f[0] << " " << key;
+    };
+    near(f[3], "seconds"), near(f[5], "flops"), near(f[6], "bytes"), near(f[7], "hbm_bytes"), near(f[8], "message_bytes");
+    near(f[9], "exposed_seconds");
+    comm += std::stod(f[8]) > 0 && f[6] == f[8];     // a message, in `bytes` as well
+    compute += std::stod(f[7]) > 0 && f[6] == f[7];  // HBM bytes, in `bytes` as well
+    ++rows;
+  }
+  EXPECT_EQ(rows, j["ops"].size());
+  EXPECT_GT(comm, 0u);
+  EXPECT_GT(compute, 0u);
 }
 
 TEST(CliLimits, GpuCounts) {
@@ -1368,6 +1421,22 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   const Result c = run("plan " + source(kSeed) + " --gpus 4 --objective cost" + small);
   EXPECT_EQ(c.code, 2) << c.out;
   EXPECT_NE(c.out.find("gives no price per GPU-hour"), std::string::npos) << c.out;
+  // A token budget is time_to_train's: with another objective it would change nothing, and says so.
+  // A scenario names a shipped profile by its generation, or a file; any other name is bad input
+  // that lists the shipped ones.
+  const Result hp = run("predict " + source(kSeed) + " --set calibration=hopper --top 1");
+  ASSERT_EQ(hp.code, 0) << hp.out;
+  EXPECT_NE(hp.out.find("  profile                hopper (calibration/profiles/hopper.json)"), std::string::npos) << hp.out;
+  const Result typo = run("predict " + source(kSeed) + " --set calibration=hoper");
+  EXPECT_EQ(typo.code, 2) << typo.out;
+  EXPECT_NE(typo.out.find("/calibration: expected a calibration profile file (its path relative to this file) or a shipped "
+                          "profile's name ("),
+            std::string::npos)
+      << typo.out;
+  EXPECT_NE(typo.out.find("got \"hoper\""), std::string::npos) << typo.out;
+  const Result tk = run("plan " + source(kSeed) + " --gpus 4 --tokens 15T" + small);
+  EXPECT_EQ(tk.code, 2) << tk.out;
+  EXPECT_NE(tk.out.find("--tokens is the budget of --objective time_to_train"), std::string::npos) << tk.out;
 }
 
 // plan --balance: each pipelined candidate runs its balanced layout (its --set list says

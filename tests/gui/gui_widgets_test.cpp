@@ -1134,7 +1134,7 @@ class MainWindowTest : public QObject {
     QVERIFY2(w.exportCsv(csv, &error), qPrintable(error));
     QFile c(csv);
     QVERIFY(c.open(QIODevice::ReadOnly | QIODevice::Text));
-    QCOMPARE(c.readLine().trimmed(), QByteArray("name,category,count,seconds,serial_seconds,flops,bytes"));
+    QCOMPARE(c.readLine().trimmed(), QByteArray("name,category,count,seconds,serial_seconds,flops,bytes,hbm_bytes,message_bytes,exposed_seconds"));
     QVERIFY(!c.readLine().trimmed().isEmpty());  // at least one op row
     // A path that cannot be written fails with a message and leaves nothing.
     QVERIFY(!w.exportCsv(dir.filePath(QStringLiteral("missing/ops.csv")), &error));
