@@ -183,32 +183,52 @@ int cmd_sweep(const SweepOpts& o) {
   const size_t procs = static_cast<size_t>(rk.size()), me = static_cast<size_t>(rk.rank());
   auto owner = [&](size_t i) { return (i - start) % procs; };
   const int jobs = std::max(1, o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()));
-  std::vector<std::optional<std::string>> lines(n - start);
-  std::vector<std::string> status(n - start);
+  // Finished rows wait here until they are written in point order. A worker runs at most `window`
+  // of this rank's points ahead of the next one to be written, so memory stays bounded however long
+  // the sweep (a slot per point, allocated up front, took 722 MB for 10 million points).
+  const size_t window = std::max<size_t>(4096, 64 * static_cast<size_t>(jobs));
+  std::map<size_t, std::pair<std::string, std::string>> done;  // this rank's k -> (status, row)
+  size_t taken = 0;                                             // this rank's points written or sent
+  bool stop = false;
   std::mutex mu;
-  std::condition_variable cv;
+  std::condition_variable cv_done, cv_room;
   std::atomic<size_t> next{0};  // this rank's k-th point is start + me + k * procs
   auto worker = [&] {
-    for (size_t i = start + me + next++ * procs; i < n; i = start + me + next++ * procs) {
+    for (size_t k = next++, i = start + me + k * procs; i < n; k = next++, i = start + me + k * procs) {
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv_room.wait(lk, [&] { return stop || k < taken + window; });
+        if (stop) return;
+      }
       const io::SweepRow r = io::run_point(sp, i);
       std::string text = with_fingerprint(csv ? io::sweep_csv_row(sp, r) : io::sweep_jsonl_row(r), csv, fingerprint);
       {
         std::lock_guard<std::mutex> lk(mu);
-        lines[i - start] = std::move(text);
-        status[i - start] = r.status;
+        done.emplace(k, std::make_pair(r.status, std::move(text)));
       }
-      cv.notify_one();
+      cv_done.notify_all();
     }
+  };
+  auto stop_workers = [&] {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      stop = true;
+    }
+    next.store(n);
+    cv_room.notify_all();
   };
   const size_t mine = n > start + me ? (n - start - me + procs - 1) / procs : 0;
   std::vector<std::thread> pool;
   for (int t = 0; t < std::min<int>(jobs, static_cast<int>(std::max<size_t>(mine, 1))); ++t) pool.emplace_back(worker);
   auto take = [&](size_t i) {
+    const size_t k = (i - start - me) / procs;
     std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return lines[i - start].has_value(); });
-    std::pair<std::string, std::string> r{status[i - start], std::move(*lines[i - start])};
-    lines[i - start].reset();
-    return r;
+    cv_done.wait(lk, [&] { return done.count(k) > 0; });
+    auto node = done.extract(k);
+    ++taken;
+    lk.unlock();
+    cv_room.notify_all();
+    return std::move(node.mapped());
   };
   if (!root) {
     // This rank's rows to rank 0, in point order: status, a NUL, the row's text.
@@ -238,7 +258,7 @@ int cmd_sweep(const SweepOpts& o) {
     *out << text << std::flush;
     if (!*out) {  // a full disk: stop dealing out points, let the running ones finish, and fail
       const int err = errno;
-      next.store(n);
+      stop_workers();
       for (auto& t : pool) t.join();
       throw std::runtime_error("cannot write " + out_name + (err ? std::string(" (") + std::strerror(err) + ")" : std::string()) + ": " +
                                std::to_string(i - start) + " rows of this run written");
