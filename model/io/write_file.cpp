@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,25 @@ std::string output_target(const std::string& path) {
   return target.string();
 }
 
+namespace {
+// The process's umask, read from /proc/self/status (Linux 4.7+) without changing it: umask(2) can
+// only read it by setting it, and a file another thread created between the two calls would get
+// the permissive mask. The set-and-restore pair is the fallback.
+mode_t current_umask() {
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    unsigned int m = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "Umask: %o", &m) == 1;
+    std::fclose(f);
+    if (found) return static_cast<mode_t>(m);
+  }
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
+}
+}  // namespace
+
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   std::vector<std::pair<std::string, std::string>> temps;  // temporary, target
   std::error_code ec;
@@ -39,8 +59,7 @@ void write_files_atomically(const std::vector<std::pair<std::string, std::string
     drop();
     throw std::runtime_error("cannot write " + path + (err ? std::string(": ") + std::strerror(err) : std::string()));
   };
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
+  const mode_t mask = current_umask();
   for (size_t i = 0; i < files.size(); ++i) {
     const auto& [path, content] = files[i];
     const std::string target = output_target(path);

@@ -1,5 +1,7 @@
 // Bad input, one test per kind of mistake: each gives one SpecError naming the file, the JSON
 // path and what was expected.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +9,7 @@
 #include "model/io/errors.h"
 #include "model/io/load.h"
 #include "model/io/parts.h"
+#include "model/io/write_file.h"
 #include "temp_dir.h"
 
 namespace moeperf::io {
@@ -49,6 +52,24 @@ SpecError error_after(const TempDir& d, const std::function<void(json&)>& edit) 
   }
   ADD_FAILURE() << "no error";
   return SpecError("", "", "");
+}
+
+// A written file gets what the umask leaves of 0666 when it is new, and keeps its mode when it is
+// replaced; the umask is read, not changed.
+TEST(WriteFiles, ANewFileTakesTheUmaskAndAReplacedOneKeepsItsMode) {
+  testing::TempDir d;
+  const mode_t old = ::umask(027);
+  const std::string fresh = d.path("fresh.json"), kept = d.path("kept.json");
+  write_files_atomically({{fresh, "{}"}});
+  struct stat st{};
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  d.write("kept.json", "old");
+  ASSERT_EQ(::chmod(kept.c_str(), 0604), 0);
+  write_files_atomically({{kept, "new"}});
+  ASSERT_EQ(::stat(kept.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
+  EXPECT_EQ(::umask(old), 027u);  // unchanged by the writes
 }
 
 TEST(BadInput, TheBaseSystemIsValid) {
