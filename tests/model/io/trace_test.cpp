@@ -329,6 +329,17 @@ TEST(KinetoTrace, TheIssuingThreadsLaunchesAndTheGapsBetweenThem) {
   EXPECT_NEAR(h.median_gap_s, 10e-6, 1e-15);
   EXPECT_NEAR(h.mean_gap_s, (125e-6 + 290e-6) / 35, 1e-15);
   EXPECT_NEAR(h.median_call_s, 2e-6, 1e-15);
+  {  // At epoch microseconds (Kineto's ts, about 1.7e15) the gaps are the same: kept from the
+     // first event's ts, not scaled to seconds whole (2.4e-7 s apart at 1.7e9 s)
+    json epoch = ev;
+    for (json& x : epoch) x["ts"] = x["ts"].get<double>() + 1.7e15;
+    const io::MeasuredTrace te = read(json{{"traceEvents", epoch}}, "host_epoch.json");
+    ASSERT_TRUE(te.host.has_value());
+    EXPECT_EQ(te.host->gaps, h.gaps);
+    EXPECT_NEAR(te.host->median_gap_s, 10e-6, 1e-12);
+    EXPECT_NEAR(te.host->mean_gap_s, h.mean_gap_s, 1e-12);
+    EXPECT_NEAR(te.host->wait_s, h.wait_s, 1e-12);
+  }
   // Without a step marked, the whole trace: the launch at 2 ms counts, its gap too.
   ev.erase(ev.begin());
   const io::MeasuredTrace w = read(json{{"traceEvents", ev}}, "host_unmarked.json");
