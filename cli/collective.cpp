@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -20,8 +21,16 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   const SystemSpec sys = io::load_system(file);
   // As predict prices: the shipped profile of the system's GPU generation, under a profile file
   // the user names (e.g. what `moeperf calibrate` fitted to the calibration suite on this machine).
-  // A shipped profile's name (hopper, blackwell, blackwell-ultra) prices with that profile alone.
-  const std::optional<Calibration> named = calibration.empty() ? std::nullopt : io::builtin_profile_named(calibration);
+  // A shipped profile's name (hopper, blackwell, blackwell-ultra) prices with that profile alone,
+  // unless a file of that name is there (as a scenario's "calibration" reads it).
+  std::error_code ec;
+  const bool a_file = !calibration.empty() && std::filesystem::is_regular_file(calibration, ec);
+  const std::optional<Calibration> named = calibration.empty() || a_file ? std::nullopt : io::builtin_profile_named(calibration);
+  if (!calibration.empty() && !a_file && !named) {
+    std::string names;
+    for (const auto& [name, text] : io::builtin_profiles()) names += (names.empty() ? "" : ", ") + name;
+    throw InputError("--calibration " + calibration + ": no such file, nor a shipped profile's name (" + names + ")");
+  }
   Calibration cal = named                ? *named
                     : calibration.empty() ? io::builtin_profile(sys.domain.tray.gpu)
                                           : io::load_calibration(calibration, io::builtin_profile(sys.domain.tray.gpu));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -185,8 +186,10 @@ int cmd_sweep(const SweepOpts& o) {
   const int jobs = std::max(1, o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()));
   // Finished rows wait here until they are written in point order. A worker runs at most `window`
   // of this rank's points ahead of the next one to be written, so memory stays bounded however long
-  // the sweep (a slot per point, allocated up front, took 722 MB for 10 million points).
-  const size_t window = std::max<size_t>(4096, 64 * static_cast<size_t>(jobs));
+  // the sweep (a slot per point, allocated up front, took 711 MB for 10 million points).
+  size_t window = std::max<size_t>(4096, 64 * static_cast<size_t>(jobs));
+  // For tests: a small window, so that workers do wait for the writer.
+  if (const char* w = std::getenv("MOEPERF_SWEEP_WINDOW"); w && std::atoll(w) > 0) window = static_cast<size_t>(std::atoll(w));
   std::map<size_t, std::pair<std::string, std::string>> done;  // this rank's k -> (status, row)
   size_t taken = 0;                                             // this rank's points written or sent
   bool stop = false;

@@ -98,10 +98,19 @@ fs::path scenario_folder(const std::string& file) {
 // A reference field's path, `node`, replaced by the JSON file it names (resolved from
 // `scenario_dir`; the file's own references rebased there). False, `node` untouched, when it names
 // no file (a built-in name, a folder, nothing there).
-bool inline_referenced_file(json& node, const fs::path& scenario_dir) {
+bool inline_referenced_file(json& node, const fs::path& scenario_dir, const std::string& key) {
   const fs::path target = scenario_dir / node.get<std::string>();
   std::error_code ec;
-  if (!fs::is_regular_file(target, ec)) return false;
+  if (!fs::is_regular_file(target, ec)) {
+    // A shipped profile by name, where no file of that name is there (as the loader reads it).
+    if (key == "calibration")
+      for (const auto& [name, text] : builtin_profiles())
+        if (name == node.get<std::string>()) {
+          node = json::parse(text);
+          return true;
+        }
+    return false;
+  }
   json content = detail::read_json_file(target.lexically_normal().string());
   rebase_references(content, target.parent_path(), scenario_dir);
   node = std::move(content);
@@ -146,7 +155,7 @@ void apply_override(json& root, const Override& o, const std::string& file) {
     if (next.is_null()) next = json::object();
     // A named stack (or a stack file) becomes the base of an object the override can reach into.
     if (next.is_string() && i == 0 && parts[i] == "stack") next = json{{"base", next}};
-    if (next.is_string() && is_reference_key(parts[i]) && !inline_referenced_file(next, scenario_dir))
+    if (next.is_string() && is_reference_key(parts[i]) && !inline_referenced_file(next, scenario_dir, parts[i]))
       throw SpecError(file, walked, "--set " + o.path + ": referenced file \"" + next.get<std::string>() + "\" not found (looked for " +
                                         (scenario_dir / next.get<std::string>()).lexically_normal().string() + ")");
     cur = &next;
@@ -325,16 +334,21 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
   if (auto c = n.get("calibration")) {
     // A shipped profile by its generation's name (a what-if: this system priced with another
     // generation's fit), else a profile file or an inline object over the system's own.
+    // A file of that name beside the scenario wins over a shipped profile's name.
     std::optional<Calibration> named;
-    if (c->is_string()) named = builtin_profile_named(c->as_string());
+    std::error_code ec;
+    const fs::path target = c->is_string() ? fs::path(c->file()).parent_path() / c->as_string() : fs::path();
+    const bool file = c->is_string() && fs::is_regular_file(target, ec);
+    if (c->is_string() && !file) named = builtin_profile_named(c->as_string());
     if (named) {
       s.calibration = std::move(*named);
     } else {
-      if (c->is_string() && !fs::is_regular_file(fs::path(c->file()).parent_path() / c->as_string())) {
+      if (c->is_string() && !file) {
         std::string names;
         for (const auto& [name, text] : builtin_profiles()) names += (names.empty() ? "" : ", ") + name;
-        c->fail("expected a calibration profile file (its path relative to this file) or a shipped profile's name (" +
-                names + "), got \"" + c->as_string() + "\"");
+        c->fail("expected a calibration profile file (its path relative to this file; looked for " +
+                target.lexically_normal().string() + ") or a shipped profile's name (" + names + "), got \"" +
+                c->as_string() + "\"");
       }
       const Calibration base = s.calibration;
       s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
@@ -415,7 +429,7 @@ const json* scenario_field(json& root, const std::string& path, const std::strin
     json* next = &(*cur)[key];
     // A step through a reference to a JSON file inlines it as apply_override does (a built-in name
     // or a folder is no file to read: nothing below it is found here).
-    if (b < path.size() && next->is_string() && is_reference_key(key) && !inline_referenced_file(*next, scenario_dir)) return nullptr;
+    if (b < path.size() && next->is_string() && is_reference_key(key) && !inline_referenced_file(*next, scenario_dir, key)) return nullptr;
     if (next->is_object() && next->contains("value")) next = &(*next)["value"];
     if (b == path.size()) return next;
     cur = next;

@@ -366,9 +366,9 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
     } else {
       const int64_t per = x.batch.micro_batch * x.parallelism.dense_data_parallel();
       if (x.batch.global_batch % per != 0) {
-        // The micro-batch that every point of the curve can run: the greatest common divisor of the
-        // sequences per data-parallel rank at each count (none when a count's ranks do not divide
-        // the global batch).
+        // A micro-batch every point of the curve can run: a divisor of each count's sequences per
+        // data-parallel rank, no larger than the scenario's (its memory), that passes the
+        // scenario's rules at every count (DualPipe's and interleaving's micro-batch counts).
         int64_t common = 0;
         for (int64_t m : gpus) {
           if (m % others != 0) continue;
@@ -381,9 +381,29 @@ std::vector<ScalePoint> scale(const Scenario& s, const std::vector<int64_t>& gpu
           }
           common = std::gcd(common, s.batch.global_batch / ranks);
         }
+        int64_t fits = 0;
+        for (int64_t d = std::min(common, s.batch.micro_batch); d >= 1 && fits == 0; --d) {
+          if (common % d != 0) continue;
+          bool ok = true;
+          for (int64_t m : gpus) {
+            Scenario y = s;
+            (axis == GrowAxis::fsdp ? y.parallelism.fsdp : axis == GrowAxis::dp ? y.parallelism.dp : y.parallelism.ep) = m / others;
+            y.gpus = m;
+            y.batch.micro_batch = d;
+            try {
+              if (check) check(y);
+            } catch (const InputError&) {
+              ok = false;
+              break;
+            }
+          }
+          if (ok) fits = d;
+        }
         const std::string hint =
-            common > 0 ? "; --set batch.micro_batch=" + std::to_string(common) + " runs every count of the curve"
-                       : "; the global batch must be a multiple of every count's data-parallel ranks";
+            fits > 0     ? "; --set batch.micro_batch=" + std::to_string(fits) + " runs every count of the curve"
+            : common > 0 ? "; no micro-batch up to " + std::to_string(std::min(common, s.batch.micro_batch)) +
+                               " that divides every count's sequences per rank passes the scenario's rules at every count"
+                         : "; the global batch must be a multiple of every count's data-parallel ranks";
         throw InputError("at " + std::to_string(n) + " GPUs the fixed global batch of " + std::to_string(x.batch.global_batch) +
                          " sequences is not a whole number of micro-batches of " + std::to_string(x.batch.micro_batch) +
                          " per data-parallel rank (" + std::to_string(x.parallelism.dense_data_parallel()) + " ranks)" + hint);

@@ -353,6 +353,50 @@ TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
   EXPECT_EQ(none.code, 2) << none.out;
   EXPECT_NE(none.out.find("the global batch must be a multiple of every count's data-parallel ranks"), std::string::npos)
       << none.out;
+  // The micro-batch named passes the scenario's rules at every count, not only divides: DualPipe
+  // needs an even count of at least 2 x pp micro-batches (at 6,144 GPUs 64 sequences per rank, at
+  // 2,048 192: 64 divides both but gives 1 micro-batch; 2 gives 32 and 96).
+  const std::string dualpipe = source("examples/deepseek-v3/h800-dualpipe.json") +
+                               " --grow dp --batch global --set batch.global_batch=24576 --set batch.micro_batch=3 --gpus 6144,2048";
+  const Result dp = run("scale " + dualpipe);
+  EXPECT_EQ(dp.code, 2) << dp.out;
+  EXPECT_NE(dp.out.find("; --set batch.micro_batch=2 runs every count of the curve"), std::string::npos) << dp.out;
+}
+
+// A scenario's "calibration" names a shipped profile by its generation, or a file (which wins when
+// one of that name is beside the scenario); --set reaches into a named profile; any other name is
+// bad input that lists the shipped ones.
+TEST(Cli, ACalibrationNamesAShippedProfileOrAFile) {
+  const std::string seed = source("examples/deepseek-v3/gb300-optimized.json");
+  const Result hp = run("predict " + seed + " --set calibration=hopper --top 1");
+  ASSERT_EQ(hp.code, 0) << hp.out;
+  EXPECT_NE(hp.out.find("  profile                hopper (calibration/profiles/hopper.json)"), std::string::npos) << hp.out;
+  const auto tflops = [](const Result& r) { return nlohmann::json::parse(r.out)["model_tflops_per_gpu"].get<double>(); };
+  const Result named = run_stdout("predict " + seed + " --set calibration=hopper --format json");
+  const Result slower = run_stdout("predict " + seed + " --set calibration=hopper --set calibration.params.gemm_fraction_mxfp8=0.3 --format json");
+  ASSERT_EQ(slower.code, 0) << slower.out;
+  EXPECT_LT(tflops(slower), 0.9 * tflops(named));
+  const Result typo = run("predict " + seed + " --set calibration=hoper");
+  EXPECT_EQ(typo.code, 2) << typo.out;
+  EXPECT_NE(typo.out.find("/calibration: expected a calibration profile file (its path relative to this file; looked for "),
+            std::string::npos)
+      << typo.out;
+  EXPECT_NE(typo.out.find("or a shipped profile's name ("), std::string::npos) << typo.out;
+  EXPECT_NE(typo.out.find("got \"hoper\""), std::string::npos) << typo.out;
+  const Result lng = run("predict " + seed + " --set calibration=" + std::string(5000, 'x'));
+  EXPECT_EQ(lng.code, 2) << lng.out.substr(0, 300);
+  // A file named like a profile beside the scenario is the one read.
+  TempDir d;
+  nlohmann::json sc = nlohmann::json::parse(std::ifstream(seed));
+  sc["model"] = source("examples/models/deepseek-v3/config.json");
+  sc["system"] = source("topologies/gb300-nvl72.json");
+  sc["calibration"] = "hopper";
+  std::ofstream(d.path("s.json")) << sc.dump();
+  std::ofstream(d.path("hopper")) << R"({"kind": "calibration", "name": "mine", "params": {"gemm_fraction_mxfp8": 0.3}})";
+  const Result mine = run("predict " + d.path("s.json") + " --top 1");
+  ASSERT_EQ(mine.code, 0) << mine.out;
+  EXPECT_EQ(mine.out.find("  profile                hopper (calibration/profiles/hopper.json)"), std::string::npos) << mine.out;
+  EXPECT_NE(mine.out.find("mine"), std::string::npos) << mine.out;
 }
 
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
@@ -1072,25 +1116,6 @@ TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
   EXPECT_NE(whole.substr(0, whole.find('\n')).find(",sweep"), std::string::npos);  // the CSV's last column
 }
 
-// Past the rows held for in-order writing (4,096 points ahead of the writer at most, so a sweep of
-// millions stays in a few MB), the rows still come out whole and in point order, on any thread count.
-TEST(CliSweep, MoreRowsThanTheWriteWindowComeOutInOrder) {
-  TempDir d;
-  ASSERT_EQ(run("sweep " + source("examples/executor/cpu-small.json") +
-                " --vary batch.global_batch=1..840+1 --vary batch.seq_len=16,32,48,64,80 --jobs 2 --out " + d.path("s.csv"))
-                .code,
-            0);
-  std::istringstream in(slurp(d.path("s.csv")));
-  std::string line;
-  std::getline(in, line);  // header
-  size_t expect = 0;
-  while (std::getline(in, line)) {
-    ASSERT_EQ(line.substr(0, line.find(',')), std::to_string(expect)) << line;
-    ++expect;
-  }
-  EXPECT_EQ(expect, 4200u);
-}
-
 // A sweep killed (SIGKILL) while it writes, then resumed, ends with the uninterrupted file's bytes.
 TEST(CliSweep, KilledMidwayAndResumedEqualsAnUninterruptedRun) {
   TempDir d;
@@ -1125,6 +1150,25 @@ std::string mpirun(int np) {
 bool have_mpi_cli() {
   return std::system("command -v mpirun >/dev/null 2>&1") == 0 &&
          std::filesystem::exists(std::filesystem::path(MOEPERF_CLI).parent_path() / "moeperf-mpi");
+}
+
+// Rows finished ahead of the writer wait in a window (4,096 points; 8 MB for a sweep of millions):
+// with a window of 3 (MOEPERF_SWEEP_WINDOW, for tests) the workers wait for the writer, and the
+// file has the same bytes as one thread's, in one process and on MPI ranks.
+TEST(CliSweep, AFullWriteWindowHoldsTheWorkersAndKeepsTheBytes) {
+  TempDir d;
+  const std::string args = "sweep " + source("examples/executor/cpu-small.json") +
+                           " --vary batch.global_batch=16..400+16 --vary batch.seq_len=16,32,48,64 --out ";
+  ASSERT_EQ(run(args + d.path("one.csv") + " --jobs 1").code, 0);
+  ASSERT_EQ(sh("MOEPERF_SWEEP_WINDOW=3 " + std::string(MOEPERF_CLI) + " " + args + d.path("four.csv") + " --jobs 4 2>&1").code, 0);
+  const std::string one = slurp(d.path("one.csv"));
+  EXPECT_EQ(slurp(d.path("four.csv")), one);
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 101);  // the header and 100 rows
+  if (have_mpi_cli()) {
+    const Result r = sh("MOEPERF_SWEEP_WINDOW=2 " + mpirun(3) + "-x MOEPERF_SWEEP_WINDOW " + MOEPERF_CLI + " " + args + d.path("mpi.csv") + " --jobs 2");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(slurp(d.path("mpi.csv")), one);
+  }
 }
 
 TEST(CliMpi, SweepOnRanksEqualsOneProcessByteForByteAndResumes) {
@@ -1441,18 +1485,6 @@ TEST(CliPlan, BestLayoutsArePredictionsAndTheSearchAddsUp) {
   EXPECT_EQ(c.code, 2) << c.out;
   EXPECT_NE(c.out.find("gives no price per GPU-hour"), std::string::npos) << c.out;
   // A token budget is time_to_train's: with another objective it would change nothing, and says so.
-  // A scenario names a shipped profile by its generation, or a file; any other name is bad input
-  // that lists the shipped ones.
-  const Result hp = run("predict " + source(kSeed) + " --set calibration=hopper --top 1");
-  ASSERT_EQ(hp.code, 0) << hp.out;
-  EXPECT_NE(hp.out.find("  profile                hopper (calibration/profiles/hopper.json)"), std::string::npos) << hp.out;
-  const Result typo = run("predict " + source(kSeed) + " --set calibration=hoper");
-  EXPECT_EQ(typo.code, 2) << typo.out;
-  EXPECT_NE(typo.out.find("/calibration: expected a calibration profile file (its path relative to this file) or a shipped "
-                          "profile's name ("),
-            std::string::npos)
-      << typo.out;
-  EXPECT_NE(typo.out.find("got \"hoper\""), std::string::npos) << typo.out;
   const Result tk = run("plan " + source(kSeed) + " --gpus 4 --tokens 15T" + small);
   EXPECT_EQ(tk.code, 2) << tk.out;
   EXPECT_NE(tk.out.find("--tokens is the budget of --objective time_to_train"), std::string::npos) << tk.out;

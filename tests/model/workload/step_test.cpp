@@ -1102,6 +1102,8 @@ TEST(Defects, ContextParallelBackwardGathersKeysAndValuesAgain) {
   }
 }
 
+}  // namespace
+}  // namespace moeperf
 
 namespace moeperf {
 namespace {
@@ -1722,9 +1724,6 @@ TEST(Step, WithoutExpertParallelismNothingIsExchanged) {
     EXPECT_GT(memory_report(s8, load8, cal).comm_buffers.value(), 0.0) << disp;
   }
 }
-
-}  // namespace
-}  // namespace moeperf
 
 // The fit converges from any start: on the published Blackwell records it stops well short of its
 // iteration cap, and a start from the defaults and one from the Hopper profile reach the same values
