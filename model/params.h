@@ -60,6 +60,8 @@ enum class Param : int {
   deepep_combine_sm_half,  // the same two for DeepEP's normal combine
   deepep_combine_peer_cost,
   ep_api_copy_passes,      // HBM passes over the exchanged bytes a framework API adds around a fused EP kernel
+  ep_row_sm_s,             // a fused EP kernel's SM time per token row, beside its bytes
+  deepep_row_sm_s,         // the same for DeepEP's normal kernels
   oneshot_copy_latency_s,  // one load-store round of a copy kernel's thread (XLA's one-shot all-to-all): Little's law
   comm_sm_fraction,        // fraction of SMs a running communication kernel takes from compute
   runtime_reserve_gib,     // HBM held by the CUDA context, NCCL and library workspaces

@@ -251,8 +251,21 @@ PartRecord parse_record(const Node& x, const std::map<std::string, std::shared_p
         r.metric = PartMetric::algorithm_bandwidth;
         break;
       }
-      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k", "kernel", "api"});
+      sh.allow_only({"ep", "sms", "link", "tokens", "hidden", "top_k", "kernel", "api", "dtype"});
       r.ep = positive(sh, "ep");
+      // The rows' bytes as the benchmark counts them: hidden x the dtype's bytes (scales included).
+      // DeepEP's and HybridEP's tests run DeepSeek-V3's hidden size, 7168, unless the record says.
+      {
+        Dtype dt = Dtype::bf16;
+        if (auto d = sh.get("dtype")) {
+          const std::string v = d->as_string();
+          if (v == "bf16") dt = Dtype::bf16;
+          else if (v == "fp8_block") dt = Dtype::fp8_block;
+          else d->fail("expected \"bf16\" or \"fp8_block\" (FP8 rows with a FP32 scale per 128), got \"" + v + "\"");
+        }
+        r.dtype = dt;
+        r.row_bytes = (sh.get("hidden") ? positive(sh, "hidden") : 7168.0) * bytes_per_element(dt);
+      }
       if (auto k = sh.get("kernel")) {
         const std::string v = k->as_string();
         if (v != "hybridep" && v != "deepep") k->fail("expected \"hybridep\" or \"deepep\", got \"" + v + "\"");

@@ -149,7 +149,8 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
   const int from = std::clamp(stage, 0, std::max(pp - 1, 0));
   const int to = std::clamp(op.peer_stage >= 0 ? op.peer_stage : from + 1 < pp ? from + 1 : from - 1, 0, std::max(pp - 1, 0));
   const int pair = op.group == Group::pp ? std::min(from, to) * pp + std::max(from, to) : -1;
-  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout, combine, pair);
+  const double row_bytes = fused_ep ? op.row_bytes : 0.0;
+  const auto key = std::make_tuple(op.collective, op.group, shape.fanout, shape.node_fanout, combine, pair, row_bytes);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     std::vector<int64_t> members;
@@ -175,7 +176,13 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double f = ep_sm_factor(sms, cal_, deepep);
       const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
       const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
-      cal.set(Param::nvlink_fraction, nvlink * f * c);
+      // Each row's SM time beside its bytes (ep_row_sm_s), as a lower byte rate on each link: the
+      // kernel handles its own rows too, n / (n - 1) of the rows it sends, as the records count them.
+      const double n = static_cast<double>(members.size());
+      const double rows_counted = row_bytes > 0 && n > 1 ? row_bytes * (n - 1.0) / n : 0.0;
+      auto rows = [&](double link_rate) { return link_rate > 0 ? ep_row_rate(link_rate, rows_counted, sms, cal_, deepep) / link_rate : 1.0; };
+      const double nvl_rate = t_.nvlink_bandwidth_per_gpu().value() * nvlink * f * c;
+      cal.set(Param::nvlink_fraction, nvlink * f * c * rows(nvl_rate));
       link.set(Param::nvlink_fraction, nvlink);
       // Over RDMA DeepEP's normal kernels reach the NIC's rate at their default SMs (V1 on H800:
       // 58 and 51 GB/s of rows counted per node hit at 4 and 8 nodes and 24 SMs, 43.5 and 44.6 GB/s
@@ -184,8 +191,8 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       // keeps requests in flight to every remote peer (Little's law), so at 2 nodes 4 SMs reach 22
       // GB/s of the NIC on H100 and at 4 nodes 40 (calibrate.cpp prices its records the same way).
       const double nodes = static_cast<double>(by_domain(t_, members).size());
-      cal.set(Param::ib_fraction, cal_[Param::ep_network_fraction] *
-                                      (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false)));
+      const double net = cal_[Param::ep_network_fraction] * (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false));
+      cal.set(Param::ib_fraction, net * rows(t_.scaleout_bandwidth_per_gpu().value() * net));
       link.set(Param::ib_fraction, cal_[Param::ep_network_fraction]);
     }
     auto algorithms = [&](const Calibration& k) {

@@ -83,7 +83,7 @@ class Pricer {
   std::vector<std::string> notes_;
   // Candidate algorithms per (collective, group, fanout, node fanout, combine, pipeline stage pair);
   // comm_cost picks the fastest at the op's size.
-  mutable std::map<std::tuple<Collective, Group, double, double, bool, int>, std::vector<CollectiveCost>> cache_;
+  mutable std::map<std::tuple<Collective, Group, double, double, bool, int, double>, std::vector<CollectiveCost>> cache_;
   mutable std::map<Group, std::vector<int64_t>> widest_;  // widest_group per group, scanned once
   CollectiveCost host_, host_d2h_;
   CollectiveMemo* memo_ = nullptr;

@@ -122,6 +122,11 @@ double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool 
   return s / (s + half) / (1.0 + peer * (n - 1.0));
 }
 
+double ep_row_rate(double rate, double row_bytes, double sms, const Calibration& cal, bool deepep) {
+  const double per_byte = row_bytes > 0 ? cal[deepep ? Param::deepep_row_sm_s : Param::ep_row_sm_s] / (std::max(1.0, sms) * row_bytes) : 0.0;
+  return rate > 0 ? 1.0 / (1.0 / rate + per_byte) : rate;
+}
+
 double ep_api_copy_s_per_byte(const GpuSpec& gpu, const Calibration& cal) {
   const double hbm = gpu.hbm_bandwidth.value() * cal[Param::hbm_fraction];
   return hbm > 0 ? cal[Param::ep_api_copy_passes] / hbm : 0.0;

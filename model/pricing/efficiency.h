@@ -84,6 +84,10 @@ double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);
 // A fused EP combine's NVLink rate over its dispatch's (the receiver sums each token's rows):
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)), per kernel family.
 double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep = false);
+// A fused EP kernel's byte rate `rate` with each row's SM time added: row_bytes per row, `sms` SMs,
+// ep_row_sm_s (deepep_row_sm_s): 1 / (1 / rate + row_sm_s / (sms x row_bytes)). Unchanged when
+// row_bytes is 0 (unknown).
+double ep_row_rate(double rate, double row_bytes, double sms, const Calibration& cal, bool deepep = false);
 // Seconds per exchanged byte that a fused EP kernel's PyTorch API adds in series with the kernel
 // (stack.ep_buffer_copies): ep_api_copy_passes over HBM at hbm_fraction of the GPU's bandwidth.
 double ep_api_copy_s_per_byte(const GpuSpec& gpu, const Calibration& cal);

@@ -47,7 +47,7 @@ std::vector<Param> class_params(PartClass c) {
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
               Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
               Param::deepep_combine_sm_half, Param::deepep_combine_peer_cost, Param::ep_api_copy_passes,
-              Param::oneshot_copy_latency_s};
+              Param::ep_row_sm_s, Param::deepep_row_sm_s, Param::oneshot_copy_latency_s};
     case PartClass::kCount: break;
   }
   return {};
@@ -118,6 +118,9 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
       // (all_to_all_hierarchical_cost, one row per node hit), so the record is priced as those.
       if (r.in_flight > 0) return r.ep * r.in_flight / cal[Param::oneshot_copy_latency_s];
       const double f = ep_sm_factor(r.sms, cal, r.deepep);
+      // Each row also costs its SM time (ep_row_sm_s / SMs) beside its bytes: the rate of the rows as
+      // counted, of row_bytes each.
+      auto with_rows = [&](double rate) { return ep_row_rate(rate, r.row_bytes, r.sms, cal, r.deepep); };
       if (r.rdma) {  // as the pricer: DeepEP's RDMA side at the NIC's rate, HybridEP's by its SMs
         // The GPU's scale-out rate as the pricer takes it (Topology::scaleout_bandwidth_per_gpu):
         // the NIC's port, the fabric switch's port, and the NIC's host link (PCIe), the narrowest.
@@ -128,13 +131,14 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
         const double per_node = static_cast<double>(job_gpus_per_domain(*r.system, static_cast<int64_t>(r.ep)));
         const double nodes = std::max(2.0, std::ceil(r.ep / std::max(1.0, per_node)));
         const double fr = ep_sm_factor(r.sms * (nodes - 1.0), cal, false);
-        const double kernel = nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0);
+        const double kernel = with_rows(nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0));
         return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
       }
       const double n = std::max(2.0, r.ep);
       const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;
-      const double kernel = r.gpu.nvlink_bandwidth().value() *
-                            cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c * n / (n - 1.0);
+      const double kernel = with_rows(r.gpu.nvlink_bandwidth().value() *
+                                      cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c * n /
+                                      (n - 1.0));
       // Through the PyTorch API the rows also pass over HBM between the kernel's buffers and the
       // framework's tensors, in series with the kernel (as the pricer adds it: ep_api_copy_s_per_byte).
       return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
@@ -368,10 +372,30 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     for (size_t k = 0; k < usable.size() / 4; ++k) candidate[by_hash[k].second] = true;
     std::vector<const PartRecord*> candidates;
     for (size_t i = 0; i < usable.size(); ++i) (candidate[i] ? candidates : g.fit).push_back(usable[i]);
+    // Nor when it alone shows how a parameter's term varies: its sensitivity to the parameter lies
+    // outside the fitted records' range by more than that range is wide (DeepEP's combine at 32
+    // ranks, the peer term's one record beyond 8 ranks: with the combines at 8 alone the term is
+    // seen doing one thing, and the fit without it put the 32-rank combine 86 % too fast).
+    auto only_variation = [&](const PartRecord* r) {
+      for (size_t j = 0; j < params.size(); ++j) {
+        if (!mover.at(r)[j]) continue;
+        const double x = sens.at(r)[j];
+        double lo = 0, hi = 0;
+        int seen = 0;
+        for (const PartRecord* f : g.fit)
+          if (mover.at(f)[j]) {
+            const double v = sens.at(f)[j];
+            lo = seen ? std::min(lo, v) : v, hi = seen ? std::max(hi, v) : v;
+            ++seen;
+          }
+        if (seen >= 2 && std::max(lo - x, x - hi) > std::max(hi - lo, 1e-9 * std::max(std::abs(lo), std::abs(hi)))) return true;
+      }
+      return false;
+    };
     for (const PartRecord* r : candidates) {
       std::vector<const PartRecord*> with = g.fit;
       with.push_back(r);
-      (rank_of(with, all_cols, sens, norm) > rank_of(g.fit, all_cols, sens, norm) ? g.fit : g.held).push_back(r);
+      (rank_of(with, all_cols, sens, norm) > rank_of(g.fit, all_cols, sens, norm) || only_variation(r) ? g.fit : g.held).push_back(r);
     }
     std::sort(g.fit.begin(), g.fit.end(), [](const PartRecord* a, const PartRecord* b) { return a->id < b->id; });
     ClassFit cf;

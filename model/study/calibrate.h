@@ -68,6 +68,7 @@ struct PartRecord {
   double in_flight = 0;       // ep.one_shot_a2a: bytes a peer's thread blocks keep in flight
   bool deepep = false;        // DeepEP's kernels (shape "kernel": "deepep"), else HybridEP
   bool torch_api = false;     // measured through the kernel's PyTorch API (shape "api": "torch"), else the kernel alone
+  double row_bytes = 0;       // EP kernels: bytes per token row as the benchmark counts them (hidden x the dtype's bytes)
   // What was measured, in SI units (s, FLOP/s, B/s)
   PartMetric metric = PartMetric::seconds;
   double value = 0;

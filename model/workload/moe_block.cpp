@@ -73,8 +73,10 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bc, {last()});
   } else {
     const double send = t_sp_ * fan * h * bc * (r - 1) / r;
-    op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-            send * exchange_imbalance(), {last()}, send, fan)).combine = true;
+    Op& o = op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+                    send * exchange_imbalance(), {last()}, send, fan));
+    o.combine = true;
+    o.row_bytes = h * bc;
   }
   if (post) {
     // The combined rows are the block's output: what computes next waits for them (as the
@@ -129,8 +131,9 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   counts_on_host_ = s_.stack.dispatch_host_syncs > 0;
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
-    comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
-         send * exchange_imbalance(), fan);
+    op(comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
+            send * exchange_imbalance(), fan))
+        .row_bytes = h * bd;
   // Megatron's flex dispatcher (_DeepepManager / HybridEP's get_permuted_hidden_states_by_experts):
   // the received rows, one per token and rank, are permuted into one row per local expert chosen,
   // with their routing weights.
@@ -243,6 +246,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     if (post) cb_deps.insert(cb_deps.end(), pending_.begin(), pending_.end());
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
               std::move(cb_deps), send * exchange_imbalance(), fan);
+    op(cb).row_bytes = h * bcb;
     if (s_.stack.dispatcher == Dispatcher::alltoall && m_.experts > p_.ep) {
       local_sort(l, "moe.sort.bwd", bcb, {cb});
       cb = last();
@@ -305,8 +309,10 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bd, {last()});
   } else {
     const double send = t_sp_ * fan * h * bd * (r - 1) / r;
-    op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
-            send * exchange_imbalance(), {last()}, send, fan)).combine = true;
+    Op& o = op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
+                    send * exchange_imbalance(), {last()}, send, fan));
+    o.combine = true;
+    o.row_bytes = h * bd;
   }
   if (post) {
     // The exchanged gradients are the block's input gradient: what computes next waits for them.

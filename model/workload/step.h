@@ -138,6 +138,7 @@ struct Op {
   double fanout = 0;     // all-to-all: destination ranks per token (k without de-duplication)
   double node_fanout = 0;  // all-to-all: NVLink domains per token when each remote one is crossed once (0: no)
   bool combine = false;  // an EP all-to-all whose receiver sums each token's rows (a combine, a dispatch's backward)
+  double row_bytes = 0;  // an EP all-to-all: bytes per token row (a fused kernel's per-row SM time: ep_row_sm_s)
   std::vector<int32_t> deps;  // ops (indices in the class) that must finish first; stream order is implicit
   // Pipeline send/receive: this op's chunk, and the stage class and chunk of its partner.
   int chunk = 0, peer_stage = -1, peer_chunk = 0;

@@ -369,7 +369,7 @@ struct H800Dispatch {
 // 43-58 GB/s internode at 24 SMs, of a 50 GB/s NIC); their SM curve, fitted on NVLink records,
 // slows the NVLink part only. (The NIC part was cut by it too: 30 GB/s at 24 SMs.)
 TEST(Collective, DeepEpsRdmaRateDoesNotFollowItsSms) {
-  const H800Dispatch h(EpKernel::deepep);
+  const H800Dispatch h(EpKernel::deepep, {{Param::deepep_row_sm_s, 0.0}});  // the SM curve alone (rows' SM time: AFusedEpExchangePaysItsRowsSmTime)
   ASSERT_EQ(h.s.stack.dispatcher, Dispatcher::fused_dedup);
   ASSERT_EQ(h.s.parallelism.ep, 64);  // across 8 nodes
   ASSERT_NE(h.dispatch, nullptr);
@@ -408,6 +408,7 @@ TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
   s.calibration.set(Param::ep_combine_sm_half, s.stack.ep_sms);  // half the rate from the SMs
   s.calibration.set(Param::ep_combine_peer_cost, 1.0 / 31.0);     // and half again from 32 ranks
   s.stack.ep_buffer_copies = false;  // the kernels alone (the API's copies add alike to both: HybridEpsTorchApi...)
+  s.calibration.set(Param::ep_row_sm_s, 0.0);  // and no rows' SM time (the combine's BF16 rows are the dispatch's here)
   EXPECT_DOUBLE_EQ(ep_combine_factor(s.stack.ep_sms, 32, s.calibration), 0.25);
   const ExpertLoad load = expert_load(s, s.calibration);
   ASSERT_EQ(load.ep_domains, 1);  // all on NVLink

@@ -629,6 +629,32 @@ TEST(Pricing, HopperHasNoMxfp8AndSaysWhatItPricedInstead) {
   EXPECT_EQ(as, Dtype::fp8);
 }
 
+// The step prices a fused EP exchange's rows as calibrate prices the records: each row's SM time
+// (deepep_row_sm_s / SMs, over the rows the kernel handles, its own included) lowers the NVLink
+// rate by 1 + R x row_sm_s / (SMs x row bytes x (n - 1) / n), the kernel's own limit (the links'
+// shares stay the kernel's full-speed fractions).
+TEST(Pricing, AFusedEpExchangePaysItsRowsSmTime) {
+  const Scenario s = io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-04-deepep.json");
+  const Topology t = Topology::build(s.system, s.gpus);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const Op* dispatch = nullptr;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "moe.dispatch" && op.collective == Collective::all_to_all) dispatch = &op;
+  ASSERT_NE(dispatch, nullptr);
+  ASSERT_GT(dispatch->row_bytes, 0.0);
+  Calibration with = s.calibration, without = s.calibration;
+  with.set(Param::deepep_row_sm_s, 3e-7);
+  without.set(Param::deepep_row_sm_s, 0.0);
+  const int nvl = static_cast<int>(Resource::nvlink);
+  const double a = Pricer(s, t, with).comm_cost(*dispatch).own_s_per_byte[nvl];  // the kernel's own limit
+  const double b = Pricer(s, t, without).comm_cost(*dispatch).own_s_per_byte[nvl];
+  const double sms = ep_kernel_sms(s.stack, s.system.gpu(), with);
+  const double n = static_cast<double>(s.parallelism.ep);
+  const double rate = t.nvlink_bandwidth_per_gpu().value() * with[Param::deepep_nvlink_fraction] * ep_sm_factor(sms, with, true);
+  EXPECT_NEAR(a / b, 1.0 + rate * 3e-7 / (sms * dispatch->row_bytes * (n - 1) / n), 1e-9);
+  EXPECT_NEAR(dispatch->row_bytes, 7168.0 * bytes_per_element(s.precision.dispatch), 1e-9);
+}
+
 TEST(Memory, WeightsAndAdamMomentsAtFsdp16Ep8InBf16) {
   const Scenario s = scenario();
   const MemoryReport m = memory_report(s, expert_load(s, Calibration{}), Calibration{});
@@ -1493,6 +1519,48 @@ TEST(Calibrate, ATorchApiEpRecordAddsTheBufferCopiesToTheKernel) {
   const FitReport fit = fit_parts(recs, start, "blackwell");
   EXPECT_NEAR(fit.fitted[Param::ep_api_copy_passes], 3.0, 0.05);
   EXPECT_NEAR(predict_part(record(8, false), fit.fitted) / kernel, 1.0, 0.01);
+}
+
+// A fused EP kernel's row costs SM time beside its bytes: rate = 1 / (1 / kernel + row_sm_s / (SMs x
+// row bytes)), so FP8 rows (7,392 bytes) move at a lower byte rate than BF16 rows (14,336) of the
+// same run; BF16 and FP8 records at several SM counts recover the term and the link fraction, and the
+// step prices an EP exchange of those rows at the same rate.
+TEST(Calibrate, AnEpRowsSmTimeLowersTheByteRateOfSmallRows) {
+  auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/gb200-nvl72.json"));
+  const double nvl = sys->gpu().nvlink_bandwidth().value();
+  Calibration cal;
+  cal.set(Param::deepep_nvlink_fraction, 0.8);
+  cal.set(Param::deepep_sm_half, 0.0);
+  cal.set(Param::deepep_row_sm_s, 3e-7);
+  auto record = [&](double sms, Dtype dt) {
+    PartRecord r;
+    r.id = std::string(dt == Dtype::bf16 ? "bf16_" : "fp8_") + std::to_string(static_cast<int>(sms)), r.cls = PartClass::ep,
+    r.op = "ep.dispatch", r.gpu = sys->gpu(), r.generation = "blackwell", r.system = sys, r.deepep = true;
+    r.ep = 8, r.sms = sms, r.dtype = dt, r.row_bytes = 7168 * bytes_per_element(dt), r.metric = PartMetric::algorithm_bandwidth;
+    return r;
+  };
+  const double kernel = nvl * 0.8 * 8.0 / 7.0;
+  for (double sms : {16.0, 32.0}) {
+    EXPECT_NEAR(predict_part(record(sms, Dtype::bf16), cal), 1.0 / (1.0 / kernel + 3e-7 / (sms * 14336.0)), 1e3);
+    EXPECT_NEAR(predict_part(record(sms, Dtype::fp8_block), cal), 1.0 / (1.0 / kernel + 3e-7 / (sms * 7392.0)), 1e3);
+    EXPECT_LT(predict_part(record(sms, Dtype::fp8_block), cal), 0.85 * predict_part(record(sms, Dtype::bf16), cal));
+  }
+  Calibration none = cal;
+  none.set(Param::deepep_row_sm_s, 0.0);
+  EXPECT_NEAR(predict_part(record(16, Dtype::fp8_block), none), kernel, 1e3);
+  // Fit from no row term and another fraction: BF16 alone cannot tell the two apart, with FP8 rows it can.
+  std::vector<PartRecord> recs;
+  for (double sms : {16.0, 24.0, 32.0, 48.0})
+    for (Dtype dt : {Dtype::bf16, Dtype::fp8_block}) {
+      PartRecord r = record(sms, dt);
+      r.value = predict_part(r, cal);
+      recs.push_back(r);
+    }
+  Calibration start = none;
+  start.set(Param::deepep_nvlink_fraction, 0.6);
+  const FitReport fit = fit_parts(recs, start, "blackwell");
+  EXPECT_NEAR(fit.fitted[Param::deepep_row_sm_s], 3e-7, 3e-9);
+  EXPECT_NEAR(fit.fitted[Param::deepep_nvlink_fraction], 0.8, 0.005);
 }
 
 // Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x [hd / (hd + hd_half)]
