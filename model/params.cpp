@@ -193,12 +193,14 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "A fused EP kernel (HybridEP, NCCL EP) spends SM time on each token row beside moving its bytes: reading "
      "its routing, computing its destinations and offsets, copying its scale factors, signalling. A row's "
      "time is bytes / rate + ep_row_sm_s / SMs, so a row of fewer bytes moves at a lower byte rate: FP8 rows "
-     "(half a BF16 row's bytes and a scale per 128) at 0.8-0.9 of BF16's byte rate at EP 8 in HybridEP's "
+     "(half a BF16 row's bytes and a scale per 128) at 0.82-0.93 of BF16's byte rate at EP 8 in HybridEP's "
      "published kernel-only rows, and small-hidden models' rows likewise. Fitted on the FP8 and BF16 rows of "
-     "the same runs (GB200 and B200, NVLink), which tell the two terms apart."},
+     "the same runs (GB200 and B200, NVLink; over RDMA counted per node hit, as the records count rows), which "
+     "tell the two terms apart."},
     {Param::deepep_row_sm_s, "deepep_row_sm_s", 0, "SM s", 0, 1e-5,
-     "ep_row_sm_s for DeepEP's normal kernels: its published FP8 dispatch moves 0.68-0.73 of its BF16 byte rate "
-     "at 16-32 SMs on GB200 (EP 8), 0.86 at 48 SMs on B200."},
+     "ep_row_sm_s for DeepEP's normal kernels over NVLink: its published FP8 dispatch moves 0.68-0.73 of its BF16 "
+     "byte rate at 16-32 SMs on GB200 (EP 8), 0.86 at 48 SMs on B200. Its RDMA kernels run at the NIC's rate "
+     "alone (no SM term there)."},
     {Param::oneshot_copy_latency_s, "oneshot_copy_latency_s", 0.6e-6, "s", 20e-9, 20e-6,
      "A copy kernel with few thread blocks moves what its threads keep in flight per memory round trip "
      "(Little's law): XLA's one-shot ragged all-to-all runs one block of 128 threads x 8 bytes per peer, so its "

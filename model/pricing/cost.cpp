@@ -192,7 +192,12 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       // GB/s of the NIC on H100 and at 4 nodes 40 (calibrate.cpp prices its records the same way).
       const double nodes = static_cast<double>(by_domain(t_, members).size());
       const double net = cal_[Param::ep_network_fraction] * (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false));
-      cal.set(Param::ib_fraction, net * rows(t_.scaleout_bandwidth_per_gpu().value() * net));
+      // HybridEP's rows cost their SM time over RDMA too, counted as calibrate counts its RDMA records:
+      // a token once per node hit, its own included, (D - 1)/D of them over the NIC. DeepEP's RDMA
+      // kernels run at the NIC's rate (as priced above, no SM term).
+      const double net_rows = row_bytes > 0 && nodes > 1 && !deepep ? row_bytes * (nodes - 1.0) / nodes : 0.0;
+      const double net_rate = t_.scaleout_bandwidth_per_gpu().value() * net;
+      cal.set(Param::ib_fraction, net * (net_rate > 0 ? ep_row_rate(net_rate, net_rows, sms, cal_, false) / net_rate : 1.0));
       link.set(Param::ib_fraction, cal_[Param::ep_network_fraction]);
     }
     auto algorithms = [&](const Calibration& k) {

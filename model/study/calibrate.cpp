@@ -131,7 +131,9 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
         const double per_node = static_cast<double>(job_gpus_per_domain(*r.system, static_cast<int64_t>(r.ep)));
         const double nodes = std::max(2.0, std::ceil(r.ep / std::max(1.0, per_node)));
         const double fr = ep_sm_factor(r.sms * (nodes - 1.0), cal, false);
-        const double kernel = with_rows(nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0));
+        // DeepEP's RDMA kernels at the NIC's rate alone; HybridEP's rows pay their SM time here too.
+        const double counted = nic * cal[Param::ep_network_fraction] * (r.deepep ? 1.0 : fr) * nodes / (nodes - 1.0);
+        const double kernel = r.deepep ? counted : with_rows(counted);
         return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
       }
       const double n = std::max(2.0, r.ep);
@@ -376,19 +378,23 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
     // outside the fitted records' range by more than that range is wide (DeepEP's combine at 32
     // ranks, the peer term's one record beyond 8 ranks: with the combines at 8 alone the term is
     // seen doing one thing, and the fit without it put the 32-rank combine 86 % too fast).
+    // (Against the records fitted before any candidate is placed, so the order of the candidates
+    // does not matter; outside by more than a tenth of the largest sensitivity too, so a level that
+    // moves every record alike does not keep a record another resource partly binds.)
+    const std::vector<const PartRecord*> fit_before = g.fit;
     auto only_variation = [&](const PartRecord* r) {
       for (size_t j = 0; j < params.size(); ++j) {
         if (!mover.at(r)[j]) continue;
         const double x = sens.at(r)[j];
         double lo = 0, hi = 0;
         int seen = 0;
-        for (const PartRecord* f : g.fit)
+        for (const PartRecord* f : fit_before)
           if (mover.at(f)[j]) {
             const double v = sens.at(f)[j];
             lo = seen ? std::min(lo, v) : v, hi = seen ? std::max(hi, v) : v;
             ++seen;
           }
-        if (seen >= 2 && std::max(lo - x, x - hi) > std::max(hi - lo, 1e-9 * std::max(std::abs(lo), std::abs(hi)))) return true;
+        if (seen >= 2 && std::max(lo - x, x - hi) > std::max(hi - lo, 0.1 * std::max(std::abs(lo), std::abs(hi)))) return true;
       }
       return false;
     };

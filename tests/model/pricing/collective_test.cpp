@@ -396,6 +396,23 @@ TEST(Collective, HybridEpsRdmaRateFollowsItsSmsTimesRemoteNodes) {
   EXPECT_NEAR(h.priced(1).own_s_per_byte[nic] / flat.priced(1).own_s_per_byte[nic], 2.0, 1e-9);
 }
 
+// HybridEP's rows pay their SM time over RDMA too, counted as its RDMA records count them (a token
+// once per node hit, its own node included): the NIC's seconds per byte grow by 1 + R x row_sm_s /
+// (SMs x row bytes x (D - 1) / D) on D nodes; DeepEP's RDMA kernels run at the NIC's rate alone.
+TEST(Collective, HybridEpsRowsPayTheirSmTimeOverRdma) {
+  const H800Dispatch with(EpKernel::hybridep, {{Param::ep_sm_half, 0.0}, {Param::ep_network_fraction, 0.9}, {Param::ep_row_sm_s, 1e-7}});
+  const H800Dispatch none(EpKernel::hybridep, {{Param::ep_sm_half, 0.0}, {Param::ep_network_fraction, 0.9}, {Param::ep_row_sm_s, 0.0}});
+  ASSERT_NE(with.dispatch, nullptr);
+  const int nic = static_cast<int>(Resource::nic);
+  const double nodes = 8, sms = 16;  // EP 64 over 8 nodes
+  const double rate = with.t.scaleout_bandwidth_per_gpu().value() * 0.9;
+  EXPECT_NEAR(with.priced(16).own_s_per_byte[nic] / none.priced(16).own_s_per_byte[nic],
+              1.0 + rate * 1e-7 / (sms * with.dispatch->row_bytes * (nodes - 1) / nodes), 1e-9);
+  const H800Dispatch deepep(EpKernel::deepep, {{Param::deepep_row_sm_s, 1e-7}});
+  const H800Dispatch deepep0(EpKernel::deepep, {{Param::deepep_row_sm_s, 0.0}});
+  EXPECT_DOUBLE_EQ(deepep.priced(16).own_s_per_byte[nic], deepep0.priced(16).own_s_per_byte[nic]);
+}
+
 // A fused EP combine (and a dispatch's backward, the same kernel) sums each token's rows on the
 // receiver: over NVLink its seconds per byte are the dispatch's over ep_combine_factor, closed form
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is
@@ -1159,7 +1176,9 @@ TEST(Collective, AllToAllClosedFormsMatchThePairwiseSums) {
   cal.set(Param::network_step_s, 0.0);
   cal.set(Param::nvlink_step_s, 0.0);
   int cases = 0, spanning_pods = 0;
-  for (const auto& [name, t] : topos) {
+  for (const auto& entry : topos) {
+    const std::string& name = entry.first;  // (no structured binding: lambdas below capture them)
+    const Topology& t = entry.second;
     const int64_t total = t.gpus();
     std::vector<std::vector<int64_t>> sets;
     for (int64_t n : {int64_t{2}, int64_t{8}, int64_t{72}, int64_t{144}, std::min<int64_t>(total, 320)}) sets.push_back(iota(n));

@@ -1523,8 +1523,8 @@ TEST(Calibrate, ATorchApiEpRecordAddsTheBufferCopiesToTheKernel) {
 
 // A fused EP kernel's row costs SM time beside its bytes: rate = 1 / (1 / kernel + row_sm_s / (SMs x
 // row bytes)), so FP8 rows (7,392 bytes) move at a lower byte rate than BF16 rows (14,336) of the
-// same run; BF16 and FP8 records at several SM counts recover the term and the link fraction, and the
-// step prices an EP exchange of those rows at the same rate.
+// same run; BF16 and FP8 records at several SM counts recover the term and the link fraction (the
+// step's side: Pricing.AFusedEpExchangePaysItsRowsSmTime).
 TEST(Calibrate, AnEpRowsSmTimeLowersTheByteRateOfSmallRows) {
   auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/gb200-nvl72.json"));
   const double nvl = sys->gpu().nvlink_bandwidth().value();
