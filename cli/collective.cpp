@@ -26,11 +26,8 @@ int cmd_collective(const std::string& file, const std::string& op_name, const st
   std::error_code ec;
   const bool a_file = !calibration.empty() && std::filesystem::is_regular_file(calibration, ec);
   const std::optional<Calibration> named = calibration.empty() || a_file ? std::nullopt : io::builtin_profile_named(calibration);
-  if (!calibration.empty() && !a_file && !named) {
-    std::string names;
-    for (const auto& [name, text] : io::builtin_profiles()) names += (names.empty() ? "" : ", ") + name;
-    throw InputError("--calibration " + calibration + ": no such file, nor a shipped profile's name (" + names + ")");
-  }
+  if (!calibration.empty() && !a_file && !named)
+    throw InputError("--calibration " + calibration + ": no such file, nor a shipped profile's name (" + io::builtin_profile_names() + ")");
   Calibration cal = named                ? *named
                     : calibration.empty() ? io::builtin_profile(sys.domain.tray.gpu)
                                           : io::load_calibration(calibration, io::builtin_profile(sys.domain.tray.gpu));

@@ -343,13 +343,10 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     if (named) {
       s.calibration = std::move(*named);
     } else {
-      if (c->is_string() && !file) {
-        std::string names;
-        for (const auto& [name, text] : builtin_profiles()) names += (names.empty() ? "" : ", ") + name;
+      if (c->is_string() && !file)
         c->fail("expected a calibration profile file (its path relative to this file; looked for " +
-                target.lexically_normal().string() + ") or a shipped profile's name (" + names + "), got \"" +
-                c->as_string() + "\"");
-      }
+                target.lexically_normal().string() + ") or a shipped profile's name (" + builtin_profile_names() +
+                "), got \"" + c->as_string() + "\"");
       const Calibration base = s.calibration;
       s.calibration = refs.follow(*c, "calibration", [&](const Node& x) { return parse_calibration(x, base); });
     }

@@ -52,6 +52,8 @@ Calibration builtin_profile(const GpuSpec& gpu);
 // The shipped profile named `generation` (hopper, blackwell, blackwell-ultra), as a scenario's
 // "calibration" names it; nullopt for another name.
 std::optional<Calibration> builtin_profile_named(const std::string& generation);
+// Their names, comma-separated, for messages: "blackwell-ultra, blackwell, hopper".
+std::string builtin_profile_names();
 // Names of the shipped profiles and their JSON text.
 const std::vector<std::pair<std::string, std::string>>& builtin_profiles();
 

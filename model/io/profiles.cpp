@@ -199,6 +199,12 @@ std::optional<Calibration> builtin_profile_named(const std::string& generation) 
   return std::nullopt;
 }
 
+std::string builtin_profile_names() {
+  std::string names;
+  for (const auto& [name, text] : kBuiltin) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
 Calibration builtin_profile(const GpuSpec& gpu) { return builtin_profile_named(gpu_generation(gpu)).value_or(Calibration{}); }
 
 EndToEndErrors load_end_to_end(const std::string& path) {
