@@ -174,15 +174,17 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const bool deepep = s_.stack.ep_kernel == EpKernel::deepep;
       const double sms = ep_kernel_sms(s_.stack, s_.system.gpu(), cal_);
       const double f = ep_sm_factor(sms, cal_, deepep);
-      const double c = combine ? ep_combine_factor(sms, static_cast<double>(members.size()), cal_, deepep) : 1.0;
-      const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
-      // Each row's SM time beside its bytes (ep_row_sm_s), as a lower byte rate on each link: the
-      // kernel handles its own rows too, n / (n - 1) of the rows it sends, as the records count them.
       const double n = static_cast<double>(members.size());
-      const double rows_counted = row_bytes > 0 && n > 1 ? row_bytes * (n - 1.0) / n : 0.0;
-      auto rows = [&](double link_rate) { return link_rate > 0 ? ep_row_rate(link_rate, rows_counted, sms, cal_, deepep) / link_rate : 1.0; };
-      const double nvl_rate = t_.nvlink_bandwidth_per_gpu().value() * nvlink * f * c;
-      cal.set(Param::nvlink_fraction, nvlink * f * c * rows(nvl_rate));
+      const double c = combine ? ep_combine_factor(sms, n, cal_, deepep) : 1.0;
+      const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
+      // Each row's SM time beside its bytes (ep_row_sm_s), as a lower byte rate on each link: what a
+      // link's rate keeps, with the row bytes counted per byte sent (over NVLink the kernel handles
+      // its own rows too, n / (n - 1) of the rows it sends, as the records count them).
+      auto rows = [&](double link_rate, double counted_row_bytes, bool dp) {
+        return link_rate > 0 ? ep_row_rate(link_rate, counted_row_bytes, sms, cal_, dp) / link_rate : 1.0;
+      };
+      const double nvl_rows = row_bytes > 0 && n > 1 ? row_bytes * (n - 1.0) / n : 0.0;
+      cal.set(Param::nvlink_fraction, nvlink * f * c * rows(t_.nvlink_bandwidth_per_gpu().value() * nvlink * f * c, nvl_rows, deepep));
       link.set(Param::nvlink_fraction, nvlink);
       // Over RDMA DeepEP's normal kernels reach the NIC's rate at their default SMs (V1 on H800:
       // 58 and 51 GB/s of rows counted per node hit at 4 and 8 nodes and 24 SMs, 43.5 and 44.6 GB/s
@@ -196,8 +198,7 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       // a token once per node hit, its own included, (D - 1)/D of them over the NIC. DeepEP's RDMA
       // kernels run at the NIC's rate (as priced above, no SM term).
       const double net_rows = row_bytes > 0 && nodes > 1 && !deepep ? row_bytes * (nodes - 1.0) / nodes : 0.0;
-      const double net_rate = t_.scaleout_bandwidth_per_gpu().value() * net;
-      cal.set(Param::ib_fraction, net * (net_rate > 0 ? ep_row_rate(net_rate, net_rows, sms, cal_, false) / net_rate : 1.0));
+      cal.set(Param::ib_fraction, net * rows(t_.scaleout_bandwidth_per_gpu().value() * net, net_rows, false));
       link.set(Param::ib_fraction, cal_[Param::ep_network_fraction]);
     }
     auto algorithms = [&](const Calibration& k) {
