@@ -11,6 +11,7 @@
 
 #include "model/error.h"
 #include "model/io/load.h"
+#include "model/io/parts.h"
 #include "model/io/stacks.h"
 
 namespace moeperf::gui {
@@ -21,6 +22,13 @@ namespace {
 QStringList stack_names() {
   QStringList out;
   for (const auto& s : io::builtin_stacks()) out << QString::fromStdString(s.first);
+  return out;
+}
+
+// The shipped calibration profiles (calibration/profiles/*.json), by generation name.
+QStringList profile_names() {
+  QStringList out;
+  for (const auto& p : io::builtin_profiles()) out << QString::fromStdString(p.first);
   return out;
 }
 
@@ -51,6 +59,9 @@ const std::vector<FormField>& ScenarioForm::fields() {
   static const std::vector<FormField> f = {
       {"model", "Model file", K::text, {}},    // moeperf model JSON or HF config.json, relative to the scenario
       {"system", "System file", K::text, {}},  // topologies/*.json, relative to the scenario
+      // Empty: the shipped profile of the system's GPU generation; a name prices the system with
+      // another generation's fit (a what-if); a profile file the scenario names shows its path.
+      {"calibration", "Calibration profile", K::choice, profile_names()},
       {"gpus", "GPUs", K::integer, {}},
       {"parallelism.tp", "TP", K::integer, {}},
       {"parallelism.ep", "EP", K::integer, {}},

@@ -106,7 +106,9 @@ bool inline_referenced_file(json& node, const fs::path& scenario_dir, const std:
     if (key == "calibration")
       for (const auto& [name, text] : builtin_profiles())
         if (name == node.get<std::string>()) {
+          // Inlined to take an edit (`--set calibration.params.X`): its name says so.
           node = json::parse(text);
+          node["name"] = node.value("name", name) + " (shipped, edited)";
           return true;
         }
     return false;

@@ -376,6 +376,15 @@ TEST(Cli, ACalibrationNamesAShippedProfileOrAFile) {
   const Result slower = run_stdout("predict " + seed + " --set calibration=hopper --set calibration.params.gemm_fraction_mxfp8=0.3 --format json");
   ASSERT_EQ(slower.code, 0) << slower.out;
   EXPECT_LT(tflops(slower), 0.9 * tflops(named));
+  // The edited profile is named as such, and by itself: it sets every parameter, so nothing of the
+  // system's own profile (Blackwell Ultra) prices it.
+  const std::string label = nlohmann::json::parse(slower.out)["profile"].get<std::string>();
+  EXPECT_EQ(label, "hopper (shipped, edited)");
+  // A file that sets some parameters is named over the profile that prices the rest.
+  const Result part = run_stdout("predict " + seed + " --set calibration.params.gemm_fraction_mxfp8=0.3 --format json");
+  ASSERT_EQ(part.code, 0) << part.out;
+  EXPECT_EQ(nlohmann::json::parse(part.out)["profile"].get<std::string>(),
+            "gb300-optimized.json (over blackwell-ultra (calibration/profiles/blackwell-ultra.json))");
   const Result typo = run("predict " + seed + " --set calibration=hoper");
   EXPECT_EQ(typo.code, 2) << typo.out;
   EXPECT_NE(typo.out.find("/calibration: expected a calibration profile file (its path relative to this file; looked for "),

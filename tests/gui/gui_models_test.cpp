@@ -21,6 +21,7 @@
 #include "model/io/errors.h"
 #include "model/io/load.h"
 #include "model/io/stacks.h"
+#include "model/io/parts.h"
 #include "gui/models/study_data.h"
 #include "gui/models/summary.h"
 #include "model/io/report_io.h"
@@ -368,7 +369,7 @@ class ScenarioFormTest : public QObject {
   void fieldsMapToOverridePaths() {
     // Every field's pointer names itself, and the form's dotted paths are load_scenario's.
     const auto& f = ScenarioForm::fields();
-    QCOMPARE(f.size(), size_t{24});
+    QCOMPARE(f.size(), size_t{25});
     for (size_t i = 0; i < f.size(); ++i)
       QCOMPARE(ScenarioForm::fieldForPointer(ScenarioForm::pointer(f[i].path)), static_cast<int>(i));
     QCOMPARE(ScenarioForm::pointer(QStringLiteral("stack.overlap.fsdp_prefetch")),
@@ -381,7 +382,7 @@ class ScenarioFormTest : public QObject {
              ScenarioForm::fieldForPointer(QStringLiteral("/stack")));
     QVERIFY(ScenarioForm::fieldForPointer(QStringLiteral("/stack/dispatcher")) !=
             ScenarioForm::fieldForPointer(QStringLiteral("/stack")));
-    for (const char* p : {"model", "system", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
+    for (const char* p : {"model", "system", "calibration", "gpus", "parallelism.tp", "parallelism.ep", "parallelism.fsdp", "parallelism.pp", "parallelism.dp",
                           "parallelism.schedule", "parallelism.layout",
                           "batch.micro_batch", "batch.global_batch", "precision.expert_gemm", "precision.dense_gemm",
                           "routing.distribution", "routing.zipf_exponent", "stack", "stack.grouped_gemm", "stack.grouped_kernel", "stack.dispatcher",
@@ -446,6 +447,37 @@ class ScenarioFormTest : public QObject {
     QVERIFY(g.load(QStringLiteral(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json")));
     QCOMPARE(g.value(QStringLiteral("stack")), QStringLiteral("megatron-core"));
     QCOMPARE(g.value(QStringLiteral("stack.dispatcher")), QStringLiteral("alltoall"));
+  }
+  void calibrationProfileIsChosenByName() {
+    // The GB300 example names no profile: the field is empty and the system's own generation
+    // prices it. Choosing another shipped profile is `--set calibration=NAME`, which predicts with
+    // that profile, and a save keeps the name (no file of that name is beside the scenario).
+    ScenarioForm f;
+    QVERIFY(f.load(QString::fromStdString(kOptimized)));
+    QVERIFY(f.value(QStringLiteral("calibration")).isEmpty());
+    const int field = ScenarioForm::fieldForPointer(QStringLiteral("/calibration"));
+    QVERIFY(field >= 0);
+    QCOMPARE(ScenarioForm::fieldForPointer(QStringLiteral("/calibration/params/hbm_fraction")), field);
+    const QStringList choices = ScenarioForm::fields()[static_cast<size_t>(field)].choices;
+    for (const char* name : {"hopper", "blackwell", "blackwell-ultra"}) QVERIFY2(choices.contains(QLatin1String(name)), name);
+    QCOMPARE(choices.size(), static_cast<qsizetype>(io::builtin_profiles().size()));
+    const LoadResult own = load_and_predict(kOptimized, {});
+    QVERIFY2(own.report, own.error.c_str());
+    QVERIFY(QString::fromStdString(own.report->profile).startsWith(QStringLiteral("blackwell-ultra")));
+    f.setValue(QStringLiteral("calibration"), QStringLiteral("hopper"));
+    QCOMPARE(f.overrides(), QStringList{QStringLiteral("calibration=hopper")});
+    const LoadResult other = load_and_predict(kOptimized, {f.overrides().front().toStdString()});
+    QVERIFY2(other.report, other.error.c_str());
+    QVERIFY(QString::fromStdString(other.report->profile).startsWith(QStringLiteral("hopper")));
+    QVERIFY(other.report->step_time.value() != own.report->step_time.value());
+    QTemporaryDir dir;
+    const QString out = dir.filePath(QStringLiteral("what-if.json"));
+    QString error;
+    QVERIFY2(f.save(out, &error), qPrintable(error));
+    QCOMPARE(f.value(QStringLiteral("calibration")), QStringLiteral("hopper"));  // reloaded from the file written
+    QVERIFY(f.overrides().isEmpty());
+    const Scenario saved = io::load_scenario(out.toStdString());
+    QVERIFY2(saved.calibration.profile.rfind("hopper", 0) == 0, saved.calibration.profile.c_str());
   }
   void pipelineLayoutBalancedIsPredictedAndShown() {
     // The ladder's file gives Megatron's layout string; the panel shows it, and "balanced" in its

@@ -688,6 +688,26 @@ class MainWindowTest : public QObject {
     QVERIFY(w.scalingMessage().contains(QStringLiteral("got \"abc\"")));
     QCOMPARE(w.scalingView()->studies()->scaling.size(), size_t{2});
   }
+  // The panel's profile chooser: the system's own generation until one is chosen; choosing
+  // another reprices the scenario with it, and the summary and status bar name it.
+  void panelChoosesTheCalibrationProfile() {
+    const QString good = kDir + QStringLiteral("gb300-optimized.json");
+    MainWindow w;
+    QVERIFY(w.openScenario(good));
+    ScenarioPanel* p = w.scenarioPanel();
+    QVERIFY(p->fieldText(QStringLiteral("calibration")).isEmpty());
+    QVERIFY(QString::fromStdString(w.report()->profile).startsWith(QStringLiteral("blackwell-ultra")));
+    const auto before = w.report();
+    p->setFieldText(QStringLiteral("calibration"), QStringLiteral("hopper"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.report() != before && !w.job()->busy(), 60000);
+    QVERIFY2(QString::fromStdString(w.report()->profile).startsWith(QStringLiteral("hopper")), w.report()->profile.c_str());
+    const LoadResult cli = load_and_predict(good.toStdString(), {"calibration=hopper"});
+    QVERIFY(cli.report);
+    QCOMPARE(w.report()->step_time.value(), cli.report->step_time.value());
+    QVERIFY(w.report()->step_time.value() != before->step_time.value());
+    QVERIFY2(w.summaryPanel()->notes()[2].contains(QStringLiteral("hopper")), qPrintable(w.summaryPanel()->notes()[2]));
+    QVERIFY2(w.statusBar()->currentMessage().contains(QStringLiteral("profile hopper")), qPrintable(w.statusBar()->currentMessage()));
+  }
   void panelKeepsTheGpuCountAndTheSummaryFollows() {
     const QString good = kDir + QStringLiteral("gb300-optimized.json");
     MainWindow w;
