@@ -167,6 +167,16 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
     {Param::deepep_sm_half, "deepep_sm_half", 16, "SMs", 0, 512,
      "DeepEP's rate x sms / (sms + deepep_sm_half): each of its channels is a pair of SMs moving one "
      "stream of tokens, so its rate follows the SMs it is given."},
+    {Param::ep_peer_cost, "ep_peer_cost", 0, "ratio", 0, 1,
+     "A fused EP kernel's rate over NVLink, dispatch and combine alike, falls as 1 / (1 + ep_peer_cost x "
+     "(ranks - 1)): its fixed set of SMs keeps a queue per peer (head and tail pointers polled, chunks cut per "
+     "peer), and with more peers each carries fewer rows for the same per-chunk work. HybridEP's published "
+     "dispatch rows at 16 and 32 SMs fall from EP 8 to EP 36 more than the rows it keeps for itself "
+     "((n - 1)/n of them cross the links) explain. 0 unless the records show a fall with ranks."},
+    {Param::deepep_peer_cost, "deepep_peer_cost", 0, "ratio", 0, 1,
+     "ep_peer_cost for DeepEP's normal kernels: set by its EP 32 dispatch on GB200 (Megatron's 400 GB/s at 24 "
+     "SMs) beside its EP 8 rows (DeepEP on GB200 and B200), the only EP size beyond 8 it is published at over "
+     "NVLink."},
     {Param::ep_combine_sm_half, "ep_combine_sm_half", 0, "SMs", 0, 256,
      "A fused EP combine (and a dispatch's backward, the same kernel) reads each token's rows back from the "
      "ranks of its experts and sums them before writing one row: work on the SMs beside the copy, so over "
@@ -174,9 +184,9 @@ constexpr std::array<ParamDef, kParamCount> kDefs{{
      "dispatch/combine pairs (combine 0.87-0.91 of dispatch at 16 SMs, 0.94-0.97 at 32). Over RDMA the NIC "
      "bounds both alike (the H100 pairs), so the factor applies to NVLink only."},
     {Param::ep_combine_peer_cost, "ep_combine_peer_cost", 0, "ratio", 0, 1,
-     "The combine's rate over NVLink also falls as 1 / (1 + ep_combine_peer_cost x (ranks - 1)): a receiver "
-     "that serves every peer's queue from a fixed set of SMs does per-peer work (polling, smaller chunks per "
-     "peer) that grows with the EP size. 0 unless the records show a fall with ranks."},
+     "The combine's rate over NVLink also falls as 1 / (1 + ep_combine_peer_cost x (ranks - 1)), on top of "
+     "the kernel's ep_peer_cost: a receiver that sums every peer's rows does more per-peer work than a "
+     "sender. 0 unless the records show a combine falling faster with ranks than its dispatch."},
     {Param::deepep_combine_sm_half, "deepep_combine_sm_half", 0, "SMs", 0, 512,
      "ep_combine_sm_half for DeepEP's normal combine (stack.ep_kernel deepep)."},
     {Param::deepep_combine_peer_cost, "deepep_combine_peer_cost", 0, "ratio", 0, 1,

@@ -55,6 +55,8 @@ enum class Param : int {
   ep_sm_half,              // EP kernel rate x sms / (sms + ep_sm_half): SMs the kernel is given
   deepep_nvlink_fraction,  // DeepEP's normal kernels over NVLink: rate / link rate at many SMs
   deepep_sm_half,          // DeepEP's rate x sms / (sms + deepep_sm_half)
+  ep_peer_cost,            // a fused EP kernel's NVLink rate / (1 + this x (ranks - 1)): per-peer work of its senders and receivers
+  deepep_peer_cost,        // the same for DeepEP's normal kernels
   ep_combine_sm_half,      // a fused EP combine's NVLink rate x sms / (sms + this) on top of its dispatch's: the reduction's SMs
   ep_combine_peer_cost,    // ... / (1 + this x (ranks - 1)): per-peer work of the receiver's reduction
   deepep_combine_sm_half,  // the same two for DeepEP's normal combine

@@ -36,9 +36,10 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
   }
   if (n.has("generation")) c.generation = n.at("generation").as_string();
   const std::string name = n.string_or("name", std::filesystem::path(n.file()).filename().string());
-  // "(over BASE)" where the base still prices a parameter this file leaves out; a file that sets
-  // every one (a shipped profile inlined by `--set calibration.params.X`) is named by itself.
-  const bool complete = p.raw().size() == param_defs().size();
+  // "(over BASE)" where the base still prices a parameter this file leaves out, or gives the band
+  // its spreads; a file that sets every one and its spreads (a shipped profile inlined by `--set
+  // calibration.params.X`) is named by itself.
+  const bool complete = p.raw().size() == param_defs().size() && (n.has("residual_rms") || base.residual_rms.empty());
   c.profile = base.profile == "defaults" || complete ? name : name + " (over " + base.profile + ")";
   if (auto r = n.get("residual_rms")) {
     r->expect_object();

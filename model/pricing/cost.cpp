@@ -175,7 +175,7 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double sms = ep_kernel_sms(s_.stack, s_.system.gpu(), cal_);
       const double f = ep_sm_factor(sms, cal_, deepep);
       const double n = static_cast<double>(members.size());
-      const double c = combine ? ep_combine_factor(sms, n, cal_, deepep) : 1.0;
+      const double c = (combine ? ep_combine_factor(sms, n, cal_, deepep) : 1.0) * ep_peer_factor(n, cal_, deepep);
       const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
       // Each row's SM time beside its bytes (ep_row_sm_s), as a lower byte rate on each link: what a
       // link's rate keeps, with the row bytes counted per byte sent (over NVLink the kernel handles

@@ -115,6 +115,10 @@ double ep_sm_factor(double sms, const Calibration& cal, bool deepep) {
   return s / (s + cal[deepep ? Param::deepep_sm_half : Param::ep_sm_half]);
 }
 
+double ep_peer_factor(double ranks, const Calibration& cal, bool deepep) {
+  return 1.0 / (1.0 + cal[deepep ? Param::deepep_peer_cost : Param::ep_peer_cost] * (std::max(1.0, ranks) - 1.0));
+}
+
 double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep) {
   const double s = std::max(1.0, sms), n = std::max(1.0, ranks);
   const double half = cal[deepep ? Param::deepep_combine_sm_half : Param::ep_combine_sm_half];

@@ -45,7 +45,7 @@ std::vector<Param> class_params(PartClass c) {
               Param::host_cache_speedup, Param::host_cache_bytes, Param::nvlink_step_s, Param::nvls_step_s};
     case PartClass::ep:
       return {Param::ep_nvlink_fraction, Param::ep_network_fraction, Param::ep_sm_half, Param::deepep_nvlink_fraction,
-              Param::deepep_sm_half, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
+              Param::deepep_sm_half, Param::ep_peer_cost, Param::deepep_peer_cost, Param::ep_combine_sm_half, Param::ep_combine_peer_cost,
               Param::deepep_combine_sm_half, Param::deepep_combine_peer_cost, Param::ep_api_copy_passes,
               Param::ep_row_sm_s, Param::deepep_row_sm_s, Param::oneshot_copy_latency_s};
     case PartClass::kCount: break;
@@ -137,7 +137,7 @@ double predict_part(const PartRecord& r, const Calibration& cal) {
         return r.torch_api ? 1.0 / (1.0 / kernel + ep_api_copy_s_per_byte(r.gpu, cal)) : kernel;
       }
       const double n = std::max(2.0, r.ep);
-      const double c = r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0;
+      const double c = (r.op == "ep.combine" ? ep_combine_factor(r.sms, n, cal, r.deepep) : 1.0) * ep_peer_factor(n, cal, r.deepep);
       const double kernel = with_rows(r.gpu.nvlink_bandwidth().value() *
                                       cal[r.deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction] * f * c * n /
                                       (n - 1.0));

@@ -454,6 +454,52 @@ TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
                   pr2.comm_cost(*by2["moe.dispatch"]).bottleneck_s_per_byte(), 1.0, 1e-9);
 }
 
+// A fused EP kernel's NVLink rate falls with the EP size, dispatch and combine alike: closed form
+// 1 / (1 + peer_cost x (ranks - 1)), ep_peer_cost for HybridEP, deepep_peer_cost for DeepEP's
+// normal kernels; NCCL's all-to-all (the AlltoAll dispatcher) has no such factor.
+TEST(Collective, AFusedEpKernelsRateFallsWithItsPeers) {
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json"));
+  ASSERT_EQ(s.stack.ep_kernel, EpKernel::hybridep);
+  ASSERT_EQ(s.parallelism.ep, 32);
+  s.stack.ep_buffer_copies = false;
+  s.calibration.set(Param::ep_row_sm_s, 0.0);
+  s.calibration.set(Param::deepep_row_sm_s, 0.0);
+  const ExpertLoad load = expert_load(s, s.calibration);
+  ASSERT_EQ(load.ep_domains, 1);  // all on NVLink
+  const Topology t = Topology::build(s.system, s.gpus);
+  auto per_byte = [&](const Scenario& x, const char* name) {
+    const StepGraph g = lower_step(x, load);
+    const Pricer pr(x, t, x.calibration);
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == name) return pr.comm_cost(op).bottleneck_s_per_byte();
+    ADD_FAILURE() << name;
+    return 0.0;
+  };
+  for (const bool deepep : {false, true}) {
+    Scenario a = s;
+    if (deepep) a.stack.ep_kernel = EpKernel::deepep;
+    const Param own = deepep ? Param::deepep_peer_cost : Param::ep_peer_cost;
+    const Param other = deepep ? Param::ep_peer_cost : Param::deepep_peer_cost;
+    a.calibration.set(own, 0.0);
+    a.calibration.set(other, 0.0);
+    Scenario b = a;
+    b.calibration.set(own, 1.0 / 31.0);  // half the rate at 32 ranks
+    EXPECT_DOUBLE_EQ(ep_peer_factor(32, b.calibration, deepep), 0.5);
+    EXPECT_DOUBLE_EQ(ep_peer_factor(1, b.calibration, deepep), 1.0);
+    for (const char* n : {"moe.dispatch", "moe.combine", "moe.dispatch.bwd", "moe.combine.bwd"})
+      EXPECT_NEAR(per_byte(b, n) / per_byte(a, n), 2.0, 1e-9) << n << (deepep ? " deepep" : " hybridep");
+    Scenario c = a;
+    c.calibration.set(other, 1.0 / 31.0);  // the other family's term leaves this kernel alone
+    EXPECT_NEAR(per_byte(c, "moe.dispatch") / per_byte(a, "moe.dispatch"), 1.0, 1e-12);
+  }
+  Scenario nccl = s;
+  nccl.stack.dispatcher = Dispatcher::alltoall;
+  nccl.stack.dispatch_host_syncs = 1;
+  Scenario nccl_peer = nccl;
+  nccl_peer.calibration.set(Param::ep_peer_cost, 1.0 / 31.0);
+  EXPECT_NEAR(per_byte(nccl_peer, "moe.dispatch") / per_byte(nccl, "moe.dispatch"), 1.0, 1e-12);
+}
+
 // HybridEP through its PyTorch API (stack.ep_buffer_copies): the rows also pass ep_api_copy_passes
 // times over HBM, in series with the kernel: closed form, seconds per byte + passes / (HBM x
 // hbm_fraction) on the NVLink part, and the passes on the HBM traffic beside it. DeepEP's published

@@ -650,7 +650,8 @@ TEST(Pricing, AFusedEpExchangePaysItsRowsSmTime) {
   const double b = Pricer(s, t, without).comm_cost(*dispatch).own_s_per_byte[nvl];
   const double sms = ep_kernel_sms(s.stack, s.system.gpu(), with);
   const double n = static_cast<double>(s.parallelism.ep);
-  const double rate = t.nvlink_bandwidth_per_gpu().value() * with[Param::deepep_nvlink_fraction] * ep_sm_factor(sms, with, true);
+  const double rate = t.nvlink_bandwidth_per_gpu().value() * with[Param::deepep_nvlink_fraction] * ep_sm_factor(sms, with, true) *
+                      ep_peer_factor(n, with, true);
   EXPECT_NEAR(a / b, 1.0 + rate * 3e-7 / (sms * dispatch->row_bytes * (n - 1) / n), 1e-9);
   EXPECT_NEAR(dispatch->row_bytes, 7168.0 * bytes_per_element(s.precision.dispatch), 1e-9);
 }
@@ -1561,6 +1562,48 @@ TEST(Calibrate, AnEpRowsSmTimeLowersTheByteRateOfSmallRows) {
   const FitReport fit = fit_parts(recs, start, "blackwell");
   EXPECT_NEAR(fit.fitted[Param::deepep_row_sm_s], 3e-7, 3e-9);
   EXPECT_NEAR(fit.fitted[Param::deepep_nvlink_fraction], 0.8, 0.005);
+}
+
+// A fused EP kernel's rate by its EP size over NVLink: the kernel's rate x n/(n - 1) (the rows it
+// keeps count in the algorithm bandwidth) / (1 + ep_peer_cost x (n - 1)), a combine's x its own
+// factor on top; the fit recovers the peer cost from dispatch rows at several EP sizes, and tells it
+// from the combine's own peer cost with combine rows beside them.
+TEST(Calibrate, AnEpKernelsPeerCostIsRecoveredFromItsEpSizes) {
+  auto sys = std::make_shared<const SystemSpec>(io::load_system(std::string(MOEPERF_SOURCE_DIR) + "/topologies/gb200-nvl72.json"));
+  const double nvl = sys->gpu().nvlink_bandwidth().value();
+  Calibration truth;
+  truth.set(Param::ep_nvlink_fraction, 0.8);
+  truth.set(Param::ep_sm_half, 0.0);
+  truth.set(Param::ep_row_sm_s, 0.0);
+  truth.set(Param::ep_peer_cost, 0.01);
+  truth.set(Param::ep_combine_peer_cost, 0.004);
+  auto record = [&](double ep, const char* op) {
+    PartRecord r;
+    r.id = std::string(op) + "_" + std::to_string(static_cast<int>(ep)), r.cls = PartClass::ep, r.op = op, r.gpu = sys->gpu();
+    r.generation = "blackwell", r.system = sys, r.ep = ep, r.sms = 16, r.dtype = Dtype::bf16, r.row_bytes = 14336;
+    r.metric = PartMetric::algorithm_bandwidth;
+    return r;
+  };
+  for (double ep : {8.0, 32.0}) {
+    EXPECT_NEAR(predict_part(record(ep, "ep.dispatch"), truth), nvl * 0.8 * ep / (ep - 1) / (1 + 0.01 * (ep - 1)), 1e3);
+    EXPECT_NEAR(predict_part(record(ep, "ep.combine"), truth),
+                nvl * 0.8 * ep / (ep - 1) / (1 + 0.01 * (ep - 1)) / (1 + 0.004 * (ep - 1)), 1e3);
+  }
+  std::vector<PartRecord> recs;
+  for (double ep : {8.0, 16.0, 24.0, 32.0, 36.0})
+    for (const char* op : {"ep.dispatch", "ep.combine"}) {
+      PartRecord r = record(ep, op);
+      r.value = predict_part(r, truth);
+      recs.push_back(r);
+    }
+  Calibration start = truth;
+  start.set(Param::ep_peer_cost, 0.0);
+  start.set(Param::ep_combine_peer_cost, 0.0);
+  start.set(Param::ep_nvlink_fraction, 0.6);
+  const FitReport fit = fit_parts(recs, start, "blackwell");
+  EXPECT_NEAR(fit.fitted[Param::ep_peer_cost], 0.01, 2e-4);
+  EXPECT_NEAR(fit.fitted[Param::ep_combine_peer_cost], 0.004, 2e-4);
+  EXPECT_NEAR(fit.fitted[Param::ep_nvlink_fraction], 0.8, 0.005);
 }
 
 // Attention: eff = fraction x keys / (keys + kv_half + edges x tile_rows / 2) x [hd / (hd + hd_half)]
