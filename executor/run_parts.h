@@ -232,7 +232,7 @@ struct Layer {
     rp.score = s.model.router.score == RouterScore::sigmoid ? ref::Score::sigmoid : ref::Score::softmax;
     // Skew: Gumbel-top-k on log(share) + noise draws k experts without replacement with
     // probabilities proportional to the shares (Plackett-Luce), as the routing model assumes.
-    const std::vector<double> shares = expert_shares(s.routing, static_cast<int>(e));
+    const std::vector<double> shares = draw_weights(s.routing, static_cast<int>(e), static_cast<int>(d.top_k));
     log_share.resize(static_cast<size_t>(e));
     for (int64_t x = 0; x < e; ++x)
       log_share[static_cast<size_t>(x)] = shares[static_cast<size_t>(x)] > 0 ? static_cast<float>(std::log(shares[static_cast<size_t>(x)])) : -1e30f;

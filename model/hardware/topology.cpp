@@ -179,12 +179,14 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   impl->trays_per_domain = trays_per_domain;
   impl->tray_gpus = tray.gpus;
   impl->rail_optimized = with_fabric && sys.fabric->rail_optimized;
-  // ---- NVLink: every GPU to every switch chip of its domain ----
+  // ---- NVLink: every GPU to every switch chip of its domain, each link at the slower of its two
+  // ends (the GPU's link, the switch's port) ----
   std::vector<uint16_t> chip_class;
+  BytesPerSecond per_link = tray.gpu.nvlink_bandwidth_per_link;
+  if (dom.nvswitch && dom.nvswitch->port_bandwidth.value() > 0) per_link = std::min(per_link, dom.nvswitch->port_bandwidth);
   for (int c = 0; c < dom.switch_chips; ++c) {
     const int links = dom.gpu_links_per_chip.at(static_cast<size_t>(c));
-    chip_class.push_back(b.add_class(LinkKind::nvlink, tray.gpu.nvlink_bandwidth_per_link * links,
-                                     dom.nvlink_latency / 2.0));
+    chip_class.push_back(b.add_class(LinkKind::nvlink, per_link * links, dom.nvlink_latency / 2.0));
   }
   // ---- host links: a CPU's link bandwidth is shared by the GPUs it serves ----
   uint16_t host_class = 0;
@@ -266,7 +268,8 @@ Topology Topology::build(const SystemSpec& sys, int64_t gpus) {
   }
   const Topology t(impl);
   const int64_t dom0_gpus = std::min(per, gpus);
-  impl->domain_bisection = t.nvlink_bandwidth_per_gpu() * (static_cast<double>(dom0_gpus) / 2.0);
+  // Half the GPUs on each side of the cut (an odd count leaves one GPU with the larger half).
+  impl->domain_bisection = t.nvlink_bandwidth_per_gpu() * static_cast<double>(dom0_gpus / 2);
   if (with_fabric) {
     // Tier cuts: half the capacity going up out of each tier (NICs, leaves, spines).
     std::array<BytesPerSecond, 3> up{};

@@ -325,6 +325,22 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
       if (ro.histogram.size() != static_cast<size_t>(s.model.experts))
         h.fail("expected one count per routed expert (" + std::to_string(s.model.experts) + "), got " +
                std::to_string(ro.histogram.size()));
+      // Rows per expert: each token picks top_k distinct experts, so no expert takes more than
+      // 1/top_k of the rows (draw_weights solves the rest).
+      if (ro.distribution == RoutingDistribution::histogram) {
+        // (Rows on fewer than top_k experts give one of them more than 1/top_k.)
+        double sum = 0, most = 0;
+        for (double x : ro.histogram) sum += x, most = std::max(most, x);
+        const int k = s.model.top_k;
+        auto pct = [](double v) {
+          char out[32];
+          std::snprintf(out, sizeof out, "%.1f", v);
+          return std::string(out);
+        };
+        if (sum > 0 && most / sum * k > 1.0 + 1e-9)
+          h.fail("expected rows per expert that a top-" + std::to_string(k) + " router can give: one expert has " +
+                 pct(100 * most / sum) + " % of the rows, but a token picks an expert once, so at most " + pct(100.0 / k) + " %");
+      }
     }
     if (auto sd = r->get("seed")) ro.seed = static_cast<uint64_t>(sd->as_nonneg_int(INT64_MAX));
     ro.group_limited = r->bool_or("group_limited", true);

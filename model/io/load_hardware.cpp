@@ -1,6 +1,7 @@
 // Loading hardware: GPUs, CPUs, NICs, switches, compute trays, NVLink domains, fat trees and the
 // systems composed of them (topologies/), each building block inline or by reference.
 #include <cstdio>
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -131,7 +132,17 @@ NvlinkDomainSpec parse_domain(Refs& refs, const Node& n) {
       l.fail("the links per chip add up to " + std::to_string(sum) + ", but the GPU (" + d.tray.gpu.name + ") has " +
              std::to_string(d.tray.gpu.nvlink_links) + " NVLink links");
     d.nvlink_latency = n.at("nvlink_latency").as_time();
+    // Every GPU of the domain reaches every chip: a chip needs a port per GPU link it takes.
+    const int most = *std::max_element(d.gpu_links_per_chip.begin(), d.gpu_links_per_chip.end());
+    if (d.nvswitch && static_cast<int64_t>(most) * d.gpus() > d.nvswitch->ports)
+      l.fail("a switch chip takes " + std::to_string(most) + " link(s) from each of the domain's " + std::to_string(d.gpus()) +
+             " GPUs, " + std::to_string(static_cast<int64_t>(most) * d.gpus()) + " ports, but the switch (" + d.nvswitch->name +
+             ") has " + std::to_string(d.nvswitch->ports));
   }
+  if (d.switch_chips == 0 && d.gpus() > 1)
+    n.at("switch_chips").fail("expected NVSwitch chips for a domain of " + std::to_string(d.gpus()) +
+                              " GPUs (moeperf joins a domain's GPUs through its switch chips, and has no model of "
+                              "GPUs linked to each other directly; 0 is for a domain of one GPU), got 0");
   if (auto t = n.get("transport")) {
     const std::string v = t->as_string();
     if (v != "nvlink" && v != "host_memory") t->fail("expected \"nvlink\" or \"host_memory\", got \"" + v + "\"");
@@ -169,8 +180,13 @@ SystemSpec parse_system(Refs& refs, const Node& n) {
   s.name = n.at("name").as_string();
   s.description = n.string_or("description", "");
   s.domain = refs.follow(n.at("nvlink_domain"), "nvlink_domain", [&](const Node& x) { return parse_domain(refs, x); });
-  if (auto f = n.get("fabric"))
+  if (auto f = n.get("fabric")) {
     s.fabric = refs.follow(*f, "fat_tree", [&](const Node& x) { return parse_fat_tree(refs, x); });
+    // The fabric's ports are the trays' NICs: a tray without one would leave its domain unreachable.
+    if (s.domain.tray.nics == 0)
+      f->fail("expected compute trays with NICs for a scale-out fabric (the tray \"" + s.domain.tray.name +
+              "\" has none: give it \"nics\" and \"nic\", or leave the fabric out)");
+  }
   s.default_gpus = n.positive_int_or("gpus", s.domain.gpus());
   s.gpus_per_domain_when_spanning = s.domain.gpus();
   if (auto p = n.get("placement")) {

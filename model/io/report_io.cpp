@@ -175,7 +175,8 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   const bool lopsided = std::abs(r.band_high - r.band_low) >= 0.005;
   if (lopsided) out << " (-" << f(100 * r.band_low, 0) << " % / +" << f(100 * r.band_high, 0) << " %)";
   else if (r.band_high > 0) out << " (+/- " << f(100 * r.band_high, 0) << " %)";
-  out << "   (simulated: streams overlap, links shared)\n";
+  out << (r.simulated ? "   (simulated: streams overlap, links shared)\n"
+                      : "   (serial: every op back to back on one queue, no overlap; no end-to-end term)\n");
   if (r.band > 0 || r.end_to_end) {
     out << "    band                 " << f(r.step_low(), 3) << " - " << f(r.step_high(), 3) << " s";
     if (r.end_to_end) out << ": the parts' and the end-to-end term in quadrature";
@@ -304,6 +305,7 @@ std::string report_json(const StepReport& r, int indent, double train_tokens) {
   j["name"] = r.name;
   j["gpus"] = r.gpus;
   j["step_time_s"] = r.step_time.value();
+  j["simulated"] = r.simulated;
   j["step_time_s_low"] = r.step_low();
   j["step_time_s_high"] = r.step_high();
   j["band"] = r.band;

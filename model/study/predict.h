@@ -38,7 +38,8 @@ struct OpSummary {
 struct StepReport {
   std::string name;
   int64_t gpus = 0;
-  Seconds step_time;             // simulated (overlap, shared links)
+  Seconds step_time;             // simulated (overlap, shared links), or serial_step_time when not simulated
+  bool simulated = true;         // false: PredictOptions::simulate was off (`predict --serial`)
   Seconds serial_step_time;      // the busiest class's ops back to back on one queue, uncontended:
                                  // no overlap, and no waiting for other pipeline stages
   Seconds idle;                  // the reported class runs nothing (pipeline bubble when pp > 1)

@@ -56,7 +56,8 @@ std::string expand(std::string t) {
   return t;
 }
 
-// n layers over V stages as evenly as consecutive runs allow (the first stages shorter).
+// n layers over V stages as evenly as consecutive runs allow: stage v takes the layers l with
+// floor(l V / n) = v, so the shorter stages are spread out (61 over 32: stages 10, 21 and 31 hold one).
 std::vector<int> even_split(int n, int V) {
   std::vector<int> k(static_cast<size_t>(V), 0);
   for (int l = 0; l < n; ++l) ++k[static_cast<size_t>(static_cast<int64_t>(l) * V / n)];
@@ -75,21 +76,70 @@ std::vector<VirtualStageLayout> with_ends(const std::vector<int>& k, int mtp) {
 
 }  // namespace
 
+namespace {
+
+// The groups and counts of the text as the user wrote it, checked before anything is expanded, so
+// that a position names a character of that text: every ')' closes a '(' and is followed by '*n',
+// every '*' by a count.
+void check_groups(std::string_view text) {
+  std::vector<size_t> open;
+  auto next_visible = [&](size_t i) {
+    while (i < text.size() && (std::isspace(static_cast<unsigned char>(text[i])) || text[i] == ',')) ++i;
+    return i;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '(') open.push_back(i);
+    if (c == ')') {
+      if (open.empty()) throw std::invalid_argument("')' without '(' at character " + std::to_string(i + 1));
+      open.pop_back();
+      const size_t star = next_visible(i + 1);
+      if (star >= text.size() || text[star] != '*')
+        throw std::invalid_argument("the group closed at character " + std::to_string(i + 1) + " must be followed by '*n'");
+    }
+    if (c == '*') {
+      const size_t digit = next_visible(i + 1);
+      if (digit >= text.size() || !std::isdigit(static_cast<unsigned char>(text[digit])))
+        throw std::invalid_argument("expected a count after '*' at character " + std::to_string(i + 1));
+    }
+  }
+  if (!open.empty()) throw std::invalid_argument("'(' at character " + std::to_string(open.back() + 1) + " without ')'");
+}
+
+}  // namespace
+
 std::vector<VirtualStageLayout> parse_pipeline_layout(std::string_view text) {
+  // Megatron's syntax (--pipeline-model-parallel-layout): whitespace, and commas used cosmetically
+  // ("E|(t|)*3,m|m||L"), are not part of the layout.
+  check_groups(text);
   std::string t;
   for (char c : text)
-    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+    if (!std::isspace(static_cast<unsigned char>(c)) && c != ',') t += c;
   if (t.empty()) throw std::invalid_argument("empty layout");
   t = expand(t);
   std::vector<VirtualStageLayout> out(1);
   for (char c : t) {
     VirtualStageLayout& v = out.back();
+    const std::string stage = "virtual stage " + std::to_string(out.size() - 1);
     switch (c) {
       case '|': out.emplace_back(); break;
-      case 'E': v.embedding = true; break;
-      case 't': ++v.layers; break;
-      case 'm': ++v.mtp; break;
-      case 'L': v.loss = true; break;
+      case 'E':
+        if (v.embedding) throw std::invalid_argument("the embedding (E) twice on " + stage);
+        if (v.layers > 0 || v.mtp > 0 || v.loss) throw std::invalid_argument("the embedding (E) after a layer on " + stage + "; it comes first");
+        v.embedding = true;
+        break;
+      case 't':
+        if (v.mtp > 0 || v.loss) throw std::invalid_argument("a layer (t) after an MTP module or the loss on " + stage);
+        ++v.layers;
+        break;
+      case 'm':
+        if (v.loss) throw std::invalid_argument("an MTP module (m) after the loss on " + stage);
+        ++v.mtp;
+        break;
+      case 'L':
+        if (v.loss) throw std::invalid_argument("the loss (L) twice on " + stage);
+        v.loss = true;
+        break;
       default:
         throw std::invalid_argument(std::string("unknown letter '") + c +
                                     "': a layout is made of E (embedding), t (layer), m (MTP module), L (loss), "

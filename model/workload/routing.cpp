@@ -61,6 +61,62 @@ std::vector<double> expert_shares(const Routing& r, int experts) {
   return w;
 }
 
+std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
+  std::vector<double> w = expert_shares(r, experts);
+  if (r.distribution != RoutingDistribution::histogram) return w;
+  if (top_k < 1 || top_k > experts) fail("top_k must be in [1, experts], got " + std::to_string(top_k));
+  if (top_k == 1) return w;  // one pick: the weights are the rows' fractions
+  const size_t E = w.size();
+  const double k = top_k;
+  // Experts every token picks (k x share = 1, within rounding): a weight far above the others'
+  // (1e15 x), so they come first and the rest draw the remaining picks among themselves.
+  std::vector<bool> certain(E, false);
+  int positive = 0, sure = 0;
+  for (size_t e = 0; e < E; ++e) {
+    if (k * w[e] > 1.0 + 1e-9)
+      fail("histogram: expert " + std::to_string(e) + " has " + std::to_string(100 * w[e]) +
+           " % of the rows; a token picks an expert at most once, so no expert can take more than 1/top_k (" +
+           std::to_string(100 / k) + " %)");
+    certain[e] = k * w[e] >= 1.0 - 1e-9;
+    sure += certain[e];
+    positive += w[e] > 0;
+  }
+  if (positive < top_k)
+    fail("histogram: " + std::to_string(positive) + " experts have rows, fewer than top_k = " + std::to_string(top_k) +
+         " (each token picks top_k distinct experts)");
+  std::vector<double> target(E);
+  for (size_t e = 0; e < E; ++e) target[e] = k * w[e];
+  auto settle = [&] {
+    double rest = 0;
+    for (size_t e = 0; e < E; ++e)
+      if (!certain[e]) rest += w[e];
+    for (size_t e = 0; e < E; ++e) w[e] = certain[e] ? 1e15 : (rest > 0 ? w[e] / rest : 0.0);
+  };
+  settle();
+  bool alike = true;  // equal shares among the uncertain positive ones: Plackett-Luce draws them uniformly
+  double first = -1;
+  for (size_t e = 0; e < E; ++e)
+    if (!certain[e] && target[e] > 0) alike = alike && (first < 0 || target[e] == first), first = first < 0 ? target[e] : first;
+  if (alike) return w;
+  // Fixed point w_e <- w_e x target_e / inclusion_e(w): raising an expert's weight raises its
+  // inclusion, so the iteration climbs to the weights that give the measured rows.
+  for (int it = 0; it < 1000; ++it) {
+    const std::vector<Pmf> one = plackett_luce_pmfs(w, top_k, {blocks(experts, 1)})[0];
+    double worst = 0;
+    for (size_t e = 0; e < E; ++e) {
+      if (certain[e] || target[e] <= 0) continue;
+      const double pi = one[e].size() > 1 ? one[e][1] : 0.0;
+      if (!(pi > 0)) fail("histogram: the draw weights could not be solved (expert " + std::to_string(e) + ")");
+      worst = std::max(worst, std::abs(pi / target[e] - 1));
+      w[e] *= target[e] / pi;
+    }
+    settle();
+    // About a third of the error left per round; the laws' own accuracy is some 1e-11.
+    if (worst < 1e-9) return w;
+  }
+  fail("histogram: the draw weights did not converge in 1000 iterations");
+}
+
 std::vector<double> expert_inclusion(const Routing& r, const RouterSpec& router, int experts, int top_k) {
   const Process p = make_process(r, router, experts, top_k);
   if (p.kind != Process::Kind::plackett_luce) return std::vector<double>(experts, static_cast<double>(top_k) / experts);

@@ -10,10 +10,11 @@
 // The routing process. Each of T tokens picks k distinct experts, independently of the others:
 //  - uniform: every k-subset of the E experts is equally likely;
 //  - zipf, dirichlet, histogram: sequential draws without replacement, each draw proportional to
-//    the shares of the experts not yet picked (Plackett-Luce). A share is a per-draw weight, not the
-//    fraction of rows: a heavy expert is picked at most once per token, so its rows per token are
-//    expert_inclusion() (< 1), not k x share. Experts of share 0 are picked only once every
-//    positive-share expert has been (then uniformly among them);
+//    the weights of the experts not yet picked (Plackett-Luce). For zipf and dirichlet a share is a
+//    per-draw weight, not the fraction of rows: a heavy expert is picked at most once per token, so
+//    its rows per token are expert_inclusion() (< 1), not k x share. A histogram is measured rows,
+//    so its draw weights are solved for inclusions of k x its shares (draw_weights). Experts of
+//    weight 0 are picked only once every positive-weight expert has been (then uniformly among them);
 //  - balanced: exactly equal (an idealisation: Megatron's --moe-router-force-load-balancing draws
 //    random logits, i.e. uniform routing): every expert receives exactly
 //    T*k/E rows (a real number when E does not divide T*k) and every rank T*k/R; nothing is random.
@@ -70,10 +71,21 @@ namespace moeperf {
 
 // Per-draw routing weight of each expert (sums to 1). uniform, balanced: 1/E. zipf: the expert of
 // popularity rank i (1-based) weighs i^-s, ranks dealt to expert ids by a permutation seeded with
-// r.seed (heavy experts spread over EP ranks). dirichlet: one sample of Dirichlet(alpha, ..., alpha)
+// r.seed: a uniform shuffle, which may put several heavy experts on one EP rank, so the busiest
+// rank's rows under zipf depend on the seed (DeepSeek-V3 at EP 8, s = 1: 262,000-402,000 rows over
+// seeds 1-6; seed 1 the most). dirichlet: one sample of Dirichlet(alpha, ..., alpha)
 // seeded with r.seed. histogram: r.histogram normalized. Throws std::invalid_argument on a
 // histogram whose size is not `experts`, a negative or non-finite parameter, or experts < 1.
 std::vector<double> expert_shares(const Routing& r, int experts);
+
+// The weights a token draws its k experts by, without replacement (Plackett-Luce), as the routing
+// model and the executor route: expert_shares, except for a histogram, which is measured rows per
+// expert, so its weights are solved for inclusion probabilities of k x h_e / sum(h) (a weight of
+// h_e itself would flatten the skew: the heaviest experts are capped at one pick per token).
+// An expert with exactly 1/k of the rows is picked by every token (a weight 1e15 x the others').
+// Throws std::invalid_argument where a histogram gives an expert more than 1/k of the rows, or
+// fewer than k experts any rows.
+std::vector<double> draw_weights(const Routing& r, int experts, int top_k);
 
 // P(a token's k picks include expert e), for each expert: its expected rows per token (sums to k).
 // uniform, balanced, group-limited uniform: k/E.

@@ -44,7 +44,7 @@ Process make_process(const Routing& r, const RouterSpec& router, int experts, in
     case RoutingDistribution::uniform: p.kind = Process::Kind::subsets; return p;
     default: break;
   }
-  p.shares = expert_shares(r, experts);
+  p.shares = draw_weights(r, experts, top_k);
   const bool alike = std::all_of(p.shares.begin(), p.shares.end(), [&](double s) { return s == p.shares[0]; });
   if (alike) {
     p.shares.clear();

@@ -408,6 +408,28 @@ TEST(Cli, ACalibrationNamesAShippedProfileOrAFile) {
   EXPECT_NE(mine.out.find("mine"), std::string::npos) << mine.out;
 }
 
+// `predict --serial`: the sum of op times, said so, and without the end-to-end term (its ratios are
+// published steps over simulated ones); the parts' band stays.
+TEST(Cli, PredictSerialSaysSoAndTakesNoEndToEndTerm) {
+  const std::string seed = source("examples/deepseek-v3/gb300-optimized.json");
+  const Result sim = run_stdout("predict " + seed + " --format json");
+  const Result ser = run_stdout("predict " + seed + " --serial --format json");
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  ASSERT_EQ(ser.code, 0) << ser.out;
+  const auto a = nlohmann::json::parse(sim.out), b = nlohmann::json::parse(ser.out);
+  EXPECT_TRUE(a["simulated"].get<bool>());
+  EXPECT_FALSE(b["simulated"].get<bool>());
+  EXPECT_TRUE(a.contains("band_end_to_end"));
+  EXPECT_FALSE(b.contains("band_end_to_end"));
+  EXPECT_DOUBLE_EQ(b["step_time_s"].get<double>(), b["serial_step_time_s"].get<double>());
+  EXPECT_GT(b["band"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(b["band_high"].get<double>(), b["band"].get<double>());
+  const Result text = run("predict " + seed + " --serial --top 1");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("(serial: every op back to back on one queue, no overlap; no end-to-end term)"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("(simulated: streams overlap"), std::string::npos) << text.out;
+}
+
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
 TEST(Cli, PredictReportsThePipelineLayout) {
   const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
@@ -971,7 +993,7 @@ TEST(CliLimits, SequencesLayersAndSteps) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(std::isfinite(nlohmann::json::parse(r.out)["step_time_s"].get<double>()));
   // Layout strings that would expand without bound, and repeat counts past int.
-  r = predict_with("parallelism.layout=(((t*100000)*100000)*100000)");
+  r = predict_with("parallelism.layout=(((t*100000)*100000)*100000)*2");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("the layout expands past 16384 characters"), std::string::npos) << r.out;
   r = predict_with("parallelism.layout=t*99999999999999");

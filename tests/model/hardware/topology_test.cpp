@@ -36,6 +36,18 @@ TEST(Topology, Gb200Nvl72Rack) {
   EXPECT_DOUBLE_EQ(t.nvlink_domain_bisection().value(), 72 / 2.0 * 900e9);
 }
 
+// A link runs at the slower of its two ends: switch ports slower than the GPU's links cap the GPU's
+// NVLink rate; an odd GPU count leaves the larger half on one side of the cut, one GPU none.
+TEST(Topology, TheSwitchPortCapsALinkAndOddCountsCutUnevenly) {
+  SystemSpec sys = load("gb200-nvl72.json");
+  ASSERT_TRUE(sys.domain.nvswitch);
+  EXPECT_DOUBLE_EQ(Topology::build(sys, 9).nvlink_domain_bisection().value(), 4 * 900e9);
+  EXPECT_DOUBLE_EQ(Topology::build(sys, 1).nvlink_domain_bisection().value(), 0.0);
+  sys.domain.nvswitch->port_bandwidth = BytesPerSecond(20e9);
+  const Topology slow = Topology::build(sys, 72);
+  EXPECT_DOUBLE_EQ(slow.nvlink_bandwidth_per_gpu().value(), 18 * 20e9);
+}
+
 TEST(Topology, Gb300ClusterOf1024) {
   const SystemSpec sys = load("gb300-nvl72.json");
   const Topology t = Topology::build(sys, 1024);

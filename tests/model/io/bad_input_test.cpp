@@ -120,6 +120,28 @@ TEST(BadInput, ZeroAndNegativeCounts) {
   EXPECT_EQ(e.detail(), "expected a positive integer, got -4");
 }
 
+// Systems the topology could not join: GPUs of one domain without switch chips, and a fabric whose
+// trays have no NICs. Both loaded once and then failed in pricing ("GPUs are not connected", exit 1).
+TEST(BadInput, ASystemItsTopologyCannotJoin) {
+  TempDir d;
+  SpecError e = error_after(d, [](json& j) {
+    j["nvlink_domain"]["switch_chips"] = 0;
+    j["nvlink_domain"].erase("gpu_links_per_chip");
+  });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/switch_chips");
+  EXPECT_NE(e.detail().find("expected NVSwitch chips for a domain of 8 GPUs"), std::string::npos) << e.what();
+  e = error_after(d, [](json& j) {
+    j["fabric"] = source("topologies/fabrics/quantum-2-fat-tree.json");
+    j["gpus"] = 16;
+  });
+  EXPECT_EQ(e.json_path(), "/fabric");
+  EXPECT_NE(e.detail().find("expected compute trays with NICs for a scale-out fabric"), std::string::npos) << e.what();
+  // A switch with fewer ports than the GPUs' links to one chip.
+  e = error_after(d, [](json& j) { j["nvlink_domain"]["switch"]["ports"] = 32; });
+  EXPECT_EQ(e.json_path(), "/nvlink_domain/gpu_links_per_chip");
+  EXPECT_NE(e.detail().find("40 ports, but the switch (sw) has 32"), std::string::npos) << e.what();
+}
+
 TEST(BadInput, UnitThatDoesNotFit) {
   TempDir d;
   const SpecError e = error_after(d, [](json& j) { j["nvlink_domain"]["tray"]["gpu"]["hbm_bandwidth"] = "900 GB"; });
@@ -259,6 +281,23 @@ TEST(BadInput, RoutingParametersAreCheckedWhenGiven) {
   e = scenario_error(d, [](json& s) { s["routing"] = {{"histogram", {1, 2, 3}}}; });
   EXPECT_EQ(e.json_path(), "/routing/histogram");
   EXPECT_EQ(e.detail(), "expected one count per routed expert (256), got 3");
+  // Rows per expert a top-8 router cannot give: one expert with a quarter of them (a token picks it
+  // once: at most 1/8), or rows on fewer than 8 experts (which gives one of them more than 1/8).
+  e = scenario_error(d, [](json& s) {
+    std::vector<double> h(256, 1.0);
+    h[3] = 85;  // 85 / 340
+    s["routing"] = {{"distribution", "histogram"}, {"histogram", h}};
+  });
+  EXPECT_EQ(e.json_path(), "/routing/histogram");
+  EXPECT_EQ(e.detail(), "expected rows per expert that a top-8 router can give: one expert has 25.0 % of the rows, but a token "
+                        "picks an expert once, so at most 12.5 %");
+  e = scenario_error(d, [](json& s) {
+    std::vector<double> h(256, 0.0);
+    for (int i = 0; i < 5; ++i) h[static_cast<size_t>(i)] = 1;
+    s["routing"] = {{"distribution", "histogram"}, {"histogram", h}};
+  });
+  EXPECT_EQ(e.detail(), "expected rows per expert that a top-8 router can give: one expert has 20.0 % of the rows, but a token "
+                        "picks an expert once, so at most 12.5 %");
   e = scenario_error(d, [](json& s) { s["routing"] = {{"distribution", "zipf"}}; });
   EXPECT_EQ(e.json_path(), "/routing");
   EXPECT_NE(e.detail().find("zipf_exponent"), std::string::npos) << e.what();

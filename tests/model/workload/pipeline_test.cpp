@@ -554,8 +554,26 @@ TEST(PipelineLayout, ParsesMegatronsSyntax) {
   EXPECT_EQ(b[0], (VirtualStageLayout{true, 3, 0, false}));
   EXPECT_EQ(b[3].layers, 2);
   EXPECT_EQ(b[6], (VirtualStageLayout{false, 1, 1, true}));
-  for (const char* bad : {"Etx|L", "(tt|L", "tt)|L", "(tt|)L", "E*|L", "*3t", ""})
+  for (const char* bad : {"Etx|L", "(tt|L", "tt)|L", "(tt|)L", "E*|L", "*3t", "", "EtE|L", "Et|LL", "tE|L", "Et|Lt", "Et|Lm"})
     EXPECT_THROW(parse_pipeline_layout(bad), std::invalid_argument) << bad;
+  // Megatron's commas are cosmetic ("E|(t|)*3,m|m||L" in its help text).
+  EXPECT_EQ(parse_pipeline_layout("Et|(tt|)*30,L"), lay);
+  EXPECT_EQ(parse_pipeline_layout("Et, |(tt|) * 30 L"), lay);
+  // A position is a character of the text as written, not of an expanded or stripped copy.
+  auto what = [](const char* text) {
+    try {
+      (void)parse_pipeline_layout(text);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(what("Et|(tt|)*30L)"), "')' without '(' at character 13");
+  EXPECT_EQ(what("E t|(t t|)*2 (L"), "'(' at character 14 without ')'");
+  EXPECT_EQ(what("Et|(tt|) L"), "the group closed at character 8 must be followed by '*n'");
+  EXPECT_EQ(what("Et|(tt|)* L"), "expected a count after '*' at character 9");
+  EXPECT_EQ(what("EtE|L"), "the embedding (E) twice on virtual stage 0");
+  EXPECT_EQ(what("Et|(t|)*2LL"), "the loss (L) twice on virtual stage 3");
 }
 
 // The ladder's layout on 256 GB200 (PP 8 x VPP 4): stage 0 holds the embedding, layer 0 and

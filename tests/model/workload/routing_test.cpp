@@ -295,7 +295,10 @@ TEST(Routing, PlackettLuceInclusionAndDistinctRanksMatchExactEnumeration) {
   h.distribution = RoutingDistribution::histogram;
   h.histogram = {9, 1, 4, 2, 7, 0.5, 3, 6};  // 8 experts, 4 ranks of 2, 2 nodes of 2 ranks
   const int E = 8, k = 3, R = 4;
-  const std::vector<double> w = expert_shares(h, E);
+  // The histogram is rows per expert: the draw weights are solved so that each expert's inclusion
+  // is k x its share of the rows (its own weight would flatten the skew).
+  const std::vector<double> w = draw_weights(h, E, k);
+  const std::vector<double> rows = expert_shares(h, E);
   std::vector<double> inclusion(E, 0.0);
   double ranks = 0, nodes = 0;
   enumerate_plackett_luce(w, k, [&](const std::vector<int>& picks, double prob) {
@@ -310,8 +313,23 @@ TEST(Routing, PlackettLuceInclusionAndDistinctRanksMatchExactEnumeration) {
   });
   const std::vector<double> pi = expert_inclusion(h, RouterSpec{}, E, k);
   for (int e = 0; e < E; ++e) EXPECT_NEAR(pi[e], inclusion[e], 1e-9) << "expert " << e;
+  for (int e = 0; e < E; ++e) EXPECT_NEAR(inclusion[e], k * rows[e], 1e-9) << "expert " << e;  // the measured rows
   EXPECT_NEAR(expected_loads(h, RouterSpec{}, E, k, R, 1000).expected_distinct_ranks, ranks, 1e-9);
   EXPECT_NEAR(expected_distinct_nodes(h, RouterSpec{}, E, k, R, 2), nodes, 1e-9);
+}
+
+// A histogram is rows per expert: no expert can take more than 1/k of them (a token picks it once),
+// and at least k experts must have rows.
+TEST(Routing, AHistogramMustBeRowsATokenCanPick) {
+  Routing h;
+  h.distribution = RoutingDistribution::histogram;
+  h.histogram = {5, 1, 1, 1};  // 5/8 of the rows on expert 0: more than every token with k = 2
+  EXPECT_THROW(draw_weights(h, 4, 2), std::invalid_argument);
+  EXPECT_NO_THROW(draw_weights(h, 4, 1));
+  h.histogram = {1, 1, 0, 0};
+  EXPECT_NO_THROW(draw_weights(h, 4, 2));  // both, always
+  EXPECT_THROW(draw_weights(h, 4, 3), std::invalid_argument);
+  EXPECT_THROW(expected_loads(h, RouterSpec{}, 4, 3, 2, 100), std::invalid_argument);
 }
 
 TEST(Routing, InclusionSumsToTopK) {
@@ -512,7 +530,8 @@ TEST(Routing, AllMassOnOneExpert) {
   const int64_t T = 4096;
   Routing h;
   h.distribution = RoutingDistribution::histogram;
-  h.histogram.assign(E, 0.0);
+  // Measured rows: expert 11 one in k of them (every token), the rest alike.
+  h.histogram.assign(E, (k - 1.0) / (E - 1));
   h.histogram[11] = 1;  // rank 1
   const LoadStats l = expected_loads(h, RouterSpec{}, E, k, R, T);
   // Every token picks expert 11 first (T rows), then k - 1 uniformly among the other E - 1, of
@@ -523,9 +542,10 @@ TEST(Routing, AllMassOnOneExpert) {
   EXPECT_NEAR(l.expected_max_expert_rows, static_cast<double>(T), 1e-9 * T);
   // Distinct ranks: rank 1 always, each other rank unless all k - 1 picks miss its per experts.
   EXPECT_NEAR(l.expected_distinct_ranks, 1 + (R - 1) * (1 - choose_ratio(E - 1 - per, E - 1, k - 1)), 1e-9);
+  // (The certain expert draws with 1e15 x the others' weight: within 1e-12 of always first.)
   const std::vector<double> pi = expert_inclusion(h, RouterSpec{}, E, k);
-  EXPECT_DOUBLE_EQ(pi[11], 1.0);
-  EXPECT_NEAR(pi[0], (k - 1.0) / (E - 1), 1e-15);
+  EXPECT_NEAR(pi[11], 1.0, 1e-12);
+  EXPECT_NEAR(pi[0], (k - 1.0) / (E - 1), 1e-12);
 }
 
 TEST(Routing, NoTokensNoRows) {
