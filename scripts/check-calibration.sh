@@ -18,7 +18,11 @@ for g in hopper blackwell blackwell-ultra; do
   cmp "$tmp/$g.json" "calibration/profiles/$g.json" || { echo "calibration/profiles/$g.json is not what scripts/fit-profiles.sh gives: rerun it and commit"; exit 1; }
 done
 # 2. accuracy ceiling
-ceiling=48.3    # MAPE in %, pinned: lower it when the model improves (lowered 50.7 -> 48.3 (MAPE 48.2 %) when
+ceiling=48.5    # MAPE in %, pinned: lower it when the model improves (raised 48.3 -> 48.5 (MAPE 48.47 %) when
+                # MLA's K/V up projection got its own width, each head's no-rope K and V (128 x 256, not
+                # 128 x 320: the rope part comes from the down projection), a review's finding: 20 % fewer
+                # bytes in its GEMMs and quantizations, every DeepSeek-V3 case 0.1-0.3 % faster (away);
+                # lowered 50.7 -> 48.3 (MAPE 48.2 %) when
                 # the fused EP kernels' NVLink rate got a per-peer term (ep_peer_cost, deepep_peer_cost:
                 # rate / (1 + cost x (ranks - 1)), dispatch and combine alike), fitted on HybridEP's dispatch
                 # rows from EP 8 to 36 and DeepEP's EP32 dispatch beside its EP8 rows (Blackwell EP worst

@@ -4,6 +4,17 @@
 
 namespace moeperf::detail {
 
+namespace {
+
+// The K/V projection's output width per rank: K and V of the KV heads; for MLA the up projection's,
+// each head's no-rope part of K and its V (the rope part of K comes from the down projection,
+// shared by the heads, and is joined to them by the RoPE pass).
+double kv_proj_width(const AttentionSpec& a, double heads, double kvh, double qk, double vd) {
+  return a.kind == AttentionKind::mla ? heads * (a.qk_nope_head_dim + a.v_head_dim) : kvh * (qk + vd);
+}
+
+}  // namespace
+
 void Lowering::forward_layer(int l) {
   issue_gathers(l);
   const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
@@ -20,7 +31,7 @@ void Lowering::forward_layer(int l) {
   tp_collective(l, "tp.all_gather", Collective::all_gather, true);
   gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
        a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
-  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
        a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, true, true);
   rope(l, heads, kvh, qk, vd, true, true);
@@ -53,8 +64,9 @@ void Lowering::attention_core(int l, double core_per_token, double heads, double
   const double fwd = t_ * core_per_token / tp_;
   // Flash attention reads Q, K, V and writes O (+ LSE); the backward also reads O, dO and writes dQ, dK, dV,
   // and recomputes the scores (attention_bwd_work x the forward matmul work executed: 2.5 at equal
-  // head dims, 2.6 for MLA; 2 x counted).
-  const double io = t_ * (heads * qk + kvh * (qk + vd) + heads * vd) * 2.0;
+  // head dims, 2.6 for MLA; 2 x counted). Under context parallelism K and V are every CP rank's,
+  // gathered (cp.all_gather): the core reads them all.
+  const double io = t_ * (heads * qk + d(p_.cp) * kvh * (qk + vd) + heads * vd) * 2.0;
   Op op;
   const bool recompute = phase_ == Phase::recompute;
   op.name = backward ? "attn.core.bwd" : phased("attn.core");
@@ -209,7 +221,7 @@ void Lowering::backward_layer(int l) {
          a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   if (has(s_.memory.recompute, TensorClass::kv_proj))
     gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp) * mla_recompute_share(true), 0,
-         dd, t_, kvh * (qk + vd),
+         dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
   rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
@@ -239,7 +251,7 @@ void Lowering::backward_layer(int l) {
   rope(l, heads, kvh, qk, vd, true, true);
   qk_norm(l, heads, kvh, qk, true, true);
   if (input >= 0) wait_before_next_compute(input);
-  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kvh * (qk + vd),
+  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
            a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
   gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
            a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);

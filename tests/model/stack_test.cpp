@@ -827,7 +827,9 @@ TEST(Stacks, MlasDownProjectionsQuantizeTheirHiddenWideInput) {
     return v.empty() ? 0.0 : v.front()->hbm_bytes.value();
   };
   EXPECT_DOUBLE_EQ(first("attn.q_proj.quant"), q * (t * ql + ql * heads * qk) + q * (t * h + h * ql));
-  EXPECT_DOUBLE_EQ(first("attn.kv_proj.quant"), q * (t * kvl + kvl * heads * (qk + vd)) + q * (t * h + h * (kvl + rope)));
+  // The K/V up projection's weights: each head's no-rope part of K and its V (the rope part of K
+  // comes from the down projection).
+  EXPECT_DOUBLE_EQ(first("attn.kv_proj.quant"), q * (t * kvl + kvl * heads * (qk - rope + vd)) + q * (t * h + h * (kvl + rope)));
   EXPECT_DOUBLE_EQ(first("attn.q_proj.recompute.quant"), first("attn.q_proj.quant"));
   // The data gradient after the recompute of the same projection uses the weight copies that
   // recompute made from the backward's gather: the output gradient and the latent's gradient only.

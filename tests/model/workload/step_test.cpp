@@ -1129,6 +1129,30 @@ TEST(Defects, ContextParallelBackwardGathersKeysAndValuesAgain) {
   }
 }
 
+// The attention core reads the K and V it was given, every CP rank's (gathered), beside its own
+// tokens' Q and O: DeepSeek-V3's MLA at CP 2 reads 2 x 128 x (192 + 128) of K/V per local token.
+// The K/V up projection's output is each head's no-rope part of K and its V, 128 x (128 + 128).
+TEST(Defects, TheAttentionCoreReadsTheGatheredKeysAndValues) {
+  for (const int cp : {1, 2}) {
+    const Scenario s = scenario({"parallelism.cp=" + std::to_string(cp), cp == 2 ? "parallelism.fsdp=8" : "parallelism.fsdp=16"});
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len) / cp, heads = 128, qk = 192, vd = 128;
+    int cores = 0, projections = 0;
+    for (const Op& op : g.classes[0].ops) {
+      if (op.name == "attn.core") {
+        ++cores;
+        EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), t * (heads * qk + cp * heads * (qk + vd) + heads * vd) * 2.0) << cp;
+      }
+      if (op.name == "attn.kv_proj") {
+        ++projections;
+        EXPECT_EQ(op.n, 128 * (128 + 128)) << cp;
+      }
+    }
+    EXPECT_GT(cores, 0);
+    EXPECT_GT(projections, 0);
+  }
+}
+
 }  // namespace
 }  // namespace moeperf
 
