@@ -132,8 +132,9 @@ std::string calibration_profile_json(const FitReport& f, const std::vector<std::
   j["generation"] = gen;
   j["description"] =
       "Written by moeperf calibrate: the cost model's parameters fitted to measurements of parts, class by class "
-      "(bounded Gauss-Newton on log errors; every fourth record per class held back unless the others cannot "
-      "identify as many parameters without it). Parameters no record constrains keep the starting profile's value (" +
+      "(bounded Levenberg-Marquardt on log errors; a quarter of each class's records, those whose ids hash lowest, "
+      "held back unless the others cannot identify as many parameters without it or it alone shows how a "
+      "parameter's term varies). Parameters no record constrains keep the starting profile's value (" +
       start_name + "), but for a GEMM dtype no record measures, which borrows the median of the generation's fitted "
       "GEMM fractions (listed under borrowed). Values kept from a starting profile of another generation, not at their "
       "defaults, are listed under carried with the profile they came from.";
