@@ -41,6 +41,9 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
   // calibration.params.X`) is named by itself.
   const bool complete = p.raw().size() == param_defs().size() && (n.has("residual_rms") || base.residual_rms.empty());
   c.profile = base.profile == "defaults" || complete ? name : name + " (over " + base.profile + ")";
+  // A profile that stands alone takes its band's spreads from itself only (a class it has no
+  // spread for has none), not from the base's.
+  if (complete) c.residual_rms.clear();
   if (auto r = n.get("residual_rms")) {
     r->expect_object();
     for (auto& [k, v] : r->raw().items()) {

@@ -175,7 +175,13 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       const double sms = ep_kernel_sms(s_.stack, s_.system.gpu(), cal_);
       const double f = ep_sm_factor(sms, cal_, deepep);
       const double n = static_cast<double>(members.size());
-      const double c = (combine ? ep_combine_factor(sms, n, cal_, deepep) : 1.0) * ep_peer_factor(n, cal_, deepep);
+      // The NVLink terms of the EP size count the peers a rank reaches over NVLink, its domain's
+      // members (calibrate fits them on records inside one domain); the other domains' peers are
+      // the network's.
+      const std::vector<std::vector<int64_t>> domains = by_domain(t_, members);
+      double nvl_peers = 1;
+      for (const auto& d : domains) nvl_peers = std::max(nvl_peers, static_cast<double>(d.size()));
+      const double c = (combine ? ep_combine_factor(sms, nvl_peers, cal_, deepep) : 1.0) * ep_peer_factor(nvl_peers, cal_, deepep);
       const double nvlink = cal_[deepep ? Param::deepep_nvlink_fraction : Param::ep_nvlink_fraction];
       // Each row's SM time beside its bytes (ep_row_sm_s), as a lower byte rate on each link: what a
       // link's rate keeps, with the row bytes counted per byte sent (over NVLink the kernel handles
@@ -192,7 +198,7 @@ CollectiveCost Pricer::comm_cost(const Op& op, int stage) const {
       // NIC's. HybridEP's RDMA rate follows its SMs times the remote nodes it writes to: each SM
       // keeps requests in flight to every remote peer (Little's law), so at 2 nodes 4 SMs reach 22
       // GB/s of the NIC on H100 and at 4 nodes 40 (calibrate.cpp prices its records the same way).
-      const double nodes = static_cast<double>(by_domain(t_, members).size());
+      const double nodes = static_cast<double>(domains.size());
       const double net = cal_[Param::ep_network_fraction] * (deepep ? 1.0 : ep_sm_factor(sms * std::max(1.0, nodes - 1.0), cal_, false));
       // HybridEP's rows cost their SM time over RDMA too, counted as calibrate counts its RDMA records:
       // a token once per node hit, its own included, (D - 1)/D of them over the NIC. DeepEP's RDMA

@@ -82,10 +82,10 @@ Seconds memory_seconds(double hbm_bytes, const GpuSpec& gpu, const Calibration& 
 
 // A fused EP kernel's rate with `sms` SMs over its rate with all of them: sms / (sms + ep_sm_half).
 double ep_sm_factor(double sms, const Calibration& cal, bool deepep = false);
-// A fused EP combine's NVLink rate over its dispatch's (the receiver sums each token's rows):
 // 1 / (1 + peer_cost x (ranks - 1)): a fused EP kernel's NVLink rate, dispatch and combine alike, by
-// the EP size (per-peer queues on a fixed set of SMs), per kernel family.
+// the NVLink peers it reaches (per-peer queues on a fixed set of SMs), per kernel family.
 double ep_peer_factor(double ranks, const Calibration& cal, bool deepep = false);
+// A fused EP combine's NVLink rate over its dispatch's (the receiver sums each token's rows):
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)), per kernel family.
 double ep_combine_factor(double sms, double ranks, const Calibration& cal, bool deepep = false);
 // A fused EP kernel's byte rate `rate` with each row's SM time added: row_bytes per row, `sms` SMs,

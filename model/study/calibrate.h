@@ -8,10 +8,12 @@
 // r = sqrt(w) x ln(predicted / measured), w the record's confidence weight (high 1, medium 0.6,
 // low 0.3). Each op class is fitted on its own, in the order memory, host copies, GEMM, attention,
 // collectives, EP kernels (a later class reads the earlier ones' values, e.g. the GEMM roofline
-// the fitted hbm_fraction): projected Gauss-Newton with a Levenberg damping on the class's
-// parameters normalised to their bounds, a weak pull toward the starting value so that a
-// parameter the records cannot see stays put. Per (class, GPU generation) every fourth record by
-// id is held back when the group has four or more; records marked "check" are priced and shown,
+// the fitted hbm_fraction): projected Levenberg-Marquardt on the class's parameters normalised to
+// their bounds (a parameter the descent pushes out of its bounds is held there), a weak pull toward
+// the starting value so that a parameter the records cannot see stays put. Per (class, GPU
+// generation) a quarter of the records, those whose ids hash lowest, is held back, unless the
+// others would identify fewer parameters without one or it alone shows how a parameter's term
+// varies (calibrate.cpp); records marked "check" are priced and shown,
 // never fitted (another kernel than the profile's, a figure read as an upper bound).
 // Deterministic: no randomness, records in id order.
 //

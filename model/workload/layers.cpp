@@ -286,7 +286,13 @@ void Lowering::embedding(bool backward) {
   if (!backward && fsdp())
     wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                   Collective::all_gather, Group::dense_shard, table * bw_, {}));
-  memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_sp_ * h * 2.0 * 2.0);
+  // Under TP the table is split by vocabulary (Megatron's VocabParallelEmbedding): every TP rank
+  // looks up the whole sequence in its shard and writes the full [tokens, hidden] partial sums, which
+  // a reduce-scatter sums into each rank's sequence shard; the backward gathers the gradient of
+  // the whole sequence back before the table's gradient.
+  if (backward) tp_collective(-1, "tp.all_gather.embed.bwd", Collective::all_gather, true);
+  memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_ * h * 2.0 * 2.0);
+  if (!backward) tp_collective(-1, "tp.reduce_scatter.embed", Collective::reduce_scatter, true);
   if (backward && fsdp())
     comm("fsdp.reduce_scatter.embed", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
          Group::dense_shard, table * bg_, {last()});
@@ -306,11 +312,23 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
       wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                     Collective::all_gather, Group::dense_shard, weights * bw_, {}));
     memory(name + ".norm", -1, norm_passes() * t_sp_ * h * 2.0);
+    // Under TP (sequence parallel) the projection is column-parallel over the vocabulary: the
+    // normalized sequence shards are gathered first, and the loss (Megatron's
+    // vocab_parallel_cross_entropy) all-reduces over the vocabulary shards each token's maximum
+    // logit, its sum of exponentials and its target's logit, FP32 each.
+    tp_collective(-1, ("tp.all_gather." + name).c_str(), Collective::all_gather, true);
     gemm(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     memory(name + ".loss", -1, t_ * v / tp_ * (2.0 + 4.0));  // logits in, FP32 softmax statistics
+    if (p_.tp > 1)
+      for (int i = 0; i < 3; ++i)
+        wait_before_next_compute(comm("tp.all_reduce." + name + ".loss", Category::tp_comm, Stream::tp_comm, -1,
+                                      Collective::all_reduce, Group::tp, t_ * 4.0, {last()}));
   } else {
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
+    // The input gradient of the whole sequence, partial over the vocabulary shards: summed into
+    // the sequence shards.
+    tp_collective(-1, ("tp.reduce_scatter." + name + ".bwd").c_str(), Collective::reduce_scatter, true);
     // The norm's backward reads its input and the output gradient and writes the input gradient
     // (3). Its input, the last layer's output, has a second reader when an MTP module follows (the
     // main model's for the first module, module k's for module k + 1): that module's gradient is

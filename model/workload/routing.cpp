@@ -71,14 +71,13 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
   // Experts every token picks (k x share = 1, within rounding): a weight far above the others'
   // (1e15 x), so they come first and the rest draw the remaining picks among themselves.
   std::vector<bool> certain(E, false);
-  int positive = 0, sure = 0;
+  int positive = 0;
   for (size_t e = 0; e < E; ++e) {
     if (k * w[e] > 1.0 + 1e-9)
       fail("histogram: expert " + std::to_string(e) + " has " + std::to_string(100 * w[e]) +
            " % of the rows; a token picks an expert at most once, so no expert can take more than 1/top_k (" +
            std::to_string(100 / k) + " %)");
     certain[e] = k * w[e] >= 1.0 - 1e-9;
-    sure += certain[e];
     positive += w[e] > 0;
   }
   if (positive < top_k)
@@ -98,8 +97,14 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
   for (size_t e = 0; e < E; ++e)
     if (!certain[e] && target[e] > 0) alike = alike && (first < 0 || target[e] == first), first = first < 0 ? target[e] : first;
   if (alike) return w;
-  // Fixed point w_e <- w_e x target_e / inclusion_e(w): raising an expert's weight raises its
-  // inclusion, so the iteration climbs to the weights that give the measured rows.
+  // Fixed point on the odds: w_e <- w_e x (odds(target_e) / odds(inclusion_e(w)))^a_e. Raising an
+  // expert's weight raises its inclusion; on the odds the step keeps its pace for an expert picked
+  // by nearly every token (a ratio of inclusions stalls there: 1 - k x gap of the error left per
+  // round), but there the inclusion answers the weight steeply, so each expert's exponent a_e is
+  // halved whenever its error changes sign (it overshot) and grows back while it does not.
+  auto odds = [](double p) { return p / std::max(1e-300, 1.0 - p); };
+  std::vector<double> step(E, 0.5);
+  std::vector<int> side(E, 0);
   for (int it = 0; it < 1000; ++it) {
     const std::vector<Pmf> one = plackett_luce_pmfs(w, top_k, {blocks(experts, 1)})[0];
     double worst = 0;
@@ -108,10 +113,13 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
       const double pi = one[e].size() > 1 ? one[e][1] : 0.0;
       if (!(pi > 0)) fail("histogram: the draw weights could not be solved (expert " + std::to_string(e) + ")");
       worst = std::max(worst, std::abs(pi / target[e] - 1));
-      w[e] *= target[e] / pi;
+      const int now = pi > target[e] ? 1 : pi < target[e] ? -1 : 0;
+      step[e] = now != 0 && now == -side[e] ? step[e] / 2 : std::min(1.0, step[e] * 1.25);
+      side[e] = now;
+      w[e] *= std::pow(odds(target[e]) / odds(std::min(pi, 1.0 - 1e-15)), step[e]);
     }
     settle();
-    // About a third of the error left per round; the laws' own accuracy is some 1e-11.
+    // The laws' own accuracy is some 1e-11.
     if (worst < 1e-9) return w;
   }
   fail("histogram: the draw weights did not converge in 1000 iterations");

@@ -380,6 +380,10 @@ TEST(Cli, ACalibrationNamesAShippedProfileOrAFile) {
   // system's own profile (Blackwell Ultra) prices it.
   const std::string label = nlohmann::json::parse(slower.out)["profile"].get<std::string>();
   EXPECT_EQ(label, "hopper (shipped, edited)");
+  // and its band's spreads are its own: Hopper's profile has no host-copy spread, so the edited
+  // one has none either (Blackwell Ultra's stayed in before).
+  EXPECT_FALSE(nlohmann::json::parse(slower.out)["band_terms"].contains("host_copy")) << slower.out.substr(0, 2000);
+  EXPECT_EQ(nlohmann::json::parse(slower.out)["band_terms"].size(), nlohmann::json::parse(named.out)["band_terms"].size());
   // A file that sets some parameters is named over the profile that prices the rest.
   const Result part = run_stdout("predict " + seed + " --set calibration.params.gemm_fraction_mxfp8=0.3 --format json");
   ASSERT_EQ(part.code, 0) << part.out;

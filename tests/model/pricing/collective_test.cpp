@@ -492,6 +492,32 @@ TEST(Collective, AFusedEpKernelsRateFallsWithItsPeers) {
     c.calibration.set(other, 1.0 / 31.0);  // the other family's term leaves this kernel alone
     EXPECT_NEAR(per_byte(c, "moe.dispatch") / per_byte(a, "moe.dispatch"), 1.0, 1e-12);
   }
+  // An EP group over two racks (EP 128 as 2 x 64): the NVLink term counts the 64 peers of a rank's
+  // own domain, not the group's 128 (the records that fit it ran inside one domain).
+  {
+    Scenario x = io::load_scenario(source("examples/deepseek-v3/gb200-optimized.json"),
+                                   {io::parse_override("parallelism.ep=128"), io::parse_override("parallelism.fsdp=1")});
+    ASSERT_EQ(x.stack.dispatcher, Dispatcher::fused_dedup);
+    x.stack.ep_kernel = EpKernel::hybridep;
+    x.stack.ep_buffer_copies = false;
+    x.calibration.set(Param::ep_row_sm_s, 0.0);
+    x.calibration.set(Param::ep_peer_cost, 0.0);
+    Scenario y = x;
+    y.calibration.set(Param::ep_peer_cost, 1.0 / 63.0);  // half the rate at 64 peers
+    const ExpertLoad lx = expert_load(x, x.calibration);
+    ASSERT_EQ(lx.ep_domains, 2);
+    const Topology tx = Topology::build(x.system, x.gpus);
+    const int nvl = static_cast<int>(Resource::nvlink);
+    auto nvlink_per_byte = [&](const Scenario& z) {
+      const StepGraph g = lower_step(z, lx);
+      const Pricer pr(z, tx, z.calibration);
+      for (const Op& op : g.classes[0].ops)
+        if (op.name == "moe.dispatch") return pr.comm_cost(op).own_s_per_byte[nvl];
+      ADD_FAILURE() << "no moe.dispatch";
+      return 0.0;
+    };
+    EXPECT_NEAR(nvlink_per_byte(y) / nvlink_per_byte(x), 2.0, 1e-9);
+  }
   Scenario nccl = s;
   nccl.stack.dispatcher = Dispatcher::alltoall;
   nccl.stack.dispatch_host_syncs = 1;

@@ -127,6 +127,38 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
   EXPECT_EQ(n["dp.all_reduce_experts"], static_cast<int64_t>(stage_layers(e, 0).size()));
 }
 
+// Under TP 2 (sequence parallel) the vocabulary-parallel ends of the model exchange the whole
+// sequence: the embedding's partial sums are reduce-scattered into sequence shards (and its
+// gradient gathered back), the head's input gathered before the column-parallel projection (its
+// input gradient reduce-scattered after it), and the loss all-reduces three FP32 values per token
+// (maximum logit, sum of exponentials, target logit). Once per micro-batch, on the first and last
+// stages; none at TP 1.
+TEST(Folding, TheVocabularyParallelEndsExchangeTheSequence) {
+  const Scenario s = folded();
+  ASSERT_EQ(s.parallelism.tp, 2);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len), h = 4096, mb = static_cast<double>(s.micro_batches());
+  std::map<std::string, std::pair<int, double>> first, last;
+  for (const Op& op : g.classes.front().ops) ++first[op.name].first, first[op.name].second = op.bytes.value();
+  for (const Op& op : g.classes.back().ops) ++last[op.name].first, last[op.name].second = op.bytes.value();
+  ASSERT_EQ(g.classes.back().pp_stage, 7);
+  for (const char* n : {"tp.reduce_scatter.embed", "tp.all_gather.embed.bwd"}) {
+    EXPECT_EQ(first[n].first, mb) << n;
+    EXPECT_DOUBLE_EQ(first[n].second, t * h * 2) << n;
+  }
+  for (const char* n : {"tp.all_gather.head", "tp.reduce_scatter.head.bwd"}) {
+    EXPECT_EQ(last[n].first, mb) << n;
+    EXPECT_DOUBLE_EQ(last[n].second, t * h * 2) << n;
+  }
+  EXPECT_EQ(last["tp.all_reduce.head.loss"].first, 3 * mb);
+  EXPECT_DOUBLE_EQ(last["tp.all_reduce.head.loss"].second, t * 4);
+  EXPECT_EQ(first.count("tp.all_gather.head"), 0u);
+  const Scenario one = folded({"parallelism.tp=1", "parallelism.dp=32"});
+  const StepGraph g1 = lower_step(one, expert_load(one, one.calibration));
+  for (const RankClass& rc : g1.classes)
+    for (const Op& op : rc.ops) EXPECT_FALSE(op.name.starts_with("tp.")) << op.name;
+}
+
 // Folded, each rank holds 128 / 32 = 4 whole experts per layer; unfolded with the same TP (EP 16
 // inside the dense replicas) it holds 8: the expert weights per GPU halve, the dense ones do not.
 TEST(Folding, ExpertWeightsSplitOverTheWholeStage) {

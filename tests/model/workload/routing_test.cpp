@@ -330,6 +330,18 @@ TEST(Routing, AHistogramMustBeRowsATokenCanPick) {
   EXPECT_NO_THROW(draw_weights(h, 4, 2));  // both, always
   EXPECT_THROW(draw_weights(h, 4, 3), std::invalid_argument);
   EXPECT_THROW(expected_loads(h, RouterSpec{}, 4, 3, 2, 100), std::invalid_argument);
+  // An expert just short of every token (k x share = 1 - 1e-4 and 1 - 1e-6): solved all the same,
+  // where the inclusions' own ratio stalled (1 - k x gap of the error left per round).
+  for (const double gap : {1e-4, 1e-6}) {
+    Routing hot;
+    hot.distribution = RoutingDistribution::histogram;
+    const double s0 = (1 - gap) / 8;
+    hot.histogram.assign(256, (1 - s0) / 255);
+    hot.histogram[0] = s0;
+    const std::vector<double> pi = expert_inclusion(hot, RouterSpec{}, 256, 8);
+    EXPECT_NEAR(pi[0], 1 - gap, 1e-9 * (1 - gap)) << gap;
+    EXPECT_NEAR(pi[1], 8 * (1 - s0) / 255, 1e-9) << gap;
+  }
 }
 
 TEST(Routing, InclusionSumsToTopK) {
