@@ -324,7 +324,10 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
         wait_before_next_compute(comm("tp.all_reduce." + name + ".loss", Category::tp_comm, Stream::tp_comm, -1,
                                       Collective::all_reduce, Group::tp, t_ * 4.0, {last()}));
   } else {
+    // The projection kept its input as this rank's sequence shard: gathered again for the weight
+    // gradient, as every column-parallel block's (sp_input_gather), beside the loss's backward.
     memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
+    sp_input_gather(-1, true);
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     // The input gradient of the whole sequence, partial over the vocabulary shards: summed into
     // the sequence shards.

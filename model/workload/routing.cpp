@@ -85,6 +85,20 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
          " (each token picks top_k distinct experts)");
   std::vector<double> target(E);
   for (size_t e = 0; e < E; ++e) target[e] = k * w[e];
+  // The certain experts take C of the k picks; the others share the k - C left (their targets as
+  // given add up to within C x 1e-9 of that, which no weights meet: rescaled to it exactly). With
+  // none left, every other expert's weight is 0.
+  {
+    double certain_n = 0, rest = 0;
+    for (size_t e = 0; e < E; ++e) (certain[e] ? certain_n : rest) += certain[e] ? 1.0 : target[e];
+    const double left = k - certain_n;
+    for (size_t e = 0; e < E; ++e)
+      if (!certain[e]) target[e] = left > 0.5 && rest > 0 ? target[e] * left / rest : 0.0;
+    if (left < 0.5) {
+      for (size_t e = 0; e < E; ++e) w[e] = certain[e] ? 1.0 : 0.0;
+      return w;
+    }
+  }
   auto settle = [&] {
     double rest = 0;
     for (size_t e = 0; e < E; ++e)

@@ -151,6 +151,13 @@ TEST(Folding, TheVocabularyParallelEndsExchangeTheSequence) {
     EXPECT_DOUBLE_EQ(last[n].second, t * h * 2) << n;
   }
   EXPECT_EQ(last["tp.all_reduce.head.loss"].first, 3 * mb);
+  // The head's backward gathers its input shard again for the weight gradient (once per micro-batch
+  // beside the layers' own re-gathers).
+  int layer_gathers = 0, head_gathers = 0;
+  for (const Op& op : g.classes.back().ops)
+    if (op.name == "tp.all_gather.input") (op.layer < 0 ? head_gathers : layer_gathers) += 1;
+  EXPECT_EQ(head_gathers, mb);
+  EXPECT_GT(layer_gathers, 0);
   EXPECT_DOUBLE_EQ(last["tp.all_reduce.head.loss"].second, t * 4);
   EXPECT_EQ(first.count("tp.all_gather.head"), 0u);
   const Scenario one = folded({"parallelism.tp=1", "parallelism.dp=32"});

@@ -342,6 +342,24 @@ TEST(Routing, AHistogramMustBeRowsATokenCanPick) {
     EXPECT_NEAR(pi[0], 1 - gap, 1e-9 * (1 - gap)) << gap;
     EXPECT_NEAR(pi[1], 8 * (1 - s0) / 255, 1e-9) << gap;
   }
+  // One expert within 1e-9 of every token (taken as certain) beside three near it: the others'
+  // targets are rescaled to the picks left, so it solves (it ran out of rounds before); with k
+  // certain experts the rest are never picked.
+  Routing near;
+  near.distribution = RoutingDistribution::histogram;
+  const double g = 1e-10;
+  near.histogram = {1 - g, 0.9999, 0.9999, 0.9999};
+  for (int i = 0; i < 12; ++i) near.histogram.push_back((3e-4 + g) / 12);
+  const std::vector<double> pn = expert_inclusion(near, RouterSpec{}, 16, 4);
+  EXPECT_NEAR(pn[0], 1.0, 1e-9);
+  EXPECT_NEAR(pn[1], 0.9999, 1e-9);
+  EXPECT_NEAR(pn[5], 3e-4 / 12, 1e-9);
+  Routing full;
+  full.distribution = RoutingDistribution::histogram;
+  full.histogram = {1, 1, 1e-12, 0};
+  const std::vector<double> pf = expert_inclusion(full, RouterSpec{}, 4, 2);
+  EXPECT_NEAR(pf[0] + pf[1], 2.0, 1e-9);
+  EXPECT_NEAR(pf[2], 0.0, 1e-9);
 }
 
 TEST(Routing, InclusionSumsToTopK) {
