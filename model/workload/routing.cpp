@@ -89,9 +89,12 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
   // given add up to within C x 1e-9 of that, which no weights meet: rescaled to it exactly). With
   // none left, every other expert's weight is 0.
   {
-    double certain_n = 0, rest = 0;
-    for (size_t e = 0; e < E; ++e) (certain[e] ? certain_n : rest) += certain[e] ? 1.0 : target[e];
-    const double left = k - certain_n;
+    double sure = 0, rest = 0;
+    for (size_t e = 0; e < E; ++e) {
+      if (certain[e]) sure += 1;
+      else rest += target[e];
+    }
+    const double left = k - sure;
     for (size_t e = 0; e < E; ++e)
       if (!certain[e]) target[e] = left > 0.5 && rest > 0 ? target[e] * left / rest : 0.0;
     if (left < 0.5) {
@@ -106,10 +109,14 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
     for (size_t e = 0; e < E; ++e) w[e] = certain[e] ? 1e15 : (rest > 0 ? w[e] / rest : 0.0);
   };
   settle();
-  bool alike = true;  // equal shares among the uncertain positive ones: Plackett-Luce draws them uniformly
+  // Equal targets among the uncertain experts with rows: Plackett-Luce draws them uniformly.
   double first = -1;
-  for (size_t e = 0; e < E; ++e)
-    if (!certain[e] && target[e] > 0) alike = alike && (first < 0 || target[e] == first), first = first < 0 ? target[e] : first;
+  bool alike = true;
+  for (size_t e = 0; e < E; ++e) {
+    if (certain[e] || target[e] <= 0) continue;
+    if (first < 0) first = target[e];
+    alike = alike && target[e] == first;
+  }
   if (alike) return w;
   // Fixed point on the odds: w_e <- w_e x (odds(target_e) / odds(inclusion_e(w)))^a_e. Raising an
   // expert's weight raises its inclusion; on the odds the step keeps its pace for an expert picked
