@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numbers>
 #include <numeric>
 #include <stdexcept>
@@ -61,11 +63,10 @@ std::vector<double> expert_shares(const Routing& r, int experts) {
   return w;
 }
 
-std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
-  std::vector<double> w = expert_shares(r, experts);
-  if (r.distribution != RoutingDistribution::histogram) return w;
-  if (top_k < 1 || top_k > experts) fail("top_k must be in [1, experts], got " + std::to_string(top_k));
-  if (top_k == 1) return w;  // one pick: the weights are the rows' fractions
+namespace {
+
+// Solves a histogram's draw weights (w: its shares, normalized; top_k >= 2): see draw_weights.
+std::vector<double> solve_draw_weights(std::vector<double> w, int experts, int top_k) {
   const size_t E = w.size();
   const double k = top_k;
   // Experts every token picks (k x share = 1, within rounding): a weight far above the others'
@@ -144,6 +145,31 @@ std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
     if (worst < 1e-9) return w;
   }
   fail("histogram: the draw weights did not converge in 1000 iterations");
+}
+
+}  // namespace
+
+std::vector<double> draw_weights(const Routing& r, int experts, int top_k) {
+  std::vector<double> w = expert_shares(r, experts);
+  if (r.distribution != RoutingDistribution::histogram) return w;
+  if (top_k < 1 || top_k > experts) fail("top_k must be in [1, experts], got " + std::to_string(top_k));
+  if (top_k == 1) return w;  // one pick: the weights are the rows' fractions
+  // A prediction asks for the same histogram's weights several times (expected loads, inclusion,
+  // distinct ranks, the executor's draw), a plan or sweep for every candidate: the solution
+  // (milliseconds at 256 experts) is kept per (shares, top_k). Failures are not kept; the few
+  // histograms a run holds fit a small map, cleared when it fills.
+  static std::mutex mutex;
+  static std::map<std::pair<std::vector<double>, int>, std::vector<double>> solved;
+  auto key = std::make_pair(std::move(w), top_k);
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (const auto it = solved.find(key); it != solved.end()) return it->second;
+  }
+  std::vector<double> weights = solve_draw_weights(key.first, experts, top_k);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (solved.size() >= 64) solved.clear();
+  solved.emplace(std::move(key), weights);
+  return weights;
 }
 
 std::vector<double> expert_inclusion(const Routing& r, const RouterSpec& router, int experts, int top_k) {
