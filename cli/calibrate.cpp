@@ -2,6 +2,7 @@
 // (published records under calibration/published/, or moeperf run --out), class by class, with
 // the errors before and after, the fitted values with their bounds and the records still far off.
 #include <algorithm>
+#include <tuple>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -93,6 +94,14 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
                                                          std::filesystem::weakly_canonical(std::filesystem::absolute(traces.records_out)))
     throw InputError("--out and --records-out name the same file: " + out);
   if (files.empty() && traces.files.empty()) throw InputError("nothing to fit: name measurements files, or a profile with --trace");
+  // --gpu and --system are read into the trace's records later: say here when one is the other kind.
+  for (const auto& [flag, file, kind] : {std::tuple<const char*, std::string, const char*>{"--gpu", traces.gpu, "gpu"},
+                                         {"--system", traces.system, "system"}}) {
+    if (file.empty()) continue;
+    const io::Validated v = io::validate_file(file);
+    if (v.kind != kind)
+      throw InputError(std::string(flag) + " " + file + ": expected a \"" + kind + "\" file, got a \"" + v.kind + "\" file");
+  }
   if (!traces.records_out.empty() && traces.files.size() != 1) throw InputError("--records-out writes the records of one --trace");
   Calibration start;
   std::string start_name = "defaults";
@@ -102,8 +111,13 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
   }
   std::vector<PartRecord> records;
   std::map<std::string, Calibration> start_of;  // a file's own "calibration", for its records' generation
+  std::map<std::string, std::string> id_file;  // a record id -> the file that gave it first
   for (const auto& f : files) {
     auto r = io::load_parts(f);
+    for (const PartRecord& x : r)
+      if (const auto [it, fresh] = id_file.emplace(x.id, f); !fresh)
+        throw InputError(f + ": record id \"" + x.id + "\" is " + it->second + "'s too (a file named twice, or two files "
+                         "with the same record): each record must be fitted once");
     if (auto c = io::parts_calibration(f, start); c && !r.empty()) {
       const std::string g = r.front().generation;
       if (start_of.count(g)) throw InputError(f + ": a second file with a \"calibration\" for " + g + "; fit them apart");

@@ -20,6 +20,7 @@
 
 #include "model/error.h"
 #include "model/io/write_file.h"
+#include "model/limits.h"
 
 namespace moeperf::cli {
 
@@ -186,6 +187,34 @@ CLI::Validator whole_at_least(long long min, const std::string& what) {
 
 CLI::Validator whole_at_least_one(const std::string& what) { return whole_at_least(1, what); }
 
+CLI::Validator whole_in(long long min, long long max, const std::string& what) {
+  return CLI::Validator(
+      [what, min, max](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const long long n = std::stoll(v, &used);
+          if (used == v.size() && n >= min && n <= max) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a whole number in [" + std::to_string(min) + ", " + std::to_string(max) + "]), got " + v;
+      },
+      what + " in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+}
+
+CLI::Validator number_at_least(double min, const std::string& what) {
+  return CLI::Validator(
+      [what, min](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = std::stod(v, &used);
+          if (used == v.size() && x >= min && std::isfinite(x)) return {};
+        } catch (const std::exception&) {
+        }
+        return "expected " + what + " (a number >= " + fmt(min, 0) + "), got " + v;
+      },
+      what + " >= " + fmt(min, 0));
+}
+
 CLI::Validator positive_number(const std::string& what) {
   return CLI::Validator(
       [what](std::string& v) -> std::string {
@@ -200,7 +229,7 @@ CLI::Validator positive_number(const std::string& what) {
       what + " > 0");
 }
 
-CLI::Validator gpu_count() { return whole_at_least_one("a GPU count"); }
+CLI::Validator gpu_count() { return whole_in(1, limits::kGpus, "a GPU count"); }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& work) {
   try {

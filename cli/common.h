@@ -37,6 +37,8 @@ using io::parse_token_count;  // model/io/units_parse.h
 // Counts and positive numbers, said plainly (CLI11's PositiveNumber prints a 300-digit range).
 CLI::Validator whole_at_least(long long min, const std::string& what);
 CLI::Validator whole_at_least_one(const std::string& what);
+CLI::Validator whole_in(long long min, long long max, const std::string& what);
+CLI::Validator number_at_least(double min, const std::string& what);
 CLI::Validator positive_number(const std::string& what);
 CLI::Validator gpu_count();
 

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/ranks.h"
 #include "model/io/plan.h"
+#include "model/limits.h"
 #include "model/io/report_io.h"
 
 namespace moeperf::cli {
@@ -175,7 +176,7 @@ Command add_plan(CLI::App& app) {
       ->check(CLI::IsMember({"tokens_per_s", "time_to_train", "cost"}));
   sub->add_option("--tokens", o->tokens, "token budget for time_to_train, e.g. 15T");
   sub->add_option("--global-batch", o->global_batch, "sequences per step (default: the scenario's per GPU x --gpus)")
-      ->check(whole_at_least_one("a sequence count"));
+      ->check(whole_in(1, limits::kGlobalBatch, "a sequence count"));
   sub->add_option("--set", o->sets, "override a scenario field first: PATH=VALUE");
   sub->add_option("--jobs", o->jobs, "threads (default: every core)")->check(whole_at_least_one("a thread count"));
   sub->add_option("--format", o->format, "text or json")->check(CLI::IsMember({"text", "json"}));

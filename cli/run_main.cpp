@@ -70,6 +70,13 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << file << ": " << e.what() << "\n";
     return kExitBadInput;
+  } catch (const std::bad_alloc&) {
+    // The executor holds the scenario's real tensors (one micro-batch of a layer, weights and
+    // gradients): a full-size model rarely fits a host or one GPU.
+    comm->abort("out of memory holding " + s.model.name + "'s tensors at --scale " + fmt(o.scale, 3) +
+                    " (hidden " + std::to_string(s.model.hidden) + ", " + std::to_string(s.batch.micro_batch * s.batch.seq_len) +
+                    " tokens); shrink them with a larger --scale (e.g. --scale 16), fewer --layers, or --moe-only",
+                kExitFailed);
   } catch (const std::exception& e) {
     comm->abort(e.what(), kExitFailed);  // ends every rank, never a hang
   }
@@ -162,14 +169,16 @@ int main(int argc, char** argv) {
   app.add_option("--steps", opt.steps, "timed steps")->check(whole_at_least_one("a step count"));
   app.add_option("--warmup", opt.warmup, "untimed steps first")->check(whole_at_least(0, "a step count"));
   app.add_flag("--moe-only", opt.moe_only, "run the MoE block alone (by default the layer's attention block runs before it)");
-  app.add_option("--scale", opt.scale, "divide hidden, FFN and tokens by this to fit the machine")->check(positive_number("a scale factor"));
+  app.add_option("--scale", opt.scale, "divide hidden, FFN and tokens by this (>= 1) to fit the machine")
+      ->check(number_at_least(1.0, "a scale factor"));
   app.add_option("--timeout", opt.timeout_s, "seconds a step may take before the job is ended with a message")->check(positive_number("seconds"));
   app.add_option("--machine", opt.machine_file,
                  "this machine as a system file (moeperf run --suite calibrate --write-system): price the run's exchanges on it "
                  "and embed it, so calibrate reads them as collective records");
   app.add_option("--out", opt.out, "measurements JSON (written by rank 0)");
   app.add_option("--set", sets, "override a scenario field: PATH=VALUE");
-  app.add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating");
+  app.add_option("--dry-run-offsets", dry_tokens, "check the 64-bit offsets of TOKENS x top_k rows of the model's hidden size, without allocating")
+      ->check(whole_in(1, int64_t{1} << 36, "a token count"));
   return parse_and_run(app, argc, argv, [&] {
     if (!suite.empty()) {
       if (!file.empty()) throw InputError("--suite measures this machine and runs no scenario: drop " + file);

@@ -27,6 +27,7 @@
 #include "model/error.h"
 #include "model/hash.h"
 #include "model/io/sweep.h"
+#include "model/io/write_file.h"
 
 namespace moeperf::cli {
 namespace {
@@ -141,6 +142,7 @@ int cmd_sweep(const SweepOpts& o) {
       if (!std::filesystem::is_regular_file(o.file, ec)) throw InputError(o.file + ": no such file");
     }
     io::check_sweep(sp);  // what would fail every point alike: exit 2 before a row is written
+    if (!o.out.empty()) io::check_not_input(o.out);  // the files the base scenario names were read now
     // .jsonl takes JSON Lines (one object per row, appended as each point finishes: a file that
     // stays valid through a crash and can be resumed); anything else CSV. A .json name is refused
     // unless --format says jsonl: the file would not be one JSON document.

@@ -8,6 +8,7 @@
 
 #include "model/io/detail/json_node.h"
 #include "model/io/units_parse.h"
+#include "model/io/write_file.h"
 
 namespace moeperf::io::detail {
 
@@ -99,6 +100,13 @@ json read_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw SpecError(path, "", "is a directory; expected a JSON file");
+  // A device or a pipe never ends (/dev/zero) or blocks for a writer: only regular files are read,
+  // and one over the limit is refused before it is read.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw SpecError(path, "", "is not a regular file (a device, pipe or socket); expected a JSON file");
+  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxJsonBytes)
+    throw SpecError(path, "", "is " + std::to_string(size >> 20) + " MiB; moeperf reads files of at most " +
+                                  std::to_string(kMaxJsonBytes >> 20) + " MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno), SpecError::Kind::shape);
   std::stringstream ss;
@@ -110,6 +118,7 @@ json read_json_file(const std::string& path) {
                                   std::to_string(kMaxJsonBytes >> 20) + " MiB");
   PathTrackingBuilder b(path);
   json::sax_parse(text, &b);
+  note_input_file(path);
   return std::move(b.result);
 }
 
@@ -307,22 +316,26 @@ Seconds Node::as_time() const { return quantity(parse_seconds, QuantityKind::tim
 Bytes Node::as_bytes() const { return quantity(parse_bytes, QuantityKind::bytes); }
 // A zero (or negative) bandwidth or FLOP rate makes every transfer or op over it cost nothing or
 // forever: never a real piece of hardware, always a typo.
+// (A quantity given as {"value": ..., "source": ...} is reported at its value.)
 BytesPerSecond Node::as_bandwidth() const {
   const BytesPerSecond b = quantity(parse_bandwidth, QuantityKind::bandwidth);
-  if (!(b.value() > 0)) fail_type("expected a positive bandwidth, got " + shown());
+  const Node v = j_->is_object() ? at("value") : *this;
+  if (!(b.value() > 0)) v.fail_type("expected a positive bandwidth, got " + v.shown());
   // Below 1 B/s a step takes longer than the universe is old: a typo, and moeperf's limit.
-  if (b.value() < 1.0) fail_type("expected a bandwidth of at least 1 B/s (moeperf's limit), got " + shown());
+  if (b.value() < 1.0) v.fail_type("expected a bandwidth of at least 1 B/s (moeperf's limit), got " + v.shown());
   return b;
 }
 Watts Node::as_power() const {
   const Watts w = quantity(parse_power, QuantityKind::power);
-  if (!(w.value() > 0)) fail_type("expected a positive power, got " + shown());
+  const Node v = j_->is_object() ? at("value") : *this;
+  if (!(w.value() > 0)) v.fail_type("expected a positive power, got " + v.shown());
   return w;
 }
 FlopsPerSecond Node::as_flop_rate() const {
   const FlopsPerSecond f = quantity(parse_flop_rate, QuantityKind::flop_rate);
-  if (!(f.value() > 0)) fail_type("expected a positive FLOP rate, got " + shown());
-  if (f.value() < 1.0) fail_type("expected a FLOP rate of at least 1 FLOP/s (moeperf's limit), got " + shown());
+  const Node v = j_->is_object() ? at("value") : *this;
+  if (!(f.value() > 0)) v.fail_type("expected a positive FLOP rate, got " + v.shown());
+  if (f.value() < 1.0) v.fail_type("expected a FLOP rate of at least 1 FLOP/s (moeperf's limit), got " + v.shown());
   return f;
 }
 

@@ -14,6 +14,7 @@
 #include "model/hardware/topology.h"
 #include "model/io/detail/parsers.h"
 #include "model/io/detail/stacks.h"
+#include "model/io/measured_trace.h"
 #include "model/io/parts.h"
 #include "model/io/scenario_schema.h"
 #include "model/io/sweep.h"
@@ -128,6 +129,9 @@ void apply_override(json& root, const Override& o, const std::string& file) {
   // Every reference along the path resolves from the scenario's folder: the content of a file read
   // in is rebased there (rebase_references) before the walk goes on into it.
   const fs::path scenario_dir = scenario_folder(file);
+  // A file's kind says what it is: an override that changed it would make the file another one.
+  if (!parts.empty() && parts.back() == "kind")
+    throw SpecError("--set " + o.path + "=" + o.value, "", "a file's \"kind\" cannot be overridden (it says what the file is)");
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw SpecError("--set " + o.path + "=" + o.value, "", "empty path component");
     if (!cur->is_object())
@@ -171,7 +175,9 @@ std::vector<double> parse_histogram(const Node& n) {
     if (v < 0) n[i].fail("expected a non-negative count, got " + n[i].raw().dump());
     h.push_back(v);
   }
-  if (h.empty() || std::accumulate(h.begin(), h.end(), 0.0) <= 0.0) n.fail("expected at least one positive count");
+  const double sum = std::accumulate(h.begin(), h.end(), 0.0);
+  if (h.empty() || sum <= 0.0) n.fail("expected at least one positive count");
+  if (!std::isfinite(sum)) n.fail("the counts add up past what a double holds: give them at a smaller scale (only their ratios matter)");
   return h;
 }
 
@@ -409,7 +415,8 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
         auto f = x.get(key);
         if (!f) return 1.0;
         const double v = f->as_positive_number();
-        if (v < 1.0) f->fail("expected a slowdown factor >= 1, got " + f->raw().dump());
+        if (v < 1.0 || v > 1e6)
+          f->fail("expected a slowdown factor in [1, 1e6] (a GPU a million times slower is a dead one), got " + f->raw().dump());
         return v;
       };
       g.compute_slowdown = factor("compute_slowdown");
@@ -648,7 +655,7 @@ void expect_scenario_file(const json& doc, const std::string& path) {
     const std::string kind = doc["kind"].get<std::string>();
     const bool part = kind == "system" || kind == "model" || kind == "calibration" || kind == "histogram";
     throw SpecError(path, "/kind",
-                    "this is a " + kind + " file, not a scenario" +
+                    std::string(kind.find_first_of("aeiou") == 0 ? "this is an " : "this is a ") + kind + " file, not a scenario" +
                         (part ? "; a scenario names it in its \"" + kind + "\" field (see examples/deepseek-v3/)"
                               : "; expected a scenario (\"kind\": \"scenario\", with \"model\", \"system\" and "
                                 "\"parallelism\")"));
@@ -710,7 +717,7 @@ Validated validate_file(const std::string& path) {
       return {"scenario", s.name + ": " + std::to_string(s.gpus) + " GPUs of " + s.system.name};
     }
     root.fail("cannot tell what this file is: expected a \"kind\" field (system, gpu, cpu, nic, switch, "
-              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases, end_to_end, sweep_grid) or a Hugging Face config.json");
+              "compute_tray, nvlink_domain, fat_tree, model, scenario, stack, histogram, calibration, measurements, accuracy_cases, end_to_end, sweep_grid, kernel-patterns) or a Hugging Face config.json");
   }
   const std::string kind = root.at("kind").as_string();
   Refs refs;
@@ -769,6 +776,9 @@ Validated validate_file(const std::string& path) {
     return {kind, std::to_string(parse_histogram(root.at("counts")).size()) + " experts"};
   }
   if (kind == "sweep_grid") return {kind, std::to_string(load_sweep_grid(path).size()) + " points for moeperf sweep --grid"};
+  if (kind == "kernel-patterns")
+    return {kind, std::to_string(load_kernel_patterns(path).patterns.size()) +
+                      " kernel-name patterns for reading traces (--patterns of calibrate and compare-trace)"};
   root.at("kind").fail("unknown kind \"" + kind + "\"");
 }
 

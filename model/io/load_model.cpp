@@ -49,6 +49,26 @@ void mark_layers(const Node& list, const char* count_key, std::vector<char>& map
 
 }  // namespace
 
+// GQA: the query heads split evenly over the KV heads.
+void check_kv_heads(const Node& at, const AttentionSpec& a) {
+  if (a.kv_heads > a.heads || a.heads % a.kv_heads != 0)
+    at.fail("expected a divisor of the " + std::to_string(a.heads) + " attention heads (each KV head serves the same number of "
+            "query heads), got " + std::to_string(a.kv_heads));
+}
+
+// A group-limited router: groups split the experts evenly, at most all of them are kept, and the
+// kept groups hold at least top_k experts.
+void check_router_groups(const Node& groups, const Node& topk_groups, const ModelSpec& m) {
+  const RouterSpec& r = m.router;
+  if (m.experts % r.groups != 0)
+    groups.fail("expected a divisor of the " + std::to_string(m.experts) + " routed experts, got " + std::to_string(r.groups));
+  if (r.topk_groups > r.groups)
+    topk_groups.fail("expected at most the " + std::to_string(r.groups) + " groups, got " + std::to_string(r.topk_groups));
+  if (r.topk_groups * (m.experts / r.groups) < m.top_k)
+    topk_groups.fail("the " + std::to_string(r.topk_groups) + " kept groups hold " + std::to_string(r.topk_groups * (m.experts / r.groups)) +
+                     " experts, fewer than top_k (" + std::to_string(m.top_k) + ")");
+}
+
 ModelSpec parse_own_model(const Node& n) {
   n.allow_only({"kind", "name", "source", "note", "description", "hidden", "layers", "dense_layers", "dense_ffn",
                 "vocab", "tie_embeddings", "attention", "moe", "mtp_layers"});
@@ -74,6 +94,7 @@ ModelSpec parse_own_model(const Node& n) {
     a.allow_only({"type", "heads", "kv_heads", "head_dim", "qk_norm", "sliding_window", "sliding_layers", "sinks", "chunk_size",
                   "chunked_layers"});
     m.attention.kv_heads = static_cast<int>(a.at("kv_heads").as_positive_int(limits::kHeads));
+    check_kv_heads(a.at("kv_heads"), m.attention);
     m.attention.head_dim = static_cast<int>(a.positive_int_or("head_dim", m.hidden / m.attention.heads, limits::kHidden));
     m.attention.qk_norm = a.bool_or("qk_norm", false);
     m.attention.sinks = a.bool_or("sinks", false);
@@ -101,6 +122,7 @@ ModelSpec parse_own_model(const Node& n) {
     moe->allow_only({"experts", "top_k", "shared_experts", "expert_ffn", "router", "layers"});
     m.experts = static_cast<int>(moe->at("experts").as_positive_int(limits::kExperts));
     m.top_k = static_cast<int>(moe->at("top_k").as_positive_int(limits::kExperts));
+    if (m.top_k > m.experts) moe->at("top_k").fail("expected at most the expert count (" + std::to_string(m.experts) + ")");
     m.shared_experts = moe->get("shared_experts") ? static_cast<int>(moe->at("shared_experts").as_nonneg_int(limits::kExperts)) : 0;
     m.expert_ffn = moe->at("expert_ffn").as_positive_int(limits::kFfn);
     if (auto r = moe->get("router")) {
@@ -110,8 +132,12 @@ ModelSpec parse_own_model(const Node& n) {
       m.router.bias = r->bool_or("bias", false);
       m.router.groups = static_cast<int>(r->positive_int_or("groups", 1, limits::kExperts));
       m.router.topk_groups = static_cast<int>(r->positive_int_or("topk_groups", 1, limits::kExperts));
+      check_router_groups(r->has("groups") ? r->at("groups") : *r, r->has("topk_groups") ? r->at("topk_groups") : *r, m);
     }
     m.dense_layers = n.get("dense_layers") ? static_cast<int>(n.at("dense_layers").as_nonneg_int(limits::kLayers)) : 0;
+    if (m.dense_layers >= m.layers)
+      n.at("dense_layers").fail("expected fewer than the " + std::to_string(m.layers) +
+                                " layers: a model with a \"moe\" object has at least one MoE layer");
     if (auto ls = moe->get("layers")) {
       // The MoE layers by index (Llama 4's every other layer): the rest have the dense FFN.
       if (n.has("dense_layers")) ls->fail("give either dense_layers or moe.layers, not both");
@@ -160,6 +186,7 @@ ModelSpec parse_hf_model(const Node& n) {
   auto gqa = [&] {
     a.kind = AttentionKind::gqa;
     a.kv_heads = static_cast<int>(n.positive_int_or("num_key_value_heads", a.heads, limits::kHeads));
+    if (n.has("num_key_value_heads")) check_kv_heads(n.at("num_key_value_heads"), a);
     a.head_dim = static_cast<int>(n.positive_int_or("head_dim", m.hidden / a.heads, limits::kHidden));
   };
   auto moe_checks = [&] {
@@ -175,6 +202,9 @@ ModelSpec parse_hf_model(const Node& n) {
     m.shared_experts = n.get("n_shared_experts") ? static_cast<int>(n.at("n_shared_experts").as_nonneg_int(limits::kExperts)) : 0;
     m.expert_ffn = n.at("moe_intermediate_size").as_positive_int(limits::kFfn);
     m.dense_layers = static_cast<int>(n.at("first_k_dense_replace").as_nonneg_int(limits::kLayers));
+    if (m.dense_layers >= m.layers)
+      n.at("first_k_dense_replace").fail("expected fewer than num_hidden_layers (" + std::to_string(m.layers) +
+                                         "): the model would have no MoE layer");
     m.dense_ffn = n.at("intermediate_size").as_positive_int(limits::kFfn);
     // transformers' DeepseekV2/V3 decoder layer: MoE where layer >= first_k_dense_replace and
     // layer % moe_layer_freq == 0.
@@ -196,6 +226,8 @@ ModelSpec parse_hf_model(const Node& n) {
     }
     m.router.groups = static_cast<int>(n.positive_int_or("n_group", 1, limits::kExperts));
     m.router.topk_groups = static_cast<int>(n.positive_int_or("topk_group", 1, limits::kExperts));
+    if (m.top_k <= m.experts)  // else moe_checks says so
+      check_router_groups(n.has("n_group") ? n.at("n_group") : n, n.has("topk_group") ? n.at("topk_group") : n, m);
     m.mtp_layers = n.get("num_nextn_predict_layers") ? static_cast<int>(n.at("num_nextn_predict_layers").as_nonneg_int(limits::kLayers)) : 0;
     moe_checks();
   };

@@ -1,6 +1,7 @@
 // Calibration profiles: writing a fit as a profile, and the shipped profiles built into the binary
 // (calibration/profiles/*.json, embedded at configure time).
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,15 @@
 #include "model/study/calibrate.h"
 
 namespace moeperf::io {
+
+namespace {
+// A bound as a person writes it (0.05, 1e-06), not std::to_string's six fixed decimals.
+std::string shortest(double v) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%g", v);
+  return out;
+}
+}  // namespace
 
 namespace detail {
 
@@ -28,7 +38,7 @@ Calibration parse_calibration(const Node& n, const Calibration& base) {
     const ParamDef& d = param_def(*id);
     const double val = x.as_number();
     if (!std::isfinite(val) || val < d.min || val > d.max)
-      x.fail("expected " + std::string(d.name) + " in [" + std::to_string(d.min) + ", " + std::to_string(d.max) + "] " +
+      x.fail("expected " + std::string(d.name) + " in [" + shortest(d.min) + ", " + shortest(d.max) + "] " +
              std::string(d.unit) + ", got " + v.dump());
     c.set(*id, val);
     c.borrowed.erase(*id);  // set here: borrowed (or carried) only if this file's own fields say so

@@ -399,6 +399,31 @@ void check_sweep(const SweepSpec& sp) {
     if (e.kind() == SpecError::Kind::shape ||
         (e.kind() == SpecError::Kind::missing && e.file() == sp.scenario && e.json_path().empty()))
       throw SpecError(e.file(), e.json_path(), e.detail() + " (every point of the sweep has it)", e.kind());
+    // Otherwise a value of the base (or of a file it names) that no point changes: when the other
+    // points fail with the same error at the same place, it is the base's, not a row's (every point
+    // up to 256, else 256 spread over the sweep).
+    const size_t n = sweep_size(sp), tries = std::min<size_t>(n, 256);
+    bool alike = true;
+    for (size_t k = 1; k < tries && alike; ++k) {
+      SweepRow other;
+      other.index = n <= 256 ? k : k * (n - 1) / (tries - 1);
+      try {
+        const auto sets = point_overrides(sp, other);
+        if (!sets) {
+          alike = false;
+          break;
+        }
+        load_scenario(sp.scenario, *sets);
+        alike = false;
+      } catch (const SpecError& o) {
+        alike = o.file() == e.file() && o.json_path() == e.json_path() && o.detail() == e.detail();
+      } catch (const std::exception&) {
+        alike = false;
+      }
+    }
+    if (alike)
+      throw SpecError(e.file(), e.json_path(),
+                      e.detail() + (n <= 256 ? " (every point of the sweep has it)" : " (the 256 points checked have it)"), e.kind());
   } catch (const InputError&) {
     // A value of this point (a layout rule): a row of its own, as run_point gives it.
   }

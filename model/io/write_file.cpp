@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 
 #include "model/error.h"
@@ -49,9 +51,37 @@ mode_t current_umask() {
 }
 }  // namespace
 
+namespace {
+
+std::mutex inputs_mutex;
+std::set<std::string>& inputs() {
+  static std::set<std::string> read;  // weakly canonical paths
+  return read;
+}
+
+}  // namespace
+
+void note_input_file(const std::string& path) {
+  std::error_code ec;
+  const fs::path c = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) return;
+  const std::lock_guard<std::mutex> lock(inputs_mutex);
+  inputs().insert(c.string());
+}
+
+void check_not_input(const std::string& path) {
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(fs::absolute(output_target(path), ec), ec);
+  const std::lock_guard<std::mutex> lock(inputs_mutex);
+  if (!ec && inputs().count(target.string()))
+    throw InputError(path + " is " + target.string() + ", a file this command read its input from: writing it would "
+                     "destroy what is being read (nothing was written); give another path");
+}
+
 void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
   std::vector<std::pair<std::string, std::string>> temps;  // temporary, target
   std::error_code ec;
+  for (const auto& f : files) check_not_input(f.first);
   auto drop = [&] {
     for (const auto& t : temps) fs::remove(t.first, ec);
   };

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "../model/io/temp_dir.h"
 #include "cli/common.h"
@@ -704,8 +705,8 @@ TEST(Cli, BadInputNamesFileAndPathAndWritesNothing) {
        "gb300-nvl72.json: /kind: this is a system file, not a scenario"},
       {"predict " + source("examples/models/deepseek-v3/config.json") + " --trace " + trace,
        "config.json: this is a Hugging Face config.json (a model), not a scenario"},
-      {"scale " + kOptimized + " --gpus 0", "--gpus: expected a GPU count (a whole number >= 1), got 0"},
-      {"topo " + source("topologies/gb300-nvl72.json") + " --gpus 0", "expected a GPU count (a whole number >= 1), got 0"},
+      {"scale " + kOptimized + " --gpus 0", "--gpus: expected a GPU count (a whole number in [1, 16777216]), got 0"},
+      {"topo " + source("topologies/gb300-nvl72.json") + " --gpus 0", "expected a GPU count (a whole number in [1, 16777216]), got 0"},
   };
   for (const Case& c : cases) {
     const Result r = run(c.args);
@@ -779,6 +780,90 @@ TEST(Cli, AnOutputThatIsAnInputOrADeviceIsRefusedAndALinkIsFollowed) {
   EXPECT_TRUE(std::filesystem::is_symlink(l2));
   // sweep streams its rows: a device takes them (where predict's --trace, renamed into place, is refused).
   EXPECT_EQ(run("sweep " + kOptimized + " --vary parallelism.ep=8 --out /dev/null").code, 0);
+}
+
+// The files a scenario names are inputs too: an output over one of them is refused (exit 2, the
+// file untouched), as over the file given; so is a main input that is not a regular file (a
+// device never ends); flags with a range say it; a model that cannot be priced fails validation.
+TEST(Cli, ReferencedFilesDevicesAndRangesAreRefusedUpFront) {
+  TempDir d;
+  const std::string model_text = [] {
+    std::ifstream f(source("examples/models/tiny-moe.moeperf.json"));
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  }();
+  const std::string model = d.write("model.json", model_text);
+  nlohmann::json sc = nlohmann::json::parse(std::ifstream(source("examples/executor/cpu-small.json")));
+  sc["model"] = "model.json";
+  sc["system"] = source("topologies/dgx-h100-cluster.json");
+  const std::string scen = d.write("s.json", sc.dump());
+  // A system whose fabric file is a copy here (its switch named by its absolute path).
+  nlohmann::json fab = nlohmann::json::parse(std::ifstream(source("topologies/fabrics/quantum-2-fat-tree.json")));
+  fab["switch"] = source("topologies/switches/quantum-2.json");
+  const std::string fabric = d.write("fabric.json", fab.dump(2));
+  nlohmann::json sys = nlohmann::json::parse(std::ifstream(source("topologies/dgx-h100-cluster.json")));
+  sys["nvlink_domain"] = source("topologies/domains/dgx-h100.json");
+  sys["fabric"] = "fabric.json";
+  const std::string system = d.write("sys.json", sys.dump());
+  for (const auto& [args, file, text] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"predict " + scen + " --trace " + model, model, model_text},
+           {"sweep " + scen + " --vary parallelism.ep=2,4 --out " + model, model, model_text},
+           {"topo " + system + " --dot " + fabric, fabric, fab.dump(2)}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("a file this command read its input from"), std::string::npos) << r.out;
+    std::ifstream f(file);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>()), text) << args;
+  }
+  const Result zero = run("validate /dev/zero");
+  EXPECT_EQ(zero.code, 2) << zero.out;
+  EXPECT_NE(zero.out.find("not a regular file"), std::string::npos) << zero.out;
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"plan " + scen + " --gpus 4 --global-batch 999999999999", "[1, 16777216]"},
+           {"run " + scen + " --dry-run-offsets -5", "a token count"},
+           {"run " + scen + " --dry-run-offsets 99999999999999999", "a token count"},
+           {"run " + scen + " --scale 0.5", "a number >= 1"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << "\n" << r.out;
+  }
+  // Models: top_k past the experts, KV heads that do not divide the heads, no MoE layer left.
+  nlohmann::json m = nlohmann::json::parse(model_text);
+  for (const auto& [edit, want] : std::vector<std::pair<std::string, std::string>>{
+           {"/moe/top_k", "/moe/top_k: expected at most the expert count"},
+           {"/attention/kv_heads", "/attention/kv_heads: expected a divisor of the 8 attention heads"},
+           {"/dense_layers", "/dense_layers: expected fewer than the 4 layers"}}) {
+    nlohmann::json x = m;
+    x[nlohmann::json::json_pointer(edit)] = edit == "/moe/top_k" ? 17 : edit == "/dense_layers" ? 4 : 3;
+    const Result r = run("validate " + d.write("bad.json", x.dump()));
+    EXPECT_EQ(r.code, 2) << edit << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  }
+  // A file's kind is not an override; a file named twice to calibrate is refused (its records
+  // would be fitted twice), as is a --gpu that is a system; kernel patterns validate.
+  const std::string trace = d.path("rank0.json");
+  moeperf::test::KinetoFixture::write(trace, moeperf::test::KinetoFixture::build());
+  for (const auto& [args, want] : std::vector<std::pair<std::string, std::string>>{
+           {"predict " + scen + " --set kind=model", "a file's \"kind\" cannot be overridden"},
+           {"calibrate " + source("calibration/published/attention.json") + " " + source("calibration/published/attention.json") +
+                " --out " + d.path("p.json"),
+            "is " + source("calibration/published/attention.json") + "'s too"},
+           {"calibrate --trace " + trace + " --gpu " + source("topologies/dgx-h100-cluster.json") +
+                " --out " + d.path("p.json"),
+            "--gpu " + source("topologies/dgx-h100-cluster.json") + ": expected a \"gpu\" file, got a \"system\" file"}}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(std::filesystem::exists(d.path("p.json"))) << args;
+  }
+  const Result pat = run("validate " + source("calibration/kernels/patterns.json"));
+  EXPECT_EQ(pat.code, 0) << pat.out;
+  EXPECT_NE(pat.out.find("[kernel-patterns]"), std::string::npos) << pat.out;
+  // Histogram counts whose sum overflows a double.
+  nlohmann::json h = sc;
+  for (auto& c : h["routing"]["histogram"]) c = 1e308;
+  const Result big = run("validate " + d.write("h.json", h.dump()));
+  EXPECT_EQ(big.code, 2) << big.out;
+  EXPECT_NE(big.out.find("/routing/histogram: the counts add up past"), std::string::npos) << big.out;
 }
 
 // The planner stays light: the binary that runs predict links no CUDA, NCCL or MPI library

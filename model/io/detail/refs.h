@@ -40,7 +40,9 @@ class Refs {
     const fs::path target = base / rel;
     std::error_code ec;
     if (!fs::is_regular_file(target, ec))
-      field.fail("referenced file \"" + rel + "\" not found (looked for " + target.lexically_normal().string() + ")");
+      field.fail("referenced file \"" + rel + "\" " +
+                 (fs::is_directory(target, ec) ? "is a directory" : fs::exists(target, ec) ? "is not a regular file" : "not found") +
+                 " (looked for " + target.lexically_normal().string() + ")");
     const std::string key = canonical(target.string());
     if (std::find(stack_.begin(), stack_.end(), key) != stack_.end()) {
       std::string chain;
