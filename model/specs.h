@@ -444,8 +444,13 @@ struct StackOptions {
   // the rows carrying no checkpoint name; false: autograd keeps them (PyTorch), in HBM.
   bool remat_dispatch = true;
   // Ragged all-to-all buffers: this x the average rows; <= 0: MaxText's default sizing, the local
-  // rows x min(EP, experts / top_k). The sort/permute touches every buffer row.
+  // rows x min(EP, experts / top_k). The local sort and unsort touch every buffer row.
   double a2a_buffer_factor = 2.0;
+  // The ragged all-to-all's output operand is a zeroed array the exchange writes into (MaxText's
+  // jnp.zeros passed to jax.lax.ragged_all_to_all): XLA materializes the zeros over the whole
+  // output before each call (the dispatch's buffer rows, the combine's own rows). false: the
+  // output is allocated without filling (PyTorch's all_to_all_single into new_empty).
+  bool a2a_zero_fill = false;
   // The host: CPU time to issue one framework op (0: the host always runs ahead of the GPU, as
   // with one compiled executable), framework ops per op of moeperf's graph (the glue between
   // them: casts, reshapes, allocations), and what fusion and CUDA graphs take away.

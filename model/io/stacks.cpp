@@ -108,6 +108,7 @@ void apply_fields(const Node& n, StackOptions& o) {
     if (auto x = ov->get("grad_reduce")) o.grad_reduce_overlap = unwrap(*x).as_bool();
   }
   if (auto x = field("a2a_buffer_factor")) o.a2a_buffer_factor = x->as_number();
+  if (auto x = field("a2a_zero_fill")) o.a2a_zero_fill = x->as_bool();
   if (auto x = field("remat_dispatch")) o.remat_dispatch = x->as_bool();
   if (auto x = field("host_op_s")) o.host_op_s = as_seconds(*x);
   if (auto x = field("host_ops_per_op")) {
@@ -222,6 +223,9 @@ json stack_field_json(const json& ref, const std::string& file, const std::strin
 }
 
 StackOptions parse_stack_file(const Node& root) {
+  if (root.has("base"))
+    root.at("base").fail("a stack file stands alone: \"base\" belongs to a scenario's inline \"stack\" object "
+                         "({\"base\": \"megatron-core\", ...fields it changes}); copy the base's fields here instead");
   root.allow_only(file_keys());
   if (auto k = root.get("kind"); !k || k->as_string() != "stack")
     root.fail("expected a stack file (\"kind\": \"stack\")");

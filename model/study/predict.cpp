@@ -83,6 +83,22 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
                                                         static_cast<int>(ranks_per_domain))
                               : 1.0;
   load.max_expert_rows = st.expected_max_expert_rows;
+  // A ragged exchange into MaxText's static buffers (the zeroed outputs it passes XLA,
+  // stack.a2a_zero_fill) receives at most their rows: MaxText drops what overflows them
+  // (get_ragged_buffer_size's factor > 0), so a buffer below the busiest rank's rows is not
+  // dropless, while moeperf prices every row. A PyTorch exchange's output has its exact size.
+  if (notes && p.ep > 1 && s.stack.dispatcher == Dispatcher::alltoall && s.stack.a2a_zero_fill && s.stack.a2a_buffer_factor > 0) {
+    const double buffer = ragged_buffer_rows(s, load);
+    if (buffer < load.max_rows) {
+      char line[400];
+      std::snprintf(line, sizeof line,
+                    "stack.a2a_buffer_factor = %g sizes the ragged buffers at %.0f rows, fewer than the busiest rank's "
+                    "%.0f: MaxText drops the rows that overflow (the run is not dropless), while this prediction prices "
+                    "every row; a factor of at least %.2f keeps them all",
+                    s.stack.a2a_buffer_factor, buffer, load.max_rows, std::ceil(load.max_rows / load.mean_rows * 100) / 100);
+      notes->push_back(line);
+    }
+  }
   return load;
 }
 

@@ -121,6 +121,7 @@ std::vector<Knob> knobs(const Scenario& base) {
   flip("overlap.fwd_bwd", &StackOptions::fwd_bwd_overlap);
   flip("overlap.grad_reduce", &StackOptions::grad_reduce_overlap);
   flip("remat_dispatch", &StackOptions::remat_dispatch);
+  flip("a2a_zero_fill", &StackOptions::a2a_zero_fill);
   flip("ep_buffer_copies", &StackOptions::ep_buffer_copies);
   flip("permute_after_dispatch", &StackOptions::permute_after_dispatch);
   flip("router_fusion", &StackOptions::router_fusion);

@@ -140,6 +140,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.overlap.fwd_bwd", oa.fwd_bwd_overlap, ob.fwd_bwd_overlap);
   cmp("stack.overlap.grad_reduce", oa.grad_reduce_overlap, ob.grad_reduce_overlap);
   cmp("stack.a2a_buffer_factor", oa.a2a_buffer_factor, ob.a2a_buffer_factor);
+  cmp("stack.a2a_zero_fill", oa.a2a_zero_fill, ob.a2a_zero_fill);
   cmp("stack.remat_dispatch", oa.remat_dispatch, ob.remat_dispatch);
   cmp("stack.host_op_s", oa.host_op_s, ob.host_op_s);
   cmp("stack.host_ops_per_op", oa.host_ops_per_op, ob.host_ops_per_op);
@@ -222,6 +223,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to) {
          o.dispatcher = t.dispatcher;
          o.a2a_with_shared_expert = t.a2a_with_shared_expert;
          o.a2a_buffer_factor = t.a2a_buffer_factor;
+         o.a2a_zero_fill = t.a2a_zero_fill;
          o.remat_dispatch = t.remat_dispatch;
          o.ragged_a2a = t.ragged_a2a;
          o.one_shot_max_ranks = t.one_shot_max_ranks;

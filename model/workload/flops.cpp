@@ -6,15 +6,24 @@
 
 namespace moeperf {
 
+namespace {
+
+// The layer whose kind (sliding, chunked, NoPE) a layer index has: an MTP module's layer
+// (index >= layers) is of the last layer's kind, as its FLOP count (mtp_forward_flops) takes it.
+size_t kind_layer(const ModelSpec& m, int layer) {
+  return static_cast<size_t>(layer >= m.layers && m.layers > 0 ? m.layers - 1 : layer);
+}
+
+}  // namespace
+
 bool is_sliding(const ModelSpec& m, int layer) {
   const auto& s = m.attention.sliding_layers;
-  return m.attention.sliding_window > 0 && layer >= 0 && static_cast<size_t>(layer) < s.size() &&
-         s[static_cast<size_t>(layer)];
+  return m.attention.sliding_window > 0 && layer >= 0 && kind_layer(m, layer) < s.size() && s[kind_layer(m, layer)];
 }
 
 bool is_chunked(const ModelSpec& m, int layer) {
   const auto& c = m.attention.chunked_layers;
-  return m.attention.chunk_size > 0 && layer >= 0 && static_cast<size_t>(layer) < c.size() && c[static_cast<size_t>(layer)];
+  return m.attention.chunk_size > 0 && layer >= 0 && kind_layer(m, layer) < c.size() && c[kind_layer(m, layer)];
 }
 
 double layer_attended_keys(const ModelSpec& m, int layer, int64_t seq_len) {
@@ -24,7 +33,7 @@ double layer_attended_keys(const ModelSpec& m, int layer, int64_t seq_len) {
 
 bool uses_rope(const ModelSpec& m, int layer) {
   const auto& n = m.attention.nope_layers;
-  return !(layer >= 0 && static_cast<size_t>(layer) < n.size() && n[static_cast<size_t>(layer)]);
+  return !(layer >= 0 && kind_layer(m, layer) < n.size() && n[kind_layer(m, layer)]);
 }
 
 using detail::d;

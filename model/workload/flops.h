@@ -67,12 +67,14 @@ inline double mla_up_width(const AttentionSpec& a, bool kv) {
 }
 
 // Whether `layer` attends through the model's sliding window (false for full-attention layers).
+// These three take an MTP module's layer (index >= layers) to be of the last layer's kind, as
+// mtp_forward_flops does.
 bool is_sliding(const ModelSpec& m, int layer);
 // Whether `layer` attends within its chunk (Llama 4's chunked local attention).
 bool is_chunked(const ModelSpec& m, int layer);
 // The keys a query of `layer` attends to on average at `seq_len` (its window or chunk applied).
 double layer_attended_keys(const ModelSpec& m, int layer, int64_t seq_len);
-// Whether the layer rotates Q and K (false on Llama 4's NoPE layers; an MTP layer past the map rotates).
+// Whether the layer rotates Q and K (false on Llama 4's NoPE layers).
 bool uses_rope(const ModelSpec& m, int layer);
 
 LayerForwardFlops layer_forward_flops(const ModelSpec& m, int layer, int64_t seq_len);

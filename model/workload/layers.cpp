@@ -257,6 +257,13 @@ void Lowering::backward_layer(int l) {
            a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
   tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   norm_backward(l, "attn");
+  // An MTP module's layer also holds eh_proj, whose weight gradient mtp_input's backward makes
+  // after this: the layer's reductions follow it there.
+  if (l < m_.layers) reduce_layer_grads(l);
+  else last_compute_[lane_] = last_on(Stream::compute);
+}
+
+void Lowering::reduce_layer_grads(int l) {
   const int32_t wgrads_done = last();
   // The layer's data-parallel gradient reduction waits for its weight gradients and nothing waits
   // for it but the optimizer: it is emitted at the end of the unit (flush_grad_reduces), after the
@@ -291,11 +298,27 @@ void Lowering::embedding(bool backward) {
   // a reduce-scatter sums into each rank's sequence shard; the backward gathers the gradient of
   // the whole sequence back before the table's gradient.
   if (backward) tp_collective(-1, "tp.all_gather.embed.bwd", Collective::all_gather, true);
-  memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_ * h * 2.0 * 2.0);
+  memory(backward ? "embed.lookup.bwd" : "embed.lookup", -1, t_ * h * 2.0 * 2.0 + (backward ? table_grad_bytes() : 0.0));
   if (!backward) tp_collective(-1, "tp.reduce_scatter.embed", Collective::reduce_scatter, true);
   if (backward && fsdp())
     comm("fsdp.reduce_scatter.embed", Category::fsdp_comm, Stream::fsdp_comm, -1, Collective::reduce_scatter,
          Group::dense_shard, table * bg_, {last()});
+}
+
+// The table's gradient from one lookup's backward: dense over this rank's [vocab / tp, hidden]
+// shard (PyTorch's embedding_dense_backward and XLA's scatter both fill a zeroed table, then add
+// the looked-up rows' gradients in, already counted with the lookup), in the gradients' dtype, and
+// accumulated over micro-batches as a weight gradient is (gemm: written by the first, read and
+// written after it, not read back under FSDP). The main model's lookup and an MTP module's on the
+// same rank add into the same table.
+double Lowering::table_grad_bytes() {
+  const double elements = count_params(m_).embedding / tp_;
+  static const OpName table("embed.table");
+  const bool again = !wgrad_seen_.emplace(&table.str(), -1).second;
+  // Under FSDP a micro-batch's gradient is reduce-scattered once made, but within the micro-batch
+  // a second lookup (the MTP module's beside the main one, same unit) still adds into the first's.
+  const bool same_micro_batch = !table_grad_mbs_.insert(mb_).second;
+  return elements * bg_ * (1.0 + ((again && !fsdp()) || same_micro_batch ? 2.0 : 1.0));
 }
 
 // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
@@ -326,7 +349,7 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
   } else {
     // The projection kept its input as this rank's sequence shard: gathered again for the weight
     // gradient, as every column-parallel block's (sp_input_gather), beside the loss's backward.
-    memory(name + ".loss.bwd", -1, t_ * v / tp_ * (2.0 + 2.0));
+    memory(name + ".loss.bwd", -1, t_ * v / tp_ * (4.0 + 2.0));  // the FP32 statistics in, the logits' gradient out
     sp_input_gather(-1, true);
     gemm_bwd(name + ".proj", Category::gemm, -1, f, f, Dtype::bf16, t_, v / tp_, h);
     // The input gradient of the whole sequence, partial over the vocabulary shards: summed into
@@ -348,20 +371,53 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
 
 // An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
 // next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.
-void Lowering::mtp_input(int l, bool backward) {
+// Under TP (sequence parallel) Megatron's MultiTokenPredictionLayer looks the next tokens up in the
+// vocabulary-parallel embedding, as the main model does (the whole sequence on each rank's shard,
+// then a reduce-scatter into sequence shards); eh_proj is column-parallel, so the concatenated
+// [t, 2h] shards are gathered before it, and its [t, h/tp] output is gathered along the hidden
+// dimension (gather_from_tensor_model_parallel_region) and split into sequence shards again
+// (scatter_to_sequence_parallel_region, no traffic). The backward mirrors them: the split's
+// gradient is gathered along the sequence, the projection's input re-gathered for its weight
+// gradient, its [t, 2h] partial input gradient reduce-scattered, the embedding's gradient gathered.
+//
+// Under FSDP the module's lookup needs the table gathered: the embedding's gather when the same
+// unit looked the tokens up (`table_here`: one virtual stage holds both ends), its own otherwise
+// (the module's stage holds a copy of the table), whose gradient it then reduce-scatters. The
+// projection waits for its layer's gathered weights (eh_proj is the layer's), and the layer's
+// gradient reductions follow eh_proj's weight gradient (reduce_layer_grads).
+void Lowering::mtp_input(int l, bool backward, bool table_here) {
   const double h = d(m_.hidden);
   const double f = t_ * 2.0 * 2.0 * h * h / tp_;
+  const double table = count_params(m_).embedding / tp_;
+  const bool own_table = fsdp() && !table_here;
   if (!backward) {
-    memory("mtp.embed.lookup", l, t_sp_ * h * 2.0 * 2.0);  // the next tokens' embeddings
+    issue_gathers(l);
+    if (own_table)
+      wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, l,
+                                    Collective::all_gather, Group::dense_shard, table * bw_, {}));
+    memory("mtp.embed.lookup", l, t_ * h * 2.0 * 2.0);  // the next tokens' embeddings
+    tp_collective(l, "tp.reduce_scatter.mtp.embed", Collective::reduce_scatter, true);
     // Two RMSNorms (the previous depth's hidden state, the next token's embedding), each reading its
     // input and writing the normalized copy: a residual add before the first, fused or not, is the
     // head's that reads the same state.
     memory("mtp.norm", l, 2.0 * 2.0 * t_sp_ * h * 2.0);
+    tp_collective(l, "tp.all_gather.mtp.input", Collective::all_gather, true, 2.0);
+    for (int32_t x : gather_deps(l)) wait_before_next_compute(x);
     gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+    tp_collective(l, "tp.all_gather.mtp.output", Collective::all_gather, true);
   } else {
+    tp_collective(l, "tp.all_gather.mtp.bwd", Collective::all_gather, true);
+    tp_collective(l, "tp.all_gather.mtp.input.bwd", Collective::all_gather, true, 2.0);
     gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
+    reduce_layer_grads(l);  // eh_proj's weight gradient is the layer's last
+    tp_collective(l, "tp.reduce_scatter.mtp.bwd", Collective::reduce_scatter, true, 2.0);
     memory("mtp.norm.bwd", l, 2.0 * 3.0 * t_sp_ * h * 2.0);  // the hidden state's second gradient is summed at its head
-    memory("mtp.embed.lookup.bwd", l, t_sp_ * h * 2.0 * 2.0);
+    tp_collective(l, "tp.all_gather.mtp.embed.bwd", Collective::all_gather, true);
+    memory("mtp.embed.lookup.bwd", l, t_ * h * 2.0 * 2.0 + table_grad_bytes());
+    last_compute_[lane_] = last_on(Stream::compute);
+    if (own_table)
+      comm("fsdp.reduce_scatter.embed", Category::fsdp_comm, Stream::fsdp_comm, l, Collective::reduce_scatter,
+           Group::dense_shard, table * bg_, {last()});
   }
 }
 

@@ -272,6 +272,14 @@ class Lowering {
   // rows, or with a factor <= 0 the local rows x min(EP, experts / top_k).
   double buffer_rows() const { return ragged_buffer_rows(s_, load_); }
 
+  // XLA's ragged all-to-all writes into the output operand MaxText passes it, jnp.zeros: the zeros
+  // are written over the whole output (`rows` of the hidden size) before the exchange, which then
+  // follows them (stack.a2a_zero_fill).
+  void a2a_zero_fill(int l, const std::string& exchange, double rows, double bytes_per_elem) {
+    if (!s_.stack.a2a_zero_fill || s_.stack.dispatcher != Dispatcher::alltoall || !ep_exchanges()) return;
+    memory(OpName::cat(exchange, ".zero_fill"), l, rows * d(m_.hidden) * bytes_per_elem);  // a fill, no row gather
+  }
+
   // What the host spends issuing `op` (Op::host_ops) and the CUDA graph part that captures it.
   void host_cost(Op& op) const {
     const StackOptions& st = s_.stack;
@@ -463,11 +471,12 @@ class Lowering {
   // Megatron's sequence parallelism (tp > 1): a TP-split block (attention, dense MLP, shared
   // expert) reads the whole sequence, so an all-gather of the sequence shards comes before it, and
   // gives back shards through a reduce-scatter after it; in the backward, their mirrors. Each moves
-  // the block's activations (t x h in BF16). tp_collective emits one after the last op; with
-  // `block` the next compute op waits for it, else the caller names who does. -1 when tp is 1.
-  int32_t tp_collective(int l, const char* name, Collective c, bool block) {
+  // the block's activations (t x h in BF16; `width` h-wide columns for a wider tensor, as MTP's
+  // concatenated [t, 2h] input). tp_collective emits one after the last op; with `block` the next
+  // compute op waits for it, else the caller names who does. -1 when tp is 1.
+  int32_t tp_collective(int l, const char* name, Collective c, bool block, double width = 1.0) {
     if (p_.tp <= 1) return -1;
-    const int32_t id = comm(name, Category::tp_comm, Stream::tp_comm, l, c, Group::tp, t_ * d(m_.hidden) * 2.0, {last()});
+    const int32_t id = comm(name, Category::tp_comm, Stream::tp_comm, l, c, Group::tp, t_ * d(m_.hidden) * width * 2.0, {last()});
     if (block) wait_before_next_compute(id);
     return id;
   }
@@ -521,7 +530,11 @@ class Lowering {
 
   // An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
   // next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.
-  void mtp_input(int l, bool backward);
+  void mtp_input(int l, bool backward, bool table_here);
+  double table_grad_bytes();
+  // A layer's gradient reductions (data-parallel, held to the unit's end; FSDP's reduce-scatters)
+  // once its weight gradients are made.
+  void reduce_layer_grads(int l);
 
   int32_t last() const { return static_cast<int32_t>(rc_.ops.size()) - 1; }
   // The last op that is not a copy of activations to host memory: what a unit's hand-off waits
@@ -629,7 +642,8 @@ class Lowering {
   RankClass& rc_;
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
-  std::set<std::pair<const std::string*, int>> wgrad_seen_;  // (weight gradient's interned name, layer) emitted so far
+  std::set<std::pair<const std::string*, int>> wgrad_seen_;
+  std::set<int> table_grad_mbs_;  // micro-batches whose embedding table gradient exists on this rank  // (weight gradient's interned name, layer) emitted so far
   std::set<std::tuple<const std::string*, int, int>> recomputed_;  // (GEMM's interned name, layer, micro-batch) recomputed
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;

@@ -220,20 +220,25 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     r.activations = Bytes(kept);
     r.offloaded_to_host = Bytes(off);
     r.offloaded_if_kept = Bytes(off);
-    // Communication buffers: ragged all-to-all send and receive buffers sized at a2a_buffer_factor x
-    // the average rows (<= 0: MaxText's default, the rows x min(EP, experts / top_k)), for dispatch
-    // and combine.
+    // Communication buffers of one MoE layer's exchanges: the dispatch sends the rank's own rows and
+    // receives into a buffer of a2a_buffer_factor x the average rows (<= 0: MaxText's default, the
+    // rows x min(EP, experts / top_k)); the combine sends that buffer back and receives the rank's
+    // own rows (MaxText's moe.py: the combine's output is original_inputs_first_dim rows). At factor
+    // 1 (PyTorch's exact-size outputs) that is two buffers of the average rows each way.
     const double t = d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp), h = d(m.hidden);
     // A stage whose layers are all dense (Qwen's mlp_only_layers at the front) holds no MoE buffers.
     const bool stage_moe = std::any_of(layers.begin(), layers.end(), [&](int l) { return m.is_moe_layer(l); });
     if (stage_moe && p.ep > 1) {  // without expert parallelism nothing is exchanged
       const double rows = ragged_buffer_rows(s, load);
-      r.comm_buffers = Bytes(2 * rows * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
+      r.comm_buffers = Bytes((rows + load.mean_rows) * h * (bytes_per_element(s.precision.dispatch) + bytes_per_element(s.precision.combine)));
     }
     // Largest transient: the LM head's logits (BF16) and FP32 softmax on the last stage, or one MoE
     // layer's expert intermediates (FC1 out, activation, FC2 out) with their gradients.
     double transient = 0;
-    if (holds_head(s, st)) transient = t * d(m.vocab) / tp * (2.0 + 4.0);
+    // With MTP modules, the heads before the last keep their FP32 statistics for their backward while
+    // the next head runs.
+    if (holds_head(s, st))
+      transient = t * d(m.vocab) / tp * (2.0 + 4.0 + (s.train_mtp ? 4.0 * d(m.mtp_layers) : 0.0));
     if (stage_moe)
       transient = std::max(transient, 2 * load.max_rows * (2 * d(m.expert_ffn) * 2.0 + d(m.expert_ffn) * 2.0 + h * 2.0));
     // jax.lax.ragged_dot's default lowering (XLA's RaggedDotRewriter) materializes its operand

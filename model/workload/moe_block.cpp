@@ -73,6 +73,7 @@ void Lowering::moe_forward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bc, {last()});
   } else {
     const double send = t_sp_ * fan * h * bc * (r - 1) / r;
+    a2a_zero_fill(l, "moe.combine", t_sp_ * fan, bc);  // back into the rank's own rows
     Op& o = op(comm("moe.combine", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
                     send * exchange_imbalance(), {last()}, send, fan));
     o.combine = true;
@@ -130,6 +131,10 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   counts_on_host_ = s_.stack.dispatch_host_syncs > 0;
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+  if (ep_exchanges() && s_.stack.a2a_zero_fill && s_.stack.dispatcher == Dispatcher::alltoall) {
+    a2a_zero_fill(l, dispatch, buffer_rows(), bd);  // the received rows land in the zeroed buffer
+    before.push_back(last());
+  }
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     op(comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
             send * exchange_imbalance(), fan))
@@ -242,6 +247,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
     // Under the flex layout the exchange is the block's first op: it also waits for what the
     // layer's backward waits for before its first compute op (the gradient received from the next
     // stage, FSDP gathers, offloaded activations), which stay queued for that compute op too.
+    a2a_zero_fill(l, "moe.combine.bwd", buffer_rows(), bcb);  // the combine's transpose: into the buffer
     std::vector<int32_t> cb_deps{last()};
     if (post) cb_deps.insert(cb_deps.end(), pending_.begin(), pending_.end());
     cb = comm("moe.combine.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send,
@@ -309,6 +315,7 @@ void Lowering::moe_backward(int l, const LayerForwardFlops& f) {
          r * t_sp_ * h * bd, {last()});
   } else {
     const double send = t_sp_ * fan * h * bd * (r - 1) / r;
+    a2a_zero_fill(l, "moe.dispatch.bwd", t_sp_ * fan, bd);  // the dispatch's transpose: the own rows
     Op& o = op(comm("moe.dispatch.bwd", Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep,
                     send * exchange_imbalance(), {last()}, send, fan));
     o.combine = true;

@@ -311,7 +311,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         if (v == 0) low.embedding(false);
         for (int l : vl) {
           if (l == L) low.head(false);  // the main head before the MTP modules that follow it
-          if (l >= L) low.mtp_input(l, false);
+          if (l >= L) low.mtp_input(l, false, v == 0);
           low.forward_layer(l);
           if (l >= L) low.head(false, "mtp.head", l);
         }
@@ -325,7 +325,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         for (auto it = vl.rbegin(); it != vl.rend(); ++it) {
           if (*it >= L) low.head(true, "mtp.head", *it);
           low.backward_layer(*it);
-          if (*it >= L) low.mtp_input(*it, true);
+          if (*it >= L) low.mtp_input(*it, true, v == 0);
           if (*it == L) low.head(true);
         }
         if (v == 0) low.embedding(true);
@@ -483,6 +483,31 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
                                     bytes, {grads.front()});
         low.op(id).peer_stage = peer;
         grads = {id};
+      }
+    }
+    // A stage that holds a copy of the embedding table for an MTP module (the module's stage) and
+    // stage 0 keep the copies in step: Megatron's finalize_model_grads all-reduces their gradients
+    // over the two-rank embedding group (_allreduce_word_embedding_grads) before the optimizer, the
+    // table's size each way. DualPipe's exchange above sums them already (each of its two stages
+    // holds both ends); DualPipeV's stage 0 holds both.
+    if (!(dual && s.parallelism.schedule == PipelineSchedule::dualpipe) && holds_embedding(s, st)) {
+      int peer = -1, holders = 0;
+      for (int o = 0; o < stages; ++o)
+        if (holds_embedding(s, o)) {
+          ++holders;
+          if (o != st) peer = o;
+        }
+      if (holders == 2 && peer >= 0) {
+        // Under FSDP each copy's gradient was reduce-scattered as it was made: the ranks exchange
+        // their shards.
+        const double shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
+        low.set_micro_batch(0);
+        for (const char* name : {"pp.send.embed_grad", "pp.recv.embed_grad"}) {
+          const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
+                                      pc.embedding / static_cast<double>(p.tp) / shard * bgrad, {grads.front()});
+          low.op(id).peer_stage = peer;
+          grads = {id};
+        }
       }
     }
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;

@@ -297,7 +297,8 @@ TEST(Stacks, HostWaitsWithAStragglerRunEachCollectiveOnce) {
 }
 
 // Ragged buffers: factor x the rows, or with a factor <= 0 MaxText's default (rows x min(EP,
-// experts / top_k)); the local sort touches every buffer row, and the memory report holds them.
+// experts / top_k)); the local sort touches every buffer row, and the memory report holds them
+// beside the rank's own rows the dispatch sends and the combine receives.
 TEST(Stacks, RaggedBuffersSizeTheSortAndTheMemory) {
   const Scenario two = load(kBaseline), dflt = load(kBaseline, {"stack.a2a_buffer_factor=-1"});
   const Calibration& cal = two.calibration;
@@ -310,10 +311,49 @@ TEST(Stacks, RaggedBuffersSizeTheSortAndTheMemory) {
   EXPECT_NEAR(sort2.front()->hbm_bytes.value(), rows2 * h * 2.0 * 2.0, 1.0);
   EXPECT_NEAR(sortd.front()->hbm_bytes.value(), rows_d * h * 2.0 * 2.0, 1.0);
   const StepReport r2 = predict(two, cal), rd = predict(dflt, cal);
-  EXPECT_NEAR(r2.memory.comm_buffers.value(), 2 * rows2 * h * (2.0 + 2.0), 1.0);
-  EXPECT_NEAR(rd.memory.comm_buffers.value(), 2 * rows_d * h * (2.0 + 2.0), 1.0);
+  // The dispatch's receive buffer and the combine's send buffer are buffer-sized; the dispatch's
+  // send and the combine's receive hold the rank's own rows.
+  EXPECT_NEAR(r2.memory.comm_buffers.value(), (rows2 + l.mean_rows) * h * (2.0 + 2.0), 1.0);
+  EXPECT_NEAR(rd.memory.comm_buffers.value(), (rows_d + l.mean_rows) * h * (2.0 + 2.0), 1.0);
   // 1,572,864 rows of 7168 BF16 values: the 22.5 GB MaxText's default buffer holds at EP 8.
   EXPECT_NEAR(rows_d * h * 2.0 / 1e9, 22.5, 0.1);
+}
+
+// MaxText's ragged exchanges write into jnp.zeros outputs: before each, the whole output is written
+// with zeros (the dispatch's buffer rows and its recompute's, the combine's own rows; in the
+// backward the combine's transpose fills buffer rows, the dispatch's own rows), and the exchange
+// follows its fill. Off (PyTorch's new_empty), and on megatron-core, nothing is filled.
+TEST(Stacks, RaggedExchangesFillTheirZeroedOutputsFirst) {
+  const Scenario jax = load(kBaseline), off = load(kBaseline, {"stack.a2a_zero_fill=false"});
+  ASSERT_TRUE(jax.stack.a2a_zero_fill);
+  const ExpertLoad l = expert_load(jax, jax.calibration);
+  const double h = 7168, own = 6 * 4096.0 * 8, buffer = 2 * l.mean_rows;
+  ASSERT_DOUBLE_EQ(l.mean_rows, own);
+  const StepGraph g = lower_step(jax, l);
+  const int moe_layers = 58;
+  for (const auto& [name, rows] : std::vector<std::pair<std::string, double>>{{"moe.dispatch", buffer},
+                                                                              {"moe.dispatch.recompute", buffer},
+                                                                              {"moe.combine", own},
+                                                                              {"moe.combine.bwd", buffer},
+                                                                              {"moe.dispatch.bwd", own}}) {
+    const auto fills = named(g, name + ".zero_fill");
+    ASSERT_EQ(fills.size(), static_cast<size_t>(moe_layers)) << name;
+    EXPECT_DOUBLE_EQ(fills.front()->hbm_bytes.value(), rows * h * 2.0) << name;
+    // The exchange right after its fill waits for it (on the compute stream with the one-shot kernel, by order).
+    const auto& ops = g.classes.front().ops;
+    const auto at = static_cast<size_t>(fills.front() - ops.data());
+    size_t next = at + 1;
+    while (next < ops.size() && ops[next].name != name) ++next;
+    ASSERT_LT(next, ops.size()) << name;
+    const bool waits = ops[next].stream == ops[at].stream ||
+                       std::find(ops[next].deps.begin(), ops[next].deps.end(), static_cast<int32_t>(at)) != ops[next].deps.end();
+    EXPECT_TRUE(waits) << name;
+  }
+  const StepGraph go = lower_step(off, l);
+  for (const RankClass& rc : go.classes)
+    for (const Op& op : rc.ops) EXPECT_FALSE(op.name.ends_with(".zero_fill")) << op.name;
+  const Scenario mc = load("examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json");
+  EXPECT_FALSE(mc.stack.a2a_zero_fill);
 }
 
 // jax.lax.ragged_dot's default lowering: every local expert against every buffer row.

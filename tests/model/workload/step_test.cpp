@@ -153,6 +153,21 @@ TEST(Step, AttentionCoresCarryTheirMaskedEdges) {
     if (op.category == Category::attention) {
       EXPECT_EQ(op.mask_edges, 1) << op.name << " layer " << op.layer;
     }
+  // An MTP module's layer is of the last layer's kind (sliding here, layer 60), in its mask as in
+  // the FLOP count: its core's executed FLOPs are the sliding layer's.
+  s.model.attention.sliding_window = 128;
+  s.train_mtp = true;
+  ASSERT_TRUE(is_sliding(s.model, s.model.layers - 1));
+  const StepGraph mtp = lower_step(s, expert_load(s, Calibration{}));
+  int mtp_cores = 0;
+  for (const Op& op : mtp.classes[0].ops)
+    if (op.name == "attn.core" && op.layer == s.model.layers) {
+      ++mtp_cores;
+      EXPECT_EQ(op.mask_edges, 2);
+      const double t = static_cast<double>(s.batch.micro_batch * s.batch.seq_len);
+      EXPECT_NEAR(op.flops.value(), t * layer_forward_flops(s.model, s.model.layers - 1, s.batch.seq_len).core, 1e-9 * op.flops.value());
+    }
+  EXPECT_EQ(mtp_cores, 1);
 }
 
 // Training DeepSeek-V3's MTP module adds, on the last stage, one more MoE layer, the 2H -> H
@@ -205,6 +220,207 @@ TEST(Step, MtpModuleIsLoweredOnTheLastStage) {
                                   "parallelism.schedule=dualpipe"});
   for (int st : {0, 3}) EXPECT_TRUE(holds_embedding(dual, st) && holds_head(dual, st)) << st;
   for (int st : {1, 2}) EXPECT_FALSE(holds_embedding(dual, st) || holds_head(dual, st)) << st;
+}
+
+// Under TP 2 (sequence parallel) the MTP module exchanges what Megatron's MultiTokenPredictionLayer
+// does: the next tokens' lookup in the vocabulary-parallel table (the whole sequence, then a
+// reduce-scatter into shards), the concatenated [t, 2h] input gathered before the column-parallel
+// eh_proj, its output gathered along the hidden dimension; the backward mirrors each (the input
+// gathered again for the weight gradient). At TP 1 none of them exist, and the lookup reads the
+// same tokens either way.
+TEST(Step, MtpModuleUnderTensorParallelismExchangesItsInputAndOutput) {
+  const Scenario one = scenario({"train_mtp=true"});
+  const Scenario two = scenario({"train_mtp=true", "parallelism.tp=2", "parallelism.fsdp=8"});
+  ASSERT_EQ(two.parallelism.tp, 2);
+  const Calibration cal;
+  const StepGraph g1 = lower_step(one, expert_load(one, cal)), g2 = lower_step(two, expert_load(two, cal));
+  const double t = static_cast<double>(two.batch.micro_batch * two.batch.seq_len), h = 7168;
+  std::map<std::string, std::pair<int, double>> ops;
+  double lookup1 = 0, lookup2 = 0;
+  for (const Op& op : g2.classes[0].ops) {
+    if (op.name.starts_with("tp.") && op.layer == 61) ++ops[op.name].first, ops[op.name].second = op.bytes.value();
+    if (op.name == "mtp.embed.lookup") lookup2 = op.hbm_bytes.value();
+  }
+  for (const Op& op : g1.classes[0].ops) {
+    EXPECT_FALSE(op.name.starts_with("tp.")) << op.name;
+    if (op.name == "mtp.embed.lookup") lookup1 = op.hbm_bytes.value();
+  }
+  const double mb = static_cast<double>(two.micro_batches());
+  for (const auto& [name, width] : std::vector<std::pair<std::string, double>>{{"tp.reduce_scatter.mtp.embed", 1},
+                                                                                {"tp.all_gather.mtp.input", 2},
+                                                                                {"tp.all_gather.mtp.output", 1},
+                                                                                {"tp.all_gather.mtp.bwd", 1},
+                                                                                {"tp.all_gather.mtp.input.bwd", 2},
+                                                                                {"tp.reduce_scatter.mtp.bwd", 2},
+                                                                                {"tp.all_gather.mtp.embed.bwd", 1}}) {
+    EXPECT_EQ(ops[name].first, mb) << name;
+    EXPECT_DOUBLE_EQ(ops[name].second, t * h * width * 2) << name;
+  }
+  EXPECT_DOUBLE_EQ(lookup2, t * h * 2 * 2);
+  EXPECT_DOUBLE_EQ(lookup1, lookup2);
+}
+
+// A lookup's backward makes the table's whole dense gradient (a zeroed [vocab, hidden] table the
+// rows' gradients are added into), accumulated over micro-batches as a weight gradient is: the
+// first written, later ones read and written again; under FSDP each is reduce-scattered as made.
+// An MTP module's lookup on the same rank adds into the same table.
+TEST(Step, EmbeddingBackwardMakesTheTablesGradient) {
+  const ParamCounts pc = count_params(scenario().model);
+  const double h = 7168;
+  auto lookups = [](const Scenario& s, const char* name) {
+    std::vector<double> b;
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    for (const Op& op : g.classes[0].ops)
+      if (op.name == name) b.push_back(op.hbm_bytes.value());
+    return b;
+  };
+  const Scenario dp = scenario({"parallelism.fsdp=1", "parallelism.dp=16", "batch.micro_batch=1"});
+  const double bg = bytes_per_element(dp.precision.grads), t = 4096;
+  ASSERT_EQ(dp.micro_batches(), 6);
+  const std::vector<double> b = lookups(dp, "embed.lookup.bwd");
+  ASSERT_EQ(b.size(), 6u);
+  EXPECT_DOUBLE_EQ(b[0], t * h * 4 + pc.embedding * bg * 2);
+  for (size_t i = 1; i < b.size(); ++i) EXPECT_DOUBLE_EQ(b[i], t * h * 4 + pc.embedding * bg * 3) << i;
+  const Scenario fsdp = scenario();
+  const std::vector<double> f = lookups(fsdp, "embed.lookup.bwd");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_DOUBLE_EQ(f[0], 6 * t * h * 4 + pc.embedding * bg * 2);
+  // With the MTP module on the same rank its lookup accumulates into the table the main one made.
+  const Scenario mtp = scenario({"train_mtp=true", "parallelism.fsdp=1", "parallelism.dp=16", "batch.micro_batch=1"});
+  const std::vector<double> m = lookups(mtp, "mtp.embed.lookup.bwd");
+  ASSERT_EQ(m.size(), 6u);
+  EXPECT_DOUBLE_EQ(m[0], t * h * 4 + pc.embedding * bg * 2);  // the MTP's backward comes first
+  EXPECT_DOUBLE_EQ(lookups(mtp, "embed.lookup.bwd")[0], t * h * 4 + pc.embedding * bg * 3);
+  // Under FSDP too, within one micro-batch: the main lookup adds into the MTP's before the one
+  // reduce-scatter.
+  const Scenario fm = scenario({"train_mtp=true"});
+  EXPECT_DOUBLE_EQ(lookups(fm, "mtp.embed.lookup.bwd")[0], 6 * t * h * 4 + pc.embedding * bg * 2);
+  EXPECT_DOUBLE_EQ(lookups(fm, "embed.lookup.bwd")[0], 6 * t * h * 4 + pc.embedding * bg * 3);
+}
+
+// MaxText's ragged buffers hold a fixed number of rows: a factor that leaves the busiest rank's rows
+// out of them is said (MaxText drops the overflow); PyTorch's exact-size outputs never drop.
+TEST(Step, RaggedBuffersBelowTheBusiestRankAreSaid) {
+  auto said = [](const Scenario& s) {
+    for (const std::string& n : predict(s, s.calibration).notes)
+      if (n.find("drops the rows that overflow") != std::string::npos) return true;
+    return false;
+  };
+  const std::string base = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-baseline.json";
+  auto load = [&](std::vector<std::string> sets) {
+    std::vector<io::Override> o;
+    for (auto& x : sets) o.push_back(io::parse_override(x));
+    return io::load_scenario(base, o);
+  };
+  EXPECT_FALSE(said(load({})));                                 // factor 2
+  EXPECT_TRUE(said(load({"stack.a2a_buffer_factor=1"})));       // below the busiest rank's 1.003 x
+  EXPECT_FALSE(said(load({"stack.a2a_buffer_factor=1", "stack.a2a_zero_fill=false"})));  // exact-size outputs
+  EXPECT_FALSE(said(io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json")));
+}
+
+// The loss's backward reads the FP32 statistics its forward wrote and writes the logits' BF16
+// gradient. Memory: with an MTP module the main head's statistics wait for its backward while the
+// module's head runs, beside that head's logits and statistics.
+TEST(Step, LossStatisticsAreReadBackAndKeptUnderMtp) {
+  const Scenario s = scenario(), mtp = scenario({"train_mtp=true"});
+  const double t = 6 * 4096.0, v = 129280;
+  int seen = 0;
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  for (const Op& op : g.classes[0].ops)
+    if (op.name == "head.loss.bwd") {
+      ++seen;
+      EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), t * v * (4 + 2));
+    }
+  EXPECT_EQ(seen, 1);
+  const MemoryReport a = memory_report(s, expert_load(s, s.calibration), s.calibration);
+  const MemoryReport b = memory_report(mtp, expert_load(mtp, mtp.calibration), mtp.calibration);
+  // The head's transient is the largest here (beside the offload staging, alike in both).
+  EXPECT_NEAR(b.transient.value() - a.transient.value(), t * v * 4, 1e-9 * b.transient.value());
+}
+
+// The MTP module's stage under 1F1B holds a copy of the table: stage 0 and it sum their table
+// gradients before the optimizer (Megatron's embedding group), the table's size each way; under
+// FSDP the module gathers its copy before its lookup and reduce-scatters its gradient; eh_proj
+// waits for its layer's gathered weights, and the layer's gradient reduce-scatter waits for
+// eh_proj's weight gradient. No exchange without MTP, nor under DualPipeV (stage 0 holds both).
+TEST(Step, MtpStageKeepsItsTableCopyInStep) {
+  const ParamCounts pc = count_params(scenario().model);
+  const Scenario pp = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=1", "parallelism.dp=8",
+                                "batch.micro_batch=1"});
+  const double bg = bytes_per_element(pp.precision.grads);
+  const StepGraph g = lower_step(pp, expert_load(pp, pp.calibration));
+  for (int st : {0, 1}) {
+    int sends = 0, recvs = 0;
+    for (const Op& op : g.classes[static_cast<size_t>(st)].ops)
+      if (op.name == "pp.send.embed_grad" || op.name == "pp.recv.embed_grad") {
+        (op.name == "pp.send.embed_grad" ? sends : recvs) += 1;
+        EXPECT_EQ(op.peer_stage, 1 - st);
+        EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding * bg);
+      }
+    EXPECT_EQ(sends, 1) << st;
+    EXPECT_EQ(recvs, 1) << st;
+  }
+  // In the simulation each receive pairs with the other stage's send: it ends no earlier than that
+  // send's end (the step finishes: no receive waits forever).
+  const StepReport r = predict(pp, pp.calibration);
+  ASSERT_TRUE(r.sim);
+  auto timing = [&](int st, const char* name) {
+    const auto& ops = r.graph->classes[static_cast<size_t>(st)].ops;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name) return r.sim->classes[static_cast<size_t>(st)].ops[i];
+    return OpTiming{};
+  };
+  for (int st : {0, 1}) {
+    const OpTiming recv = timing(st, "pp.recv.embed_grad"), send = timing(1 - st, "pp.send.embed_grad");
+    EXPECT_GT(recv.end.value(), 0.0) << st;
+    EXPECT_GE(recv.end.value(), send.end.value() - 1e-12) << st;
+  }
+  // Under FSDP each rank exchanges its shard of the table's gradient.
+  const Scenario ff = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"});
+  const StepGraph gff = lower_step(ff, expert_load(ff, ff.calibration));
+  int shards = 0;
+  for (const Op& op : gff.classes[0].ops)
+    if (op.name == "pp.send.embed_grad") {
+      ++shards;
+      EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding / (8.0 * 8.0) * bg);
+    }
+  EXPECT_EQ(shards, 1);
+  auto exchanges = [](const Scenario& s) {
+    int n = 0;
+    const StepGraph sg = lower_step(s, expert_load(s, s.calibration));
+    for (const RankClass& rc : sg.classes)
+      for (const Op& op : rc.ops) n += op.name.starts_with("pp.") && op.name.ends_with("embed_grad");
+    return n;
+  };
+  EXPECT_EQ(exchanges(scenario({"parallelism.pp=2", "parallelism.fsdp=1", "parallelism.dp=8", "batch.micro_batch=1"})), 0);
+  EXPECT_EQ(exchanges(scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=1", "parallelism.dp=8",
+                                "batch.micro_batch=1", "parallelism.schedule=dualpipev"})),
+            0);
+  // FSDP with pipeline stages: the last stage gathers and reduce-scatters its own copy.
+  const Scenario f = scenario({"train_mtp=true", "parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1",
+                               "stack.overlap.fsdp_prefetch=false"});
+  const StepGraph gf = lower_step(f, expert_load(f, f.calibration));
+  const auto& ops = gf.classes[1].ops;
+  int gathers = 0, scatters = 0;
+  int32_t proj = -1, wgrad = -1, rs = -1;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.micro_batch != 0) continue;
+    if (op.name == "fsdp.all_gather.embed") ++gathers;
+    if (op.name == "fsdp.reduce_scatter.embed") ++scatters;
+    // The projection (or its input's quantization, which it follows) waits for the layer's gather.
+    if (proj < 0 && (op.name == "mtp.proj" || op.name == "mtp.proj.quant"))
+      for (int32_t dep : op.deps)
+        if (ops[static_cast<size_t>(dep)].name == "fsdp.all_gather" && ops[static_cast<size_t>(dep)].layer == 61)
+          proj = static_cast<int32_t>(i);
+    if (op.name == "mtp.proj.wgrad") wgrad = static_cast<int32_t>(i);
+    if (op.name == "fsdp.reduce_scatter" && op.layer == 61) rs = static_cast<int32_t>(i);
+  }
+  EXPECT_EQ(gathers, 1);
+  EXPECT_EQ(scatters, 1);
+  ASSERT_GE(proj, 0);
+  ASSERT_GE(wgrad, 0);
+  EXPECT_GT(rs, wgrad);
 }
 
 // Forward/backward overlap (Megatron's combined 1F1B): backward units on the second lane, one more
