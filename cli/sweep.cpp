@@ -88,8 +88,24 @@ std::pair<size_t, size_t> resumable(const io::SweepSpec& sp, const std::string& 
     ++lineno;
     if (csv && lineno == 1) {
       if (line != header)
-        throw InputError("--resume " + path + ": line 1 is not this sweep's header (another sweep, or another moeperf version, wrote the file?); expected " + header);
+        throw InputError("--resume " + path + ": line 1 is not this sweep's header (another sweep, or another moeperf version, wrote the file?); expected " +
+                         header.substr(0, header.size() - 1));
     } else {
+      // A row cut short (a crash mid-write, then a newline added) is named as one, not as another sweep's.
+      const auto fields = [](const std::string& x) {  // separators outside quoted fields ("" inside a quote toggles twice)
+        long seps = 0;
+        bool quoted = false;
+        for (char c : x) {
+          if (c == '"') quoted = !quoted;
+          else if (c == ',' && !quoted) ++seps;
+        }
+        return quoted ? -1L : seps;  // an open quote: cut inside a field
+      };
+      if (csv ? fields(line) != fields(header) : !nlohmann::json::accept(line))
+        throw InputError("--resume " + path + ": line " + std::to_string(lineno) + " is cut short (" +
+                         (csv ? std::to_string(fields(line) + 1) + " of the header's " + std::to_string(fields(header) + 1) + " fields"
+                              : std::string("not a whole JSON object")) +
+                         "): delete it and run --resume again");
       bool ok = done < n;
       if (ok && csv) {
         ok = line.rfind(io::sweep_csv_key(sp, done), 0) == 0;

@@ -41,13 +41,14 @@ double dtype_bytes(const std::string& d) {
   return d == "fp32" ? 4 : d == "bf16" || d == "fp16" ? 2 : d == "fp8" || d == "fp8_block" || d == "mxfp8" ? 1 : 0;
 }
 
-// args["Input Dims"][i] as integers (empty when absent or not a list of numbers).
+// args["Input Dims"][i] as integers (empty when absent or not a list of numbers; a dimension
+// below 0 or past 2^31, which no tensor a kernel ran on has, is no shape either).
 std::vector<double> dims(const json& args, size_t i) {
   std::vector<double> out;
   auto it = args.find("Input Dims");
   if (it == args.end() || !it->is_array() || i >= it->size() || !(*it)[i].is_array()) return out;
   for (const json& d : (*it)[i]) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) return {};
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 31)) return {};
     out.push_back(static_cast<double>(d.get<int64_t>()));
   }
   return out;
@@ -446,7 +447,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     const double ts_us = number_at(en, "ts");
     if (!ts_base) ts_base = ts_us;
     const double ts = (ts_us - *ts_base) * 1e-6, dur = number_at(en, "dur") * 1e-6;
-    if (dur < 0) en.at("dur").fail("expected a duration >= 0");
+    if (!(dur >= 0) || dur > 1e6) en.at("dur").fail("expected a duration in [0, 1e12] microseconds, got " + en.at("dur").raw().dump());
     static const json kNoArgs = json::object();
     const json& args = e.contains("args") && e.at("args").is_object() ? e.at("args") : kNoArgs;
     const std::string name = e.contains("name") && e.at("name").is_string() ? e.at("name").get<std::string>() : "";

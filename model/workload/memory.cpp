@@ -155,9 +155,15 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     const double opt_params = dense / dense_shard / dense_opt_div + expert / expert_shard / expert_opt_div;
     r.optimizer_states = Bytes(opt_params * (2 * bo + (s.precision.master_weights_fp32 ? 4.0 : 0.0)));
     if (p.fsdp > 1) {
-      // Gathered weights of the layer in use and the prefetched ones, plus one layer's unsharded gradients.
+      // Gathered weights of the layer in use and the prefetched ones, plus one layer's unsharded
+      // gradients; or at a model end, the gathered table (embedding, or head and final norm) and
+      // its whole gradient before the reduce-scatter beside the prefetched layers, when larger
+      // (a large vocabulary over small layers).
       const double depth = s.stack.fsdp_prefetch ? s.stack.fsdp_prefetch_depth : 0;
-      r.fsdp_buffers = Bytes(max_layer * ((1 + depth) * bw + bg));
+      double end = 0;
+      if (holds_embedding(s, st)) end = std::max(end, pc.embedding / tp);
+      if (holds_head(s, st)) end = std::max(end, (pc.lm_head + d(m.hidden)) / tp);
+      r.fsdp_buffers = Bytes(std::max(max_layer * ((1 + depth) * bw + bg), end * (bw_edges + bg) + depth * max_layer * bw));
     }
     // One micro-batch's saved tensors per layer (the layer's input is the checkpoint every
     // recomputation starts from: no recompute list frees it, as JAX's scan keeps its carry and

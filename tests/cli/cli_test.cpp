@@ -1234,6 +1234,20 @@ TEST(CliSweep, SameBytesOnAnyJobsAndResumeFinishesAnInterruptedFile) {
     EXPECT_EQ(slurp(f), begun) << f;
   }
   EXPECT_NE(whole.substr(0, whole.find('\n')).find(",sweep"), std::string::npos);  // the CSV's last column
+  // A row cut short and then ended with a newline is named as cut short (not as another sweep's),
+  // in both formats; the file is left as it was.
+  for (const std::string& f : {cut, jl}) {
+    ASSERT_EQ(run("sweep " + source(kSeed) + kSweep + " --jobs 1 --out " + f).code, 0);
+    const std::string full = slurp(f);
+    size_t at = 0;
+    for (int i = 0; i < 3; ++i) at = full.find('\n', at) + 1;
+    const std::string chopped = full.substr(0, at + (full.find('\n', at) - at) / 2) + "\n";
+    std::ofstream(f, std::ios::binary | std::ios::trunc) << chopped;
+    const Result r2 = run("sweep " + source(kSeed) + kSweep + " --resume --out " + f);
+    EXPECT_EQ(r2.code, 2) << f << r2.out;
+    EXPECT_NE(r2.out.find("line 4 is cut short"), std::string::npos) << f << r2.out;
+    EXPECT_EQ(slurp(f), chopped) << f;
+  }
 }
 
 // A sweep killed (SIGKILL) while it writes, then resumed, ends with the uninterrupted file's bytes.
@@ -1891,7 +1905,9 @@ TEST(CliTrace, CalibrateFromATraceAndBadTracesExitTwoWritingNothing) {
   for (const Bad& b : {Bad{"trunc.json", good.substr(0, good.size() / 3), "malformed JSON"},
                        Bad{"nokernels.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}]})",
                            "/traceEvents: no GPU kernels"},
-                       Bad{"unit.json", R"({"displayTimeUnit": "furlongs", "traceEvents": []})", "/displayTimeUnit: unknown time unit"}}) {
+                       Bad{"unit.json", R"({"displayTimeUnit": "furlongs", "traceEvents": []})", "/displayTimeUnit: unknown time unit"},
+                       Bad{"forever.json", R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1e300}]})",
+                           "/traceEvents/0/dur: expected a duration in [0, 1e12] microseconds"}}) {
     const std::string f = d.path(b.name), out = d.path("bad-" + b.name);
     std::ofstream(f) << b.text;
     for (const std::string& args : {"calibrate --trace " + f + " --system " + sys + " --out " + out, "compare-trace " +

@@ -318,6 +318,27 @@ TEST(Step, RaggedBuffersBelowTheBusiestRankAreSaid) {
   EXPECT_FALSE(said(io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json")));
 }
 
+// FSDP buffers: the gathered layer and the prefetched one with one layer's unsharded gradients;
+// at a model end the gathered table and its whole gradient beside the prefetched layer when that is
+// larger (Qwen3-30B-A3B's 151,936 x 2048 vocabulary over layers of some 95 M local parameters).
+TEST(Step, FsdpBuffersHoldTheLargestGatheredUnit) {
+  for (const bool qwen : {false, true}) {
+    const Scenario s = qwen ? scenario({"model=../models/qwen3-30b-a3b/config.json"}) : scenario();
+    ASSERT_EQ(s.parallelism.pp, 1);
+    const ParamCounts pc = count_params(s.model);
+    double layer = 0;
+    for (int l = 0; l < s.model.layers; ++l)
+      layer = std::max(layer, dense_params_per_rank(s.model, l, 1) + layer_params(s.model, l).routed_experts / 8.0);
+    const double bw = 2, bg = 2, depth = 1;
+    const double end = std::max(pc.embedding, pc.lm_head + static_cast<double>(s.model.hidden));
+    const double want = std::max(layer * ((1 + depth) * bw + bg), end * (bw + bg) + depth * layer * bw);
+    const MemoryReport r = memory_report(s, expert_load(s, s.calibration), s.calibration);
+    EXPECT_NEAR(r.fsdp_buffers.value(), want, 1e-9 * want) << qwen;
+    if (qwen) EXPECT_GT(end * (bw + bg), layer * (bw + bg)) << "the table is the larger unit";
+    else EXPECT_DOUBLE_EQ(want, layer * ((1 + depth) * bw + bg));
+  }
+}
+
 // The loss's backward reads the FP32 statistics its forward wrote and writes the logits' BF16
 // gradient. Memory: with an MTP module the main head's statistics wait for its backward while the
 // module's head runs, beside that head's logits and statistics.
