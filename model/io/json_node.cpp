@@ -104,18 +104,19 @@ json read_json_file(const std::string& path) {
   // and one over the limit is refused before it is read.
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     throw SpecError(path, "", "is not a regular file (a device, pipe or socket); expected a JSON file");
-  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxJsonBytes)
-    throw SpecError(path, "", "is " + std::to_string(size >> 20) + " MiB; moeperf reads files of at most " +
-                                  std::to_string(kMaxJsonBytes >> 20) + " MiB");
+  auto refuse_size = [&](size_t size) {
+    if (size > kMaxJsonBytes)
+      throw SpecError(path, "", "is " + std::to_string(size >> 20) + " MiB; moeperf reads files of at most " +
+                                    std::to_string(kMaxJsonBytes >> 20) + " MiB");
+  };
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) refuse_size(static_cast<size_t>(size));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno), SpecError::Kind::shape);
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
   const std::string text = ss.str();
-  if (text.size() > kMaxJsonBytes)
-    throw SpecError(path, "", "is " + std::to_string(text.size() >> 20) + " MiB; moeperf reads files of at most " +
-                                  std::to_string(kMaxJsonBytes >> 20) + " MiB");
+  refuse_size(text.size());  // (a file that grew since, or whose size the filesystem did not give)
   PathTrackingBuilder b(path);
   json::sax_parse(text, &b);
   note_input_file(path);

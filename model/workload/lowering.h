@@ -274,10 +274,10 @@ class Lowering {
 
   // XLA's ragged all-to-all writes into the output operand MaxText passes it, jnp.zeros: the zeros
   // are written over the whole output (`rows` of the hidden size) before the exchange, which then
-  // follows them (stack.a2a_zero_fill).
-  void a2a_zero_fill(int l, const std::string& exchange, double rows, double bytes_per_elem) {
-    if (!s_.stack.a2a_zero_fill || s_.stack.dispatcher != Dispatcher::alltoall || !ep_exchanges()) return;
-    memory(OpName::cat(exchange, ".zero_fill"), l, rows * d(m_.hidden) * bytes_per_elem);  // a fill, no row gather
+  // follows them (stack.a2a_zero_fill). The fill's id, or -1 when there is none.
+  int32_t a2a_zero_fill(int l, const std::string& exchange, double rows, double bytes_per_elem) {
+    if (!s_.stack.a2a_zero_fill || s_.stack.dispatcher != Dispatcher::alltoall || !ep_exchanges()) return -1;
+    return memory(OpName::cat(exchange, ".zero_fill"), l, rows * d(m_.hidden) * bytes_per_elem);  // a fill, no row gather
   }
 
   // What the host spends issuing `op` (Op::host_ops) and the CUDA graph part that captures it.
@@ -642,8 +642,8 @@ class Lowering {
   RankClass& rc_;
   double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
   int mb_ = 0;
-  std::set<std::pair<const std::string*, int>> wgrad_seen_;
-  std::set<int> table_grad_mbs_;  // micro-batches whose embedding table gradient exists on this rank  // (weight gradient's interned name, layer) emitted so far
+  std::set<std::pair<const std::string*, int>> wgrad_seen_;  // (weight gradient's interned name, layer) emitted so far
+  std::set<int> table_grad_mbs_;  // micro-batches whose embedding table gradient exists on this rank
   std::set<std::tuple<const std::string*, int, int>> recomputed_;  // (GEMM's interned name, layer, micro-batch) recomputed
   Phase phase_ = Phase::forward;
   uint8_t lane_ = 0;

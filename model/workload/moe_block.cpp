@@ -131,10 +131,8 @@ void Lowering::moe_dispatch(int l, const std::string& permute, const std::string
   for (int w = 0; w < s_.stack.dispatch_host_syncs; ++w) before = {host_wait(dispatch + ".host_sync", l, before)};
   counts_on_host_ = s_.stack.dispatch_host_syncs > 0;
   const double send = t_sp_ * fan * h * bd * (r - 1) / r;
-  if (ep_exchanges() && s_.stack.a2a_zero_fill && s_.stack.dispatcher == Dispatcher::alltoall) {
-    a2a_zero_fill(l, dispatch, buffer_rows(), bd);  // the received rows land in the zeroed buffer
-    before.push_back(last());
-  }
+  // The received rows land in the zeroed buffer.
+  if (const int32_t fill = a2a_zero_fill(l, dispatch, buffer_rows(), bd); fill >= 0) before.push_back(fill);
   if (ep_exchanges())  // without expert parallelism the permuted rows are the experts' input as they are
     op(comm(dispatch, Category::ep_comm, Stream::ep_comm, l, Collective::all_to_all, Group::ep, send, before,
             send * exchange_imbalance(), fan))

@@ -485,6 +485,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         grads = {id};
       }
     }
+    const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
+    const double expert_shard = static_cast<double>(p.fsdp);
     // A stage that holds a copy of the embedding table for an MTP module (the module's stage) and
     // stage 0 keep the copies in step: Megatron's finalize_model_grads all-reduces their gradients
     // over the two-rank embedding group (_allreduce_word_embedding_grads) before the optimizer, the
@@ -500,18 +502,15 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       if (holders == 2 && peer >= 0) {
         // Under FSDP each copy's gradient was reduce-scattered as it was made: the ranks exchange
         // their shards.
-        const double shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
         low.set_micro_batch(0);
         for (const char* name : {"pp.send.embed_grad", "pp.recv.embed_grad"}) {
           const int32_t id = low.comm(name, Category::pp_comm, Stream::pp_comm, -1, Collective::send_recv, Group::pp,
-                                      pc.embedding / static_cast<double>(p.tp) / shard * bgrad, {grads.front()});
+                                      pc.embedding / static_cast<double>(p.tp) / dense_shard * bgrad, {grads.front()});
           low.op(id).peer_stage = peer;
           grads = {id};
         }
       }
     }
-    const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
-    const double expert_shard = static_cast<double>(p.fsdp);
     if (low.reduces_grads_per_layer()) {
       // The layers' reductions ran during the last backward; the embedding and head remain.
       const double rest = dense - layers_dense;
