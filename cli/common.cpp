@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <csignal>
@@ -172,33 +173,26 @@ std::string fmt(double v, int prec) {
 }
 
 CLI::Validator whole_at_least(long long min, const std::string& what) {
-  return CLI::Validator(
-      [what, min](std::string& v) -> std::string {
-        try {
-          size_t used = 0;
-          const long long n = std::stoll(v, &used);
-          if (used == v.size() && n >= min) return {};
-        } catch (const std::exception&) {
-        }
-        return "expected " + what + " (a whole number >= " + std::to_string(min) + "), got " + v;
-      },
-      what + " >= " + std::to_string(min));
+  return whole_in(min, std::numeric_limits<long long>::max(), what);
 }
 
 CLI::Validator whole_at_least_one(const std::string& what) { return whole_at_least(1, what); }
 
+// A whole number in [min, max]; without an upper bound (max = the largest long long) said as ">= min".
 CLI::Validator whole_in(long long min, long long max, const std::string& what) {
+  const bool open = max == std::numeric_limits<long long>::max();
+  const std::string range = open ? ">= " + std::to_string(min) : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   return CLI::Validator(
-      [what, min, max](std::string& v) -> std::string {
+      [what, min, max, range](std::string& v) -> std::string {
         try {
           size_t used = 0;
           const long long n = std::stoll(v, &used);
           if (used == v.size() && n >= min && n <= max) return {};
         } catch (const std::exception&) {
         }
-        return "expected " + what + " (a whole number in [" + std::to_string(min) + ", " + std::to_string(max) + "]), got " + v;
+        return "expected " + what + " (a whole number " + range + "), got " + v;
       },
-      what + " in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+      what + " " + range);
 }
 
 CLI::Validator number_at_least(double min, const std::string& what) {
