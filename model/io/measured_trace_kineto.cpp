@@ -2,6 +2,7 @@
 // fields relied on are listed in measured_trace.h and docs/traces.md.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -21,10 +22,12 @@ struct CpuOp {
   std::string name;
   double start = 0, end = 0;
   const json* args = nullptr;
+  size_t event = 0;  // its index in the trace's events (for an error's JSON path)
 };
 
 struct KernelLink {
   const json* args = nullptr;    // the kernel's own args
+  size_t event = 0;              // its index in the trace's events (for an error's JSON path)
   int64_t correlation = -1, external_id = -1;
   std::vector<int> chain;        // CPU ops around its launch, outermost first (indices into ops)
 };
@@ -206,14 +209,17 @@ std::optional<json> attention_shape(const CpuOp& op, bool* backward, std::string
   return std::nullopt;
 }
 
-// A collective's fields, from the kernel's args or the record_param_comms op around it.
+// A collective's fields, from the kernel's args or the record_param_comms op around it. A size
+// that is there but is no whole number (negative, a fraction, not a number) and a group below one
+// rank are refused with their JSON path (args_path: the args object's): skipped, the collective's
+// time would count without a record and nobody would know why.
 struct CommInfo {
   std::string collective;   // all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
   double in_elems = -1, out_elems = -1;
   int64_t group = 0;
   std::string dtype;
 };
-std::optional<CommInfo> comm_info(const json& a) {
+std::optional<CommInfo> comm_info(const json& a, const std::string& file, const std::string& args_path) {
   auto name = a.find("Collective name");
   if (name == a.end() || !name->is_string()) return std::nullopt;
   std::string c = name->get<std::string>();
@@ -226,12 +232,19 @@ std::optional<CommInfo> comm_info(const json& a) {
   else if (has("allreduce") || has("all_reduce")) i.collective = "all_reduce";
   else if (has("send") || has("recv")) i.collective = "send_recv";
   else return std::nullopt;
-  auto number = [&](const char* key) {
+  auto number = [&](const char* key, double lowest) {
     auto it = a.find(key);
-    return it != a.end() && it->is_number() ? it->get<double>() : -1.0;
+    if (it == a.end() || it->is_null()) return -1.0;  // not written: no record, counted as shapeless
+    const double v = it->is_number() ? it->get<double>() : -1.0;
+    if (!it->is_number() || !std::isfinite(v) || v < lowest || v != std::floor(v) || v > 9.007199254740992e15) {
+      char lo[32];
+      std::snprintf(lo, sizeof lo, "%g", lowest);
+      Node(*it, file, args_path + "/" + key).fail(std::string("expected a whole number >= ") + lo + " (" + c + "), got " + it->dump());
+    }
+    return v;
   };
-  i.in_elems = number("In msg nelems"), i.out_elems = number("Out msg nelems");
-  i.group = static_cast<int64_t>(number("Group size"));
+  i.in_elems = number("In msg nelems", 0), i.out_elems = number("Out msg nelems", 0);
+  i.group = static_cast<int64_t>(number("Group size", 1));
   if (auto d = a.find("dtype"); d != a.end() && d->is_string()) {
     const std::string t = d->get<std::string>();
     i.dtype = type_dtype(t.find("::") == std::string::npos ? "c10::" + t : t);
@@ -476,6 +489,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       kernels.push_back(k);
       KernelLink l;
       l.args = &args;
+      l.event = i;
       const int64_t corr = int_arg(args, "correlation", -1);
       l.correlation = corr;
       l.external_id = int_arg(args, "External id", -1);
@@ -484,7 +498,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       if (const int64_t corr = int_arg(args, "correlation", -1); corr >= 0) launch_of[corr] = {tid, ts};
       if (const RuntimeKind rk = runtime_kind(name); rk != RuntimeKind::other) calls.push_back(RuntimeCall{tid, ts, dur, rk});
     } else if (c == "cpu_op") {
-      ops_by_tid[tid].push_back(CpuOp{name, ts, ts + dur, &args});
+      ops_by_tid[tid].push_back(CpuOp{name, ts, ts + dur, &args, i});
       if (const int64_t x = int_arg(args, "External id", -1); x >= 0) ext_op.emplace(x, std::make_pair(tid, ts));
     } else {
       const bool gpu = c == "gpu_user_annotation";
@@ -528,6 +542,7 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
       links[queries[q].kernel].chain = stack;
     }
   }
+  auto args_path = [&](size_t event) { return events_path + "/" + std::to_string(event) + "/args"; };
   // Classes by name (once per name), collectives refined by the kernel's own fields or
   // record_param_comms' around it (an all-to-all runs SendRecv kernels).
   std::map<std::string, const KernelPattern*> seen;  // name -> its pattern (null: none), once per name
@@ -542,8 +557,9 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
     const std::string cls = p ? p->cls : "";
     kernels[i].cls = cls;
     if (cls.rfind("collective.", 0) != 0) continue;
-    std::optional<CommInfo> ci = comm_info(*links[i].args);
-    for (auto it = links[i].chain.rbegin(); !ci && it != links[i].chain.rend(); ++it) ci = comm_info(*ops[*it].args);
+    std::optional<CommInfo> ci = comm_info(*links[i].args, path, args_path(links[i].event));
+    for (auto it = links[i].chain.rbegin(); !ci && it != links[i].chain.rend(); ++it)
+      ci = comm_info(*ops[*it].args, path, args_path(ops[*it].event));
     kernels[i].cls = ci ? "collective." + ci->collective : cls;
   }
   finish_trace(t, kernels, steps, patterns, opt, events_path);
@@ -593,10 +609,10 @@ MeasuredTrace read_kineto(const std::string& path, const KernelPatterns& pattern
         }
       }
     } else if (k.cls.rfind("collective.", 0) == 0 && !k.copy) {  // a peer copy: no record (its bytes are not the collective's)
-      std::optional<CommInfo> ci = comm_info(*links[i].args);
+      std::optional<CommInfo> ci = comm_info(*links[i].args, path, args_path(links[i].event));
       int at = -1;
       for (auto it = chain.rbegin(); !ci && it != chain.rend(); ++it)
-        if ((ci = comm_info(*ops[*it].args))) at = *it;
+        if ((ci = comm_info(*ops[*it].args, path, args_path(ops[*it].event)))) at = *it;
       if (ci && ci->group >= 2 && !ci->dtype.empty() && ci->collective != "send_recv") {
         const double elems = ci->collective == "all_gather" ? ci->out_elems : ci->in_elems;
         if (elems > 0) {

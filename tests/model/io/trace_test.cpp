@@ -444,6 +444,46 @@ TEST(KinetoTrace, BadTracesSayWhatAndWhere) {
   expect_error(R"({"traceEvents": {"a": 1}})", "/traceEvents", "expected an array");
 }
 
+// A collective's sizes that are written but malformed are refused where they are, in the op's
+// args or the kernel's own: a negative or fractional element count, a group below one rank, a
+// count written as text. Left out (the dtype above) is no error: the collective is timed only.
+TEST(KinetoTrace, ACollectivesMalformedSizesAreRefusedWithTheirPath) {
+  struct Case {
+    const char* event;  // record_param_comms (the op) or the all-to-all's SendRecv kernel
+    const char* key;
+    json value;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"record_param_comms", "In msg nelems", -5, "expected a whole number >= 0 (_allgather_base), got -5"},
+      {"record_param_comms", "Out msg nelems", 2.5, "expected a whole number >= 0 (_allgather_base), got 2.5"},
+      {"record_param_comms", "Group size", 0, "expected a whole number >= 1 (_allgather_base), got 0"},
+      {"ncclDevKernel_SendRecv", "In msg nelems", "2097152", "expected a whole number >= 0 (all_to_allv), got \"2097152\""},
+      {"ncclDevKernel_SendRecv", "Group size", -8, "expected a whole number >= 1 (all_to_allv), got -8"},
+  };
+  for (const Case& c : cases) {
+    json j = KinetoFixture::build();
+    size_t at = 0;
+    for (size_t i = 0; i < j["traceEvents"].size(); ++i) {
+      const std::string name = j["traceEvents"][i].value("name", "");
+      if (name.rfind(c.event, 0) == 0) {
+        j["traceEvents"][i]["args"][c.key] = c.value;
+        at = i;
+        break;
+      }
+    }
+    ASSERT_GT(at, 0u) << c.event;
+    expect_error(j.dump(), "/traceEvents/" + std::to_string(at) + "/args/" + c.key, c.message);
+  }
+  // One rank's collective (Group size 1) is valid and makes no record.
+  json j = KinetoFixture::build();
+  for (json& e : j["traceEvents"])
+    if (e.value("name", "") == "record_param_comms") e["args"]["Group size"] = 1;
+  const io::MeasuredTrace t = read(j, "one_rank.json");
+  EXPECT_EQ(record(t, "collective.all_gather"), nullptr);
+  EXPECT_GT(t.classes.at("collective.all_gather").seconds, 0);
+}
+
 TEST(KernelPatterns, AFileOfOnesOwnMapsMoreAndBadOnesAreRefused) {
   const std::string p = temp("patterns.json");
   std::ofstream(p) << R"({"kind": "kernel-patterns", "source": "test", "patterns": [
