@@ -17,6 +17,7 @@ double kv_proj_width(const AttentionSpec& a, double heads, double kvh, double qk
 
 void Lowering::forward_layer(int l) {
   issue_gathers(l);
+  wait_param_gathers(l);
   const LayerForwardFlops f = layer_forward_flops(m_, l, s_.batch.seq_len);
   const AttentionSpec& a = m_.attention;
   const Dtype dd = s_.precision.dense_gemm;
@@ -293,6 +294,7 @@ void Lowering::embedding(bool backward) {
   if (!backward && fsdp())
     wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                   Collective::all_gather, Group::dense_shard, table * bw_, {}));
+  if (!backward) wait_param_gathers(kEmbedKey);
   // Under TP the table is split by vocabulary (Megatron's VocabParallelEmbedding): every TP rank
   // looks up the whole sequence in its shard and writes the full [tokens, hidden] partial sums, which
   // a reduce-scatter sums into each rank's sequence shard; the backward gathers the gradient of
@@ -334,6 +336,7 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
     if (gather)
       wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                     Collective::all_gather, Group::dense_shard, weights * bw_, {}));
+    if (name == "head") wait_param_gathers(kHeadKey);
     memory(name + ".norm", -1, norm_passes() * t_sp_ * h * 2.0);
     // Under TP (sequence parallel) the projection is column-parallel over the vocabulary: the
     // normalized sequence shards are gathered first, and the loss (Megatron's
@@ -395,6 +398,8 @@ void Lowering::mtp_input(int l, bool backward, bool table_here) {
     if (own_table)
       wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, l,
                                     Collective::all_gather, Group::dense_shard, table * bw_, {}));
+    wait_param_gathers(kEmbedKey);  // the module's stage's copy of the table (ZeRO-1)
+    wait_param_gathers(l);          // eh_proj is the layer's
     memory("mtp.embed.lookup", l, t_ * h * 2.0 * 2.0);  // the next tokens' embeddings
     tp_collective(l, "tp.reduce_scatter.mtp.embed", Collective::reduce_scatter, true);
     // Two RMSNorms (the previous depth's hidden state, the next token's embedding), each reading its

@@ -599,11 +599,53 @@ class Lowering {
   // over the expert replicas), after op `after`; the ids are kept for the optimizer step.
   void grad_reduce(int l, int32_t after) {
     if (p_.dense_grad_replicas() > 1)
-      grad_reduces_.push_back(comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, l, Collective::all_reduce,
-                                   Group::dense_dp, dense_params(l) * bg_, {after}));
+      grad_reduces_.push_back(dp_grad_reduce(false, l, Group::dense_dp, dense_params(l), {after}));
     if (is_moe_layer(l) && p_.expert_reduce_replicas() > 1)
-      grad_reduces_.push_back(comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, l,
-                                   Collective::all_reduce, Group::expert_dp, local_expert_params(l) * bg_, {after}));
+      grad_reduces_.push_back(dp_grad_reduce(true, l, Group::expert_dp, local_expert_params(l), {after}));
+  }
+  // A data-parallel gradient reduction of `params` parameters (the replicas' whole buffer, as
+  // NCCL-tests size it) without FSDP: an all-reduce, or under ZeRO-1 (the distributed optimizer) a
+  // reduce-scatter, each rank keeping the gradient of the shard it steps (Megatron's
+  // param_and_grad_buffer.py: reduce_scatter_tensor when use_distributed_optimizer, else
+  // all_reduce), in the gradients' dtype. `experts`: the expert replicas' (Group::expert_dp).
+  int32_t dp_grad_reduce(bool experts, int l, Group g, double params, std::vector<int32_t> deps) {
+    static const OpName names[2][2] = {{OpName("dp.all_reduce"), OpName("dp.all_reduce_experts")},
+                                       {OpName("dp.reduce_scatter"), OpName("dp.reduce_scatter_experts")}};
+    const bool z = zero1();
+    return comm(names[z][experts], Category::dp_comm, Stream::fsdp_comm, l,
+                z ? Collective::reduce_scatter : Collective::all_reduce, g, params * bg_, std::move(deps));
+  }
+  // ZeRO-1: the distributed optimizer without FSDP. Each rank steps its shard of the parameters its
+  // replicas share, then the updated weights are all-gathered over the replicas, in the weights'
+  // dtype (Megatron's start_param_sync; FP8 with --fp8-param-gather). With --overlap-param-gather
+  // (stack.overlap.fsdp_prefetch) the gathers are dispatched in the next step's forward, a bucket
+  // ahead of use (the step's start here, in the stage's layer order on one stream), and a layer's
+  // forward waits for its own (param_gather_deps); without it the optimizer step gathers them all
+  // before it returns (after the step's optimizer op, on the step's critical path).
+  bool zero1() const { return p_.distributed_optimizer && !fsdp(); }
+  void param_gathers(const std::vector<int>& layers, bool embedding, bool head, const std::vector<int32_t>& deps) {
+    auto gather = [&](const char* name, int key, int layer, Group g, double params) {
+      if (params > 0) param_gathers_[key].push_back(comm(name, Category::dp_comm, Stream::fsdp_comm, layer, Collective::all_gather, g, params * bw_, deps));
+    };
+    const ParamCounts pc = count_params(m_);
+    const bool dense = p_.dense_grad_replicas() > 1;
+    if (embedding && dense) gather("dp.all_gather.embed", kEmbedKey, -1, Group::dense_dp, pc.embedding / tp_);
+    for (int l : layers) {
+      if (dense) gather("dp.all_gather", l, l, Group::dense_dp, dense_params(l));
+      if (is_moe_layer(l) && p_.expert_reduce_replicas() > 1)
+        gather("dp.all_gather_experts", l, l, Group::expert_dp, local_expert_params(l));
+    }
+    if (head && dense) gather("dp.all_gather.head", kHeadKey, -1, Group::dense_dp, (pc.lm_head + d(m_.hidden)) / tp_);
+  }
+  // What layer l's (or kEmbedKey's, kHeadKey's) first forward waits for under prefetched ZeRO-1 gathers.
+  static constexpr int kEmbedKey = -1, kHeadKey = -2;
+  // The first forward that reaches them waits; later ones find them done.
+  void wait_param_gathers(int key) {
+    if (phase_ != Phase::forward) return;
+    if (auto it = param_gathers_.find(key); it != param_gathers_.end()) {
+      for (int32_t x : it->second) wait_before_next_compute(x);
+      param_gathers_.erase(it);
+    }
   }
   const std::vector<int32_t>& grad_reduces() const { return grad_reduces_; }
   // Emits the gradient reductions held back by backward_layer (see there).
@@ -679,6 +721,7 @@ class Lowering {
   std::vector<int> order_;
   size_t issued_ = 0;
   std::map<int, std::vector<int32_t>> gathers_;
+  std::map<int, std::vector<int32_t>> param_gathers_;  // ZeRO-1 weight gathers by layer (kEmbedKey, kHeadKey)
   LayerStarts layer_start_;
 
  public:

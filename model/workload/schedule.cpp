@@ -343,6 +343,15 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       return end;
     };
     auto gate = [](int32_t id) { return id >= 0 ? std::vector<int32_t>{id} : std::vector<int32_t>{}; };
+    // ZeRO-1 with --overlap-param-gather: the weights the last step updated are all-gathered as this
+    // step's forward reaches them (Lowering::param_gathers), issued before the first unit.
+    if (low.zero1() && s.stack.fsdp_prefetch) {
+      low.set_lane(0);
+      low.begin_unit(-1);
+      low.set_micro_batch(0);
+      low.set_phase(Phase::forward);
+      low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {});
+    }
     if (programmed) {
       // DualPipe / DualPipeV / ZB-H1: the stage's program (stage_program) action by action, each
       // after the one before it; an overlapped pair runs its forward and its backward on the two
@@ -515,20 +524,15 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
       // The layers' reductions ran during the last backward; the embedding and head remain.
       const double rest = dense - layers_dense;
       for (int32_t id : low.grad_reduces()) grads.push_back(id);
-      if (p.dense_grad_replicas() > 1 && rest > 0)
-        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                                 Group::dense_dp, rest * bgrad, {low.last()}));
+      if (p.dense_grad_replicas() > 1 && rest > 0) grads.push_back(low.dp_grad_reduce(false, -1, Group::dense_dp, rest, {low.last()}));
     } else {
-      if (p.fsdp == 1 && p.dense_grad_replicas() > 1)
-        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                                 Group::dense_dp, dense * bgrad, {low.last()}));
-      if (p.cp * p.dp > 1 && p.fsdp > 1)
-        grads.push_back(low.comm("dp.all_reduce", Category::dp_comm, Stream::fsdp_comm, -1, Collective::all_reduce,
-                                 Group::dp, dense / dense_shard * bgrad, {low.last()}));
+      // An all-reduce each, or reduce-scatters under ZeRO-1 (dp_grad_reduce); HSDP's replicas of the
+      // FSDP shards all-reduce.
+      if (p.fsdp == 1 && p.dense_grad_replicas() > 1) grads.push_back(low.dp_grad_reduce(false, -1, Group::dense_dp, dense, {low.last()}));
+      if (p.cp * p.dp > 1 && p.fsdp > 1) grads.push_back(low.dp_grad_reduce(false, -1, Group::dp, dense / dense_shard, {low.last()}));
       // Experts: over the replicas FSDP has not reduce-scattered already (tp x cp x dp unfolded, edp folded).
       if (p.expert_reduce_replicas() > 1)
-        grads.push_back(low.comm("dp.all_reduce_experts", Category::dp_comm, Stream::fsdp_comm, -1,
-                                 Collective::all_reduce, Group::expert_dp, expert / expert_shard * bgrad, {low.last()}));
+        grads.push_back(low.dp_grad_reduce(true, -1, Group::expert_dp, expert / expert_shard, {low.last()}));
     }
     // Adam: read weights, gradients and both moments (and FP32 master weights), write all but the gradients.
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
@@ -546,7 +550,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     opt.phase = Phase::optimizer;
     opt.hbm_bytes = Bytes(local * per_param);
     opt.deps = grads;
-    low.emit(std::move(opt));
+    const int32_t step = low.emit(std::move(opt));
+    // ZeRO-1 without --overlap-param-gather: the optimizer step all-gathers the updated weights
+    // before it returns (with it, they were gathered at the step's start: param_gathers above).
+    if (low.zero1() && !s.stack.fsdp_prefetch) low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {step});
     return rc;
   };
   for (int st = 0; st < stages; ++st) g.classes.push_back(lower_stage(st, load));

@@ -63,17 +63,78 @@ TEST(Folding, GroupsArePlacedAsMegatronPlacesThem) {
   EXPECT_EQ(lu.ep_domains, 4);
 }
 
+// ZeRO-1 (Megatron's distributed optimizer): the gradients are reduce-scattered, never all-reduced,
+// and the updated weights all-gathered. With --overlap-param-gather (the stack's fsdp_prefetch) the
+// gathers are issued before the step's first unit and each layer's first forward waits for its
+// own, the embedding's lookup for the table's; without it they follow the optimizer step. Without
+// the distributed optimizer the gradients are all-reduced and nothing is gathered.
+TEST(Folding, TheDistributedOptimizerReduceScattersAndGathersTheWeights) {
+  const Scenario s = folded();
+  ASSERT_TRUE(s.parallelism.distributed_optimizer && s.stack.fsdp_prefetch);
+  const ExpertLoad load = expert_load(s, s.calibration);
+  const StepGraph g = lower_step(s, load);
+  const RankClass& rc = g.classes[0];
+  std::map<int, int32_t> gather_of;  // layer (-1: the table) -> its gather
+  int32_t first_compute = -1;
+  for (size_t i = 0; i < rc.ops.size(); ++i) {
+    const Op& op = rc.ops[i];
+    if (op.name == "dp.all_gather" || op.name == "dp.all_gather.embed") {
+      EXPECT_TRUE(op.deps.empty()) << op.name;
+      EXPECT_EQ(first_compute, -1) << "a gather after the first compute op";
+      gather_of[op.layer] = static_cast<int32_t>(i);
+    }
+    if (op.stream == Stream::compute && first_compute < 0) first_compute = static_cast<int32_t>(i);
+    EXPECT_NE(op.name, "dp.all_reduce");
+  }
+  ASSERT_EQ(gather_of.size(), stage_layers(s, 0).size() + 1);
+  // Each layer's first forward op (and the lookup) waits for its gather; a later one does not.
+  std::map<int, int> firsts;
+  for (const Op& op : rc.ops) {
+    if (op.stream != Stream::compute || op.phase != Phase::forward || !gather_of.count(op.layer)) continue;
+    if (op.layer >= 0 && op.name != "attn.norm") continue;
+    if (op.layer < 0 && op.name != "embed.lookup") continue;
+    const bool waits = std::find(op.deps.begin(), op.deps.end(), gather_of[op.layer]) != op.deps.end();
+    EXPECT_EQ(waits, firsts[op.layer]++ == 0) << op.name << " layer " << op.layer << " micro-batch " << op.micro_batch;
+  }
+  EXPECT_EQ(firsts.size(), gather_of.size());
+  // Without the overlap the optimizer step gathers them, after its own op.
+  const Scenario late = folded({"stack.overlap.fsdp_prefetch=false"});
+  const StepGraph gl = lower_step(late, load);
+  int32_t step = -1;
+  int gathers = 0;
+  for (size_t i = 0; i < gl.classes[0].ops.size(); ++i) {
+    const Op& op = gl.classes[0].ops[i];
+    if (op.name == "optimizer.step") step = static_cast<int32_t>(i);
+    if (op.name == "dp.all_gather" || op.name == "dp.all_gather.embed") {
+      ++gathers;
+      EXPECT_EQ(op.deps, std::vector<int32_t>{step}) << op.name << " " << op.layer;
+    }
+  }
+  EXPECT_EQ(gathers, static_cast<int>(gather_of.size()));
+  // The gathers on the critical path cost time the overlapped ones hide.
+  EXPECT_GT(predict(late, late.calibration).step_time.value(), predict(s, s.calibration).step_time.value());
+  // Plain data parallelism: all-reduces, no gathers.
+  const Scenario plain = folded({"parallelism.distributed_optimizer=false"});
+  std::map<std::string, int> n;
+  const StepGraph gp = lower_step(plain, load);  // kept: a range-for over a temporary's member dangles
+  for (const Op& op : gp.classes[0].ops) ++n[op.name];
+  EXPECT_EQ(n["dp.all_reduce"], static_cast<int>(stage_layers(s, 0).size()) + 1);
+  EXPECT_EQ(n["dp.reduce_scatter"] + n["dp.all_gather"] + n["dp.all_gather.embed"], 0);
+}
+
 // Bytes of the lowered collectives, closed form (Qwen3-235B: hidden 4096, 94 layers, 128 experts
 // of FFN 1536, top 8; micro-batch 1 x 4096 tokens, sequence parallel over TP 2): each rank
-// dispatches its 2,048 tokens to its EP group of 32 (a fraction 31/32 leaves the rank), the dense
-// gradients all-reduce over the 16 dense replicas in FP32, the experts (EDP 1) need none.
+// dispatches its 2,048 tokens to its EP group of 32 (a fraction 31/32 leaves the rank); under the
+// distributed optimizer the dense gradients are reduce-scattered over the 16 dense replicas in FP32
+// and the weights all-gathered back in their dtype; the experts (EDP 1) need neither.
 TEST(Folding, CollectiveBytesAreTheClosedForms) {
   const Scenario s = folded();
   const StepGraph g = lower_step(s, expert_load(s, s.calibration));
   const RankClass& rc = g.classes[0];
   ASSERT_EQ(rc.pp_stage, 0);
   std::map<std::string, int> count;
-  double dense = 0, reduced = 0;
+  ASSERT_TRUE(s.parallelism.distributed_optimizer);
+  double dense = 0, reduced = 0, gathered = 0;
   for (int l : stage_layers(s, 0)) dense += layer_params(s.model, l).dense / 2;
   dense += count_params(s.model).embedding / 2;
   for (const Op& op : rc.ops) {
@@ -82,16 +143,27 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
       EXPECT_EQ(op.group, Group::ep);
       EXPECT_NEAR(op.bytes.value(), 2048.0 * op.fanout * 4096 * 2 * 31 / 32, 1e-6 * op.bytes.value());
     }
-    if (op.name == "dp.all_reduce") {
+    if (op.name == "dp.reduce_scatter") {
       EXPECT_EQ(op.group, Group::dense_dp);
+      EXPECT_EQ(op.collective, Collective::reduce_scatter);
       reduced += op.bytes.value();
     }
+    if (op.name == "dp.all_gather" || op.name == "dp.all_gather.embed") {
+      EXPECT_EQ(op.group, Group::dense_dp);
+      EXPECT_EQ(op.collective, Collective::all_gather);
+      gathered += op.bytes.value();
+    }
   }
-  // megatron-core overlaps the reduction with the last backward: one all-reduce per layer of the
-  // stage, then the embedding's; together the stage's dense gradients.
+  // megatron-core overlaps the reduction with the last backward: one reduce-scatter per layer of
+  // the stage, then the embedding's; together the stage's dense gradients. The weights' gathers
+  // (--overlap-param-gather) are the same parameters in the weights' dtype.
   EXPECT_NEAR(reduced, dense * 4, 1e-6 * reduced);
-  EXPECT_EQ(count["dp.all_reduce"], static_cast<int>(stage_layers(s, 0).size()) + 1);
-  EXPECT_EQ(count["dp.all_reduce_experts"], 0);
+  EXPECT_NEAR(gathered, dense * bytes_per_element(s.precision.weights), 1e-6 * gathered);
+  EXPECT_EQ(count["dp.reduce_scatter"], static_cast<int>(stage_layers(s, 0).size()) + 1);
+  EXPECT_EQ(count["dp.all_gather"], static_cast<int>(stage_layers(s, 0).size()));
+  EXPECT_EQ(count["dp.all_gather.embed"], 1);
+  EXPECT_EQ(count["dp.all_reduce"] + count["dp.all_reduce_experts"] + count["dp.reduce_scatter_experts"], 0);
+  EXPECT_EQ(count["dp.all_gather_experts"], 0);
   EXPECT_EQ(count["moe.dispatch.etp_all_gather"], 0);
   // ETP 2 x EP 8 x EDP 2: the expert slices gather their EP rank's rows and reduce-scatter them
   // back (2 x the busiest rank's rows each, forward and backward), the expert GEMMs are half as
@@ -113,9 +185,12 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
       EXPECT_EQ(op.n, 1536);  // 2 x 1536 / etp 2
       EXPECT_EQ(op.groups, 16);  // 128 experts / EP 8
     }
-    if (op.name == "dp.all_reduce_experts") {
+    if (op.name == "dp.reduce_scatter_experts") {
       EXPECT_EQ(op.group, Group::expert_dp);
       expert_reduced += op.bytes.value();
+    }
+    if (op.name == "dp.all_gather_experts") {
+      EXPECT_EQ(op.group, Group::expert_dp);
     }
   }
   EXPECT_NEAR(expert_reduced, expert * 4, 1e-6 * expert_reduced);  // per layer (megatron-core overlaps them)
@@ -124,7 +199,8 @@ TEST(Folding, CollectiveBytesAreTheClosedForms) {
   EXPECT_EQ(n["moe.combine.etp_reduce_scatter"], moe_layers);
   EXPECT_EQ(n["moe.combine.bwd.etp_all_gather"], moe_layers);
   EXPECT_EQ(n["moe.dispatch.bwd.etp_reduce_scatter"], moe_layers);
-  EXPECT_EQ(n["dp.all_reduce_experts"], static_cast<int64_t>(stage_layers(e, 0).size()));
+  EXPECT_EQ(n["dp.reduce_scatter_experts"], static_cast<int64_t>(stage_layers(e, 0).size()));
+  EXPECT_EQ(n["dp.all_gather_experts"], static_cast<int64_t>(stage_layers(e, 0).size()));
 }
 
 // Under TP 2 (sequence parallel) the vocabulary-parallel ends of the model exchange the whole
@@ -211,11 +287,11 @@ TEST(Folding, ContextParallelRanksReduceTheirGradientsWithTheDataParallelOnes) {
   }
   double dense_reduced = 0, expert_reduced = 0;
   for (const Op& op : rc.ops) {
-    if (op.name == "dp.all_reduce") {
+    if (op.name == "dp.reduce_scatter") {  // the distributed optimizer's (the folded example sets it)
       EXPECT_EQ(op.group, Group::dense_dp);
       dense_reduced += op.bytes.value();
     }
-    if (op.name == "dp.all_reduce_experts") {
+    if (op.name == "dp.reduce_scatter_experts") {
       EXPECT_EQ(op.group, Group::expert_dp);
       expert_reduced += op.bytes.value();
     }
