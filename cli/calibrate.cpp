@@ -82,12 +82,42 @@ bool held_back_holds(const FitReport& f, double bound) {
   return ok;
 }
 
+// --carry PROFILE:PARAM[,PARAM...]: the profile file and the parameters taken from it.
+struct Carry {
+  std::string file;
+  Calibration from;
+  std::vector<Param> params;
+};
+std::vector<Carry> parse_carry(const std::vector<std::string>& flags) {
+  std::vector<Carry> v;
+  for (const std::string& c : flags) {
+    const size_t colon = c.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == c.size())
+      throw InputError("--carry " + c + ": expected PROFILE.json:PARAM[,PARAM...] (e.g. calibration/profiles/blackwell.json:ep_api_copy_passes)");
+    Carry x;
+    x.file = c.substr(0, colon);
+    std::string list = c.substr(colon + 1);
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string n = list.substr(at, comma - at);
+      const std::optional<Param> p = find_param(n);
+      if (!p) throw InputError("--carry " + c + ": unknown parameter \"" + n + "\" (moeperf params lists them)");
+      x.params.push_back(*p);
+      at = comma + 1;
+    }
+    v.push_back(std::move(x));
+  }
+  return v;
+}
+
 int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& traces, const std::string& generation,
-                  const std::string& start_file, const std::string& out, const std::string& name, double far,
-                  double require_held_back) {
+                  const std::string& start_file, const std::vector<std::string>& carry_flags, const std::string& out,
+                  const std::string& name, double far, double require_held_back) {
+  std::vector<Carry> carries = parse_carry(carry_flags);
   std::vector<std::string> inputs = files;
   inputs.insert(inputs.end(), traces.files.begin(), traces.files.end());
   inputs.insert(inputs.end(), {start_file, traces.gpu, traces.system});
+  for (const Carry& c : carries) inputs.push_back(c.file);
   if (!out.empty()) check_output_path("--out", out, inputs);
   if (!traces.records_out.empty()) check_output_path("--records-out", traces.records_out, inputs);
   if (!out.empty() && !traces.records_out.empty() && std::filesystem::weakly_canonical(std::filesystem::absolute(out)) ==
@@ -161,8 +191,30 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
   if (!out.empty() && gens.size() != 1)
     throw InputError("--out writes the profile of one GPU generation; the records are of " + std::to_string(gens.size()) +
                      ": name one with --generation");
+  // Carried values start the fit as the start's own would: a parameter no record of the fitted
+  // generation moves keeps the value, and the profile lists it as carried from the other one.
+  for (Carry& c : carries) c.from = io::load_calibration(c.file);
+  auto apply_carries = [&](Calibration& cal) {
+    for (const Carry& c : carries)
+      for (Param p : c.params) {
+        cal.set(p, c.from[p]);
+        const auto it = c.from.carried.find(p);
+        cal.carried[p] = it != c.from.carried.end() ? it->second : c.from.profile;
+      }
+  };
+  apply_carries(start);
+  for (auto& [g, c] : start_of) apply_carries(c);
+  for (size_t i = 0; i < carries.size(); ++i) {
+    std::string names;
+    for (Param p : carries[i].params) names += (names.empty() ? "" : ", ") + std::string(param_def(p).name);
+    start_name += (i == 0 ? ", with " : "; ") + names + " carried from " + carries[i].from.profile;
+  }
   std::printf("calibrate: %zu records from %zu file%s; start: %s\n", records.size(), files.size() + traces.files.size(),
               files.size() + traces.files.size() > 1 ? "s" : "", start_name.c_str());
+  for (const Carry& c : carries)
+    for (Param p : c.params)
+      std::printf("  carried: %s = %g from %s (%s), where no record of the fitted generation moves it\n",
+                  std::string(param_def(p).name).c_str(), c.from[p], c.from.profile.c_str(), c.file.c_str());
   FitReport last;
   bool held = true;
   for (const std::string& g : gens) {
@@ -191,6 +243,7 @@ Command add_calibrate(CLI::App& app) {
   struct Opts {
     std::vector<std::string> files;
     std::string generation, start, out, name;
+    std::vector<std::string> carry;
     double far = 0.30, require_held_back = 0;
     TraceInputs traces;
   };
@@ -208,6 +261,9 @@ Command add_calibrate(CLI::App& app) {
   add_trace_flags(sub, o->traces.flags);
   sub->add_option("--generation", o->generation, "fit only the records of this GPU generation (hopper, blackwell, blackwell-ultra)");
   sub->add_option("--start", o->start, "starting profile: parameters no record moves keep its values (default: the defaults)");
+  sub->add_option("--carry", o->carry,
+                  "PROFILE.json:PARAM[,PARAM...]: start these parameters at that profile's values (a fit of another GPU "
+                  "generation); where no record moves one it keeps the value and the profile lists it as carried (repeatable)");
   sub->add_option("--out", o->out, "write the fitted profile (one generation)");
   sub->add_option("--name", o->name, "the profile's name (default: the generation)");
   sub->add_option("--far", o->far, "list records whose error after the fit exceeds this fraction")
@@ -218,7 +274,8 @@ Command add_calibrate(CLI::App& app) {
                   "and better than before it, e.g. 0.10 (issue 19's bar for the executor's suite)")
       ->check(positive_number("--require-held-back"));
   return {sub, [o] {
-            return cmd_calibrate(o->files, o->traces, o->generation, o->start, o->out, o->name, o->far, o->require_held_back);
+            return cmd_calibrate(o->files, o->traces, o->generation, o->start, o->carry, o->out, o->name, o->far,
+                                 o->require_held_back);
           }};
 }
 

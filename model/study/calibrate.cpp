@@ -524,14 +524,18 @@ FitReport fit_parts(const std::vector<PartRecord>& records, const Calibration& s
   // What this generation's records did not set and a fit of another generation did (the start's
   // value, not the default): carried, with the profile it came from (or, carried there too, the one
   // before it), so that predict can say which of its rates no record of the GPU's generation backs.
+  // A start of the same generation (or the defaults) may still carry values set for it from
+  // another generation's profile (calibrate --carry): those alone are listed.
   rep.fitted.carried.clear();
   rep.fitted.generation = gen;
-  if (start.profile != "defaults" && start.generation != gen) {
+  const bool other_start = start.profile != "defaults" && start.generation != gen;
+  if (other_start || !start.carried.empty()) {
     std::set<Param> fitted_here;
     for (const ClassFit& c : rep.classes)
       for (const ParamFit& p : c.params)
         if (!p.fitted_on.empty()) fitted_here.insert(p.param);
     for (const ParamDef& d : param_defs()) {
+      if (!other_start && !start.carried.count(d.id)) continue;
       if (fitted_here.count(d.id) || rep.fitted.borrowed.count(d.id) || start.is_default(d.id) || rep.fitted[d.id] != start[d.id])
         continue;
       const auto it = start.carried.find(d.id);

@@ -1834,6 +1834,44 @@ TEST(Cli, CalibrateRequireHeldBackIsAVerdict) {
   EXPECT_EQ(bad.code, 2) << bad.out;
 }
 
+// calibrate --carry PROFILE:PARAM: the parameter starts at the profile's value; where no record of
+// the fitted generation moves it, the profile keeps it and lists it as carried from that profile
+// (HybridEP's torch-API copies on Hopper, whose records are all RDMA); one a record moves is
+// fitted and not listed. A malformed flag, an unknown parameter or a missing profile exits 2 and
+// writes nothing.
+TEST(Cli, CalibrateCarryKeepsAnotherGenerationsValueWhereNoRecordMovesIt) {
+  TempDir d;
+  const std::string ep = source("calibration/published/ep.json"), gemm = source("calibration/published/gemm.json");
+  const std::string bw = source("calibration/profiles/blackwell.json");
+  const Result r = run("calibrate " + ep + " --generation hopper --carry " + bw + ":ep_api_copy_passes,ep_sm_half --out " + d.path("h.json"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("carried: ep_api_copy_passes = 3.90982 from blackwell"), std::string::npos) << r.out;
+  const auto h = nlohmann::json::parse(std::ifstream(d.path("h.json")));
+  const auto b = nlohmann::json::parse(std::ifstream(bw));
+  EXPECT_EQ(h["params"]["ep_api_copy_passes"], b["params"]["ep_api_copy_passes"]);
+  EXPECT_EQ(h["carried"]["ep_api_copy_passes"], "blackwell");
+  // Hopper's RDMA records fit the SMs' term (3.2 against Blackwell's 0): fitted, not carried.
+  EXPECT_FALSE(h["carried"].contains("ep_sm_half")) << h["carried"];
+  EXPECT_GT(h["params"]["ep_sm_half"].get<double>(), 1.0);
+  EXPECT_EQ(h["fit"]["start"], "defaults, with ep_api_copy_passes, ep_sm_half carried from blackwell");
+  // Without the flag the parameter stays at its default and nothing is carried.
+  ASSERT_EQ(run("calibrate " + ep + " --generation hopper --out " + d.path("h0.json")).code, 0);
+  const auto h0 = nlohmann::json::parse(std::ifstream(d.path("h0.json")));
+  EXPECT_EQ(h0["params"]["ep_api_copy_passes"], 0.0);
+  EXPECT_FALSE(h0.contains("carried"));
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, std::string>>{
+           {bw, "expected PROFILE.json:PARAM[,PARAM...]"},
+           {bw + ":", "expected PROFILE.json:PARAM[,PARAM...]"},
+           {bw + ":ep_api_copy_passes,no_such", "unknown parameter \"no_such\""},
+           {d.path("missing.json") + ":ep_api_copy_passes", "missing.json"},
+           {gemm + ":ep_api_copy_passes", gemm}}) {
+    const Result bad = run("calibrate " + ep + " --generation hopper --carry " + flag + " --out " + d.path("bad.json"));
+    EXPECT_EQ(bad.code, 2) << flag << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(want), std::string::npos) << flag << "\n" << bad.out;
+    EXPECT_FALSE(std::filesystem::exists(d.path("bad.json"))) << flag;
+  }
+}
+
 // Profiles of real training steps: compare-trace and calibrate --trace on the fixture the trace
 // tests write (tests/model/io/trace_fixtures.h).
 namespace {
