@@ -99,6 +99,18 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
       notes->push_back(line);
     }
   }
+  // Megatron-Core splits each expert over the TP ranks unless told otherwise
+  // (megatron/training/arguments.py: --expert-tensor-parallel-size defaults to
+  // --tensor-model-parallel-size), on its folded mesh; moeperf's unfolded mesh with tp > 1 keeps each
+  // expert whole on every TP rank of its EP rank and strides the EP groups by tp: a layout
+  // Megatron does not build, and the likely reading of "TP 2, EP 8" there is etp 2.
+  if (notes && p.tp > 1 && !p.folded && m.is_moe() && s.stack.name == "megatron-core") {
+    const std::string tp = std::to_string(p.tp);
+    notes->push_back("tp " + tp + " without parallelism.etp prices the unfolded mesh: every expert whole on each of the " + tp +
+                     " TP ranks of its EP rank, the EP groups strided by tp. Megatron-Core splits the experts over TP unless "
+                     "told (--expert-tensor-parallel-size defaults to the TP size) on its folded mesh: give parallelism.etp (" +
+                     tp + ", or 1 for --expert-tensor-parallel-size 1), with dp the replicas of tp x cp x dp, to price its layout");
+  }
   return load;
 }
 

@@ -63,6 +63,27 @@ TEST(Folding, GroupsArePlacedAsMegatronPlacesThem) {
   EXPECT_EQ(lu.ep_domains, 4);
 }
 
+// With the megatron-core stack, tp > 1 without etp is a mesh Megatron does not build (its
+// --expert-tensor-parallel-size defaults to the TP size, folded): predict says so and what to give.
+// Not with etp given, at tp 1, or for another stack.
+TEST(Folding, AnUnfoldedMegatronMeshWithTensorParallelismIsNamed) {
+  auto notes_of = [](const Scenario& s) {
+    std::string all;
+    for (const std::string& n : predict(s, s.calibration).notes) all += n + "\n";
+    return all;
+  };
+  const std::string want = "tp 2 without parallelism.etp prices the unfolded mesh";
+  const Scenario unfolded = folded({"parallelism.etp=null", "parallelism.ep=8", "parallelism.dp=2"});
+  ASSERT_FALSE(unfolded.parallelism.folded);
+  ASSERT_EQ(unfolded.stack.name, "megatron-core");
+  const std::string n = notes_of(unfolded);
+  EXPECT_NE(n.find(want), std::string::npos) << n;
+  EXPECT_NE(n.find("give parallelism.etp (2, or 1 for --expert-tensor-parallel-size 1)"), std::string::npos) << n;
+  EXPECT_EQ(notes_of(folded()).find(want), std::string::npos);
+  EXPECT_EQ(notes_of(folded({"parallelism.etp=null", "parallelism.ep=8", "parallelism.dp=2", "stack.base=maxtext-te-2026-09"})).find(want),
+            std::string::npos);
+}
+
 // ZeRO-1 (Megatron's distributed optimizer): the gradients are reduce-scattered, never all-reduced,
 // and the updated weights all-gathered. With --overlap-param-gather (the stack's fsdp_prefetch) the
 // gathers are issued before the step's first unit and each layer's first forward waits for its
