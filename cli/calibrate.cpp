@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/trace.h"
@@ -82,14 +83,19 @@ bool held_back_holds(const FitReport& f, double bound) {
   return ok;
 }
 
-// --carry PROFILE:PARAM[,PARAM...]: the profile file and the parameters taken from it.
+// --carry PROFILE:PARAM[,PARAM...]: the profile file (read here, before the records) and the
+// parameters taken from it, each once over all the flags; a profile of the generation being
+// fitted carries nothing (--start starts from it).
 struct Carry {
   std::string file;
   Calibration from;
   std::vector<Param> params;
 };
-std::vector<Carry> parse_carry(const std::vector<std::string>& flags) {
+std::vector<Carry> parse_carry(const std::vector<std::string>& flags, const std::string& generation) {
   std::vector<Carry> v;
+  std::set<Param> seen;
+  if (!flags.empty() && generation.empty())
+    throw InputError("--carry needs --generation: a carried value starts the fit of one GPU generation");
   for (const std::string& c : flags) {
     const size_t colon = c.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == c.size())
@@ -102,9 +108,14 @@ std::vector<Carry> parse_carry(const std::vector<std::string>& flags) {
       const std::string n = list.substr(at, comma - at);
       const std::optional<Param> p = find_param(n);
       if (!p) throw InputError("--carry " + c + ": unknown parameter \"" + n + "\" (moeperf params lists them)");
+      if (!seen.insert(*p).second) throw InputError("--carry " + c + ": " + n + " is carried twice");
       x.params.push_back(*p);
       at = comma + 1;
     }
+    x.from = io::load_calibration(x.file);
+    if (x.from.generation == generation)
+      throw InputError("--carry " + c + ": " + x.file + " is a " + generation +
+                       " profile, the generation being fitted: name it with --start to start from it");
     v.push_back(std::move(x));
   }
   return v;
@@ -113,7 +124,7 @@ std::vector<Carry> parse_carry(const std::vector<std::string>& flags) {
 int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& traces, const std::string& generation,
                   const std::string& start_file, const std::vector<std::string>& carry_flags, const std::string& out,
                   const std::string& name, double far, double require_held_back) {
-  std::vector<Carry> carries = parse_carry(carry_flags);
+  std::vector<Carry> carries = parse_carry(carry_flags, generation);
   std::vector<std::string> inputs = files;
   inputs.insert(inputs.end(), traces.files.begin(), traces.files.end());
   inputs.insert(inputs.end(), {start_file, traces.gpu, traces.system});
@@ -193,7 +204,6 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
                      ": name one with --generation");
   // Carried values start the fit as the start's own would: a parameter no record of the fitted
   // generation moves keeps the value, and the profile lists it as carried from the other one.
-  for (Carry& c : carries) c.from = io::load_calibration(c.file);
   auto apply_carries = [&](Calibration& cal) {
     for (const Carry& c : carries)
       for (Param p : c.params) {
@@ -213,7 +223,7 @@ int cmd_calibrate(const std::vector<std::string>& files, const TraceInputs& trac
               files.size() + traces.files.size() > 1 ? "s" : "", start_name.c_str());
   for (const Carry& c : carries)
     for (Param p : c.params)
-      std::printf("  carried: %s = %g from %s (%s), where no record of the fitted generation moves it\n",
+      std::printf("  starts at %s = %g from %s (%s): kept, and listed as carried, where no record moves it\n",
                   std::string(param_def(p).name).c_str(), c.from[p], c.from.profile.c_str(), c.file.c_str());
   FitReport last;
   bool held = true;

@@ -104,12 +104,15 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   // --tensor-model-parallel-size), on its folded mesh; moeperf's unfolded mesh with tp > 1 keeps each
   // expert whole on every TP rank of its EP rank and strides the EP groups by tp: a layout
   // Megatron does not build, and the likely reading of "TP 2, EP 8" there is etp 2.
-  if (notes && p.tp > 1 && !p.folded && m.is_moe() && s.stack.name == "megatron-core") {
+  // (The folded mesh needs fsdp 1: with FSDP the note would point at a layout the loader refuses.)
+  if (notes && p.tp > 1 && !p.folded && p.fsdp == 1 && m.is_moe() && s.stack.name == "megatron-core") {
     const std::string tp = std::to_string(p.tp);
     notes->push_back("tp " + tp + " without parallelism.etp prices the unfolded mesh: every expert whole on each of the " + tp +
-                     " TP ranks of its EP rank, the EP groups strided by tp. Megatron-Core splits the experts over TP unless "
-                     "told (--expert-tensor-parallel-size defaults to the TP size) on its folded mesh: give parallelism.etp (" +
-                     tp + ", or 1 for --expert-tensor-parallel-size 1), with dp the replicas of tp x cp x dp, to price its layout");
+                     " TP ranks of its EP rank" + (p.ep > 1 ? ", the EP groups strided by tp" : "") +
+                     ". Megatron-Core splits the experts over TP unless told (--expert-tensor-parallel-size defaults to the TP "
+                     "size) on its folded mesh: give parallelism.etp (" + tp + ", or 1 for --expert-tensor-parallel-size 1) and "
+                     "dp = ep x dp of this mesh (" + std::to_string(p.ep * p.dp) +
+                     ": the folded mesh counts gpus = tp x cp x pp x dp) to price its layout");
   }
   return load;
 }
@@ -398,11 +401,18 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   std::map<std::string, size_t> index;
   std::map<Param, double> at_default;  // compute seconds priced by a parameter no measurement set
   std::map<Param, double> shaped;      // compute seconds whose rate a shape term no measurement set bends
+  // EP exchanges through HybridEP's PyTorch API, whose buffer copies (ep_api_copy_passes) no
+  // measurement of the generation set: the exchanges' seconds (the copies are part of them).
+  double api_copies = 0;
+  const bool copies = s.stack.dispatcher == Dispatcher::fused_dedup && s.stack.ep_buffer_copies &&
+                      s.stack.ep_kernel == EpKernel::hybridep && cal[Param::ep_api_copy_passes] > 0 &&
+                      (cal.borrowed.count(Param::ep_api_copy_passes) || cal.carried.count(Param::ep_api_copy_passes));
   auto unset = [&](Param p) { return cal.is_default(p) || cal.borrowed.count(p) || cal.carried.count(p); };
   for (size_t i = 0; i < rc.ops.size(); ++i) {
     const Op& op = rc.ops[i];
     const Seconds d = kernel_time(sc.ops[i]);
     if (const auto p = rate_param(op, s.system.gpu()); p && unset(*p)) at_default[*p] += d.value();
+    if (copies && op.collective == Collective::all_to_all && op.group == Group::ep) api_copies += d.value();
     // Shape terms carried or borrowed only: one at its default is often a fit that landed on it
     // (Blackwell's gemm_k_half at its bound 0), which the profile's values cannot tell apart.
     for (Param p : shape_params(op))
@@ -523,6 +533,13 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
       r.notes.push_back(std::string(param_def(p).name) + " = " + value + " " + whence +
                         ": no measurement of this GPU's generation sets this shape term, and it bends the rate of " + pct +
                         " of the step's kernel time (the band does not cover it)");
+    }
+    if (figures(Param::ep_api_copy_passes, api_copies, value, pct)) {
+      const auto c = cal.carried.find(Param::ep_api_copy_passes);
+      const std::string whence = c != cal.carried.end() ? "is carried from the " + c->second + " profile" : "is borrowed, not a fit";
+      r.notes.push_back("ep_api_copy_passes = " + value + " " + whence +
+                        ": no measurement of this GPU's generation sets the HBM passes of HybridEP's PyTorch-API buffer "
+                        "copies, which the EP exchanges taking " + pct + " of the step's kernel time include (the band does not cover it)");
     }
   }
   r.profile = cal.profile;

@@ -293,7 +293,7 @@ void Lowering::embedding(bool backward) {
   const double table = count_params(m_).embedding / tp_;
   if (!backward && fsdp())
     wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, -1,
-                                  Collective::all_gather, Group::dense_shard, table * bw_, {}));
+                                  Collective::all_gather, Group::dense_shard, table * bw_edges_, {}));
   if (!backward) wait_param_gathers(kEmbedKey);
   // Under TP the table is split by vocabulary (Megatron's VocabParallelEmbedding): every TP rank
   // looks up the whole sequence in its shard and writes the full [tokens, hidden] partial sums, which
@@ -335,7 +335,7 @@ void Lowering::head(bool backward, const std::string& name, int layer) {
   if (!backward) {
     if (gather)
       wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
-                                    Collective::all_gather, Group::dense_shard, weights * bw_, {}));
+                                    Collective::all_gather, Group::dense_shard, weights * bw_edges_, {}));
     if (name == "head") wait_param_gathers(kHeadKey);
     memory(name + ".norm", -1, norm_passes() * t_sp_ * h * 2.0);
     // Under TP (sequence parallel) the projection is column-parallel over the vocabulary: the
@@ -397,7 +397,7 @@ void Lowering::mtp_input(int l, bool backward, bool table_here) {
     issue_gathers(l);
     if (own_table)
       wait_before_next_compute(comm("fsdp.all_gather.embed", Category::fsdp_comm, Stream::fsdp_comm, l,
-                                    Collective::all_gather, Group::dense_shard, table * bw_, {}));
+                                    Collective::all_gather, Group::dense_shard, table * bw_edges_, {}));
     wait_param_gathers(kEmbedKey);  // the module's stage's copy of the table (ZeRO-1)
     wait_param_gathers(l);          // eh_proj is the layer's
     memory("mtp.embed.lookup", l, t_ * h * 2.0 * 2.0);  // the next tokens' embeddings

@@ -31,6 +31,9 @@ class Lowering {
     tp_ = d(p_.tp);
     t_sp_ = t_ / tp_;
     bw_ = bytes_per_element(s.precision.weights);
+    // Low-precision primary weights are the layers' GEMM weights: the embedding and the LM head
+    // stay BF16 (Transformer Engine quantizes its linear modules only; memory.cpp's bw_edges).
+    bw_edges_ = quantize_bytes_per_element(s.precision.weights) > 0 ? bytes_per_element(Dtype::bf16) : bw_;
     bg_ = bytes_per_element(s.precision.grads);
   }
 
@@ -617,25 +620,31 @@ class Lowering {
   }
   // ZeRO-1: the distributed optimizer without FSDP. Each rank steps its shard of the parameters its
   // replicas share, then the updated weights are all-gathered over the replicas, in the weights'
-  // dtype (Megatron's start_param_sync; FP8 with --fp8-param-gather). With --overlap-param-gather
-  // (stack.overlap.fsdp_prefetch) the gathers are dispatched in the next step's forward, a bucket
-  // ahead of use (the step's start here, in the stage's layer order on one stream), and a layer's
-  // forward waits for its own (param_gather_deps); without it the optimizer step gathers them all
-  // before it returns (after the step's optimizer op, on the step's critical path).
+  // dtype (Megatron's start_param_sync; FP8 with --fp8-param-gather, the embedding and head BF16).
+  // With --overlap-param-gather (stack.overlap.fsdp_prefetch; Megatron asserts it comes with
+  // --overlap-grad-reduce, so both must be on) the gathers are dispatched in the next step's forward
+  // and a layer's first forward waits for its own (wait_param_gathers); without it the optimizer
+  // step gathers them all before it returns (after the step's optimizer op, on the critical path).
+  // Megatron dispatches the first bucket's gather at the step's start and each next one from the
+  // previous bucket's forward pre-hook, one bucket ahead; here all are issued at the step's start
+  // in the stage's layer order on one stream (the order of first use is the schedule's, known only
+  // as it is lowered), so on a stage after the first they finish in the pipeline's fill where
+  // Megatron's later buckets would wait for the stage's first forward (a review put it under 1 %).
   bool zero1() const { return p_.distributed_optimizer && !fsdp(); }
+  bool zero1_prefetch() const { return zero1() && s_.stack.fsdp_prefetch && s_.stack.grad_reduce_overlap; }
   void param_gathers(const std::vector<int>& layers, bool embedding, bool head, const std::vector<int32_t>& deps) {
-    auto gather = [&](const char* name, int key, int layer, Group g, double params) {
-      if (params > 0) param_gathers_[key].push_back(comm(name, Category::dp_comm, Stream::fsdp_comm, layer, Collective::all_gather, g, params * bw_, deps));
+    auto gather = [&](const char* name, int key, int layer, Group g, double bytes) {
+      if (bytes > 0) param_gathers_[key].push_back(comm(name, Category::dp_comm, Stream::fsdp_comm, layer, Collective::all_gather, g, bytes, deps));
     };
     const ParamCounts pc = count_params(m_);
     const bool dense = p_.dense_grad_replicas() > 1;
-    if (embedding && dense) gather("dp.all_gather.embed", kEmbedKey, -1, Group::dense_dp, pc.embedding / tp_);
+    if (embedding && dense) gather("dp.all_gather.embed", kEmbedKey, -1, Group::dense_dp, pc.embedding / tp_ * bw_edges_);
     for (int l : layers) {
-      if (dense) gather("dp.all_gather", l, l, Group::dense_dp, dense_params(l));
+      if (dense) gather("dp.all_gather", l, l, Group::dense_dp, dense_params(l) * bw_);
       if (is_moe_layer(l) && p_.expert_reduce_replicas() > 1)
-        gather("dp.all_gather_experts", l, l, Group::expert_dp, local_expert_params(l));
+        gather("dp.all_gather_experts", l, l, Group::expert_dp, local_expert_params(l) * bw_);
     }
-    if (head && dense) gather("dp.all_gather.head", kHeadKey, -1, Group::dense_dp, (pc.lm_head + d(m_.hidden)) / tp_);
+    if (head && dense) gather("dp.all_gather.head", kHeadKey, -1, Group::dense_dp, (pc.lm_head + d(m_.hidden)) / tp_ * bw_edges_);
   }
   // What layer l's (or kEmbedKey's, kHeadKey's) first forward waits for under prefetched ZeRO-1 gathers.
   static constexpr int kEmbedKey = -1, kHeadKey = -2;
@@ -682,7 +691,7 @@ class Lowering {
   const Parallelism& p_;
   ExpertLoad load_;
   RankClass& rc_;
-  double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bg_ = 2;
+  double t_ = 0, tp_ = 1, t_sp_ = 0, bw_ = 2, bw_edges_ = 2, bg_ = 2;
   int mb_ = 0;
   std::set<std::pair<const std::string*, int>> wgrad_seen_;  // (weight gradient's interned name, layer) emitted so far
   std::set<int> table_grad_mbs_;  // micro-batches whose embedding table gradient exists on this rank

@@ -345,7 +345,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     auto gate = [](int32_t id) { return id >= 0 ? std::vector<int32_t>{id} : std::vector<int32_t>{}; };
     // ZeRO-1 with --overlap-param-gather: the weights the last step updated are all-gathered as this
     // step's forward reaches them (Lowering::param_gathers), issued before the first unit.
-    if (low.zero1() && s.stack.fsdp_prefetch) {
+    if (low.zero1_prefetch()) {
       low.set_lane(0);
       low.begin_unit(-1);
       low.set_micro_batch(0);
@@ -553,7 +553,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const int32_t step = low.emit(std::move(opt));
     // ZeRO-1 without --overlap-param-gather: the optimizer step all-gathers the updated weights
     // before it returns (with it, they were gathered at the step's start: param_gathers above).
-    if (low.zero1() && !s.stack.fsdp_prefetch) low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {step});
+    if (low.zero1() && !low.zero1_prefetch()) low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {step});
     return rc;
   };
   for (int st = 0; st < stages; ++st) g.classes.push_back(lower_stage(st, load));

@@ -1845,7 +1845,7 @@ TEST(Cli, CalibrateCarryKeepsAnotherGenerationsValueWhereNoRecordMovesIt) {
   const std::string bw = source("calibration/profiles/blackwell.json");
   const Result r = run("calibrate " + ep + " --generation hopper --carry " + bw + ":ep_api_copy_passes,ep_sm_half --out " + d.path("h.json"));
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("carried: ep_api_copy_passes = 3.90982 from blackwell"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("starts at ep_api_copy_passes = 3.90982 from blackwell"), std::string::npos) << r.out;
   const auto h = nlohmann::json::parse(std::ifstream(d.path("h.json")));
   const auto b = nlohmann::json::parse(std::ifstream(bw));
   EXPECT_EQ(h["params"]["ep_api_copy_passes"], b["params"]["ep_api_copy_passes"]);
@@ -1864,12 +1864,18 @@ TEST(Cli, CalibrateCarryKeepsAnotherGenerationsValueWhereNoRecordMovesIt) {
            {bw + ":", "expected PROFILE.json:PARAM[,PARAM...]"},
            {bw + ":ep_api_copy_passes,no_such", "unknown parameter \"no_such\""},
            {d.path("missing.json") + ":ep_api_copy_passes", "missing.json"},
-           {gemm + ":ep_api_copy_passes", gemm}}) {
+           {gemm + ":ep_api_copy_passes", gemm},
+           {bw + ":ep_api_copy_passes,ep_sm_half,ep_api_copy_passes", "ep_api_copy_passes is carried twice"},
+           {source("calibration/profiles/hopper.json") + ":ep_api_copy_passes",
+            "is a hopper profile, the generation being fitted: name it with --start"}}) {
     const Result bad = run("calibrate " + ep + " --generation hopper --carry " + flag + " --out " + d.path("bad.json"));
     EXPECT_EQ(bad.code, 2) << flag << "\n" << bad.out;
     EXPECT_NE(bad.out.find(want), std::string::npos) << flag << "\n" << bad.out;
     EXPECT_FALSE(std::filesystem::exists(d.path("bad.json"))) << flag;
   }
+  const Result all = run("calibrate " + ep + " --carry " + bw + ":ep_api_copy_passes --out " + d.path("bad.json"));
+  EXPECT_EQ(all.code, 2) << all.out;
+  EXPECT_NE(all.out.find("--carry needs --generation"), std::string::npos) << all.out;
 }
 
 // Profiles of real training steps: compare-trace and calibrate --trace on the fixture the trace

@@ -143,6 +143,132 @@ TEST(Folding, TheDistributedOptimizerReduceScattersAndGathersTheWeights) {
   EXPECT_EQ(n["dp.reduce_scatter"] + n["dp.all_gather"] + n["dp.all_gather.embed"], 0);
 }
 
+// ZeRO-1's prefetched weight gathers on every schedule: each rank class's gathers come before its
+// first compute op, and the first forward op that reads a layer's weights (its norm; an MTP module's
+// lookup), the table's (the lookup, the module's own) or the head's waits for them, whichever
+// chunk the schedule runs first (DualPipe's second chunk starts at micro-batch pp / 2, DualPipeV's
+// last stage holds both ends); the step simulates to its end. Without --overlap-grad-reduce
+// Megatron refuses --overlap-param-gather: the gathers then follow the optimizer step.
+TEST(Folding, EveryScheduleWaitsForItsPrefetchedWeightGathers) {
+  const std::string h800 = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/h800-dualpipe.json";
+  const std::string ladder = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const std::vector<std::string> on = {"stack.overlap.fsdp_prefetch=true", "stack.overlap.grad_reduce=true"};
+  struct Case {
+    std::string file;
+    std::vector<std::string> sets;
+  };
+  std::vector<Case> cases = {{h800, on}, {h800, on}, {h800, on}, {h800, on}, {ladder, {}}, {ladder, {}}};
+  cases[1].sets.push_back("parallelism.schedule=dualpipev");
+  cases[2].sets.push_back("parallelism.schedule=zbh1");
+  cases[3].sets.push_back("parallelism.schedule=1f1b");
+  cases[3].sets.push_back("stack.overlap.fwd_bwd=true");
+  cases[5].sets = {"parallelism.schedule=zbh1", "parallelism.vpp=1", "parallelism.layout=null"};
+  for (const Case& c : cases) {
+    std::vector<io::Override> o;
+    for (const auto& x : c.sets) o.push_back(io::parse_override(x));
+    const Scenario s = io::load_scenario(c.file, o);
+    std::string what = c.file.substr(c.file.rfind('/') + 1);
+    for (const auto& x : c.sets) what += " " + x;
+    ASSERT_TRUE(s.parallelism.distributed_optimizer && s.stack.fsdp_prefetch && s.stack.grad_reduce_overlap) << what;
+    const StepReport r = predict(s, s.calibration);
+    ASSERT_GT(r.step_time.value(), 0) << what;
+    int gathers = 0;
+    for (const RankClass& rc : r.graph->classes) {
+      std::map<std::pair<std::string, int>, std::vector<int32_t>> by_use;  // (what reads it, layer) -> gathers
+      int32_t first_compute = -1;
+      for (size_t i = 0; i < rc.ops.size(); ++i) {
+        const Op& op = rc.ops[i];
+        for (int32_t d : op.deps) ASSERT_LT(d, static_cast<int32_t>(i)) << what << " " << op.name;
+        if (op.stream == Stream::compute && first_compute < 0) first_compute = static_cast<int32_t>(i);
+        if (op.name.str().rfind("dp.all_gather", 0) != 0) continue;
+        ASSERT_EQ(first_compute, -1) << what << " " << rc.name << ": " << op.name << " after the first compute op";
+        ++gathers;
+        const std::string user = op.name == "dp.all_gather.embed" ? "table" : op.name == "dp.all_gather.head" ? "head" : "layer";
+        by_use[{user, op.layer}].push_back(static_cast<int32_t>(i));
+      }
+      for (const auto& [use, ids] : by_use) {
+        const auto& [user, layer] = use;
+        const Op* first = nullptr;
+        for (const Op& op : rc.ops) {
+          if (op.stream != Stream::compute || op.phase != Phase::forward) continue;
+          const bool reads = user == "table" ? op.name == "embed.lookup" || op.name == "mtp.embed.lookup"
+                             : user == "head" ? op.name == "head.norm"
+                                              : op.layer == layer;
+          if (reads) {
+            first = &op;
+            break;
+          }
+        }
+        ASSERT_NE(first, nullptr) << what << " " << rc.name << ": nothing reads " << user << " " << layer;
+        for (int32_t id : ids)
+          EXPECT_NE(std::find(first->deps.begin(), first->deps.end(), id), first->deps.end())
+              << what << " " << rc.name << ": " << first->name << " (layer " << first->layer << ") does not wait for "
+              << rc.ops[static_cast<size_t>(id)].name;
+      }
+    }
+    EXPECT_GT(gathers, 0) << what;
+  }
+  // --overlap-param-gather without --overlap-grad-reduce: after the optimizer step.
+  const Scenario late = io::load_scenario(h800, {io::parse_override("stack.overlap.fsdp_prefetch=true")});
+  ASSERT_FALSE(late.stack.grad_reduce_overlap);
+  const StepGraph g = lower_step(late, expert_load(late, late.calibration));
+  int after = 0;
+  for (const Op& op : g.classes[0].ops)
+    if (op.name.str().rfind("dp.all_gather", 0) == 0) {
+      ++after;
+      ASSERT_EQ(op.deps.size(), 1u);
+      EXPECT_EQ(g.classes[0].ops[static_cast<size_t>(op.deps[0])].name, "optimizer.step");
+    }
+  EXPECT_GT(after, 0);
+}
+
+// Hopper's ep_api_copy_passes is carried from Blackwell's fit: a prediction whose HybridEP exchanges
+// go through the PyTorch API says so, with the exchanges' share; on Blackwell, where records fit it,
+// or without the API's copies, it does not.
+TEST(Folding, CarriedApiCopiesAreNamedWhereTheyPriceTheExchanges) {
+  const std::string ladder = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json";
+  auto notes = [&](std::vector<std::string> sets) {
+    std::vector<io::Override> o;
+    for (const auto& x : sets) o.push_back(io::parse_override(x));
+    const Scenario s = io::load_scenario(ladder, o);
+    std::string all;
+    for (const std::string& n : predict(s, s.calibration).notes) all += n + "\n";
+    return all;
+  };
+  const std::vector<std::string> h100 = {"system=../../topologies/dgx-h100-cluster.json", "precision.weights=bf16",
+                                         "precision.dense_gemm=fp8", "precision.expert_gemm=fp8"};
+  const std::string want = "ep_api_copy_passes = 3.90982 is carried from the blackwell profile";
+  const std::string n = notes(h100);
+  EXPECT_NE(n.find(want), std::string::npos) << n;
+  EXPECT_NE(n.find("of the step's kernel time include"), std::string::npos) << n;
+  std::vector<std::string> plain = h100;
+  plain.push_back("stack.ep_buffer_copies=false");
+  EXPECT_EQ(notes(plain).find("ep_api_copy_passes"), std::string::npos);
+  EXPECT_EQ(notes({}).find("ep_api_copy_passes"), std::string::npos);
+}
+
+// The embedding and head stay BF16 under FP8 primary weights: their gathers move BF16 (the ladder
+// stores MXFP8 weights), the layers' their stored format.
+TEST(Folding, TheModelEndsGatherInBf16UnderFp8Weights) {
+  const std::string ladder = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const Scenario s = io::load_scenario(ladder, {});
+  ASSERT_EQ(s.precision.weights, Dtype::mxfp8);
+  const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+  const ParamCounts pc = count_params(s.model);
+  bool table = false, layer = false;
+  for (const Op& op : g.classes[0].ops) {
+    if (op.name == "dp.all_gather.embed") {
+      EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding * 2.0);
+      table = true;
+    }
+    if (op.name == "dp.all_gather" && !layer) {
+      EXPECT_DOUBLE_EQ(op.bytes.value(), layer_params(s.model, op.layer).dense * bytes_per_element(Dtype::mxfp8));
+      layer = true;
+    }
+  }
+  EXPECT_TRUE(table && layer);
+}
+
 // Bytes of the lowered collectives, closed form (Qwen3-235B: hidden 4096, 94 layers, 128 experts
 // of FFN 1536, top 8; micro-batch 1 x 4096 tokens, sequence parallel over TP 2): each rank
 // dispatches its 2,048 tokens to its EP group of 32 (a fraction 31/32 leaves the rank); under the
