@@ -116,6 +116,16 @@ std::vector<Carry> parse_carry(const std::vector<std::string>& flags, const std:
     if (x.from.generation == generation)
       throw InputError("--carry " + c + ": " + x.file + " is a " + generation +
                        " profile, the generation being fitted: name it with --start to start from it");
+    // What the profile itself took from elsewhere: carried from the generation being fitted is that
+    // generation's own value, and a borrowed one is no measurement to carry.
+    for (Param p : x.params) {
+      const std::string n(param_def(p).name);
+      if (auto it = x.from.carried.find(p); it != x.from.carried.end() && it->second == generation)
+        throw InputError("--carry " + c + ": " + x.file + "'s " + n + " is carried there from the " + generation +
+                         " profile, the generation being fitted");
+      if (x.from.borrowed.count(p))
+        throw InputError("--carry " + c + ": " + x.file + "'s " + n + " is borrowed there, not fitted: there is no measurement to carry");
+    }
     v.push_back(std::move(x));
   }
   return v;

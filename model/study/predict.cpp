@@ -108,7 +108,7 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
   if (notes && p.tp > 1 && !p.folded && p.fsdp == 1 && m.is_moe() && s.stack.name == "megatron-core") {
     const std::string tp = std::to_string(p.tp);
     notes->push_back("tp " + tp + " without parallelism.etp prices the unfolded mesh: every expert whole on each of the " + tp +
-                     " TP ranks of its EP rank" + (p.ep > 1 ? ", the EP groups strided by tp" : "") +
+                     " TP ranks of its EP rank" + (p.ep > 1 ? (p.cp > 1 ? ", the EP groups strided by tp x cp" : ", the EP groups strided by tp") : "") +
                      ". Megatron-Core splits the experts over TP unless told (--expert-tensor-parallel-size defaults to the TP "
                      "size) on its folded mesh: give parallelism.etp (" + tp + ", or 1 for --expert-tensor-parallel-size 1) and "
                      "dp = ep x dp of this mesh (" + std::to_string(p.ep * p.dp) +
@@ -536,7 +536,10 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
     }
     if (figures(Param::ep_api_copy_passes, api_copies, value, pct)) {
       const auto c = cal.carried.find(Param::ep_api_copy_passes);
-      const std::string whence = c != cal.carried.end() ? "is carried from the " + c->second + " profile" : "is borrowed, not a fit";
+      const auto b = cal.borrowed.find(Param::ep_api_copy_passes);
+      const std::string whence = c != cal.carried.end() ? "is carried from the " + c->second + " profile"
+                                 : b != cal.borrowed.end() ? "is borrowed, not a fit (" + b->second + ")"
+                                                           : "is borrowed, not a fit";
       r.notes.push_back("ep_api_copy_passes = " + value + " " + whence +
                         ": no measurement of this GPU's generation sets the HBM passes of HybridEP's PyTorch-API buffer "
                         "copies, which the EP exchanges taking " + pct + " of the step's kernel time include (the band does not cover it)");

@@ -1876,6 +1876,17 @@ TEST(Cli, CalibrateCarryKeepsAnotherGenerationsValueWhereNoRecordMovesIt) {
   const Result all = run("calibrate " + ep + " --carry " + bw + ":ep_api_copy_passes --out " + d.path("bad.json"));
   EXPECT_EQ(all.code, 2) << all.out;
   EXPECT_NE(all.out.find("--carry needs --generation"), std::string::npos) << all.out;
+  EXPECT_FALSE(std::filesystem::exists(d.path("bad.json")));
+  // A value the source profile carried from the generation being fitted, or borrowed, is refused.
+  for (const auto& [gen, flag, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"hopper", bw + ":hbm_fraction", "blackwell.json's hbm_fraction is carried there from the hopper profile"},
+           {"blackwell", source("calibration/profiles/hopper.json") + ":gemm_fraction_bf16",
+            "hopper.json's gemm_fraction_bf16 is borrowed there, not fitted"}}) {
+    const Result bad = run("calibrate " + ep + " " + gemm + " --generation " + gen + " --carry " + flag + " --out " + d.path("bad.json"));
+    EXPECT_EQ(bad.code, 2) << flag << "\n" << bad.out;
+    EXPECT_NE(bad.out.find(want), std::string::npos) << flag << "\n" << bad.out;
+    EXPECT_FALSE(std::filesystem::exists(d.path("bad.json")));
+  }
 }
 
 // Profiles of real training steps: compare-trace and calibrate --trace on the fixture the trace

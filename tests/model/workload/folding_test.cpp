@@ -248,25 +248,60 @@ TEST(Folding, CarriedApiCopiesAreNamedWhereTheyPriceTheExchanges) {
 }
 
 // The embedding and head stay BF16 under FP8 primary weights: their gathers move BF16 (the ladder
-// stores MXFP8 weights), the layers' their stored format.
+// stores MXFP8 weights), the layers' their stored format. ZeRO-1's gathers on the ladder (the table
+// on stage 0, the head on stage 7), FSDP's on the GB300 example with MXFP8 weights (the table, the
+// head and, at pp 2 with the MTP module trained, its own copy of the table on the last stage).
 TEST(Folding, TheModelEndsGatherInBf16UnderFp8Weights) {
   const std::string ladder = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
   const Scenario s = io::load_scenario(ladder, {});
   ASSERT_EQ(s.precision.weights, Dtype::mxfp8);
   const StepGraph g = lower_step(s, expert_load(s, s.calibration));
   const ParamCounts pc = count_params(s.model);
-  bool table = false, layer = false;
-  for (const Op& op : g.classes[0].ops) {
-    if (op.name == "dp.all_gather.embed") {
-      EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding * 2.0);
-      table = true;
+  const double head = pc.lm_head + static_cast<double>(s.model.hidden);
+  std::map<std::string, int> seen;
+  for (const RankClass& rc : g.classes)
+    for (const Op& op : rc.ops) {
+      if (op.name == "dp.all_gather.embed") {
+        EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding * 2.0) << rc.name;
+      }
+      if (op.name == "dp.all_gather.head") {
+        EXPECT_DOUBLE_EQ(op.bytes.value(), head * 2.0) << rc.name;
+      }
+      if (op.name == "dp.all_gather") {
+        EXPECT_DOUBLE_EQ(op.bytes.value(), layer_params(s.model, op.layer).dense * bytes_per_element(Dtype::mxfp8)) << op.layer;
+      }
+      ++seen[op.name];
     }
-    if (op.name == "dp.all_gather" && !layer) {
-      EXPECT_DOUBLE_EQ(op.bytes.value(), layer_params(s.model, op.layer).dense * bytes_per_element(Dtype::mxfp8));
-      layer = true;
+  EXPECT_GT(seen["dp.all_gather.embed"], 0);
+  EXPECT_GT(seen["dp.all_gather.head"], 0);
+  EXPECT_GT(seen["dp.all_gather"], 0);
+  const std::string gb300 = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb300-optimized.json";
+  for (const std::vector<std::string>& sets : std::vector<std::vector<std::string>>{
+           {"precision.weights=mxfp8"}, {"precision.weights=mxfp8", "parallelism.pp=2", "parallelism.fsdp=8", "memory.offload=[]", "train_mtp=true"}}) {
+    std::vector<io::Override> o;
+    for (const auto& x : sets) o.push_back(io::parse_override(x));
+    const Scenario f = io::load_scenario(gb300, o);
+    ASSERT_GT(f.parallelism.fsdp, 1);
+    const double tp = static_cast<double>(f.parallelism.tp);
+    const StepGraph gf = lower_step(f, expert_load(f, f.calibration));
+    std::map<std::string, int> n;
+    for (const RankClass& rc : gf.classes)
+      for (const Op& op : rc.ops) {
+        if (op.name == "fsdp.all_gather.embed") {
+          EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding / tp * 2.0) << rc.name << " " << op.layer;
+        }
+        if (op.name == "fsdp.all_gather.head") {
+          EXPECT_DOUBLE_EQ(op.bytes.value(), head / tp * 2.0) << rc.name;
+        }
+        if (op.name == "fsdp.all_gather.embed" && op.layer >= 0) ++n["mtp table"];
+        ++n[op.name];
+      }
+    EXPECT_GT(n["fsdp.all_gather.embed"], 0);
+    EXPECT_GT(n["fsdp.all_gather.head"], 0);
+    if (f.parallelism.pp > 1) {
+      EXPECT_GT(n["mtp table"], 0) << "the MTP module's own table gather on the last stage";
     }
   }
-  EXPECT_TRUE(table && layer);
 }
 
 // Bytes of the lowered collectives, closed form (Qwen3-235B: hidden 4096, 94 layers, 128 experts
