@@ -31,9 +31,7 @@ class Lowering {
     tp_ = d(p_.tp);
     t_sp_ = t_ / tp_;
     bw_ = bytes_per_element(s.precision.weights);
-    // Low-precision primary weights are the layers' GEMM weights: the embedding and the LM head
-    // stay BF16 (Transformer Engine quantizes its linear modules only; memory.cpp's bw_edges).
-    bw_edges_ = quantize_bytes_per_element(s.precision.weights) > 0 ? bytes_per_element(Dtype::bf16) : bw_;
+    bw_edges_ = end_weight_bytes(s);  // the embedding and head stay BF16 under FP8 primary weights
     bg_ = bytes_per_element(s.precision.grads);
   }
 

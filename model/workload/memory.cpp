@@ -144,7 +144,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
     // kept in both layouts the GEMMs read (row- and column-wise, as the quantized-weight cache holds
     // them); the embedding and the LM head stay BF16.
     const double layouts = quantize_bytes_per_element(s.precision.weights) > 0 ? 2.0 : 1.0;
-    const double bw_edges = layouts > 1 ? bytes_per_element(Dtype::bf16) : bw;
+    const double bw_edges = end_weight_bytes(s);
     double edges = 0;
     if (holds_embedding(s, st)) edges += pc.embedding / tp;
     if (holds_head(s, st)) edges += (pc.lm_head + d(m.hidden)) / tp;  // head and final norm

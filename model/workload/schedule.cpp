@@ -544,10 +544,10 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
                                : dense / dense_shard + expert / expert_shard;
     const double bw = bytes_per_element(s.precision.weights), bo = bytes_per_element(s.precision.optimizer_state);
     const double per_param = 2 * bw + bgrad + 4 * bo + (s.precision.master_weights_fp32 ? 8.0 : 0.0);
-    // The embedding and head stay BF16 under low-precision primary weights (memory.cpp's bw_edges):
+    // The embedding and head stay BF16 under low-precision primary weights (end_weight_bytes):
     // their share of the rank's parameters is read and written in BF16.
     const double edges = dense - layers_dense;
-    const double bw_edges = quantize_bytes_per_element(s.precision.weights) > 0 ? bytes_per_element(Dtype::bf16) : bw;
+    const double bw_edges = end_weight_bytes(s);
     const double local_edges = edges / (zero1 ? static_cast<double>(p.dense_grad_replicas()) : dense_shard);
     Op opt;
     opt.name = "optimizer.step";

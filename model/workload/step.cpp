@@ -102,6 +102,11 @@ OpName OpName::cat(std::string_view a, std::string_view b) {
   return n;
 }
 
+double end_weight_bytes(const Scenario& s) {
+  const Dtype w = s.precision.weights;
+  return quantize_bytes_per_element(w) > 0 ? bytes_per_element(Dtype::bf16) : bytes_per_element(w);
+}
+
 double layer_input_bytes(const Scenario& s) {
   const Parallelism& p = s.parallelism;
   return d(s.batch.micro_batch * s.batch.seq_len) / d(p.cp) / d(p.tp) * d(s.model.hidden) * 2.0;

@@ -188,6 +188,11 @@ struct ExpertLoad {
 std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, const ExpertLoad& load, int layer);
 // The layer's input (part of the norm class): no recompute frees it, every recomputation starts from it.
 double layer_input_bytes(const Scenario& s);
+// Bytes per element of the model's ends (the embedding table, the LM head and its final norm):
+// BF16 under low-precision primary weights, which are the layers' GEMM weights (Transformer Engine
+// quantizes its linear modules only), else the weights' dtype. Their memory, gathers and optimizer
+// step use it.
+double end_weight_bytes(const Scenario& s);
 // Its share of the norm class's bytes: all of them under JAX's remat, a third under PyTorch's
 // autograd (which also saves the two normalizations' outputs).
 inline double norm_input_share(const Scenario& s) { return s.stack.remat_dispatch ? 1.0 : 1.0 / 3.0; }
