@@ -479,6 +479,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const double layers_dense = dense;  // the rest (embedding, head) is added below
     if (holds_embedding(s, st)) dense += pc.embedding / static_cast<double>(p.tp);
     if (holds_head(s, st)) dense += (pc.lm_head + static_cast<double>(s.model.hidden)) / static_cast<double>(p.tp);
+    const double edges = dense - layers_dense;  // the embedding and the head (with the final norm)
     const double bgrad = bytes_per_element(s.precision.grads);
     if (dual && s.parallelism.schedule == PipelineSchedule::dualpipe) {
       // DualPipe holds every model stage twice (stage s and pp - 1 - s hold the same two): the
@@ -522,9 +523,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     }
     if (low.reduces_grads_per_layer()) {
       // The layers' reductions ran during the last backward; the embedding and head remain.
-      const double rest = dense - layers_dense;
       for (int32_t id : low.grad_reduces()) grads.push_back(id);
-      if (p.dense_grad_replicas() > 1 && rest > 0) grads.push_back(low.dp_grad_reduce(false, -1, Group::dense_dp, rest, {low.last()}));
+      if (p.dense_grad_replicas() > 1 && edges > 0) grads.push_back(low.dp_grad_reduce(false, -1, Group::dense_dp, edges, {low.last()}));
     } else {
       // An all-reduce each, or reduce-scatters under ZeRO-1 (dp_grad_reduce); HSDP's replicas of the
       // FSDP shards all-reduce.
@@ -538,7 +538,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     // Each rank updates the parameters it owns: its FSDP shard, or under ZeRO-1 (distributed
     // optimizer, no FSDP) its slice of every replica group: dense over cp x ep x dp, experts over
     // their data-parallel group (tp x cp x dp unfolded; edp folded).
-    const bool zero1 = s.parallelism.distributed_optimizer && p.fsdp == 1;
+    const bool zero1 = low.zero1();
     const double local = zero1 ? dense / static_cast<double>(p.dense_grad_replicas()) +
                                      expert / static_cast<double>(p.expert_data_parallel())
                                : dense / dense_shard + expert / expert_shard;
@@ -546,7 +546,6 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const double per_param = 2 * bw + bgrad + 4 * bo + (s.precision.master_weights_fp32 ? 8.0 : 0.0);
     // The embedding and head stay BF16 under low-precision primary weights (end_weight_bytes):
     // their share of the rank's parameters is read and written in BF16.
-    const double edges = dense - layers_dense;
     const double bw_edges = end_weight_bytes(s);
     const double local_edges = edges / (zero1 ? static_cast<double>(p.dense_grad_replicas()) : dense_shard);
     Op opt;
@@ -558,7 +557,7 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     const int32_t step = low.emit(std::move(opt));
     // ZeRO-1 without --overlap-param-gather: the optimizer step all-gathers the updated weights
     // before it returns (with it, they were gathered at the step's start: param_gathers above).
-    if (low.zero1() && !low.zero1_prefetch()) low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {step});
+    if (zero1 && !low.zero1_prefetch()) low.param_gathers(layers, holds_embedding(s, st), holds_head(s, st), {step});
     return rc;
   };
   for (int st = 0; st < stages; ++st) g.classes.push_back(lower_stage(st, load));
