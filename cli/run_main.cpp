@@ -90,6 +90,7 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
               o.scale != 1.0 ? " (scaled down: see notes)" : "");
   std::printf("  this machine: GEMM %.1f GFLOP/s (measured: %s), copy %.1f GB/s\n", r.gemm_peak_flops / 1e9, r.gemm_peak_method.c_str(),
               r.copy_bandwidth / 1e9);
+  std::printf("  ops timed by: %s\n", r.timing_method.c_str());
   std::printf("  exchanges: %s\n", r.communicator_detail.c_str());
   std::printf("  %-24s %6s %11s %11s %12s %10s\n", "op", "calls", "median_ms", "model_ms", "GFLOP/s", "of_peak");
   for (const auto& [name, st] : r.ops) {

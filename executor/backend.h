@@ -9,8 +9,10 @@
 //   be->synchronize();                                  // timers measure completed work
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,6 +43,19 @@ class Backend {
   virtual double measure_copy_bandwidth() = 0;
   // What measure_gemm_peak measures, in words (e.g. "4096^3 FP32 cuBLAS SGEMM on NVIDIA H200").
   virtual std::string gemm_peak_method() const = 0;
+  // Seconds the work `f` queues takes on this backend, that work alone: what came before it has
+  // finished. This default is the host's clock from a synchronize through the one after `f`, the
+  // device clock of a backend that computes on the host. A device backend times between events on
+  // its stream, so the host's launch and synchronize latencies stay out (backend_cuda.cpp).
+  virtual double time_work(const std::function<void()>& f) {
+    synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // How time_work times, in words (written beside the measurements).
+  virtual std::string timing_method() const { return "host clock from a synchronize through the one after the op"; }
   // The GEMM kernel's tile (rows x columns its inner kernel computes at once) where the library
   // says it: {0, 0} when unknown. The CPU backend's is Eigen's GEBP register block as compiled.
   virtual std::pair<int, int> gemm_tile() const { return {0, 0}; }

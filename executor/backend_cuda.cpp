@@ -1,12 +1,13 @@
 // The CUDA backend: device memory, the kernels of kernels/moe_kernels.h and kernels/moe_bwd_kernels.h,
 // cuBLAS SGEMM (FP32, default math mode: no TF32) for every GEMM, all on one non-blocking stream
-// of the rank's GPU (its local rank modulo the node's GPUs). Built when CUDA is found; make_backend("cuda") returns it.
+// of the rank's GPU (its local rank modulo the node's GPUs); ops timed with CUDA events behind an L2
+// flush (time_work). Built when CUDA is found; make_backend("cuda") returns it.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -51,7 +52,8 @@ class CudaBackend final : public Backend {
     cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev_);
     cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev_);
     cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev_);
-    (void)cudaGetLastError();  // an attribute not reported must not surface at the next launch check
+    (void)cudaGetLastError();
+    l2_bytes_ = static_cast<size_t>(std::max(l2, 0));  // an attribute not reported must not surface at the next launch check
     auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
     device_json_ = "{\"name\": \"" + json_escape(g.name) + "\", \"index\": " + std::to_string(dev_) + ", \"cc\": \"" +
                    std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor) + "\", \"sms\": " + std::to_string(g.sms) +
@@ -69,9 +71,14 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUBLAS_CHECK(cublasSetStream(blas_, s_));
+    CUDA_CHECK(cudaEventCreate(&e0_));
+    CUDA_CHECK(cudaEventCreate(&e1_));
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(s_);
+    cudaEventDestroy(e0_);
+    cudaEventDestroy(e1_);
+    cudaFree(flush_);
     cudaFree(ws_);
     cublasDestroy(blas_);
     cudaStreamDestroy(s_);
@@ -82,6 +89,30 @@ class CudaBackend final : public Backend {
   }
   std::string device_json() const override { return device_json_; }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(s_)); }
+
+  // The op's device time between two events on its stream, behind a memset of at least 256 MiB
+  // and twice the L2 (../shared/docs/executor.md: flush the L2 between timed runs). The op starts
+  // on a cold cache, and its launches queue while the memset runs, so the events bracket the
+  // device's work, not the host's launch latency nor the synchronize's. An op that waits for the
+  // device inside (a count copied to the host) keeps that round trip, which is its own. Without
+  // the flush buffer (its allocation failed on a full device) the events still keep the closing
+  // synchronize out, and timing_method() says so.
+  double time_work(const std::function<void()>& f) override {
+    synchronize();
+    flush_l2();
+    CUDA_CHECK(cudaEventRecord(e0_, s_));
+    f();
+    CUDA_CHECK(cudaEventRecord(e1_, s_));
+    CUDA_CHECK(cudaEventSynchronize(e1_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, e0_, e1_));
+    return static_cast<double>(ms) * 1e-3;
+  }
+  std::string timing_method() const override {
+    if (flush_tried_ && !flush_) return "CUDA events on the op's stream (no L2 flush: its buffer did not fit on the device)";
+    return "CUDA events on the op's stream, each op behind a " + std::to_string(flush_want() >> 20) +
+           " MiB memset (L2 flush; the op's launches queue behind it)";
+  }
 
   bool host_memory() const override { return false; }
   void* alloc(size_t bytes) override {
@@ -167,11 +198,7 @@ class CudaBackend final : public Backend {
     fill(a, 3 * n * n, 0.5f);
     double best = 0;
     for (int i = 0; i < 6; ++i) {
-      synchronize();
-      const auto t0 = std::chrono::steady_clock::now();
-      gemm(a, a + n * n, a + 2 * n * n, n, n, n, false, false, false);
-      synchronize();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = time_work([&] { gemm(a, a + n * n, a + 2 * n * n, n, n, n, false, false, false); });
       if (i > 0) best = std::max(best, 2.0 * static_cast<double>(n * n * n) / s);
     }
     release(a);
@@ -184,11 +211,7 @@ class CudaBackend final : public Backend {
     void* a = alloc(2 * bytes);
     double best = 0;
     for (int i = 0; i < 6; ++i) {
-      synchronize();
-      const auto t0 = std::chrono::steady_clock::now();
-      CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(a) + bytes, a, bytes, cudaMemcpyDeviceToDevice, s_));
-      synchronize();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = time_work([&] { CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(a) + bytes, a, bytes, cudaMemcpyDeviceToDevice, s_)); });
       if (i > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) / s);
     }
     release(a);
@@ -197,6 +220,19 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  size_t flush_want() const { return std::max<size_t>(size_t{256} << 20, 2 * l2_bytes_); }
+  // The flush buffer is allocated on the first timed op (a backend that times nothing holds none).
+  void flush_l2() {
+    if (!flush_tried_) {
+      flush_tried_ = true;
+      if (cudaMalloc(&flush_, flush_want()) != cudaSuccess) {
+        (void)cudaGetLastError();  // out of memory is not sticky: the ops go on without the flush
+        flush_ = nullptr;
+      }
+    }
+    if (flush_) CUDA_CHECK(cudaMemsetAsync(flush_, ++flush_value_ & 0xff, flush_want(), s_));
+  }
+
   void* workspace(int64_t slots, int64_t experts) {
     const size_t need = kernels::routing_workspace_bytes(slots, experts);
     if (need > ws_bytes_) {
@@ -213,6 +249,11 @@ class CudaBackend final : public Backend {
   int dev_ = 0;
   cudaStream_t s_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  size_t l2_bytes_ = 0;
+  void* flush_ = nullptr;
+  bool flush_tried_ = false;
+  int flush_value_ = 0;
   void* ws_ = nullptr;
   size_t ws_bytes_ = 0;
 };

@@ -38,6 +38,7 @@ std::string measurements_json(const Scenario& s, const RunOptions& o, const RunR
   gethostname(host, sizeof host - 1);
   j["machine"] = {{"cpu", cpu_model}, {"cores", std::thread::hardware_concurrency()}, {"host", host},
                   {"gemm_peak_flops_measured", r.gemm_peak_flops}, {"gemm_peak_method", r.gemm_peak_method},
+                  {"timing_method", r.timing_method},
                   {"copy_bandwidth_measured", r.copy_bandwidth}};
   if (!r.device_json.empty()) j["machine"]["gpu"] = nlohmann::json::parse(r.device_json);
   j["git_revision"] = MOEPERF_GIT_REVISION;

@@ -516,6 +516,7 @@ RunResult run_scenario(const Scenario& s, const RunOptions& o, Communicator& com
     res.gemm_peak_method += "; measured on every rank at once before the timed steps and after each (" + std::to_string(peaks.size()) +
                             " times), the median per rank, the mean over the ranks";
   }
+  res.timing_method = be.timing_method();  // after the steps: whether the flush buffer fitted is known now
   if (!y_first.empty()) res.gates.push_back("dropless on every step: rows received over all ranks = T x k x ranks");
   // The measured histogram over all ranks; experts without tokens were checked on their ranks.
   comm.allreduce_sum(res.expert_rows.data(), static_cast<int64_t>(res.expert_rows.size()));

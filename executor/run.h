@@ -95,6 +95,7 @@ struct RunResult {
   double gemm_peak_flops = 0;             // this machine's measured large-GEMM rate
   double copy_bandwidth = 0;              // measured memcpy bandwidth (read + write)
   std::string gemm_peak_method;           // what gemm_peak_flops measured, in words (per backend)
+  std::string timing_method;              // how each op was timed, in words (Backend::timing_method)
   std::string device_json;                // the backend's device as a JSON object ("" on the CPU)
   std::string communicator;               // "nccl" when the all-to-alls went through the device exchange, else the host communicator's name
   std::string communicator_detail;        // which exchanges went where, in words

@@ -93,7 +93,7 @@ inline bool is_comm_op(const std::string& name) { return exchange_collective(nam
 // Times ops by name; only records when `record` is on (after warm-up).
 struct Recorder {
   std::map<std::string, OpStats>* ops;
-  Backend* backend = nullptr;  // synchronized after each op so the time covers completed work
+  Backend* backend = nullptr;  // times each op (Backend::time_work: the op's work alone, completed)
   bool record = false;
   template <class F>
   void time(const std::string& name, double bytes, double flops, F&& f) {
@@ -103,11 +103,13 @@ struct Recorder {
   template <class F>
   void time(const std::string& name, double bytes, double flops, const GemmShape& shape, F&& f) {
     // Work queued before the op (a fill, a copy the caller did not wait for) finishes first, so the
-    // clock covers the op alone.
-    if (backend) backend->synchronize();
+    // time covers the op alone.
+    if (backend) {
+      store(name, bytes, flops, shape, backend->time_work(f));
+      return;
+    }
     const auto t0 = Clock::now();
     f();
-    if (backend) backend->synchronize();
     store(name, bytes, flops, shape, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   // An exchange: `f` runs it and returns its own device time (0: not measured), which is recorded

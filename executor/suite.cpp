@@ -42,7 +42,8 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 using detail::median;
 
-// Median of timed runs after one warm-up (none if `warm` is false): at least 3 (1 without the
+// Median of timed runs (Backend::time_work: CUDA events behind an L2 flush on a GPU, the host's
+// clock on the CPU) after one warm-up (none if `warm` is false): at least 3 (1 without the
 // warm-up), more while under `min_total` (up to 25).
 template <class F>
 double time_median(Backend& be, F&& f, double min_total = 0.05, bool warm = true) {
@@ -54,10 +55,7 @@ double time_median(Backend& be, F&& f, double min_total = 0.05, bool warm = true
   std::vector<double> t;
   double total = 0;
   while (t.size() < least || (total < min_total && t.size() < 25)) {
-    const auto t0 = Clock::now();
-    f();
-    be.synchronize();
-    const double s = seconds_since(t0);
+    const double s = be.time_work(f);
     t.push_back(s), total += s;
   }
   return median(t);
@@ -201,7 +199,8 @@ void gemms(Ctx& c, double end_share) {
     c.add({{"id", "suite/gemm-" + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + layout},
            {"op", "gemm"}, {"gpu", "this-machine"}, {"shape", {{"m", g.m}, {"n", g.n}, {"k", g.k}}}, {"dtype", "fp32"},
            {"measured", ns(median(t[i]))},
-           {"library", c.be.name() + " backend GEMM (" + g.why + "; median of " + std::to_string(t[i].size()) + " rounds over every case in turn)"}});
+           {"library", c.be.name() + " backend GEMM (" + g.why + "; median of " + std::to_string(t[i].size()) +
+                           " rounds over every case in turn; timed by " + c.be.timing_method() + ")"}});
   }
   c.summary.push_back(section("gemm", run.size(), "shapes", skipped));
 }
@@ -245,7 +244,7 @@ void grouped(Ctx& c, double end_share) {
     c.add({{"id", "suite/grouped_gemm-" + std::to_string(g.experts) + "x" + std::to_string(g.rows) + "-" + g.dist},
            {"op", "grouped_gemm"}, {"gpu", "this-machine"},
            {"shape", {{"m", mean_rows}, {"n", g.n}, {"k", g.k}, {"groups", g.experts}}}, {"dtype", "fp32"}, {"measured", ns(s)},
-           {"library", c.be.name() + " backend grouped GEMM, rows per expert " + g.dist},
+           {"library", c.be.name() + " backend grouped GEMM, rows per expert " + g.dist + " (timed by " + c.be.timing_method() + ")"},
            {"derivation", std::to_string(g.rows) + " rows over " + std::to_string(g.experts) + " experts (" + g.dist + "): m is the mean per expert"}});
     c.progress.show("grouped_gemm", ++done, cases.size());
   }
@@ -308,7 +307,8 @@ void attention(Ctx& c, double end_share) {
     for (int dir = 0; dir < 2; ++dir)
       c.add({{"id", id + (dir ? ".bwd" : ".fwd")}, {"op", dir ? "attention.bwd" : "attention.fwd"}, {"gpu", "this-machine"},
              {"shape", shape}, {"measured", ns(dir ? b : f)},
-             {"library", "moeperf blocked reference attention (Eigen, 64-query blocks, masked key blocks skipped)"}});
+             {"library", "moeperf blocked reference attention (Eigen, 64-query blocks, masked key blocks skipped; timed by " +
+                             c.be.timing_method() + ")"}});
     c.progress.show("attention", ++done, cases.size());
   }
   c.summary.push_back(section("attention", done, "cases x fwd/bwd", skipped));
@@ -377,7 +377,6 @@ void memory(Ctx& c, double end_share) {
   auto run = [&](M& m) {
     auto& [a, out] = bufs.at(m.mib);
     c.be.gather_rows(a->p, m.d_idx, m.rows, m.hidden, out->p);
-    c.be.synchronize();
   };
   // The reference: a plain copy of the largest buffer, once per round beside the cases, so the
   // device's memory rate the records are priced against is measured under the same conditions.
@@ -387,14 +386,12 @@ void memory(Ctx& c, double end_share) {
   auto copy_ref = [&](bool record) {  // the whole buffer in one copy
     if (sizes.empty()) return;
     auto& [a, out] = bufs.at(sizes.back());
-    c.be.synchronize();
-    const auto t0 = Clock::now();
-    c.be.copy(out->p, a->p, static_cast<size_t>(sizes.back() << 18) * sizeof(float));
-    c.be.synchronize();
-    if (record) ref.push_back(seconds_since(t0));
+    const double s = c.be.time_work([&] { c.be.copy(out->p, a->p, static_cast<size_t>(sizes.back() << 18) * sizeof(float)); });
+    if (record) ref.push_back(s);
   };
   copy_ref(false);
   for (M& m : cases) run(m);  // warm: first touch of the output and the index
+  c.be.synchronize();
   for (int r = 0; r < kMaxRounds && !cases.empty(); ++r) {
     double least = std::numeric_limits<double>::infinity();
     for (const M& m : cases) {
@@ -405,11 +402,7 @@ void memory(Ctx& c, double end_share) {
     if (r >= kMinRounds && least >= kMinCaseSeconds) break;
     if (r >= kMinRounds && !c.time_left(end_share, round_cost)) break;
     copy_ref(true);
-    for (M& m : cases) {
-      const auto t0 = Clock::now();
-      run(m);
-      m.t.push_back(seconds_since(t0));
-    }
+    for (M& m : cases) m.t.push_back(c.be.time_work([&] { run(m); }));
     c.progress.show("memory rounds", static_cast<size_t>(r + 1), static_cast<size_t>(std::max(kMinRounds, r + 1)));
   }
   if (!ref.empty()) c.round_copy_bw = 8.0 * static_cast<double>(sizes.back() << 18) / median(ref);
@@ -419,7 +412,8 @@ void memory(Ctx& c, double end_share) {
               {"op", "memory.copy"}, {"gpu", "this-machine"}, {"shape", {{"bytes", rate(m.moved, "B")}, {"rows", m.rows}}},
               {"measured", ns(median(m.t))},
               {"library", c.be.name() + " backend row gather (permute), rows of " + std::to_string(m.hidden * 4) + " B" + (m.shuffled ? ", shuffled" : "") +
-                              ", median of " + std::to_string(m.t.size()) + " rounds over every case in turn"}};
+                              ", median of " + std::to_string(m.t.size()) + " rounds over every case in turn, timed by " +
+                              c.be.timing_method()}};
     if (m.shuffled && c.be.host_memory())
       r["use"] = "check", r["why"] = "rows in random order: a CPU's prefetcher loses the stream; the model prices streaming HBM access";
     c.add(std::move(r));

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -87,6 +89,37 @@ TEST(CudaBackendGpu, CopyMovesEveryByte) {
   On<float> ga(*b.gpu, A), gb(*b.gpu, std::vector<float>(A.size(), 0.0f));
   b.gpu->copy(gb.p, ga.p, A.size() * sizeof(float));
   EXPECT_EQ(gb.get(), A) << "device copy";
+}
+
+// time_work is the device's time for the op's work alone: a queued GEMM's time between its events,
+// without the host's launch or synchronize latency (an op that queues nothing times near zero), and
+// its L2 flush is said where the measurements are written.
+TEST(CudaBackendGpu, TimeWorkIsTheDevicesTimeBehindAFlush) {
+  SKIP_WITHOUT_GPU();
+  Pair b;
+  Backend& g = *b.gpu;
+  EXPECT_LT(g.time_work([] {}), 20e-6) << "no work queued: the events bracket nothing";
+  EXPECT_NE(g.timing_method().find("MiB memset (L2 flush"), std::string::npos) << g.timing_method();
+  const int64_t n = 2048;
+  On<float> a(g, rnd(static_cast<size_t>(3 * n * n), 9));
+  auto sgemm = [&] { g.gemm(a.p, a.p + n * n, a.p + 2 * n * n, n, n, n, false, false, false); };
+  sgemm();
+  // Four GEMMs queued back to back take about four times one (the same kernel, no host gaps).
+  double one = 1e9, four = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    one = std::min(one, g.time_work(sgemm));
+    four = std::min(four, g.time_work([&] {
+      for (int r = 0; r < 4; ++r) sgemm();
+    }));
+  }
+  EXPECT_GT(one, 0.0);
+  EXPECT_NEAR(four / one, 4.0, 0.4) << one << " s and " << four << " s";
+  // The host clock around a synchronize is never shorter than the events' time.
+  g.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  sgemm();
+  g.synchronize();
+  EXPECT_GE(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.9 * one);
 }
 
 TEST(CudaBackendGpu, GroupedGemmsWithAnIdleExpert) {

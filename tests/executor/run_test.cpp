@@ -77,6 +77,10 @@ TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   EXPECT_NE(j["machine"]["gemm_peak_method"].get<std::string>().find("Eigen"), std::string::npos) << j["machine"];
   EXPECT_NE(r.out.find("(measured: 1024^3 FP32 Eigen GEMM"), std::string::npos) << r.out;
   EXPECT_FALSE(j["machine"].contains("gpu"));
+  // How the ops were timed, in the file and on the screen: the CPU backend computes on the host, so
+  // its clock is the device's (the CUDA backend's events: CudaBackendGpu.TimeWorkIsTheDevicesTimeBehindAFlush).
+  EXPECT_EQ(j["machine"]["timing_method"], "host clock from a synchronize through the one after the op") << j["machine"];
+  EXPECT_NE(r.out.find("ops timed by: host clock from a synchronize"), std::string::npos) << r.out;
   EXPECT_NE(j["communicator_detail"].get<std::string>().find("every exchange: mpi"), std::string::npos) << j["communicator_detail"];
   EXPECT_GT(j["ops"]["moe.expert_fc1"]["fraction_of_measured_peak"].get<double>(), 0.0);
   EXPECT_FALSE(j["git_revision"].get<std::string>().empty());

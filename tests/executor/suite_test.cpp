@@ -44,6 +44,9 @@ TEST(Suite, TwoRanksMeasureEveryClassAndTheFitLowersTheirErrors) {
       EXPECT_EQ(x["gpus"], 2);
       // The executor's own algorithms (executor/comm.h), priced as those: rings, and a direct all-to-all.
       EXPECT_EQ(x.value("algorithm", ""), x["op"] == "collective.all_to_all" ? "direct" : "ring") << x.dump();
+    } else {
+      // A compute record says how it was timed (Backend::time_work; on the CPU the host's clock).
+      EXPECT_NE(x.value("library", "").find("timed by host clock"), std::string::npos) << x.dump();
     }
   }
   // The ranks' link is host memory (reductions on the cores, caches), the step latency the fit's
