@@ -466,6 +466,7 @@ struct StackOptions {
   bool pdl_quantize = false;      // quantization kernels launched with programmatic dependent launch (no gap)
   bool norm_quantize_fusion = false;  // the norm writes the GEMM's quantized input itself
   bool residual_fusion = true;    // the residual add runs inside the next normalization's kernel
+  bool fused_qkv = false;         // GQA/MHA: Q, K and V projected by one GEMM (Megatron's linear_qkv)
   bool weight_quant_cache = false;  // quantized weight copies made once per step (TE's is_first_microbatch), kept in HBM
   bool captured(GraphScope g) const { return (cuda_graphs & static_cast<unsigned>(g)) != 0; }
   std::vector<AblationStep> ablation;  // the stack file's, in the order the optimizations were added

@@ -125,6 +125,7 @@ void apply_fields(const Node& n, StackOptions& o) {
   if (auto x = field("pdl_quantize")) o.pdl_quantize = x->as_bool();
   if (auto x = field("norm_quantize_fusion")) o.norm_quantize_fusion = x->as_bool();
   if (auto x = field("residual_fusion")) o.residual_fusion = x->as_bool();
+  if (auto x = field("fused_qkv")) o.fused_qkv = x->as_bool();
   if (auto x = field("weight_quant_cache")) o.weight_quant_cache = x->as_bool();
 }
 

@@ -129,6 +129,7 @@ std::vector<Knob> knobs(const Scenario& base) {
   flip("pdl_quantize", &StackOptions::pdl_quantize);
   flip("norm_quantize_fusion", &StackOptions::norm_quantize_fusion);
   flip("residual_fusion", &StackOptions::residual_fusion);
+  flip("fused_qkv", &StackOptions::fused_qkv);
   flip("weight_quant_cache", &StackOptions::weight_quant_cache);
   return k;
 }

@@ -154,6 +154,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("stack.pdl_quantize", oa.pdl_quantize, ob.pdl_quantize);
   cmp("stack.norm_quantize_fusion", oa.norm_quantize_fusion, ob.norm_quantize_fusion);
   cmp("stack.residual_fusion", oa.residual_fusion, ob.residual_fusion);
+  cmp("stack.fused_qkv", oa.fused_qkv, ob.fused_qkv);
   cmp("stack.weight_quant_cache", oa.weight_quant_cache, ob.weight_quant_cache);
   cmp("train_mtp", a.train_mtp, b.train_mtp);
   cmp("fleet.speed_sigma", a.speed_sigma, b.speed_sigma);
@@ -254,6 +255,7 @@ std::vector<WaterfallStep> waterfall(const Scenario& from, const Scenario& to) {
          o.pdl_quantize = t.pdl_quantize;
          o.norm_quantize_fusion = t.norm_quantize_fusion;
          o.residual_fusion = t.residual_fusion;
+         o.fused_qkv = t.fused_qkv;
          o.weight_quant_cache = t.weight_quant_cache;
        }},
       {"everything else", "model, system, layout, batch, routing", [&](Scenario& s) { s = to; }},

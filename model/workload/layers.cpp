@@ -30,10 +30,15 @@ void Lowering::forward_layer(int l) {
   last_norm_ = first;
   layer_start_.record(l, phase_, first);
   tp_collective(l, "tp.all_gather", Collective::all_gather, true);
-  gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
-       a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
-  gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
-       a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  if (fused_qkv()) {
+    gemm("attn.qkv_proj", Category::gemm, l, t_ * (f.q_proj / tp_ + f.kv_proj * kv_share(a, p_.tp)), t_ * (f.q_proj + f.kv_proj) / tp_, dd,
+         t_, heads * qk + kv_proj_width(a, heads, kvh, qk, vd), h);
+  } else {
+    gemm("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+         a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+    gemm("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_,
+         kv_proj_width(a, heads, kvh, qk, vd), a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+  }
   qk_norm(l, heads, kvh, qk, true, true);
   rope(l, heads, kvh, qk, vd, true, true);
   if (p_.cp > 1)  // the attention core reads every rank's K and V
@@ -215,17 +220,23 @@ void Lowering::backward_layer(int l) {
   // Attention: recompute the projections the policy did not keep, then the backward.
   norm_recompute(l, "attn");
   const bool proj_again = has(s_.memory.recompute, TensorClass::q_proj) || has(s_.memory.recompute, TensorClass::kv_proj);
+  // A fused projection is one GEMM: recomputing either part reruns it whole, Q and K/V.
+  const bool q_again = fused_qkv() ? proj_again : has(s_.memory.recompute, TensorClass::q_proj);
+  const bool kv_again = fused_qkv() ? proj_again : has(s_.memory.recompute, TensorClass::kv_proj);
   int32_t input = sp_input_gather(l, proj_again);
   phase_ = Phase::recompute;
-  if (has(s_.memory.recompute, TensorClass::q_proj))
+  if (fused_qkv() && proj_again)
+    gemm("attn.qkv_proj.recompute", Category::gemm, l, t_ * (f.q_proj / tp_ + f.kv_proj * kv_share(a, p_.tp)), 0, dd, t_,
+         heads * qk + kv_proj_width(a, heads, kvh, qk, vd), h);
+  if (!fused_qkv() && q_again)
     gemm("attn.q_proj.recompute", Category::gemm, l, t_ * f.q_proj / tp_ * mla_recompute_share(false), 0, dd, t_, heads * qk,
          a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
-  if (has(s_.memory.recompute, TensorClass::kv_proj))
+  if (!fused_qkv() && kv_again)
     gemm("attn.kv_proj.recompute", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp) * mla_recompute_share(true), 0,
          dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
          a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
-  qk_norm(l, heads, kvh, qk, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
-  rope(l, heads, kvh, qk, vd, has(s_.memory.recompute, TensorClass::q_proj), has(s_.memory.recompute, TensorClass::kv_proj));
+  qk_norm(l, heads, kvh, qk, q_again, kv_again);
+  rope(l, heads, kvh, qk, vd, q_again, kv_again);
   // Context parallelism: the forward's gathered K and V were not kept (only this rank's are), so the
   // backward gathers them again (TE's all-gather CP re-gathers; its ring passes them round again),
   // while the output projection's backward runs, or before a recomputed attention core.
@@ -252,10 +263,15 @@ void Lowering::backward_layer(int l) {
   rope(l, heads, kvh, qk, vd, true, true);
   qk_norm(l, heads, kvh, qk, true, true);
   if (input >= 0) wait_before_next_compute(input);
-  gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_, kv_proj_width(a, heads, kvh, qk, vd),
-           a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
-  gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
-           a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+  if (fused_qkv()) {
+    gemm_bwd("attn.qkv_proj", Category::gemm, l, t_ * (f.q_proj / tp_ + f.kv_proj * kv_share(a, p_.tp)), t_ * (f.q_proj + f.kv_proj) / tp_,
+             dd, t_, heads * qk + kv_proj_width(a, heads, kvh, qk, vd), h);
+  } else {
+    gemm_bwd("attn.kv_proj", Category::gemm, l, t_ * f.kv_proj * kv_share(a, p_.tp), t_ * f.kv_proj / tp_, dd, t_,
+             kv_proj_width(a, heads, kvh, qk, vd), a.kind == AttentionKind::mla ? a.kv_lora_rank : h);
+    gemm_bwd("attn.q_proj", Category::gemm, l, t_ * f.q_proj / tp_, t_ * f.q_proj / tp_, dd, t_, heads * qk,
+             a.kind == AttentionKind::mla && a.q_lora_rank > 0 ? a.q_lora_rank : h);
+  }
   tp_collective(l, "tp.reduce_scatter.bwd", Collective::reduce_scatter, true);
   norm_backward(l, "attn");
   // An MTP module's layer also holds eh_proj, whose weight gradient mtp_input's backward makes

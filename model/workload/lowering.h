@@ -133,7 +133,7 @@ class Lowering {
       // up-projections with their latent norms, which the projections here read, a dense MLP's FC1);
       // a MoE layer's norm is a module of its own (Megatron's layer spec: pre_mlp_layernorm = TENorm
       // with experts), so the shared expert's FC1 quantizes its input itself.
-      const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "mlp.fc1";
+      const bool after_norm = name == "attn.q_proj" || name == "attn.kv_proj" || name == "attn.qkv_proj" || name == "mlp.fc1";
       const bool norm_fused = after_norm && s_.stack.norm_quantize_fusion;
       const double qa = arrives_quantized ? input_quantize_bytes(name, dt) : norm_fused ? q - 2.0 : q;
       // (An autograd recompute ran the up projection alone: the down projection's weights are
@@ -629,6 +629,8 @@ class Lowering {
   // as it is lowered), so on a stage after the first they finish in the pipeline's fill where
   // Megatron's later buckets would wait for the stage's first forward (a review put it under 1 %).
   bool zero1() const { return p_.distributed_optimizer && !fsdp(); }
+  // Q, K and V in one GEMM (stack.fused_qkv): grouped-query or multi-head attention only.
+  bool fused_qkv() const { return s_.stack.fused_qkv && m_.attention.kind != AttentionKind::mla; }
   bool zero1_prefetch() const { return zero1() && s_.stack.fsdp_prefetch && s_.stack.grad_reduce_overlap; }
   void param_gathers(const std::vector<int>& layers, bool embedding, bool head, const std::vector<int32_t>& deps) {
     auto gather = [&](const char* name, int key, int layer, Group g, double bytes) {

@@ -1213,9 +1213,8 @@ TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
   const Scenario gqa = load("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json",
                             {"model=\"../models/qwen3-30b-a3b/config.json\"", "parallelism.layout=null"});
   const StepGraph gg = lower_step(gqa, expert_load(gqa, gqa.calibration));
-  ASSERT_FALSE(named(gg, "attn.q_proj").empty());
-  EXPECT_TRUE(named(gg, "attn.q_proj.quant").empty());
-  EXPECT_TRUE(named(gg, "attn.kv_proj.quant").empty());
+  ASSERT_FALSE(named(gg, "attn.qkv_proj").empty());  // megatron-core's fused_qkv
+  EXPECT_TRUE(named(gg, "attn.qkv_proj.quant").empty());
   // A MoE layer's norm is a module of its own (pre_mlp_layernorm = TENorm): the shared expert's FC1
   // still quantizes its input, reading it.
   ASSERT_FALSE(named(gf, "moe.shared_fc1.quant").empty());
@@ -1231,6 +1230,66 @@ TEST(Stacks, ANormThatQuantizesLeavesNoQuantizationKernelBehindIt) {
   const double k = static_cast<double>(named(ga, "attn.q_proj").front()->k + named(ga, "attn.kv_proj").front()->k);
   EXPECT_NEAR(nf.hbm_bytes.value() - na.hbm_bytes.value(), t * q * k, 1.0);
   EXPECT_EQ(nf.launches, na.launches);
+}
+
+// Megatron projects grouped-query attention's Q, K and V with one GEMM (linear_qkv): one op of the
+// two ops' FLOPs at the fused width, one quantization of its input, the same in the recompute and
+// the backward. MLA keeps its projections apart.
+TEST(Stacks, AFusedQkvProjectionIsOneGemmWithOneQuantizedInput) {
+  const char* ladder = "examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
+  const std::vector<std::string> gqa = {"model=\"../models/qwen3-30b-a3b/config.json\"", "parallelism.layout=null",
+                                        "precision.weights=\"bf16\"", "stack.norm_quantize_fusion=false", "memory.recompute=[\"q_proj\"]"};
+  std::vector<std::string> apart_sets = gqa;
+  apart_sets.push_back("stack.fused_qkv=false");
+  const Scenario fused = load(ladder, gqa), apart = load(ladder, apart_sets);
+  ASSERT_TRUE(fused.stack.fused_qkv);
+  const ExpertLoad l = expert_load(fused, fused.calibration);
+  const StepGraph gf = lower_step(fused, l), ga = lower_step(apart, l);
+  for (const char* n : {"attn.q_proj", "attn.kv_proj", "attn.q_proj.dgrad", "attn.kv_proj.wgrad", "attn.q_proj.recompute"}) {
+    EXPECT_TRUE(named(gf, n).empty()) << n;
+    EXPECT_FALSE(named(ga, n).empty()) << n;
+  }
+  EXPECT_TRUE(named(ga, "attn.kv_proj.recompute").empty());  // apart, only the Q projection is recomputed
+  for (const std::string suffix : {"", ".recompute", ".dgrad", ".wgrad"}) {
+    const auto qkv = named(gf, "attn.qkv_proj" + suffix), q = named(ga, "attn.q_proj" + suffix);
+    // Fused, recomputing Q reruns the whole projection: K and V too.
+    const auto kv = named(ga, "attn.kv_proj" + (suffix == ".recompute" ? std::string() : suffix));
+    ASSERT_FALSE(qkv.empty()) << suffix;
+    ASSERT_EQ(qkv.size(), q.size()) << suffix;
+    ASSERT_FALSE(kv.empty()) << suffix;
+    EXPECT_DOUBLE_EQ(qkv.front()->flops.value(), q.front()->flops.value() + kv.front()->flops.value()) << suffix;
+    const int64_t width = named(ga, "attn.q_proj").front()->n + named(ga, "attn.kv_proj").front()->n;  // 32 x 128 + 2 x 4 x 128
+    if (suffix == ".dgrad") {
+      EXPECT_EQ(qkv.front()->k, width);
+      EXPECT_EQ(qkv.front()->n, q.front()->n) << "dX = dQKV W^T is hidden wide";
+    } else if (suffix == ".wgrad") {
+      EXPECT_EQ(qkv.front()->n, width);
+    } else {
+      EXPECT_EQ(qkv.front()->n, width) << suffix;
+      EXPECT_EQ(qkv.front()->k, q.front()->k) << suffix;
+      EXPECT_EQ(qkv.front()->m, q.front()->m) << suffix;
+    }
+  }
+  EXPECT_EQ(named(gf, "attn.qkv_proj").front()->n, 32 * 128 + 2 * 4 * 128);
+  // One quantization: the input (tokens x hidden) once, the fused weight whole.
+  const Op& fq = *named(gf, "attn.qkv_proj.quant").front();
+  const Op& qq = *named(ga, "attn.q_proj.quant").front();
+  const Op& kq = *named(ga, "attn.kv_proj.quant").front();
+  const Op& q0 = *named(ga, "attn.q_proj").front();
+  EXPECT_NEAR(fq.hbm_bytes.value(),
+              qq.hbm_bytes.value() + kq.hbm_bytes.value() - static_cast<double>(q0.m * q0.k) * quantize_bytes_per_element(Dtype::mxfp8), 1.0);
+  // The rotation recomputed with the projection: Q's and K's, as the forward's.
+  EXPECT_DOUBLE_EQ(named(gf, "attn.rope.recompute").front()->hbm_bytes.value(), named(gf, "attn.rope").front()->hbm_bytes.value());
+  EXPECT_LT(named(ga, "attn.rope.recompute").front()->hbm_bytes.value(), named(ga, "attn.rope").front()->hbm_bytes.value());
+  // Priced as one GEMM the step is no slower; the model's FLOPs are the same.
+  const StepReport pf = predict(fused, fused.calibration), pa = predict(apart, apart.calibration);
+  EXPECT_LT(pf.step_time.value(), pa.step_time.value());
+  EXPECT_DOUBLE_EQ(pf.model_flops_per_token, pa.model_flops_per_token);
+  // MLA (DeepSeek-V3 under the same stack): its projections stay apart.
+  const StepGraph mla = lower_step(load(ladder), l);
+  EXPECT_FALSE(named(mla, "attn.q_proj").empty());
+  EXPECT_FALSE(named(mla, "attn.kv_proj").empty());
+  EXPECT_TRUE(named(mla, "attn.qkv_proj").empty());
 }
 
 // ragged_dot's default lowering materializes its operand expanded over the local experts and its

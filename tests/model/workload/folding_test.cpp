@@ -506,8 +506,9 @@ TEST(Folding, ContextParallelRanksReduceTheirGradientsWithTheDataParallelOnes) {
 // before the projections' backward; when the policy drops them, before their recomputation too
 // (the recomputed linears keep their shard again, so the weight gradients gather once more).
 TEST(Folding, SequenceParallelBackwardGathersTheProjectionsInputAgain) {
-  for (const char* recompute : {"[]", "[\"q_proj\", \"kv_proj\"]"}) {
-    const Scenario s = folded({std::string("memory.recompute=") + recompute});
+  for (const char* recompute : {"[]", "[\"q_proj\", \"kv_proj\"]"})
+  for (const char* fuse : {"true", "false"}) {
+    const Scenario s = folded({std::string("memory.recompute=") + recompute, std::string("stack.fused_qkv=") + fuse});
     const StepGraph g = lower_step(s, expert_load(s, s.calibration));
     const RankClass& rc = g.classes[1];
     const bool again = std::string(recompute) != "[]";
@@ -519,13 +520,16 @@ TEST(Folding, SequenceParallelBackwardGathersTheProjectionsInputAgain) {
       EXPECT_EQ(op.group, Group::tp);
       EXPECT_DOUBLE_EQ(op.bytes.value(), 4096.0 * 4096 * 2);  // the block's input: 4,096 tokens x hidden 4,096, BF16
       // The first GEMM after it that needs it waits for it: the K/V projection's backward, or the
-      // recomputed Q projection.
-      const std::string want = again && gathers % 2 == 1 ? "attn.q_proj.recompute" : "attn.kv_proj";
+      // recomputed Q projection (megatron-core's fused QKV projection: its recompute, its backward).
+      const bool fused = s.stack.fused_qkv;
+      const std::string want = again && gathers % 2 == 1 ? (fused ? "attn.qkv_proj.recompute" : "attn.q_proj.recompute")
+                               : fused                   ? "attn.qkv_proj"
+                                                         : "attn.kv_proj";
       for (size_t j = i + 1; j < rc.ops.size(); ++j) {
         const Op& next = rc.ops[j];
         if (next.stream != Stream::compute || std::find(next.deps.begin(), next.deps.end(), static_cast<int32_t>(i)) == next.deps.end())
           continue;
-        EXPECT_EQ(std::string(next.name).rfind(want, 0), 0u) << next.name << " under " << recompute;
+        EXPECT_EQ(std::string(next.name).rfind(want, 0), 0u) << next.name << " under " << recompute << ", fused_qkv " << fuse;
         break;
       }
     }
