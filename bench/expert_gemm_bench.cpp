@@ -26,6 +26,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
 #include "kernels/device_buffer.h"
+#include "kernels/event_timer.h"
 #include "kernels/expert_gemm.h"
 #include "kernels/moe_kernels.h"
 #include "kernels/reference/mxfp8_ref.h"
@@ -72,22 +73,10 @@ double median_of(std::vector<double> v) {
 
 // Median seconds of `f` enqueued on `s`, between events.
 double time_on_stream(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  MOEPERF_CUDA_CHECK(cudaEventCreate(&a));
-  MOEPERF_CUDA_CHECK(cudaEventCreate(&b));
+  moeperf::kernels::EventTimer timer;
   for (int i = 0; i < kWarmup; ++i) f();
   std::vector<double> t;
-  for (int i = 0; i < kIters; ++i) {
-    MOEPERF_CUDA_CHECK(cudaEventRecord(a, s));
-    f();
-    MOEPERF_CUDA_CHECK(cudaEventRecord(b, s));
-    MOEPERF_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    MOEPERF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3);
-  }
-  MOEPERF_CUDA_CHECK(cudaEventDestroy(a));
-  MOEPERF_CUDA_CHECK(cudaEventDestroy(b));
+  for (int i = 0; i < kIters; ++i) t.push_back(timer.seconds(s, f));
   return median_of(t);
 }
 

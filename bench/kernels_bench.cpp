@@ -10,6 +10,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device.h"
+#include "kernels/event_timer.h"
 #include "kernels/moe_kernels.h"
 #include "kernels/reference/moe_ref.h"
 #include "kernels/reference/mxfp8_ref.h"
@@ -46,9 +47,7 @@ struct Timing {
 // Per-launch time: memory-bound kernels one launch per event pair after an L2 flush; small ones
 // as kGraphLaunches launches captured in a graph, replay time / kGraphLaunches.
 Timing time_kernel(const std::function<void(cudaStream_t)>& launch, bool flush_l2, cudaStream_t s, void* flush) {
-  cudaEvent_t a, b;
-  MOEPERF_CUDA_CHECK(cudaEventCreate(&a));
-  MOEPERF_CUDA_CHECK(cudaEventCreate(&b));
+  moeperf::kernels::EventTimer timer;
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr;
   if (!flush_l2) {
@@ -65,18 +64,10 @@ Timing time_kernel(const std::function<void(cudaStream_t)>& launch, bool flush_l
   std::vector<double> t;
   for (int i = 0; i < kIters; ++i) {
     if (flush_l2) MOEPERF_CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, kFlushBytes, s));
-    MOEPERF_CUDA_CHECK(cudaEventRecord(a, s));
-    once();
-    MOEPERF_CUDA_CHECK(cudaEventRecord(b, s));
-    MOEPERF_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    MOEPERF_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3 / (exec ? kGraphLaunches : 1));
+    t.push_back(timer.seconds(s, once) / (exec ? kGraphLaunches : 1));
   }
   if (exec) MOEPERF_CUDA_CHECK(cudaGraphExecDestroy(exec));
   if (graph) MOEPERF_CUDA_CHECK(cudaGraphDestroy(graph));
-  MOEPERF_CUDA_CHECK(cudaEventDestroy(a));
-  MOEPERF_CUDA_CHECK(cudaEventDestroy(b));
   std::sort(t.begin(), t.end());
   Timing r;
   r.median_s = t[t.size() / 2];

@@ -14,6 +14,7 @@
 #include "executor/backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device.h"
+#include "kernels/event_timer.h"
 #include "kernels/moe_bwd_kernels.h"
 #include "kernels/moe_kernels.h"
 
@@ -71,13 +72,9 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&blas_));
     CUBLAS_CHECK(cublasSetStream(blas_, s_));
-    CUDA_CHECK(cudaEventCreate(&e0_));
-    CUDA_CHECK(cudaEventCreate(&e1_));
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(s_);
-    cudaEventDestroy(e0_);
-    cudaEventDestroy(e1_);
     cudaFree(flush_);
     cudaFree(ws_);
     cublasDestroy(blas_);
@@ -100,13 +97,7 @@ class CudaBackend final : public Backend {
   double time_work(const std::function<void()>& f) override {
     synchronize();
     flush_l2();
-    CUDA_CHECK(cudaEventRecord(e0_, s_));
-    f();
-    CUDA_CHECK(cudaEventRecord(e1_, s_));
-    CUDA_CHECK(cudaEventSynchronize(e1_));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0_, e1_));
-    return static_cast<double>(ms) * 1e-3;
+    return timer_.seconds(s_, f);
   }
   std::string timing_method() const override {
     if (flush_tried_ && !flush_) return "CUDA events on the op's stream (no L2 flush: its buffer did not fit on the device)";
@@ -249,7 +240,7 @@ class CudaBackend final : public Backend {
   int dev_ = 0;
   cudaStream_t s_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  cudaEvent_t e0_ = nullptr, e1_ = nullptr;
+  kernels::EventTimer timer_;
   size_t l2_bytes_ = 0;
   void* flush_ = nullptr;
   bool flush_tried_ = false;
