@@ -103,13 +103,17 @@ struct Recorder {
   template <class F>
   void time(const std::string& name, double bytes, double flops, const GemmShape& shape, F&& f) {
     // Work queued before the op (a fill, a copy the caller did not wait for) finishes first, so the
-    // time covers the op alone.
-    if (backend) {
+    // time covers the op alone: a compute op's work on the device (Backend::time_work); a
+    // communicator's op (a barrier, a reduction over the host communicator) is the host's work,
+    // timed by the host's clock between synchronizes.
+    if (backend && !is_comm_op(name)) {
       store(name, bytes, flops, shape, backend->time_work(f));
       return;
     }
+    if (backend) backend->synchronize();
     const auto t0 = Clock::now();
     f();
+    if (backend) backend->synchronize();
     store(name, bytes, flops, shape, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   // An exchange: `f` runs it and returns its own device time (0: not measured), which is recorded

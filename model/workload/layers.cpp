@@ -219,13 +219,12 @@ void Lowering::backward_layer(int l) {
   const int32_t attn_grad = tp_collective(l, "tp.all_gather.bwd", Collective::all_gather, false);
   // Attention: recompute the projections the policy did not keep, then the backward.
   norm_recompute(l, "attn");
-  const bool proj_again = has(s_.memory.recompute, TensorClass::q_proj) || has(s_.memory.recompute, TensorClass::kv_proj);
-  // A fused projection is one GEMM: recomputing either part reruns it whole, Q and K/V.
-  const bool q_again = fused_qkv() ? proj_again : has(s_.memory.recompute, TensorClass::q_proj);
-  const bool kv_again = fused_qkv() ? proj_again : has(s_.memory.recompute, TensorClass::kv_proj);
+  // A fused projection is one GEMM: recomputing either part reruns it whole, Q and K/V (recomputes()).
+  const bool q_again = recomputes(s_, TensorClass::q_proj), kv_again = recomputes(s_, TensorClass::kv_proj);
+  const bool proj_again = q_again || kv_again;
   int32_t input = sp_input_gather(l, proj_again);
   phase_ = Phase::recompute;
-  if (fused_qkv() && proj_again)
+  if (fused_qkv() && proj_again)  // q_again == kv_again
     gemm("attn.qkv_proj.recompute", Category::gemm, l, t_ * (f.q_proj / tp_ + f.kv_proj * kv_share(a, p_.tp)), 0, dd, t_,
          heads * qk + kv_proj_width(a, heads, kvh, qk, vd), h);
   if (!fused_qkv() && q_again)

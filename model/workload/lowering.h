@@ -372,7 +372,7 @@ class Lowering {
     // autograd), as the memory report offloads it.
     for (TensorClass c : s_.memory.offload) {
       const double x = b[static_cast<size_t>(c)];
-      sum += has(s_.memory.recompute, c) ? recomputed_class_kept_bytes(s_, c, x) : x;
+      sum += recomputes(s_, c) ? recomputed_class_kept_bytes(s_, c, x) : x;
     }
     return sum;
   }
@@ -630,7 +630,7 @@ class Lowering {
   // Megatron's later buckets would wait for the stage's first forward (a review put it under 1 %).
   bool zero1() const { return p_.distributed_optimizer && !fsdp(); }
   // Q, K and V in one GEMM (stack.fused_qkv): grouped-query or multi-head attention only.
-  bool fused_qkv() const { return s_.stack.fused_qkv && m_.attention.kind != AttentionKind::mla; }
+  bool fused_qkv() const { return fuses_qkv(s_); }
   bool zero1_prefetch() const { return zero1() && s_.stack.fsdp_prefetch && s_.stack.grad_reduce_overlap; }
   void param_gathers(const std::vector<int>& layers, bool embedding, bool head, const std::vector<int32_t>& deps) {
     auto gather = [&](const char* name, int key, int layer, Group g, double bytes) {

@@ -178,7 +178,7 @@ MemoryReport memory_report(const Scenario& s, const ExpertLoad& load, const Cali
         auto b = saved_tensor_bytes(s, load, l);
         for (int k = 0; k < kTensorClassCount; ++k) {
           const auto cls = static_cast<TensorClass>(k);
-          if (has(s.memory.recompute, cls)) b[static_cast<size_t>(k)] = recomputed_class_kept_bytes(s, cls, b[static_cast<size_t>(k)]);
+          if (recomputes(s, cls)) b[static_cast<size_t>(k)] = recomputed_class_kept_bytes(s, cls, b[static_cast<size_t>(k)]);
           if (!has(s.memory.offload, cls)) chunk_kept[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
           chunk_saved[static_cast<size_t>(c)] += b[static_cast<size_t>(k)];
         }

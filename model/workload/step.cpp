@@ -173,6 +173,14 @@ double recomputed_class_kept_bytes(const Scenario& s, TensorClass c, double clas
   return t * mla_latent_width(s.model.attention, c == TensorClass::kv_proj) * 2.0;
 }
 
+bool fuses_qkv(const Scenario& s) { return s.stack.fused_qkv && s.model.attention.kind != AttentionKind::mla; }
+
+bool recomputes(const Scenario& s, TensorClass c) {
+  if (detail::has(s.memory.recompute, c)) return true;
+  return fuses_qkv(s) && (c == TensorClass::q_proj || c == TensorClass::kv_proj) &&
+         (detail::has(s.memory.recompute, TensorClass::q_proj) || detail::has(s.memory.recompute, TensorClass::kv_proj));
+}
+
 double ragged_buffer_rows(const Scenario& s, const ExpertLoad& load) {
   const double f = s.stack.a2a_buffer_factor;
   if (f > 0) return load.mean_rows * f;

@@ -200,6 +200,11 @@ inline double norm_input_share(const Scenario& s) { return s.stack.remat_dispatc
 // norm class; under autograd, MLA's latents of the q_proj and kv_proj classes, from which the up
 // projections' recompute starts (the down projections are not run again); nothing otherwise.
 double recomputed_class_kept_bytes(const Scenario& s, TensorClass c, double class_bytes);
+// Q, K and V projected by one GEMM (stack.fused_qkv; grouped-query or multi-head attention, not MLA).
+bool fuses_qkv(const Scenario& s);
+// Whether the backward rebuilds class c: the recompute list's classes, where a fused QKV projection
+// is one GEMM, so naming q_proj or kv_proj recomputes both (and neither is kept).
+bool recomputes(const Scenario& s, TensorClass c);
 
 struct StepGraph {
   std::vector<RankClass> classes;

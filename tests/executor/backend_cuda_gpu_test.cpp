@@ -100,6 +100,12 @@ TEST(CudaBackendGpu, TimeWorkIsTheDevicesTimeBehindAFlush) {
   Backend& g = *b.gpu;
   EXPECT_LT(g.time_work([] {}), 20e-6) << "no work queued: the events bracket nothing";
   EXPECT_NE(g.timing_method().find("MiB memset (L2 flush"), std::string::npos) << g.timing_method();
+  // A tiny kernel: a few microseconds of device work, where the host's launch and synchronize
+  // around it (the clock this replaced) took 8 us or more.
+  On<float> tiny(g, rnd(256, 8));
+  double least = 1e9;
+  for (int i = 0; i < 5; ++i) least = std::min(least, g.time_work([&] { g.fill(tiny.p, 256, 1.0f); }));
+  EXPECT_LT(least, 5e-6) << "the launch latency is inside the timed span";
   const int64_t n = 2048;
   On<float> a(g, rnd(static_cast<size_t>(3 * n * n), 9));
   auto sgemm = [&] { g.gemm(a.p, a.p + n * n, a.p + 2 * n * n, n, n, n, false, false, false); };
@@ -202,6 +208,17 @@ std::pair<int, std::string> shell(const std::string& cmd) {
   while (size_t n = fread(buf.data(), 1, buf.size(), f)) out.append(buf.data(), n);
   const int st = pclose(f);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// The other side: on a machine without a usable device (this one in CI) --backend cuda exits 1 with
+// the runtime's reason, before any CUDA object of the backend is made (an event created before the
+// check failed with a bare runtime error instead).
+TEST(CudaBackendGpu, WithoutADeviceTheRunSaysWhy) {
+  if (kernels::query_devices().count > 0) GTEST_SKIP() << "a GPU is present: MoeperfRunPassesItsGates runs instead";
+  const auto [code, out] = shell(std::string(MOEPERF_CLI) + " run " + MOEPERF_SOURCE_DIR + "/examples/executor/cpu-small.json --backend cuda");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("--backend cuda: no usable GPU: "), std::string::npos) << out;
+  EXPECT_EQ(out.find("event_timer"), std::string::npos) << out;
 }
 
 TEST(CudaBackendGpu, MoeperfRunPassesItsGates) {

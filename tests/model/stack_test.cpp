@@ -1285,6 +1285,28 @@ TEST(Stacks, AFusedQkvProjectionIsOneGemmWithOneQuantizedInput) {
   const StepReport pf = predict(fused, fused.calibration), pa = predict(apart, apart.calibration);
   EXPECT_LT(pf.step_time.value(), pa.step_time.value());
   EXPECT_DOUBLE_EQ(pf.model_flops_per_token, pa.model_flops_per_token);
+  // The memory report agrees: naming q_proj recomputes, and keeps, neither Q nor K/V, as naming both.
+  std::vector<std::string> both_sets = gqa;
+  both_sets.push_back("memory.recompute=[\"q_proj\", \"kv_proj\"]");
+  const Scenario both = load(ladder, both_sets);
+  const MemoryReport mf = memory_report(fused, l, fused.calibration), mb = memory_report(both, l, both.calibration),
+                     ma = memory_report(apart, l, apart.calibration);
+  EXPECT_DOUBLE_EQ(mf.activations.value(), mb.activations.value());
+  EXPECT_GT(ma.activations.value(), mf.activations.value()) << "apart, K/V stays saved";
+  // Under tensor parallelism (Megatron's TP 2 on Qwen3-235B-A22B: 64 Q heads, 4 K/V groups): each
+  // rank's share, 32 Q heads and 2 K/V groups of 128.
+  const Scenario tp2 = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"));
+  ASSERT_EQ(tp2.parallelism.tp, 2);
+  ASSERT_TRUE(tp2.stack.fused_qkv);
+  const StepGraph g2 = lower_step(tp2, expert_load(tp2, tp2.calibration));
+  const Op* p2 = nullptr;
+  for (const Op& op : g2.classes.front().ops)
+    if (op.name == "attn.qkv_proj") p2 = &op;
+  ASSERT_NE(p2, nullptr);
+  EXPECT_EQ(p2->n, 32 * 128 + 2 * 2 * 128);
+  EXPECT_EQ(p2->k, 4096);
+  EXPECT_NEAR(p2->flops.value(), 2.0 * static_cast<double>(p2->m) * static_cast<double>(p2->n) * static_cast<double>(p2->k),
+              1e-9 * p2->flops.value());
   // MLA (DeepSeek-V3 under the same stack): its projections stay apart.
   const StepGraph mla = lower_step(load(ladder), l);
   EXPECT_FALSE(named(mla, "attn.q_proj").empty());
