@@ -89,6 +89,9 @@ inline Collective exchange_collective(const std::string& name) {
   return Collective::none;
 }
 inline bool is_comm_op(const std::string& name) { return exchange_collective(name) != Collective::none; }
+// Work of the host communicator, timed by the host's clock: a collective, or the barrier before
+// one ("wait.<exchange>", which is no collective of its own).
+inline bool is_host_work(const std::string& name) { return name.rfind("wait.", 0) == 0 || is_comm_op(name); }
 
 // Times ops by name; only records when `record` is on (after warm-up).
 struct Recorder {
@@ -106,7 +109,7 @@ struct Recorder {
     // time covers the op alone: a compute op's work on the device (Backend::time_work); a
     // communicator's op (a barrier, a reduction over the host communicator) is the host's work,
     // timed by the host's clock between synchronizes.
-    if (backend && !is_comm_op(name)) {
+    if (backend && !is_host_work(name)) {
       store(name, bytes, flops, shape, backend->time_work(f));
       return;
     }

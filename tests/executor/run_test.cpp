@@ -19,6 +19,7 @@
 #include "../model/io/temp_dir.h"
 #include "tests/executor/run_helpers.h"
 #include "executor/run.h"
+#include "executor/run_parts.h"
 
 namespace {
 
@@ -29,6 +30,61 @@ using moeperf::testing::sh;
 using moeperf::testing::source;
 using moeperf::testing::TempDir;
 
+
+// A backend that computes nothing and counts how the recorder times: Backend::time_work (a device
+// backend's events behind its flush) for compute ops, the host's clock between synchronizes for the
+// host communicator's work (a barrier's wait, a host collective).
+class CountingBackend final : public moeperf::exec::Backend {
+ public:
+  int time_work_calls = 0, synchronizes = 0;
+  double time_work(const std::function<void()>& f) override {
+    ++time_work_calls;
+    f();
+    return 1.0;  // a device time no host clock would read
+  }
+  std::string name() const override { return "counting"; }
+  void synchronize() override { ++synchronizes; }
+  bool host_memory() const override { return false; }
+  void* alloc(size_t) override { return nullptr; }
+  void release(void*) override {}
+  void upload(void*, const void*, size_t) override {}
+  void download(void*, const void*, size_t) override {}
+  void gather_rows(const float*, const int64_t*, int64_t, int64_t, float*) override {}
+  void fill(float*, int64_t, float) override {}
+  void copy(void*, const void*, size_t) override {}
+  double measure_gemm_peak() override { return 1.0; }
+  double measure_copy_bandwidth() override { return 1.0; }
+  std::string gemm_peak_method() const override { return ""; }
+  void gemm(const float*, const float*, float*, int64_t, int64_t, int64_t, bool, bool, bool) override {}
+  void swiglu_fwd(const float*, int64_t, int64_t, float*) override {}
+  void swiglu_bwd(const float*, const float*, int64_t, int64_t, float*) override {}
+  void router_topk(const float*, const float*, const moeperf::ref::RouterParams&, int32_t*, float*) override {}
+  void router_bwd(const float*, const int32_t*, const float*, const moeperf::ref::RouterParams&, float*) override {}
+  void expert_counts(const int32_t*, int64_t, int, int64_t, int64_t*, int64_t*) override {}
+  void permute_map(const int32_t*, int64_t, int, int64_t, const int64_t*, int64_t*, int64_t*) override {}
+  void permute(const float*, int64_t, int64_t, int, const int64_t*, float*) override {}
+  void unpermute(const float*, int64_t, int64_t, int, const int64_t*, const float*, float*) override {}
+  void unpermute_bwd(const float*, const float*, int64_t, int64_t, int, const int64_t*, const float*, float*, float*) override {}
+  void permute_bwd(const float*, int64_t, int64_t, int, const int64_t*, float*) override {}
+};
+
+TEST(Executor, TheRecorderTimesComputeOnTheDeviceAndHostWorkByTheHostsClock) {
+  CountingBackend be;
+  std::map<std::string, moeperf::exec::OpStats> ops;
+  moeperf::exec::detail::Recorder rec{&ops, &be};
+  rec.record = true;
+  for (const char* compute : {"moe.expert_fc1", "moe.permute", "moe.regroup", "attn.q_proj"}) rec.time(compute, 0, 0, [] {});
+  EXPECT_EQ(be.time_work_calls, 4);
+  for (const char* compute : {"moe.expert_fc1", "moe.permute", "moe.regroup", "attn.q_proj"}) EXPECT_EQ(ops[compute].seconds.at(0), 1.0) << compute;
+  for (const char* host : {"wait.moe.dispatch", "wait.moe.count_exchange", "fsdp.all_gather", "fsdp.reduce_scatter",
+                           "moe.shared_grad.reduce_scatter"}) {
+    const int before = be.synchronizes;
+    rec.time(host, 0, 0, [] {});
+    EXPECT_EQ(be.synchronizes, before + 2) << host << ": a synchronize before and after, around the host's clock";
+    EXPECT_LT(ops[host].seconds.at(0), 1.0) << host;
+  }
+  EXPECT_EQ(be.time_work_calls, 4);
+}
 
 TEST(Executor, FourRanksPassTheGatesAndWriteMeasurements) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun or MPI support is not available";

@@ -1293,6 +1293,15 @@ TEST(Stacks, AFusedQkvProjectionIsOneGemmWithOneQuantizedInput) {
                      ma = memory_report(apart, l, apart.calibration);
   EXPECT_DOUBLE_EQ(mf.activations.value(), mb.activations.value());
   EXPECT_GT(ma.activations.value(), mf.activations.value()) << "apart, K/V stays saved";
+  // Offloading the K/V class moves nothing when the fused projection rebuilds it (a GQA class keeps
+  // nothing when recomputed); apart, K/V leaves for the host after each layer.
+  std::vector<std::string> fused_off = gqa, apart_off = apart_sets;
+  fused_off.push_back("memory.offload=[\"kv_proj\"]");
+  apart_off.push_back("memory.offload=[\"kv_proj\"]");
+  const Scenario fo = load(ladder, fused_off), ao = load(ladder, apart_off);
+  const StepGraph gfo = lower_step(fo, l), gao = lower_step(ao, l);
+  EXPECT_TRUE(named(gfo, "offload.d2h").empty());
+  EXPECT_FALSE(named(gao, "offload.d2h").empty());
   // Under tensor parallelism (Megatron's TP 2 on Qwen3-235B-A22B: 64 Q heads, 4 K/V groups): each
   // rank's share, 32 Q heads and 2 K/V groups of 128.
   const Scenario tp2 = io::load_scenario(source("examples/layouts/qwen3-235b-h100-megatron-folded.json"));
