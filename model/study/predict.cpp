@@ -436,6 +436,10 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   const std::vector<double> exposed_share = exposed_by_op(rc, sc);
   for (size_t i = 0; i < rc.ops.size(); ++i) r.ops[index.at(rc.ops[i].name)].exposed += Seconds(exposed_share[i]);
   r.idle = idle_time(rc, sc);
+  r.host_busy = sc.host_busy;
+  r.host_ops = sc.host_ops;
+  r.graph_launches = sc.graph_launches;
+  r.host_wait = sc.host_wait;
   r.comm_fraction_of_kernel_time = kernel_all > 0 ? comm_all / kernel_all : 0.0;
   // Exposed: time covered by communication but by no compute; the per-op shares add up to it.
   double exposed = 0;

@@ -43,6 +43,13 @@ struct StepReport {
   Seconds serial_step_time;      // the busiest class's ops back to back on one queue, uncontended:
                                  // no overlap, and no waiting for other pipeline stages
   Seconds idle;                  // the reported class runs nothing (pipeline bubble when pp > 1)
+  // The host that issued the reported class's program (stack.host_op_s, graph_launch_s, libraries'
+  // host loops; SimClass::host_busy): seconds spent issuing, framework ops outside CUDA graphs,
+  // graph launches. Near the step time the step is host-bound: the GPU waits for launches.
+  Seconds host_busy;
+  double host_ops = 0;
+  int64_t graph_launches = 0;
+  Seconds host_wait;  // the compute queues waiting for launches (SimClass::host_wait)
   // When the system file gives them (SystemSpec::power_price): every GPU's share of power over the
   // step, and the price of the step's GPU-hours, also per million tokens trained.
   std::optional<Joules> energy_per_step;
