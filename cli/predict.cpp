@@ -17,7 +17,11 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
   const Scenario s = load_named(file, sets);
   PredictOptions opt;
   opt.simulate = !serial;
-  const StepReport r = predict(s, s.calibration, opt);
+  StepReport r = predict(s, s.calibration, opt);
+  // What the host costs: the step again under a host that issues at once (a second simulation,
+  // only where the host spent anything).
+  if (r.simulated && r.host_busy.value() > 0)
+    r.host_cost = Seconds(std::max(0.0, r.step_time.value() - host_free_step_time(*r.scenario, s.calibration).value()));
   if (!trace.empty()) {
     std::ostringstream t;
     io::write_chrome_trace(r, t);

@@ -277,20 +277,6 @@ class Engine {
       sc.host_busy = Seconds(cs.host_busy);
       sc.host_ops = cs.host_ops;
       sc.graph_launches = cs.graph_launches;
-      const std::vector<Op>& class_ops = g_.classes[out.classes.size()].ops;
-      double host_wait = 0;
-      for (size_t q = 0; q < cs.queues.size(); q += static_cast<size_t>(base_queues_)) {  // the compute lanes
-        double prev = 0;
-        for (int32_t i : cs.queues[q]) {
-          const auto k = static_cast<size_t>(i);
-          double ready = prev;
-          for (int32_t dep : class_ops[k].deps)
-            if (dep >= 0) ready = std::max(ready, cs.timing[static_cast<size_t>(dep)].end.value());
-          if (cs.issue[k] > ready) host_wait += std::max(0.0, std::min(cs.timing[k].start.value(), cs.issue[k]) - ready);
-          prev = cs.timing[k].end.value();
-        }
-      }
-      sc.host_wait = Seconds(host_wait);
       for (size_t q = 0; q < cs.queues.size(); ++q) {
         const size_t b = q % static_cast<size_t>(base_queues_);
         sc.queues.push_back(b == 0 ? Stream::compute : !multi_ ? (b == 1 ? Stream::ep_comm : Stream::offload) : static_cast<Stream>(b));

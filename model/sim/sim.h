@@ -46,9 +46,6 @@ struct SimClass {
   Seconds host_busy;
   double host_ops = 0;
   int64_t graph_launches = 0;
-  // The compute queues' time waiting for the host: each compute op issued later than its queue and
-  // its dependencies would have let it start, summed over the queue's ops (and lanes).
-  Seconds host_wait;
 };
 
 // A queue's name for traces and timelines: the stream, "(backward lane)" on the second lane.

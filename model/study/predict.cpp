@@ -286,6 +286,15 @@ BalancedLayout balanced_layout(const Scenario& scenario, const Calibration& cal,
   return b;
 }
 
+Seconds host_free_step_time(const Scenario& s, const Calibration& cal) {
+  Scenario x = s;
+  x.stack.host_op_s = 0;
+  x.stack.graph_launch_s = 0;
+  Calibration c = cal;
+  c.set(Param::gemm_multi_stream_group_s, 0.0);
+  return predict(x, c).step_time;
+}
+
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
   if (!s.parallelism.balance_layout) return predict_lowered(s, cal, lower(s, cal), opt);
   // "balanced": any layout the scenario holds is a previous prediction's choice and is found again
@@ -439,7 +448,6 @@ StepReport predict_lowered(const Scenario& s, const Calibration& cal, const Lowe
   r.host_busy = sc.host_busy;
   r.host_ops = sc.host_ops;
   r.graph_launches = sc.graph_launches;
-  r.host_wait = sc.host_wait;
   r.comm_fraction_of_kernel_time = kernel_all > 0 ? comm_all / kernel_all : 0.0;
   // Exposed: time covered by communication but by no compute; the per-op shares add up to it.
   double exposed = 0;

@@ -44,12 +44,14 @@ struct StepReport {
                                  // no overlap, and no waiting for other pipeline stages
   Seconds idle;                  // the reported class runs nothing (pipeline bubble when pp > 1)
   // The host that issued the reported class's program (stack.host_op_s, graph_launch_s, libraries'
-  // host loops; SimClass::host_busy): seconds spent issuing, framework ops outside CUDA graphs,
-  // graph launches. Near the step time the step is host-bound: the GPU waits for launches.
+  // host loops; SimClass::host_busy; 0 under --serial): seconds spent issuing, framework ops issued
+  // outside CUDA graphs, graph launches.
   Seconds host_busy;
   double host_ops = 0;
   int64_t graph_launches = 0;
-  Seconds host_wait;  // the compute queues waiting for launches (SimClass::host_wait)
+  // What the host costs the step: the step less the step under a host that issues at once
+  // (host_step_time; filled by `predict` when the host spent anything).
+  std::optional<Seconds> host_cost;
   // When the system file gives them (SystemSpec::power_price): every GPU's share of power over the
   // step, and the price of the step's GPU-hours, also per million tokens trained.
   std::optional<Joules> energy_per_step;
@@ -121,6 +123,11 @@ ExpertLoad expert_load(const Scenario& s, const Calibration& cal, std::vector<st
 // A scenario asking for "layout": "balanced" is predicted under balanced_layout()'s split (found
 // again whatever layout it holds), and the report's scenario holds it.
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt = {});
+
+// The step under a host that issues every op at once: stack.host_op_s and graph_launch_s 0 and no
+// library host loop (gemm_multi_stream_group_s 0); host waits still drain the GPU queue. The
+// difference to predict()'s step is what the host costs.
+Seconds host_free_step_time(const Scenario& s, const Calibration& cal);
 
 // The balanced pipeline layout (balance_pipeline_layout): each layer, the embedding and the tail
 // priced from the even split's graph: per layer, the ops of one micro-batch (forward, recompute,
