@@ -385,8 +385,10 @@ void memory(Ctx& c, double end_share) {
   std::vector<double> ref;
   auto copy_ref = [&](bool record) {  // the whole buffer in one copy
     if (sizes.empty()) return;
-    auto& [a, out] = bufs.at(sizes.back());
-    const double s = c.be.time_work([&] { c.be.copy(out->p, a->p, static_cast<size_t>(sizes.back() << 18) * sizeof(float)); });
+    const auto& pair = bufs.at(sizes.back());  // not a structured binding: a lambda captures it below (clang before 16 refuses)
+    float* from = pair.first->p;
+    float* to = pair.second->p;
+    const double s = c.be.time_work([&] { c.be.copy(to, from, static_cast<size_t>(sizes.back() << 18) * sizeof(float)); });
     if (record) ref.push_back(s);
   };
   copy_ref(false);
