@@ -108,15 +108,13 @@ struct Recorder {
     // Work queued before the op (a fill, a copy the caller did not wait for) finishes first, so the
     // time covers the op alone: a compute op's work on the device (Backend::time_work); a
     // communicator's op (a barrier, a reduction over the host communicator) is the host's work,
-    // timed by the host's clock between synchronizes.
-    if (backend && !is_host_work(name)) {
-      store(name, bytes, flops, shape, backend->time_work(f));
+    // timed by the host's clock between synchronizes (the base class's time_work).
+    if (backend) {
+      store(name, bytes, flops, shape, is_host_work(name) ? backend->Backend::time_work(f) : backend->time_work(f));
       return;
     }
-    if (backend) backend->synchronize();
     const auto t0 = Clock::now();
     f();
-    if (backend) backend->synchronize();
     store(name, bytes, flops, shape, std::chrono::duration<double>(Clock::now() - t0).count());
   }
   // An exchange: `f` runs it and returns its own device time (0: not measured), which is recorded
