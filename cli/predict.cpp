@@ -18,10 +18,7 @@ int cmd_predict(const std::string& file, const std::vector<std::string>& sets, c
   PredictOptions opt;
   opt.simulate = !serial;
   StepReport r = predict(s, s.calibration, opt);
-  // What the host costs: the step again under a host that issues at once (a second simulation,
-  // only where the host spent anything).
-  if (r.simulated && r.host_busy.value() > 0)
-    r.host_cost = Seconds(std::max(0.0, r.step_time.value() - host_free_step_time(*r.scenario, s.calibration).value()));
+  add_host_cost(r, s.calibration);  // what the host costs the step: a second simulation, where it spent anything
   if (!trace.empty()) {
     std::ostringstream t;
     io::write_chrome_trace(r, t);

@@ -70,18 +70,18 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev_));
     uint64_t keep = UINT64_MAX;
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-    CUBLAS_CHECK(cublasCreate(&blas_));
-    CUBLAS_CHECK(cublasSetStream(blas_, s_));
-    timer_.emplace();  // its events on this rank's device, as the stream (made current above)
+    // A throw past here leaves no destructor to run: what was made so far is released first.
+    try {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+      CUBLAS_CHECK(cublasCreate(&blas_));
+      CUBLAS_CHECK(cublasSetStream(blas_, s_));
+      timer_.emplace();  // its events on this rank's device, as the stream (made current above)
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~CudaBackend() override {
-    cudaStreamSynchronize(s_);
-    cudaFree(flush_);
-    cudaFree(ws_);
-    cublasDestroy(blas_);
-    cudaStreamDestroy(s_);
-  }
+  ~CudaBackend() override { release(); }
   std::string name() const override { return "cuda (" + name_ + ")"; }
   std::string gemm_peak_method() const override {
     return "4096^3 FP32 cuBLAS SGEMM (no TF32) on " + name_ + " (device " + std::to_string(dev_) + "), best of 5";
@@ -215,6 +215,18 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Everything the backend made, each only if made (a constructor that threw part-way calls it too).
+  void release() noexcept {
+    timer_.reset();
+    if (s_) cudaStreamSynchronize(s_);
+    if (flush_) cudaFree(flush_);
+    if (ws_) cudaFree(ws_);
+    if (blas_) cublasDestroy(blas_);
+    if (s_) cudaStreamDestroy(s_);
+    flush_ = ws_ = nullptr;
+    blas_ = nullptr;
+    s_ = nullptr;
+  }
   size_t flush_want() const { return std::max<size_t>(size_t{256} << 20, 2 * l2_bytes_); }
   // The flush buffer is allocated on the first timed op (a backend that times nothing holds none).
   void flush_l2() {

@@ -1,5 +1,7 @@
 #include "gui/models/scenario_loader.h"
 
+#include <utility>
+
 #include "model/error.h"
 #include "model/io/errors.h"
 #include "model/io/load.h"
@@ -12,7 +14,9 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
     std::vector<io::Override> ov;
     for (const auto& s : sets) ov.push_back(io::parse_override(s, io::kEditOrigin));
     const Scenario s = io::load_scenario(path, ov);
-    out.report = std::make_shared<const StepReport>(predict(s, s.calibration));
+    StepReport r = predict(s, s.calibration);
+    add_host_cost(r, s.calibration);  // the host's lines of the summary, as `predict` prints them
+    out.report = std::make_shared<const StepReport>(std::move(r));
   } catch (const io::SpecError& e) {
     out.error = e.what();
     out.error_path = e.json_path();

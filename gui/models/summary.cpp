@@ -43,6 +43,11 @@ QStringList summary_notes(const StepReport& r) {
   out << QStringLiteral("Priced by profile %1, stack %2")
              .arg(QString::fromStdString(r.profile),
                   r.stack.empty() ? QStringLiteral("built-in defaults") : QString::fromStdString(r.stack));
+  for (const auto& [label, text] : io::host_lines_text(r)) {
+    QString l = QString::fromStdString(label);
+    l[0] = l[0].toUpper();
+    out << QStringLiteral("%1: %2").arg(l, QString::fromStdString(text).simplified());
+  }
   if (const std::string st = io::stage_memory_text(r.memory); !st.empty())
     out << QStringLiteral("Memory per pipeline stage (GB): %1; stage %2 the fullest")
                .arg(QString::fromStdString(st))

@@ -23,7 +23,8 @@ struct SummaryItem {
 std::vector<SummaryItem> summary_items(const StepReport& r);
 
 // What the CLI's text report says beside the figures, as lines under them: the band's terms (the
-// parts' fit spread, the end-to-end term), the profile and stack that priced the step, and every
+// parts' fit spread, the end-to-end term), the profile and stack that priced the step, what the
+// host spent issuing and what it costs the step (io::host_lines_text), and every
 // note of the prediction (a rate no measurement set, routing simplified, EP groups across racks).
 QStringList summary_notes(const StepReport& r);
 

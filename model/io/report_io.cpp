@@ -110,6 +110,25 @@ std::string stage_memory_text(const MemoryReport& m) {
   return t;
 }
 
+std::vector<std::pair<std::string, std::string>> host_lines_text(const StepReport& r) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!(r.host_busy.value() > 0) || !r.scenario) return out;
+  const StackOptions& st = r.scenario->stack;
+  const double step = r.step_time.value();
+  auto share = [&](double v) { return f(step > 0 ? 100 * v / step : 0, 1); };
+  // The library loops: what the host spent beyond its framework ops and graph launches.
+  const double loops = r.host_busy.value() - r.host_ops * st.host_op_s - static_cast<double>(r.graph_launches) * st.graph_launch_s;
+  std::string t = f(r.host_busy.value(), 3) + " s   (" + share(r.host_busy.value()) + " % of the step, the reported rank's program: " +
+                  f(r.host_ops, 0) + " framework ops at " + f(st.host_op_s * 1e6, 1) + " us, " + std::to_string(r.graph_launches) +
+                  " CUDA graph launches at " + f(st.graph_launch_s * 1e6, 1) + " us";
+  if (loops > 1e-9) t += ", " + f(loops, 3) + " s of libraries' host loops";
+  out.emplace_back("host issuing", t + ")");
+  if (r.host_cost)
+    out.emplace_back("host's cost", f(r.host_cost->value(), 3) + " s   (" + share(r.host_cost->value()) +
+                                        " % of the step: the step less the same step under a host that issues every op at once)");
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r) {
   std::vector<std::pair<std::string, std::string>> out;
   if (r.band > 0) {
@@ -197,18 +216,7 @@ void write_report_text(const StepReport& r, std::ostream& out, bool per_op, int 
   else if (r.idle.value() > 0)
     out << "  idle                   " << f(r.idle.value(), 3) << " s   (" << f(step > 0 ? 100 * r.idle.value() / step : 0, 1)
         << " % of the step: no kernel runs)\n";
-  if (r.host_busy.value() > 0) {
-    // The library loops: what the host spent beyond its framework ops and graph launches.
-    const double loops = r.host_busy.value() - r.host_ops * scen.stack.host_op_s - static_cast<double>(r.graph_launches) * scen.stack.graph_launch_s;
-    out << "  host issuing           " << f(r.host_busy.value(), 3) << " s   (" << f(step > 0 ? 100 * r.host_busy.value() / step : 0, 1)
-        << " % of the step, the reported rank's program: " << f(r.host_ops, 0) << " framework ops at " << f(scen.stack.host_op_s * 1e6, 1)
-        << " us, " << r.graph_launches << " CUDA graph launches at " << f(scen.stack.graph_launch_s * 1e6, 1) << " us";
-    if (loops > 1e-9) out << ", " << f(loops, 3) << " s of libraries' host loops";
-    out << ")\n";
-    if (r.host_cost)
-      out << "  host's cost            " << f(r.host_cost->value(), 3) << " s   (" << f(step > 0 ? 100 * r.host_cost->value() / step : 0, 1)
-          << " % of the step: the step less the same step under a host that issues every op at once)\n";
-  }
+  for (const auto& [label, text] : host_lines_text(r)) out << "  " << label << std::string(23 - label.size(), ' ') << text << "\n";
   out << "  tokens/s/GPU           " << f(r.tokens_per_s_per_gpu, 0) << "   (" << f(r.tokens_per_step_per_gpu, 0)
       << " tokens per GPU per step)\n";
   out << "  TFLOPS/GPU             " << f(r.model_tflops_per_gpu, 1) << "   (MaxText count: "

@@ -20,6 +20,11 @@ const char* schedule_name(PipelineSchedule s);
 // The band's terms as the text report prints them: {"parts", "+/- 4.8 %: per op class ..."},
 // {"end to end", "+34 %: the published case of stack ... ran 1.34x the predicted step (...)"}.
 std::vector<std::pair<std::string, std::string>> band_terms_text(const StepReport& r);
+// What the host spent issuing the reported rank's program and, when predict's second simulation ran
+// (StepReport::host_cost), what that costs the step, as the text report prints them:
+// {"host issuing", "1.730 s   (24.9 % of the step, ...)"}, {"host's cost", "0.016 s   (...)"}.
+// Empty when the host spent nothing (a stack whose host runs ahead, or --serial).
+std::vector<std::pair<std::string, std::string>> host_lines_text(const StepReport& r);
 // Every pipeline stage's HBM in GB, "112.1, 108.3, ..." (the middle elided past 16 stages); empty
 // without pipeline parallelism.
 std::string stage_memory_text(const MemoryReport& m);

@@ -295,6 +295,11 @@ Seconds host_free_step_time(const Scenario& s, const Calibration& cal) {
   return predict(x, c).step_time;
 }
 
+void add_host_cost(StepReport& r, const Calibration& cal) {
+  if (r.simulated && r.host_busy.value() > 0 && r.scenario)
+    r.host_cost = Seconds(std::max(0.0, r.step_time.value() - host_free_step_time(*r.scenario, cal).value()));
+}
+
 StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptions& opt) {
   if (!s.parallelism.balance_layout) return predict_lowered(s, cal, lower(s, cal), opt);
   // "balanced": any layout the scenario holds is a previous prediction's choice and is found again

@@ -128,6 +128,9 @@ StepReport predict(const Scenario& s, const Calibration& cal, const PredictOptio
 // library host loop (gemm_multi_stream_group_s 0); host waits still drain the GPU queue. The
 // difference to predict()'s step is what the host costs.
 Seconds host_free_step_time(const Scenario& s, const Calibration& cal);
+// Fills r.host_cost (the step less host_free_step_time) where a simulated step's host spent
+// anything; a second simulation, so `predict`, the GUI's prediction and none of the studies call it.
+void add_host_cost(StepReport& r, const Calibration& cal);
 
 // The balanced pipeline layout (balance_pipeline_layout): each layer, the embedding and the tail
 // priced from the even split's graph: per layer, the ops of one micro-batch (forward, recompute,

@@ -147,6 +147,43 @@ class TimelineModelTest : public QObject {
     QCOMPARE(QString::fromStdString(io::stage_memory_text(r.memory)),
              QStringLiteral("1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0 ... (8 more: --format json), 1.0, 1.0, 1.0, 1.0"));
   }
+  void notesSayWhatTheHostSpentAndWhatItCosts() {
+    // The host's lines of `predict`'s text, under the figures: what it spent issuing (framework
+    // ops, graph launches, the libraries' loops beyond them) and, once known, what that cost.
+    auto sc = std::make_shared<Scenario>();
+    sc->stack.host_op_s = 10e-6;
+    sc->stack.graph_launch_s = 5e-6;
+    StepReport r;
+    r.profile = "blackwell";
+    r.scenario = sc;
+    r.step_time = Seconds(2.0);
+    QVERIFY(!summary_notes(r).join(QStringLiteral("\n")).contains(QStringLiteral("Host")));  // the host spent nothing
+    r.host_ops = 1000;
+    r.graph_launches = 200;
+    r.host_busy = Seconds(0.5);  // 10 ms of ops, 1 ms of launches: 0.489 s of library loops
+    QStringList notes = summary_notes(r);
+    QVERIFY2(notes.contains(QStringLiteral("Host issuing: 0.500 s (25.0 % of the step, the reported rank's program: 1000 framework "
+                                           "ops at 10.0 us, 200 CUDA graph launches at 5.0 us, 0.489 s of libraries' host loops)")),
+             qPrintable(notes.join(QStringLiteral("\n"))));
+    QVERIFY(!notes.join(QStringLiteral("\n")).contains(QStringLiteral("Host's cost")));  // not simulated again
+    r.host_cost = Seconds(0.25);
+    notes = summary_notes(r);
+    QVERIFY(notes.contains(QStringLiteral(
+        "Host's cost: 0.250 s (12.5 % of the step: the step less the same step under a host that issues every op at once)")));
+  }
+  void loadedPredictionKnowsWhatTheHostCosts() {
+    // The app's prediction runs the second simulation as `predict` does: the ladder's first step
+    // (Megatron eager, 10 us per framework op) has both host lines, each the CLI's figure.
+    const LoadResult r = load_and_predict(MOEPERF_SOURCE_DIR "/examples/deepseek-v3/gb200-mcore-ladder-01-baseline.json");
+    QVERIFY2(r.report, r.error.c_str());
+    QVERIFY(r.report->host_busy.value() > 0);
+    QVERIFY(r.report->host_cost.has_value());
+    const double free_step = host_free_step_time(*r.report->scenario, r.report->scenario->calibration).value();
+    QCOMPARE(r.report->host_cost->value(), std::max(0.0, r.report->step_time.value() - free_step));
+    const QString joined = summary_notes(*r.report).join(QStringLiteral("\n"));
+    QVERIFY(joined.contains(QStringLiteral("Host issuing: ")));
+    QVERIFY(joined.contains(QStringLiteral("Host's cost: ")));
+  }
   void passesModelTester() {
     const LoadResult r = load_and_predict(kOptimized);
     QVERIFY2(r.report, r.error.c_str());
