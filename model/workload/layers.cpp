@@ -340,18 +340,23 @@ double Lowering::table_grad_bytes() {
 
 // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
 // shares the weights and does the same work.
-void Lowering::head(bool backward, const std::string& name, int layer) {
+void Lowering::head(bool backward, const std::string& name, int layer, bool table_here) {
   const double h = d(m_.hidden), v = d(m_.vocab);
   const double f = t_ * lm_head_forward_flops(m_) / tp_;
   // Under FSDP the head's weights (and the final norm) are gathered before the projection and
   // their gradients reduce-scattered after it; an MTP head shares the main head's gathered weights.
-  const double weights = (count_params(m_).lm_head + h) / tp_;
+  // A head tied to the embedding projects with the table: the one the lookup gathered when the same
+  // unit ran it, else this stage's copy (holds_embedding), gathered here.
+  const ParamCounts pc = count_params(m_);
+  const double table = m_.tie_embeddings && !table_here ? pc.embedding : pc.lm_head;
+  const double weights = (table + h) / tp_;
   const bool gather = fsdp() && name == "head";
   if (!backward) {
     if (gather)
       wait_before_next_compute(comm("fsdp.all_gather.head", Category::fsdp_comm, Stream::fsdp_comm, -1,
                                     Collective::all_gather, Group::dense_shard, weights * bw_edges_, {}));
     if (name == "head") wait_param_gathers(kHeadKey);
+    if (name == "head" && m_.tie_embeddings) wait_param_gathers(kEmbedKey);  // ZeRO-1: the stage's table (copy)
     memory(name + ".norm", -1, norm_passes() * t_sp_ * h * 2.0);
     // Under TP (sequence parallel) the projection is column-parallel over the vocabulary: the
     // normalized sequence shards are gathered first, and the loss (Megatron's

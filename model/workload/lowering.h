@@ -527,7 +527,9 @@ class Lowering {
   // The output head (final norm, vocabulary projection, loss); an MTP module's head ("mtp.head")
   // shares the weights and does the same work.
   // `layer`: an MTP head's module (its input may feed the next module); -1 for the main head.
-  void head(bool backward, const std::string& name = "head", int layer = -1);
+  // table_here: the same virtual stage looked the tokens up (a tied head then uses that gathered
+  // table; elsewhere it gathers its own copy under FSDP).
+  void head(bool backward, const std::string& name = "head", int layer = -1, bool table_here = false);
 
   // An MTP module's input (DeepSeek-V3): RMSNorm of the previous depth's hidden state and of the
   // next token's embedding, concatenated and projected 2H -> H (eh_proj); its layer and head follow.

@@ -310,23 +310,23 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
         if (v > 0 || pair.on) hand_off("pp.recv", v - 1, {});
         if (v == 0) low.embedding(false);
         for (int l : vl) {
-          if (l == L) low.head(false);  // the main head before the MTP modules that follow it
+          if (l == L) low.head(false, "head", -1, v == 0);  // the main head before the MTP modules that follow it
           if (l >= L) low.mtp_input(l, false, v == 0);
           low.forward_layer(l);
           if (l >= L) low.head(false, "mtp.head", l);
         }
-        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false);
+        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(false, "head", -1, v == 0);
         end = low.last_but_offload();
         std::vector<int32_t> out = tail(end);
         if (v < vstages - 1) hand_off("pp.send", v + 1, std::move(out));
       } else {
         if (v < vstages - 1 || pair.on) hand_off("pp.recv.bwd", v + 1, {});
-        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true);
+        if (v == vstages - 1 && (vl.empty() || vl.back() < L)) low.head(true, "head", -1, v == 0);
         for (auto it = vl.rbegin(); it != vl.rend(); ++it) {
           if (*it >= L) low.head(true, "mtp.head", *it);
           low.backward_layer(*it);
           if (*it >= L) low.mtp_input(*it, true, v == 0);
-          if (*it == L) low.head(true);
+          if (*it == L) low.head(true, "head", -1, v == 0);
         }
         if (v == 0) low.embedding(true);
         // The hand-off waits for the input gradient, not for the gradient reduce-scatters FSDP

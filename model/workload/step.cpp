@@ -263,7 +263,9 @@ bool holds_head(const Scenario& s, int stage) {
 bool holds_embedding(const Scenario& s, int stage) {
   for (int c = 0; c < pipeline_chunks(s); ++c)
     if (virtual_stage(s, stage, c) == 0) return true;
-  return s.train_mtp && s.model.mtp_layers > 0 && holds_head(s, stage);
+  // A stage that runs the head without virtual stage 0 holds a copy of the table too: for the
+  // trained MTP modules (which look tokens up in it) and for a head tied to the embedding.
+  return ((s.train_mtp && s.model.mtp_layers > 0) || s.model.tie_embeddings) && holds_head(s, stage);
 }
 
 void place_stragglers(Scenario& s) {

@@ -243,8 +243,10 @@ std::vector<int> stage_layers(const Scenario& s, int stage);  // all chunks, in 
 // DualPipeV, 0 and pp - 1 under DualPipe). Its weights, gradients, optimizer states and gradient
 // reduction belong there.
 bool holds_head(const Scenario& s, int stage);
-// Whether `stage` holds the embedding table: it runs virtual stage 0, or the trained MTP modules
-// (which read the shared table) after the head.
+// Whether `stage` holds the embedding table: it runs virtual stage 0, or the head with the trained
+// MTP modules (which read the shared table) or with its projection tied to the table (Megatron
+// keeps a copy on the last pipeline stage, `shared_embedding`, and all-reduces the copies'
+// gradients; count_params' lm_head is 0 then).
 bool holds_embedding(const Scenario& s, int stage);
 
 // One step of a pipeline stage's program (DeepSeek's dualpipe.py / dualpipev.py): the next

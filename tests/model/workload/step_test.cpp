@@ -444,6 +444,62 @@ TEST(Step, MtpStageKeepsItsTableCopyInStep) {
   EXPECT_GT(rs, wgrad);
 }
 
+// A head tied to the embedding (tie_word_embeddings) on a stage without the lookup keeps a copy of
+// the table, as Megatron's last stage does: the same weights, gradients and optimizer states as an
+// untied head there, the copies' gradients summed with stage 0's before the optimizer, and under
+// FSDP the copy gathered before the projection. With one stage the head projects with the lookup's
+// table: no copy, and the model holds one table less.
+TEST(Step, TiedHeadStageKeepsItsTableCopyInStep) {
+  const std::vector<std::string> pp2 = {"parallelism.pp=2", "parallelism.fsdp=1", "parallelism.dp=8", "batch.micro_batch=1"};
+  const Scenario untied = scenario(pp2);
+  Scenario tied = untied;
+  tied.model.tie_embeddings = true;
+  const ParamCounts pc = count_params(tied.model);
+  ASSERT_EQ(pc.lm_head, 0.0);
+  const MemoryReport mu = memory_report(untied, expert_load(untied, untied.calibration), untied.calibration);
+  const MemoryReport mt = memory_report(tied, expert_load(tied, tied.calibration), tied.calibration);
+  ASSERT_EQ(mt.hbm_by_stage.size(), size_t(2));
+  for (size_t st = 0; st < 2; ++st) EXPECT_DOUBLE_EQ(mt.hbm_by_stage[st].value(), mu.hbm_by_stage[st].value()) << st;
+  const double bg = bytes_per_element(tied.precision.grads);
+  const StepGraph g = lower_step(tied, expert_load(tied, tied.calibration));
+  for (int st : {0, 1}) {
+    int n = 0;
+    for (const Op& op : g.classes[static_cast<size_t>(st)].ops)
+      if (op.name == "pp.send.embed_grad" || op.name == "pp.recv.embed_grad") {
+        ++n;
+        EXPECT_EQ(op.peer_stage, 1 - st);
+        EXPECT_DOUBLE_EQ(op.bytes.value(), pc.embedding * bg);
+      }
+    EXPECT_EQ(n, 2) << st;
+  }
+  // FSDP with two stages: the last stage's head gathers its copy of the table with the final norm.
+  Scenario ff = scenario({"parallelism.pp=2", "parallelism.fsdp=8", "batch.micro_batch=1"});
+  ff.model.tie_embeddings = true;
+  const StepGraph gff = lower_step(ff, expert_load(ff, ff.calibration));
+  int head_gathers = 0;
+  for (const Op& op : gff.classes[1].ops)
+    if (op.name == "fsdp.all_gather.head" && op.micro_batch == 0) {
+      ++head_gathers;
+      EXPECT_DOUBLE_EQ(op.bytes.value(), (pc.embedding + static_cast<double>(ff.model.hidden)) * end_weight_bytes(ff));
+    }
+  EXPECT_EQ(head_gathers, 1);
+  // One stage: one table, no exchange, the head's gather only the final norm.
+  const Scenario one = scenario();
+  Scenario one_tied = one;
+  one_tied.model.tie_embeddings = true;
+  ASSERT_EQ(one.parallelism.pp, 1);
+  const StepGraph g1 = lower_step(one_tied, expert_load(one_tied, one_tied.calibration));
+  for (const Op& op : g1.classes[0].ops) {
+    EXPECT_FALSE(op.name.ends_with("embed_grad"));
+    if (op.name == "fsdp.all_gather.head") {
+      EXPECT_DOUBLE_EQ(op.bytes.value(), static_cast<double>(one.model.hidden) * end_weight_bytes(one));
+    }
+  }
+  const MemoryReport m1 = memory_report(one, expert_load(one, one.calibration), one.calibration);
+  const MemoryReport m1t = memory_report(one_tied, expert_load(one_tied, one_tied.calibration), one_tied.calibration);
+  EXPECT_LT(m1t.weights.value(), m1.weights.value());
+}
+
 // Forward/backward overlap (Megatron's combined 1F1B): backward units on the second lane, one more
 // forward in the warm-up, each pair of a forward and an earlier micro-batch's backward concurrent.
 // With gradient accumulation the all-to-alls of one hide behind the other's compute: the step is
