@@ -70,12 +70,14 @@ int cmd_run(const std::string& file, const std::vector<std::string>& sets, exec:
   } catch (const InputError& e) {
     if (comm->rank() == 0) std::cerr << "moeperf: " << file << ": " << e.what() << "\n";
     return kExitBadInput;
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc& e) {
     // The executor holds the scenario's real tensors (one micro-batch of a layer, weights and
-    // gradients): a full-size model rarely fits a host or one GPU.
+    // gradients): a full-size model rarely fits a host or one GPU. A device allocation says which
+    // (kernels::CudaOutOfMemory: the runtime's words); the host's says only std::bad_alloc.
+    const std::string where = std::string(e.what()) == std::bad_alloc().what() ? "" : " (" + std::string(e.what()) + ")";
     comm->abort("out of memory holding " + s.model.name + "'s tensors at --scale " + fmt(o.scale, 3) +
                     " (hidden " + std::to_string(s.model.hidden) + ", " + std::to_string(s.batch.micro_batch * s.batch.seq_len) +
-                    " tokens); shrink them with a larger --scale (e.g. --scale 16), fewer --layers, or --moe-only",
+                    " tokens)" + where + "; shrink them with a larger --scale (e.g. --scale 16), fewer --layers, or --moe-only",
                 kExitFailed);
   } catch (const std::exception& e) {
     comm->abort(e.what(), kExitFailed);  // ends every rank, never a hang

@@ -4,8 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace moeperf::kernels {
 
@@ -14,10 +16,26 @@ class CudaError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A device allocation that failed: a std::bad_alloc, as the host's, so that whoever sizes the
+// tensors (moeperf run's --scale advice) catches both, with the runtime's words in what().
+class CudaOutOfMemory : public std::bad_alloc {
+ public:
+  explicit CudaOutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
 inline void cuda_check(cudaError_t e, const char* expr, const char* file, int line) {
-  if (e != cudaSuccess)
-    throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " + cudaGetErrorName(e) + ": " +
-                    cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  std::string what = std::string(file) + ":" + std::to_string(line) + ": " + expr + ": " + cudaGetErrorName(e) + ": " +
+                     cudaGetErrorString(e);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: the runtime stays usable for the abort that follows
+    throw CudaOutOfMemory(std::move(what));
+  }
+  throw CudaError(what);
 }
 
 }  // namespace moeperf::kernels

@@ -720,7 +720,7 @@ class MainWindowTest : public QObject {
     QVERIFY(w.summaryPanel()->value(QStringLiteral("memory")).startsWith(QStringLiteral("fits: ")));
     QVERIFY(w.summaryPanel()->value(QStringLiteral("gpus")).startsWith(QStringLiteral("128 of 144 bought")));
     // Under the figures, what the CLI's report says beside them: the band's terms (the end-to-end
-    // term of the stack's published case), the profile and stack, and every note.
+    // term of the stack's published case), the profile and stack, the host's two lines, and every note.
     const QStringList& notes = w.summaryPanel()->notes();
     QCOMPARE(notes, summary_notes(*w.report()));
     QVERIFY(notes.size() >= 3);
@@ -728,7 +728,9 @@ class MainWindowTest : public QObject {
     QVERIFY2(notes[1].startsWith(QStringLiteral("Band, end to end: +")) && notes[1].contains(QStringLiteral("maxtext-te-2026-09")),
              qPrintable(notes[1]));
     QVERIFY2(notes[2].contains(QStringLiteral("blackwell-ultra")), qPrintable(notes[2]));
-    QCOMPARE(notes.size(), 3 + static_cast<int>(w.report()->notes.size()));
+    QVERIFY2(notes[3].startsWith(QStringLiteral("Host issuing: ")), qPrintable(notes[3]));
+    QVERIFY2(notes[4].startsWith(QStringLiteral("Host's cost: ")), qPrintable(notes[4]));
+    QCOMPARE(notes.size(), 5 + static_cast<int>(w.report()->notes.size()));
     const auto before = w.report();
     p->setFieldText(QStringLiteral("parallelism.ep"), QStringLiteral("16"));
     QCOMPARE(p->fieldText(QStringLiteral("parallelism.fsdp")), QStringLiteral("8"));

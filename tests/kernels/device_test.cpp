@@ -1,6 +1,10 @@
 // GPU tests (label "gpu"): skip with the runtime's reason when no device is present.
 #include "kernels/device.h"
 
+#include <new>
+
+#include "kernels/cuda_check.h"
+
 #include <gtest/gtest.h>
 
 namespace moeperf::kernels {
@@ -23,6 +27,20 @@ TEST(Gpu, QueryReportsAReasonWhenThereIsNoDevice) {
     ASSERT_EQ(static_cast<int>(d.devices.size()), d.count);
     EXPECT_GE(d.devices[0].cc_major, 9);
   }
+}
+
+// A failed device allocation is a std::bad_alloc (moeperf run's --scale advice catches it) with
+// the runtime's words; any other error a CudaError. Host-side only: runs without a GPU.
+TEST(CudaCheck, AnOutOfMemoryIsABadAllocWithTheRuntimesWords) {
+  try {
+    MOEPERF_CUDA_CHECK(cudaErrorMemoryAllocation);
+    FAIL() << "no throw";
+  } catch (const std::bad_alloc& e) {
+    EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device_test.cpp"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(MOEPERF_CUDA_CHECK(cudaErrorInvalidValue), CudaError);
+  EXPECT_NO_THROW(MOEPERF_CUDA_CHECK(cudaSuccess));
 }
 
 }  // namespace
