@@ -72,10 +72,22 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     // A throw past here leaves no destructor to run: what was made so far is released first.
     try {
-      CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
-      CUBLAS_CHECK(cublasCreate(&blas_));
+      // Made into locals and kept only once made: release() never sees what a failed call wrote.
+      cudaStream_t stream = nullptr;
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      s_ = stream;
+      cublasHandle_t blas = nullptr;
+      CUBLAS_CHECK(cublasCreate(&blas));
+      blas_ = blas;
       CUBLAS_CHECK(cublasSetStream(blas_, s_));
       timer_.emplace();  // its events on this rank's device, as the stream (made current above)
+    } catch (const std::bad_alloc& e) {
+      // Not the run's tensors (moeperf run's --scale advice would mislead): the device was full
+      // before the run began.
+      release();
+      throw std::runtime_error("--backend cuda: GPU " + std::to_string(dev_) + " (" + name_ +
+                               ") has no memory left for the backend's stream, cuBLAS handle and events; is another "
+                               "process holding it? (" + e.what() + ")");
     } catch (...) {
       release();
       throw;

@@ -4,10 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 namespace moeperf::kernels {
 
@@ -18,13 +18,14 @@ class CudaError : public std::runtime_error {
 
 // A device allocation that failed: a std::bad_alloc, as the host's, so that whoever sizes the
 // tensors (moeperf run's --scale advice) catches both, with the runtime's words in what().
+// (Not also a CudaError: two std::exception bases would make a catch of std::exception ambiguous.)
 class CudaOutOfMemory : public std::bad_alloc {
  public:
-  explicit CudaOutOfMemory(std::string what) : what_(std::move(what)) {}
-  const char* what() const noexcept override { return what_.c_str(); }
+  explicit CudaOutOfMemory(const std::string& what) : what_(std::make_shared<const std::string>(what)) {}
+  const char* what() const noexcept override { return what_->c_str(); }
 
  private:
-  std::string what_;
+  std::shared_ptr<const std::string> what_;  // shared: copying the exception cannot throw
 };
 
 inline void cuda_check(cudaError_t e, const char* expr, const char* file, int line) {
@@ -33,7 +34,7 @@ inline void cuda_check(cudaError_t e, const char* expr, const char* file, int li
                      cudaGetErrorString(e);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();  // not sticky: the runtime stays usable for the abort that follows
-    throw CudaOutOfMemory(std::move(what));
+    throw CudaOutOfMemory(what);
   }
   throw CudaError(what);
 }

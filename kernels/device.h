@@ -28,7 +28,7 @@ struct DeviceInfo {
 DeviceInfo query_devices();
 
 // Fills n int32 values with `value` on device 0 and copies them back (a round trip that proves
-// a kernel built for this GPU's architecture runs). Throws CudaError on failure.
+// a kernel built for this GPU's architecture runs). Throws CudaError on failure (CudaOutOfMemory for an allocation).
 std::vector<int32_t> fill_roundtrip(int64_t n, int32_t value);
 
 }  // namespace moeperf::kernels

@@ -17,7 +17,10 @@ class EventTimer {
  public:
   EventTimer() {
     MOEPERF_CUDA_CHECK(cudaEventCreate(&a_));
-    MOEPERF_CUDA_CHECK(cudaEventCreate(&b_));
+    if (const cudaError_t e = cudaEventCreate(&b_); e != cudaSuccess) {
+      cudaEventDestroy(a_);  // no destructor runs for a constructor that throws
+      MOEPERF_CUDA_CHECK(e);
+    }
   }
   ~EventTimer() {
     cudaEventDestroy(a_);

@@ -22,7 +22,7 @@
 // Zero-row experts: no launch is made with m = 0 (they own no rows of C, so nothing of C is
 // written for them); with rows = 0 nothing at all is launched. Rows of C at or past
 // offsets[experts] are never touched. n and k must be multiples of 8 (16-byte rows, which cuBLASLt
-// is told as the minimum alignment). Every cuBLAS/CUDA result is checked; failures throw CudaError
+// is told as the minimum alignment). Every cuBLAS/CUDA result is checked; failures throw CudaError (CudaOutOfMemory for a device allocation)
 // (kernels/cuda_check.h) naming the call.
 //
 // Counts: all three ways launch from the host, so they need the per-expert counts there.

@@ -2,7 +2,7 @@
 // kernels/moe_kernels.h: un-permute backward, permute backward, the router's score backward, and a
 // float fill. Same arguments and layouts as their CPU references (ref::unpermute_bwd,
 // ref::permute_bwd; the router backward of executor/backend_cpu.cpp). Enqueue on `stream` and
-// return; CUDA errors throw CudaError, bad arguments std::invalid_argument. 64-bit indices; no
+// return; CUDA errors throw CudaError (an allocation CudaOutOfMemory), bad arguments std::invalid_argument. 64-bit indices; no
 // atomics (fixed-order reductions: two runs give the same bits).
 #pragma once
 

@@ -4,7 +4,7 @@
 // same semantics, same layouts) and says how closely.
 //
 // Launchers are free functions over raw device pointers and a stream (DeepEP style): they enqueue
-// work and return; every CUDA call is checked and a failure throws CudaError (kernels/cuda_check.h);
+// work and return; every CUDA call is checked and a failure throws CudaError, an allocation CudaOutOfMemory (kernels/cuda_check.h);
 // bad arguments throw std::invalid_argument before anything is enqueued. Every index is int64_t
 // (rows x hidden passes 2^31 at DeepSeek-V3 sizes); every reduction accumulates in FP32 or wider in
 // a fixed order; no float atomics, so two runs give the same bits.

@@ -22,6 +22,8 @@ void ScenarioJob::start(const QString& path, const QStringList& sets) {
     if (gen != latest_) return;
     LoadResult r = load_and_predict(path.toStdString(), s);
     if (gen != latest_) return;
+    if (host_cost_) r = with_host_cost(std::move(r));
+    if (gen != latest_) return;
     r = with_studies(std::move(r));
     // Queued to the GUI thread; discarded by Qt if this object is gone (the destructor waits anyway).
     QMetaObject::invokeMethod(

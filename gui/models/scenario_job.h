@@ -27,6 +27,9 @@ class ScenarioJob : public QObject {
   const LoadResult& result() const { return result_; }
   QString path() const { return path_; }
   bool busy() const { return pending_ != done_; }
+  // Whether a result carries what the host costs the step (with_host_cost, a second simulation;
+  // on by default): off for a job whose reports show no summary. Set before start().
+  void setHostCost(bool on) { host_cost_ = on; }
   // Drops the requests still running: their results are never delivered (and one not started yet
   // never runs).
   void cancelPending() {
@@ -42,10 +45,11 @@ class ScenarioJob : public QObject {
   QThreadPool pool_;
   quint64 pending_ = 0, done_ = 0;  // generations, touched on the GUI thread only
   // pending_ as the workers read it: a request overtaken before it starts, or between its
-  // prediction and its studies, stops there (each keystroke in the dock is a request).
+  // prediction, its host's cost and its studies, stops there (each keystroke in the dock is a request).
   std::atomic<quint64> latest_{0};
   LoadResult result_;
   QString path_;
+  bool host_cost_ = true;
 };
 
 }  // namespace moeperf::gui

@@ -14,9 +14,7 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
     std::vector<io::Override> ov;
     for (const auto& s : sets) ov.push_back(io::parse_override(s, io::kEditOrigin));
     const Scenario s = io::load_scenario(path, ov);
-    StepReport r = predict(s, s.calibration);
-    add_host_cost(r, s.calibration);  // the host's lines of the summary, as `predict` prints them
-    out.report = std::make_shared<const StepReport>(std::move(r));
+    out.report = std::make_shared<const StepReport>(predict(s, s.calibration));
   } catch (const io::SpecError& e) {
     out.error = e.what();
     out.error_path = e.json_path();
@@ -28,6 +26,15 @@ LoadResult load_and_predict(const std::string& path, const std::vector<std::stri
     out.error = std::string("failed: ") + e.what();
   }
   return out;
+}
+
+LoadResult with_host_cost(LoadResult r) {
+  if (r.report && r.report->scenario) {
+    auto x = std::make_shared<StepReport>(*r.report);
+    add_host_cost(*x, x->scenario->calibration);
+    r.report = std::move(x);
+  }
+  return r;
 }
 
 LoadResult with_studies(LoadResult r) {

@@ -22,6 +22,9 @@ struct LoadResult {
 };
 
 LoadResult load_and_predict(const std::string& path, const std::vector<std::string>& sets = {});
+// The same result with what the host costs the step (add_host_cost: a second simulation, where the
+// host spent anything), for the summary's host lines.
+LoadResult with_host_cost(LoadResult r);
 // The same result with build_studies() of its report (the waterfall and scaling views' data).
 LoadResult with_studies(LoadResult r);
 

@@ -137,6 +137,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   job_ = new ScenarioJob(this);
   connect(job_, &ScenarioJob::finished, this, &MainWindow::onJobFinished);
   compare_job_ = new ScenarioJob(this);
+  compare_job_->setHostCost(false);  // the pinned scenario shows no summary: no second simulation
   connect(compare_job_, &ScenarioJob::finished, this,
           [this] { applyCompare(compare_job_->result(), compare_job_->path()); });
 
@@ -279,7 +280,7 @@ void MainWindow::requestScenario(const QString& path, const QStringList& sets) {
 bool MainWindow::openScenario(const QString& path, const QStringList& sets) {
   std::vector<std::string> s;
   for (const QString& x : sets) s.push_back(x.toStdString());
-  if (!apply(with_studies(load_and_predict(path.toStdString(), s)), path)) return false;
+  if (!apply(with_studies(with_host_cost(load_and_predict(path.toStdString(), s))), path)) return false;
   setPanelScenario(path, sets);
   model_->setMeasured({});  // another scenario: the last hardware run no longer applies
   timeline_->setMeasured({});

@@ -50,7 +50,7 @@ struct StepReport {
   double host_ops = 0;
   int64_t graph_launches = 0;
   // What the host costs the step: the step less the step under a host that issues at once
-  // (host_step_time; filled by `predict` when the host spent anything).
+  // (host_free_step_time; filled by add_host_cost, which `predict` and the GUI call).
   std::optional<Seconds> host_cost;
   // When the system file gives them (SystemSpec::power_price): every GPU's share of power over the
   // step, and the price of the step's GPU-hours, also per million tokens trained.

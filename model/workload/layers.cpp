@@ -412,7 +412,9 @@ void Lowering::mtp_input(int l, bool backward, bool table_here) {
   const double h = d(m_.hidden);
   const double f = t_ * 2.0 * 2.0 * h * h / tp_;
   const double table = count_params(m_).embedding / tp_;
-  const bool own_table = fsdp() && !table_here;
+  // A head tied to the table gathered it already (the main head runs in this unit before the
+  // modules, and reduce-scatters its gradient after their backward): one tensor, gathered once.
+  const bool own_table = fsdp() && !table_here && !m_.tie_embeddings;
   if (!backward) {
     issue_gathers(l);
     if (own_table)

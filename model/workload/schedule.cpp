@@ -497,8 +497,8 @@ StepGraph lower_step(const Scenario& s, const ExpertLoad& load) {
     }
     const double dense_shard = p.fsdp > 1 ? static_cast<double>(p.ep * p.fsdp) : 1.0;
     const double expert_shard = static_cast<double>(p.fsdp);
-    // A stage that holds a copy of the embedding table for an MTP module (the module's stage) and
-    // stage 0 keep the copies in step: Megatron's finalize_model_grads all-reduces their gradients
+    // A stage that holds a copy of the embedding table (for an MTP module, or for a head tied to
+    // the table: holds_embedding) and stage 0 keep the copies in step: Megatron's finalize_model_grads all-reduces their gradients
     // over the two-rank embedding group (_allreduce_word_embedding_grads) before the optimizer, the
     // table's size each way. DualPipe's exchange above sums them already (each of its two stages
     // holds both ends); DualPipeV's stage 0 holds both.
