@@ -152,17 +152,19 @@ TEST(Folding, TheDistributedOptimizerReduceScattersAndGathersTheWeights) {
 TEST(Folding, EveryScheduleWaitsForItsPrefetchedWeightGathers) {
   const std::string h800 = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/h800-dualpipe.json";
   const std::string ladder = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json";
-  const std::vector<std::string> on = {"stack.overlap.fsdp_prefetch=true", "stack.overlap.grad_reduce=true"};
+  // Half and an eighth of the files' batches: the same programs with fewer micro-batches.
+  const std::vector<std::string> on = {"stack.overlap.fsdp_prefetch=true", "stack.overlap.grad_reduce=true", "batch.global_batch=4096"};
+  const std::vector<std::string> small = {"batch.global_batch=256"};
   struct Case {
     std::string file;
     std::vector<std::string> sets;
   };
-  std::vector<Case> cases = {{h800, on}, {h800, on}, {h800, on}, {h800, on}, {ladder, {}}, {ladder, {}}};
+  std::vector<Case> cases = {{h800, on}, {h800, on}, {h800, on}, {h800, on}, {ladder, small}, {ladder, small}};
   cases[1].sets.push_back("parallelism.schedule=dualpipev");
   cases[2].sets.push_back("parallelism.schedule=zbh1");
   cases[3].sets.push_back("parallelism.schedule=1f1b");
   cases[3].sets.push_back("stack.overlap.fwd_bwd=true");
-  cases[5].sets = {"parallelism.schedule=zbh1", "parallelism.vpp=1", "parallelism.layout=null"};
+  cases[5].sets = {"parallelism.schedule=zbh1", "parallelism.vpp=1", "parallelism.layout=null", "batch.global_batch=256"};
   for (const Case& c : cases) {
     std::vector<io::Override> o;
     for (const auto& x : c.sets) o.push_back(io::parse_override(x));
