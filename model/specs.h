@@ -330,6 +330,9 @@ struct MemoryPolicy {
   // Saved tensors kept in FP8 with a scale per 128 elements instead of BF16 (DeepSeek-V3's
   // low-precision storage of the SwiGLU input, arXiv 2412.19437 section 3.3).
   std::vector<TensorClass> fp8_cache;
+  // Saved tensors kept in a 12-bit E5M6 format with a scale per 128 elements (DeepSeek-V3's cache
+  // of the attention output projection's input, the same section): 1.53 bytes an element.
+  std::vector<TensorClass> e5m6_cache;
   double usable_hbm_fraction = 1.0;  // JAX's XLA_PYTHON_CLIENT_MEM_FRACTION and the like
   std::optional<Bytes> host_offload_limit;  // per process
 };

@@ -300,6 +300,15 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
         if (s.memory.fp8_cache[i] == TensorClass::router)
           (*x)[i].fail("\"router\" holds FP32 routing scores, not a BF16 activation to cache in FP8");
     }
+    if (auto x = m->get("e5m6_cache")) {
+      s.memory.e5m6_cache = parse_tensor_classes(*x);
+      for (size_t i = 0; i < s.memory.e5m6_cache.size(); ++i) {
+        const TensorClass c = s.memory.e5m6_cache[i];
+        if (c == TensorClass::router) (*x)[i].fail("\"router\" holds FP32 routing scores, not a BF16 activation to cache in E5M6");
+        if (std::find(s.memory.fp8_cache.begin(), s.memory.fp8_cache.end(), c) != s.memory.fp8_cache.end())
+          (*x)[i].fail("\"" + std::string(to_string(c)) + "\" is in memory.fp8_cache too: a saved tensor is cached in one format");
+      }
+    }
     if (auto x = m->get("usable_hbm_fraction")) s.memory.usable_hbm_fraction = x->as_fraction();
     if (auto x = m->get("host_offload_limit")) s.memory.host_offload_limit = x->as_bytes();
   }

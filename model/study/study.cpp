@@ -108,6 +108,7 @@ std::vector<std::string> differing_fields(const Scenario& a, const Scenario& b) 
   cmp("memory.recompute", a.memory.recompute, b.memory.recompute);
   cmp("memory.offload", a.memory.offload, b.memory.offload);
   cmp("memory.fp8_cache", a.memory.fp8_cache, b.memory.fp8_cache);
+  cmp("memory.e5m6_cache", a.memory.e5m6_cache, b.memory.e5m6_cache);
   cmp("memory.usable_hbm_fraction", a.memory.usable_hbm_fraction, b.memory.usable_hbm_fraction);
   cmp("memory.host_offload_limit", a.memory.host_offload_limit, b.memory.host_offload_limit);
   const Routing &ra = a.routing, &rb = b.routing;

@@ -154,15 +154,17 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
     mlp_fc2_in = s.stack.remat_dispatch ? 0.0 : t * d(m.dense_ffn) / tp * bytes_per_element(dd == Dtype::bf16 ? Dtype::bf16 : dd);
     at(TensorClass::mlp) = mlp_fc1 + mlp_fc2_in;
   }
-  // Classes cached in FP8 (one byte and an FP32 scale per 128 elements): their BF16 elements.
-  constexpr double kFp8Cached = bytes_per_element(Dtype::fp8_block) / 2.0;
-  for (TensorClass c : s.memory.fp8_cache) {
-    double& x = at(c);
-    if (c == TensorClass::attn_out) x = t * heads * (vd * 2.0 * kFp8Cached + 4.0);
-    else if (c == TensorClass::moe_act && s.precision.expert_gemm != Dtype::bf16) continue;  // already the FC2's quantized copy
-    else if (c == TensorClass::mlp && s.precision.dense_gemm != Dtype::bf16) x = mlp_fc1 * kFp8Cached + mlp_fc2_in;  // likewise
-    else x *= kFp8Cached;
-  }
+  // Classes cached in FP8 (one byte and an FP32 scale per 128 elements) or in DeepSeek's 12-bit
+  // E5M6 (1.5 bytes and the same scale): their BF16 elements at that share of two bytes.
+  constexpr double kFp8Cached = bytes_per_element(Dtype::fp8_block) / 2.0, kE5m6Cached = (1.5 + 4.0 / 128.0) / 2.0;
+  for (const auto& [classes, share] : {std::pair{&s.memory.fp8_cache, kFp8Cached}, std::pair{&s.memory.e5m6_cache, kE5m6Cached}})
+    for (TensorClass c : *classes) {
+      double& x = at(c);
+      if (c == TensorClass::attn_out) x = t * heads * (vd * 2.0 * share + 4.0);  // the log-sum-exp stays FP32
+      else if (c == TensorClass::moe_act && s.precision.expert_gemm != Dtype::bf16) continue;  // already the FC2's quantized copy
+      else if (c == TensorClass::mlp && s.precision.dense_gemm != Dtype::bf16) x = mlp_fc1 * share + mlp_fc2_in;  // likewise
+      else x *= share;
+    }
   return b;
 }
 

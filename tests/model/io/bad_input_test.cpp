@@ -235,6 +235,21 @@ TEST(BadInput, EpMustDivideTheExperts) {
   EXPECT_EQ(e.detail(), "ep = 12 must divide the model's 256 routed experts");
 }
 
+// A saved tensor is cached in one format, and the router's FP32 scores in none.
+TEST(BadInput, CachedTensorsHaveOneFormatAndTheRouterNone) {
+  TempDir d;
+  SpecError e = scenario_error(d, [](json& s) { s["memory"] = {{"fp8_cache", {"moe_mlpwi"}}, {"e5m6_cache", {"attn_out", "moe_mlpwi"}}}; });
+  EXPECT_EQ(e.json_path(), "/memory/e5m6_cache/1");
+  EXPECT_EQ(e.detail(), "\"moe_mlpwi\" is in memory.fp8_cache too: a saved tensor is cached in one format");
+  e = scenario_error(d, [](json& s) { s["memory"] = {{"e5m6_cache", {"router"}}}; });
+  EXPECT_EQ(e.json_path(), "/memory/e5m6_cache/0");
+  EXPECT_EQ(e.detail(), "\"router\" holds FP32 routing scores, not a BF16 activation to cache in E5M6");
+  e = scenario_error(d, [](json& s) { s["memory"] = {{"fp8_cache", {"router"}}}; });
+  EXPECT_EQ(e.json_path(), "/memory/fp8_cache/0");
+  EXPECT_EQ(load_scenario(scenario_with(d, [](json& s) { s["memory"] = {{"e5m6_cache", {"attn_out"}}}; })).memory.e5m6_cache,
+            std::vector<TensorClass>{TensorClass::attn_out});
+}
+
 TEST(BadInput, LayoutMustMatchTheGpuCount) {
   TempDir d;
   const SpecError e = scenario_error(d, [](json& s) { s["gpus"] = 256; });

@@ -1082,6 +1082,12 @@ TEST(Memory, RecomputeKeepsTheLayerInputAndPricesWhatItDrops) {
   // FP8 cache of the expert FC1 output: its bytes x (1 + 4/128) / 2.
   auto wi = [](const MemoryReport& m) { return m.activations_by_class[static_cast<size_t>(TensorClass::moe_mlpwi)].value(); };
   EXPECT_NEAR(wi(report(with("memory.fp8_cache=[\"moe_mlpwi\"]"))), wi(m0) * (1 + 4.0 / 128) / 2, 1e-6 * wi(m0));
+  // E5M6 (12 bits and an FP32 scale per 128) of the attention output: its context at 1.53 bytes an
+  // element, its FP32 log-sum-exp (4 bytes a head) as it was; the same in FP8 at 1.03.
+  auto ao = [](const MemoryReport& m) { return m.activations_by_class[static_cast<size_t>(TensorClass::attn_out)].value(); };
+  const double vd = 128;  // DeepSeek-V3's value head dim
+  EXPECT_NEAR(ao(report(with("memory.e5m6_cache=[\"attn_out\"]"))), ao(m0) * (vd * (1.5 + 4.0 / 128) + 4) / (vd * 2 + 4), 1e-6 * ao(m0));
+  EXPECT_NEAR(ao(report(with("memory.fp8_cache=[\"attn_out\"]"))), ao(m0) * (vd * (1 + 4.0 / 128) + 4) / (vd * 2 + 4), 1e-6 * ao(m0));
 }
 
 // Without a pipeline, Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs a micro-batch's forward
