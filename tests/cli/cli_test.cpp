@@ -605,7 +605,7 @@ TEST(Cli, CompareListsTheFieldsThatDiffer) {
 }
 
 // compare A B prices each side with its own calibration and sees every field: a B that differs
-// only in its calibration, in memory.fp8_cache or in a system figure the pricing reads (the fabric
+// only in its calibration, in memory.fp8_cache or e5m6_cache or in a system figure the pricing reads (the fabric
 // switch's latency) starts at A as predict gives it and ends at B as predict gives it (the
 // start was priced with B's calibration, and such a B was "the same in every field").
 TEST(Cli, CompareStartsAtTheFirstAndEndsAtTheSecondAsPredicted) {
@@ -627,7 +627,8 @@ TEST(Cli, CompareStartsAtTheFirstAndEndsAtTheSecondAsPredicted) {
   };
   const std::vector<std::pair<std::string, std::string>> bs = {
       {variant("cal.json", [](nlohmann::json& j) { j["calibration"] = {{"params", {{"gemm_fraction_mxfp8", 0.5}}}}; }), "calibration"},
-      {variant("fp8.json", [](nlohmann::json& j) { j["memory"]["fp8_cache"] = {"moe_mlpwi"}; }), "memory.fp8_cache"}};
+      {variant("fp8.json", [](nlohmann::json& j) { j["memory"]["fp8_cache"] = {"moe_mlpwi"}; }), "memory.fp8_cache"},
+      {variant("e5m6.json", [](nlohmann::json& j) { j["memory"]["e5m6_cache"] = {"attn_out"}; }), "memory.e5m6_cache"}};
   for (const auto& [b, field] : bs) {
     const Result r = run("compare " + a + " " + b + " --format json");
     ASSERT_EQ(r.code, 0) << r.out;
@@ -1718,6 +1719,27 @@ TEST(CliPlan, TheFlopBoundHoldsWhenAttentionIsPricedFasterThanGemms) {
     at = next + 2;
   }
   EXPECT_NEAR(sum, total, 0.0025) << line;
+}
+
+// A pruned search over every schedule, in text, of a scenario planned on its own GPU count (its own
+// layout's line) and one of a 65,536-token sequence (context-parallel candidates), small enough to
+// run under the sanitizers, where the three searches above (pruned beside --no-prune) do not.
+TEST(CliPlan, APrunedSearchOverEveryScheduleSaysItsOwnLayout) {
+  const std::string small = " --set model=../models/qwen3-30b-a3b/config.json --set gpus=4 --set parallelism.ep=4 "
+                            "--set parallelism.fsdp=1 --set batch.global_batch=24";
+  const Result t = run("plan " + source(kSeed) + " --gpus 4 --top 2 --schedules all" + small);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("the runner-up loses "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("the scenario's own layout (tp 1 x cp 1 x pp 1 x ep 4 x fsdp 1 x dp 1): step "), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find(" by their uncontended schedule"), std::string::npos) << t.out;
+  const Result j = run_stdout("plan " + source(kSeed) + " --gpus 8 --top 2 --format json --set model=../models/qwen3-30b-a3b/config.json "
+                              "--set gpus=8 --set parallelism.ep=8 --set parallelism.fsdp=1 --set batch.seq_len=65536 "
+                              "--set batch.micro_batch=1 --set batch.global_batch=8");
+  ASSERT_EQ(j.code, 0) << j.out;
+  const auto pj = nlohmann::json::parse(j.out);
+  EXPECT_EQ(pj["best"].size(), 2u);
+  EXPECT_GT(pj["searched"]["pruned_by_compute_bound"].get<size_t>() + pj["searched"]["pruned_by_schedule_bound"].get<size_t>(), 0u);
+  EXPECT_TRUE(pj.contains("scenario_layout")) << j.out.substr(0, 2000);
 }
 
 TEST(CliPlan, BalanceRunsEveryPipelinedLayoutBalanced) {

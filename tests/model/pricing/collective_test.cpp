@@ -418,7 +418,9 @@ TEST(Collective, HybridEpsRowsPayTheirSmTimeOverRdma) {
 // sms / (sms + combine_sm_half) / (1 + combine_peer_cost x (ranks - 1)); the combine's backward is
 // a dispatch again, and the AlltoAll dispatcher's NCCL exchanges have no such factor.
 TEST(Collective, AFusedCombineRunsAtItsOwnFittedRate) {
-  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json"));
+  // 8 micro-batches per pipeline, not 64: the same exchanges, lowered faster.
+  Scenario s = io::load_scenario(source("examples/deepseek-v3/gb200-mcore-ladder-11-hybridep.json"),
+                                 {io::parse_override("batch.global_batch=256")});
   ASSERT_EQ(s.stack.dispatcher, Dispatcher::fused_dedup);
   ASSERT_EQ(s.stack.ep_kernel, EpKernel::hybridep);
   ASSERT_EQ(s.parallelism.ep, 32);
@@ -462,7 +464,6 @@ TEST(Collective, AFusedEpKernelsRateFallsWithItsPeers) {
   ASSERT_EQ(s.stack.ep_kernel, EpKernel::hybridep);
   ASSERT_EQ(s.parallelism.ep, 32);
   s.stack.ep_buffer_copies = false;
-  s.batch.global_batch = 256;  // 8 micro-batches per pipeline, not 64: the same exchanges, lowered faster
   s.calibration.set(Param::ep_row_sm_s, 0.0);
   s.calibration.set(Param::deepep_row_sm_s, 0.0);
   const ExpertLoad load = expert_load(s, s.calibration);

@@ -625,6 +625,32 @@ TEST(Routing, TileRowsMatchBruteForce) {
   }
 }
 
+// The deterministic half of TileRowsMatchBruteForce (whose Monte Carlo loop runs in the first CI pass
+// only): every path of expected_tile_rows, the group-limited enumeration and whole-group ranks
+// included, under the sanitizers too. A rank's padded rows lie between its rows and its rows plus
+// a tile less one per local expert, so the busiest rank's expected padded rows lie between those
+// bounds of its expected rows.
+TEST(Routing, TileRowsLieBetweenTheBusiestRanksRowsAndTheirPadding) {
+  struct Case {
+    Routing routing;
+    RouterSpec router;
+    int experts, ranks, tokens, tile;
+  };
+  const std::vector<Case> cases = {
+      {Routing{}, RouterSpec{}, 64, 8, 512, 16},        {Routing{}, RouterSpec{}, 64, 64, 512, 16},
+      {Routing{}, RouterSpec{}, 64, 8, 512, 2},         {zipf(1.0, 7), RouterSpec{}, 64, 8, 512, 16},
+      {Routing{}, deepseek_groups(), 64, 8, 512, 16},   {Routing{}, deepseek_groups(), 64, 64, 512, 16},
+  };
+  for (const Case& c : cases) {
+    const double tiles = expected_tile_rows(c.routing, c.router, c.experts, 8, c.ranks, c.tokens, c.tile);
+    const LoadStats l = expected_loads(c.routing, c.router, c.experts, 8, c.ranks, c.tokens);
+    const double per_rank = static_cast<double>(c.experts / c.ranks);
+    EXPECT_GE(tiles, l.expected_max_rank_rows * (1 - 1e-9)) << "R = " << c.ranks << ", tile = " << c.tile << ", groups = " << c.router.groups;
+    EXPECT_LE(tiles, l.expected_max_rank_rows + per_rank * (c.tile - 1) + 1e-9)
+        << "R = " << c.ranks << ", tile = " << c.tile << ", groups = " << c.router.groups;
+  }
+}
+
 // The two identities the lattice path leans on to price a million experts in under a second: n
 // experts of one law sum to its n-th power (by squaring), and R ranks of one law are one block of R
 // members. Both against the plain sequential form.

@@ -1088,6 +1088,25 @@ TEST(Memory, RecomputeKeepsTheLayerInputAndPricesWhatItDrops) {
   const double vd = 128;  // DeepSeek-V3's value head dim
   EXPECT_NEAR(ao(report(with("memory.e5m6_cache=[\"attn_out\"]"))), ao(m0) * (vd * (1.5 + 4.0 / 128) + 4) / (vd * 2 + 4), 1e-6 * ao(m0));
   EXPECT_NEAR(ao(report(with("memory.fp8_cache=[\"attn_out\"]"))), ao(m0) * (vd * (1 + 4.0 / 128) + 4) / (vd * 2 + 4), 1e-6 * ao(m0));
+  // Any other class at 1.53 of its 2 bytes, and offloaded so: the host holds the cached bytes.
+  EXPECT_NEAR(wi(report(with("memory.e5m6_cache=[\"moe_mlpwi\"]"))), wi(m0) * (1.5 + 4.0 / 128) / 2, 1e-6 * wi(m0));
+  const MemoryReport off = report({"memory.offload=[\"attn_out\"]", "memory.recompute=[]"});
+  const MemoryReport off_e5m6 = report({"memory.offload=[\"attn_out\"]", "memory.recompute=[]", "memory.e5m6_cache=[\"attn_out\"]"});
+  ASSERT_GT(off.offloaded_to_host.value(), 0.0);
+  EXPECT_NEAR(off_e5m6.offloaded_to_host.value(), off.offloaded_to_host.value() * (vd * (1.5 + 4.0 / 128) + 4) / (vd * 2 + 4),
+              1e-6 * off.offloaded_to_host.value());
+}
+
+// The figures README.md and the H800 scenario's description quote: the end stages (embedding,
+// dense layers, head and MTP module) 91.8 GB, the middle ones 79.4, the two lighter ones 61.1.
+TEST(Memory, TheH800RunsStagesHoldWhatTheReadmeQuotes) {
+  const Scenario s = io::load_scenario(std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/h800-dualpipe.json");
+  const MemoryReport r = memory_report(s, expert_load(s, s.calibration), s.calibration);
+  ASSERT_EQ(r.hbm_by_stage.size(), size_t(16));
+  for (size_t st : {size_t(0), size_t(15)}) EXPECT_NEAR(r.hbm_by_stage[st].value() / 1e9, 91.8, 0.05) << st;
+  EXPECT_NEAR(r.hbm_by_stage[1].value() / 1e9, 79.4, 0.05);
+  EXPECT_NEAR(r.hbm_by_stage[5].value() / 1e9, 61.1, 0.05);
+  EXPECT_NEAR((r.hbm_total - r.hbm_capacity).value() / 1e9, 6.2, 0.05);  // short of the usable HBM
 }
 
 // Without a pipeline, Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs a micro-batch's forward
