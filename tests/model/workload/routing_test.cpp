@@ -605,19 +605,23 @@ TEST(Routing, TileOfOneRowIsTheRowMaximum) {
   }
 }
 
-TEST(Routing, TileRowsMatchBruteForce) {
-  struct Case {
-    Routing routing;
-    RouterSpec router;
-    int experts, ranks, tokens, tile;
-  };
-  // Coarse tiles (lattice path: ranks spread over a few tiles) and fine ones (normal path).
-  const std::vector<Case> cases = {
+struct TileCase {
+  Routing routing;
+  RouterSpec router;
+  int experts, ranks, tokens, tile;
+};
+// Coarse tiles (lattice path: ranks spread over a few tiles) and fine ones (normal path), uniform,
+// Zipf and group-limited routing.
+std::vector<TileCase> tile_cases() {
+  return {
       {Routing{}, RouterSpec{}, 64, 8, 512, 16},        {Routing{}, RouterSpec{}, 64, 64, 512, 16},
       {Routing{}, RouterSpec{}, 64, 8, 512, 2},         {zipf(1.0, 7), RouterSpec{}, 64, 8, 512, 16},
       {Routing{}, deepseek_groups(), 64, 8, 512, 16},   {Routing{}, deepseek_groups(), 64, 64, 512, 16},
   };
-  for (const Case& c : cases) {
+}
+
+TEST(Routing, TileRowsMatchBruteForce) {
+  for (const TileCase& c : tile_cases()) {
     const double model = expected_tile_rows(c.routing, c.router, c.experts, 8, c.ranks, c.tokens, c.tile);
     const Simulated sim = simulate(router_for(c.routing, c.router, c.experts, 8), c.ranks, c.tokens, c.tile, 5000, 19);
     EXPECT_NEAR(model, sim.tile_rows, 0.01 * sim.tile_rows)
@@ -631,17 +635,7 @@ TEST(Routing, TileRowsMatchBruteForce) {
 // a tile less one per local expert, so the busiest rank's expected padded rows lie between those
 // bounds of its expected rows.
 TEST(Routing, TileRowsLieBetweenTheBusiestRanksRowsAndTheirPadding) {
-  struct Case {
-    Routing routing;
-    RouterSpec router;
-    int experts, ranks, tokens, tile;
-  };
-  const std::vector<Case> cases = {
-      {Routing{}, RouterSpec{}, 64, 8, 512, 16},        {Routing{}, RouterSpec{}, 64, 64, 512, 16},
-      {Routing{}, RouterSpec{}, 64, 8, 512, 2},         {zipf(1.0, 7), RouterSpec{}, 64, 8, 512, 16},
-      {Routing{}, deepseek_groups(), 64, 8, 512, 16},   {Routing{}, deepseek_groups(), 64, 64, 512, 16},
-  };
-  for (const Case& c : cases) {
+  for (const TileCase& c : tile_cases()) {
     const double tiles = expected_tile_rows(c.routing, c.router, c.experts, 8, c.ranks, c.tokens, c.tile);
     const LoadStats l = expected_loads(c.routing, c.router, c.experts, 8, c.ranks, c.tokens);
     const double per_rank = static_cast<double>(c.experts / c.ranks);
