@@ -294,21 +294,24 @@ Scenario parse_scenario(Refs& refs, const Node& n) {
     // A class in both lists offloads what its recompute keeps (the norm class's layer input, MLA's
     // latents under autograd: recomputed_class_kept_bytes), in the memory report and the copies alike.
     if (auto x = m->get("offload")) s.memory.offload = parse_tensor_classes(*x);
-    if (auto x = m->get("fp8_cache")) {
-      s.memory.fp8_cache = parse_tensor_classes(*x);
-      for (size_t i = 0; i < s.memory.fp8_cache.size(); ++i)
-        if (s.memory.fp8_cache[i] == TensorClass::router)
-          (*x)[i].fail("\"router\" holds FP32 routing scores, not a BF16 activation to cache in FP8");
-    }
-    if (auto x = m->get("e5m6_cache")) {
-      s.memory.e5m6_cache = parse_tensor_classes(*x);
-      for (size_t i = 0; i < s.memory.e5m6_cache.size(); ++i) {
-        const TensorClass c = s.memory.e5m6_cache[i];
-        if (c == TensorClass::router) (*x)[i].fail("\"router\" holds FP32 routing scores, not a BF16 activation to cache in E5M6");
-        if (std::find(s.memory.fp8_cache.begin(), s.memory.fp8_cache.end(), c) != s.memory.fp8_cache.end())
-          (*x)[i].fail("\"" + std::string(to_string(c)) + "\" is in memory.fp8_cache too: a saved tensor is cached in one format");
+    // A cache list holds activation classes the format keeps in fewer bits: never the router's FP32
+    // scores, and never a class the other format already keeps (a saved tensor has one format).
+    const auto cache_list = [&](std::vector<TensorClass>& list, const char* key, const char* format,
+                                const std::vector<TensorClass>& other, const char* other_key) {
+      if (auto x = m->get(key)) {
+        list = parse_tensor_classes(*x);
+        for (size_t i = 0; i < list.size(); ++i) {
+          const TensorClass c = list[i];
+          if (c == TensorClass::router)
+            (*x)[i].fail(std::string("\"router\" holds FP32 routing scores, not a BF16 activation to cache in ") + format);
+          if (std::find(other.begin(), other.end(), c) != other.end())
+            (*x)[i].fail("\"" + std::string(to_string(c)) + "\" is in memory." + other_key +
+                         " too: a saved tensor is cached in one format");
+        }
       }
-    }
+    };
+    cache_list(s.memory.fp8_cache, "fp8_cache", "FP8", {}, "");
+    cache_list(s.memory.e5m6_cache, "e5m6_cache", "E5M6", s.memory.fp8_cache, "fp8_cache");
     if (auto x = m->get("usable_hbm_fraction")) s.memory.usable_hbm_fraction = x->as_fraction();
     if (auto x = m->get("host_offload_limit")) s.memory.host_offload_limit = x->as_bytes();
   }

@@ -254,15 +254,21 @@ ModelSpec parse_hf_model(const Node& n) {
     // Qwen2-MoE adds one shared expert of its own width (shared_expert_intermediate_size) to every
     // MoE layer; moeperf's shared experts are expert-wide, so the width must be a whole number of
     // routed experts (Qwen1.5-MoE-A2.7B: 5632 = 4 x 1408; Qwen2-57B-A14B: 20480 = 8 x 2560).
+    // A config without the field gets transformers' Qwen2MoeConfig default, 5632, as transformers
+    // reads the same file (a width that must then divide by the config's own expert width).
     if (type == "qwen2_moe") {
-      if (auto sh = n.get("shared_expert_intermediate_size")) {
-        const int64_t w = sh->as_nonneg_int(limits::kFfn);
-        if (w % m.expert_ffn != 0)
-          sh->fail("expected a multiple of moe_intermediate_size (" + std::to_string(m.expert_ffn) +
-                   "): moeperf counts a shared expert as that many routed-expert widths; write a moeperf model file "
-                   "(\"kind\": \"model\") with shared_experts rounded, and say so");
-        m.shared_experts = static_cast<int>(w / m.expert_ffn);
-      }
+      constexpr int64_t kTransformersDefault = 5632;
+      const auto sh = n.get("shared_expert_intermediate_size");
+      const int64_t w = sh ? sh->as_nonneg_int(limits::kFfn) : kTransformersDefault;
+      const std::string fix = ": moeperf counts a shared expert as that many routed-expert widths; write a moeperf model file "
+                              "(\"kind\": \"model\") with shared_experts rounded, and say so";
+      if (w % m.expert_ffn != 0 && sh)
+        sh->fail("expected a multiple of moe_intermediate_size (" + std::to_string(m.expert_ffn) + ")" + fix);
+      if (w % m.expert_ffn != 0)
+        n.at("moe_intermediate_size")
+            .fail("expected a divisor of 5632, the shared expert's width when shared_expert_intermediate_size is absent "
+                  "(transformers' Qwen2MoeConfig default)" + fix);
+      m.shared_experts = static_cast<int>(w / m.expert_ffn);
     }
     // transformers' Qwen2/Qwen3-MoE decoder layer: MoE unless listed in mlp_only_layers, where
     // (layer + 1) % decoder_sparse_step == 0; the other layers have the dense intermediate_size.

@@ -170,6 +170,19 @@ TEST(LoadModel, MoeFamiliesThatShareKeys) {
   EXPECT_EQ(q2.expert_ffn, 1408);
   EXPECT_FALSE(q2.attention.qk_norm);
   EXPECT_EQ(load_model(d.write("q2none.json", with("0"))).shared_experts, 0);
+  // Without the field, transformers' Qwen2MoeConfig default of 5632 (as transformers reads the file).
+  std::string absent = qwen2;
+  absent.replace(absent.find(", \"shared_expert_intermediate_size\": WIDTH"), std::string(", \"shared_expert_intermediate_size\": WIDTH").size(), "");
+  EXPECT_EQ(load_model(d.write("q2default.json", absent)).shared_experts, 4);
+  try {
+    std::string odd = absent;
+    odd.replace(odd.find("1408"), 4, "1000");
+    load_model(d.write("q2odd.json", odd));
+    FAIL() << "a default shared expert width that the expert width does not divide loaded";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/moe_intermediate_size"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected a divisor of 5632, the shared expert's width when shared_expert_intermediate_size is absent"), std::string::npos) << e.what();
+  }
   try {
     load_model(d.write("q2bad.json", with("5000")));
     FAIL() << "a shared expert that is not a whole number of routed-expert widths loaded";
