@@ -126,6 +126,13 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   // decoder_layer_input; under PyTorch autograd also the two normalizations' outputs it saves for
   // the projections' weight gradients (Megatron's "layernorm" recompute drops those, not the input).
   at(TensorClass::norm) = layer_input_bytes(s) / norm_input_share(s);
+  // An MTP module's layer (index past the last; DeepSeek-V3's, Megatron's MultiTokenPredictionLayer)
+  // also holds its input's tensors: the next tokens' embedding, the enorm's input (a layer input,
+  // [t, h]: kept by every recompute), and under autograd the two norms' outputs concatenated, eh_proj's
+  // [t, 2h] input for its weight gradient (dropped by "norm" recompute, as a layer's norm outputs):
+  // the norm class's bytes once more, at the same kept share. The previous depth's hidden state,
+  // hnorm's input, is the head's input already.
+  if (l >= m.layers) at(TensorClass::norm) *= 2.0;
   at(TensorClass::q_proj) = t * (mla_latent_width(a, false) + heads * qk) * 2.0;
   at(TensorClass::kv_proj) = t * (mla_latent_width(a, true) + kvh * (qk + vd)) * 2.0;
   at(TensorClass::attn_out) = t * heads * (vd * 2.0 + 4.0);  // context + FP32 log-sum-exp

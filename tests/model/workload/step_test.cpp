@@ -1106,7 +1106,34 @@ TEST(Memory, TheH800RunsStagesHoldWhatTheReadmeQuotes) {
   for (size_t st : {size_t(0), size_t(15)}) EXPECT_NEAR(r.hbm_by_stage[st].value() / 1e9, 91.8, 0.05) << st;
   EXPECT_NEAR(r.hbm_by_stage[1].value() / 1e9, 79.4, 0.05);
   EXPECT_NEAR(r.hbm_by_stage[5].value() / 1e9, 61.1, 0.05);
-  EXPECT_NEAR((r.hbm_total - r.hbm_capacity).value() / 1e9, 6.2, 0.05);  // short of the usable HBM
+  EXPECT_NEAR((r.hbm_total - r.hbm_capacity).value() / 1e9, 6.3, 0.05);  // short of the usable HBM
+}
+
+// An MTP module's layer holds its input's tensors beside its transformer layer's: the next tokens'
+// embedding (a layer input, kept by "norm" recompute) and under autograd eh_proj's [t, 2h] input
+// (the norms' outputs, dropped by it), so twice a layer's norm class; every other class as the
+// last layer's. Under JAX's remat only the embedding, a layer input again.
+TEST(Memory, AnMtpLayerHoldsItsInputsTensorsBesideItsLayers) {
+  const std::string h800 = std::string(MOEPERF_SOURCE_DIR) + "/examples/deepseek-v3/h800-dualpipe.json";
+  for (const char* remat : {"false", "true"}) {
+    const Scenario s = io::load_scenario(h800, {io::parse_override(std::string("stack.remat_dispatch=") + remat)});
+    ASSERT_TRUE(s.train_mtp);
+    const ExpertLoad load = expert_load(s, s.calibration);
+    const int last = s.model.layers - 1, mtp = s.model.layers;
+    const auto a = saved_tensor_bytes(s, load, last), b = saved_tensor_bytes(s, load, mtp);
+    const double input = layer_input_bytes(s);
+    for (int c = 0; c < kTensorClassCount; ++c) {
+      const auto k = static_cast<size_t>(c);
+      if (static_cast<TensorClass>(c) == TensorClass::norm) {
+        EXPECT_DOUBLE_EQ(b[k], 2.0 * a[k]) << remat;
+        EXPECT_DOUBLE_EQ(b[k] - a[k], std::string(remat) == "true" ? input : 3.0 * input) << remat;
+        // "norm" recompute keeps the two layer inputs: the module's own and its layer's.
+        EXPECT_DOUBLE_EQ(recomputed_class_kept_bytes(s, TensorClass::norm, b[k]), 2.0 * input) << remat;
+      } else {
+        EXPECT_DOUBLE_EQ(b[k], a[k]) << remat << " class " << c;
+      }
+    }
+  }
 }
 
 // Without a pipeline, Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs a micro-batch's forward
