@@ -278,7 +278,9 @@ class StudyDataTest : public QObject {
       QCOMPARE(st.scaling[i].fits, pts[i].report.memory.fits);
       // The losses shown: the model's, as shares of the point's step, those of 0.1 % or more.
       for (const auto& [name, share] : st.scaling[i].lost_share) {
-        const auto it = std::find_if(pts[i].lost.begin(), pts[i].lost.end(), [&](const auto& x) { return x.first == name; });
+        // Clang before 16 cannot capture a structured binding; a reference declared from it captures anywhere.
+        const auto& loss = name;
+        const auto it = std::find_if(pts[i].lost.begin(), pts[i].lost.end(), [&loss](const auto& x) { return x.first == loss; });
         QVERIFY(it != pts[i].lost.end());
         QCOMPARE(share, it->second / pts[i].report.step_time.value());
         QVERIFY(std::abs(share) >= 0.001);
