@@ -110,7 +110,10 @@ int main(int argc, char** argv) {
   }
 
   moeperf::gui::MainWindow w;
-  if (!pos.isEmpty()) w.openScenario(pos[0], p.values(set));
   w.show();
+  // Off the GUI thread, as File > Open: the window is up at once and says it is loading while the
+  // prediction, the host's cost (a second simulation) and the studies run; a bad file shows its
+  // message in the window's banner.
+  if (!pos.isEmpty()) w.requestScenario(pos[0], p.values(set));
   return app.exec();
 }
