@@ -5,11 +5,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${MOEPERF_BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh" --test
+# Each phase says how long it took (the CI run aims at 30 minutes on two cores: where they go).
+phase_start=$SECONDS
+phase_done() { echo "== $1: $((SECONDS - phase_start)) s =="; phase_start=$SECONDS; }
 # The desktop app and MPI are part of the product: required here, so a missing package fails loudly.
 # CUDA stays AUTO (not a Debian package); the configure summary says why it was left out.
 "$root/scripts/build.sh" -DMOEPERF_WERROR=ON -DMOEPERF_WITH_GUI=ON -DMOEPERF_WITH_MPI=ON
+phase_done "build"
 cd "$build"
 ctest --output-on-failure --timeout 600 -j "$(nproc)"
+phase_done "tests"
 
 # The same model, loaders, CLI and executor (CPU backend, loopback) under AddressSanitizer and
 # UndefinedBehaviorSanitizer, built with Clang in a second build folder: any memory error or
@@ -35,6 +40,7 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" \
     -DMOEPERF_WERROR=ON -DMOEPERF_WITH_CUDA=OFF -DMOEPERF_WITH_MPI=OFF -DMOEPERF_WITH_GUI=OFF -DMOEPERF_BUILD_BENCH=OFF \
     -DMOEPERF_FUZZ=ON "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"
+  phase_done "sanitizer build"
   # Tests that repeat whole predictions of large scenarios (the 2,048-GPU DualPipe run four times,
   # the 13 ladder steps, the 16 accuracy cases with their fits, the README's outputs), plan searches
   # run pruned and unpruned over every schedule (the other CliPlan and PlanBounds tests walk the same
@@ -45,10 +51,12 @@ if [ "${MOEPERF_SANITIZE:-1}" != 0 ]; then
   (cd "$san" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900 -j "$(nproc)" \
       -E '^(Cli\.PredictReportsThePipelineBubble|Stacks\.LadderFilesAreTheAblationStates|calibration_current|readme_current|studies_readme_current|CliPlan\.(TheFlopBoundHoldsWhenAttentionIsPricedFasterThanGemms|SchedulesAreSearchedAsAsked|BestLayoutsArePredictionsAndTheSearchAddsUp)|Routing\.(TileRowsMatchBruteForce|GroupLimitedMaxMatchesBruteForce))$')
+  phase_done "tests under the sanitizers"
   if [ "${MOEPERF_FUZZ_SECONDS:-30}" != 0 ]; then
     echo
     echo "== fuzzers: every loader entry point, ${MOEPERF_FUZZ_SECONDS:-30} s each =="
     MOEPERF_FUZZ_SECONDS="${MOEPERF_FUZZ_SECONDS:-30}" "$root/scripts/fuzz.sh" "$san"
+    phase_done "fuzzers"
   fi
 fi
 
@@ -63,3 +71,4 @@ if [[ -x "$build/bin/bench_gui" ]]; then   # built only when Qt 6 was found
   echo
   QT_QPA_PLATFORM=offscreen "$build/bin/bench_gui"
 fi
+phase_done "benchmarks"

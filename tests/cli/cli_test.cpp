@@ -327,7 +327,9 @@ TEST(Cli, PredictReportsThePipelineBubble) {
 // The waterfall of scale: at a fixed global batch each point names what it lost; a folded mesh
 // grows along dp only (exit 2 with the reason).
 TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
-  const std::string f = source("examples/deepseek-v3/gb200-strong-scaling.json");
+  // A global batch of 2,048 sequences, not the file's 8,192: 32 and 16 micro-batches per pipeline
+  // rather than 128 and 64, the same fixed-batch losses at a quarter of the simulation.
+  const std::string f = source("examples/deepseek-v3/gb200-strong-scaling.json") + " --set batch.global_batch=2048";
   const Result t = run("scale " + f + " --grow dp --batch global --gpus 512,1024");
   ASSERT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("lost against the first point"), std::string::npos) << t.out;
@@ -335,8 +337,8 @@ TEST(Cli, ScaleAtAFixedGlobalBatchNamesWhatEachPointLost) {
   EXPECT_NE(t.out.find("idle +"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("fixed global batch (strong scaling)"), std::string::npos) << t.out;
   const auto j = nlohmann::json::parse(run("scale " + f + " --grow dp --batch global --gpus 512,1024 --format json").out);
-  EXPECT_EQ(j["points"][1]["global_batch"], 8192);
-  EXPECT_EQ(j["points"][1]["micro_batches"], 64);
+  EXPECT_EQ(j["points"][1]["global_batch"], 2048);
+  EXPECT_EQ(j["points"][1]["micro_batches"], 16);
   EXPECT_GT(j["points"][1]["lost_s"]["idle"].get<double>(), 0.0);
   const Result folded = run("scale " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") +
                             " --grow ep --gpus 256,512");
@@ -437,8 +439,10 @@ TEST(Cli, PredictSerialSaysSoAndTakesNoEndToEndTerm) {
 
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
 TEST(Cli, PredictReportsThePipelineLayout) {
-  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
-  // (8 micro-batches, not 64: the layout is what is checked, not the step)
+  // The ladder at 32 micro-batches per pipeline, not 64: the same layout, stages and rank classes,
+  // half the simulation, and still enough that the fill and drain leave a middle stage idle for a
+  // third of what the end stages wait (8 micro-batches for the folded mesh).
+  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json") + " --set batch.global_batch=1024";
   const Result folded = run("predict " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " --top 1 --set batch.global_batch=128");
   ASSERT_EQ(folded.code, 0) << folded.out;
   EXPECT_NE(folded.out.find("  layout                 tp 2 x cp 1 x pp 8 x dp 16; experts folded: etp 1 x ep 32 x edp 1, "
@@ -1192,7 +1196,8 @@ TEST(CliSweep, DerivesTheLayoutAndKeepsInfeasiblePointsAsRows) {
 // not the schema's default: megatron-core's 3 host ops per op doubled is 6, and the point prices as
 // predict --set of 6 does; a time ("2 us") reads in seconds; a scenario's own stack override wins.
 TEST(CliSweep, DeriveReadsStackFieldsFromTheScenariosStack) {
-  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json");
+  // 16 micro-batches per pipeline, not the ladder's 64: the same stack fields, a quarter of each simulation.
+  const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json") + " --set batch.global_batch=512";
   const Result r = run("sweep " + ladder + " --vary gpus=256 --derive 'stack.host_ops_per_op=stack.host_ops_per_op*2'");
   ASSERT_EQ(r.code, 0) << r.out;
   const size_t row = r.out.find("\n0,256,6,ok,");
