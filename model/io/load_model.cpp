@@ -258,7 +258,8 @@ ModelSpec parse_hf_model(const Node& n) {
     // reads the same file (a width that must then divide by the config's own expert width).
     if (type == "qwen2_moe") {
       constexpr int64_t kTransformersDefault = 5632;
-      const auto sh = n.get("shared_expert_intermediate_size");
+      // Written as null is no width (transformers would fail on it): an error, not the default.
+      const auto sh = n.has("shared_expert_intermediate_size") ? std::optional(n.at("shared_expert_intermediate_size")) : std::nullopt;
       const int64_t w = sh ? sh->as_nonneg_int(limits::kFfn) : kTransformersDefault;
       const std::string fix = ": moeperf counts a shared expert as that many routed-expert widths; write a moeperf model file "
                               "(\"kind\": \"model\") with shared_experts rounded, and say so";

@@ -129,9 +129,10 @@ std::array<double, kTensorClassCount> saved_tensor_bytes(const Scenario& s, cons
   // An MTP module's layer (index past the last; DeepSeek-V3's, Megatron's MultiTokenPredictionLayer)
   // also holds its input's tensors: the next tokens' embedding, the enorm's input (a layer input,
   // [t, h]: kept by every recompute), and under autograd the two norms' outputs concatenated, eh_proj's
-  // [t, 2h] input for its weight gradient (dropped by "norm" recompute, as a layer's norm outputs):
-  // the norm class's bytes once more, at the same kept share. The previous depth's hidden state,
-  // hnorm's input, is the head's input already.
+  // [t, 2h] input for its weight gradient (dropped by "norm" recompute, as a layer's norm outputs,
+  // and rebuilt by mtp.norm.recompute): the norm class's bytes once more, at the same kept share.
+  // The previous depth's hidden state, hnorm's input, is not counted, as the head's own saved input
+  // is not.
   if (l >= m.layers) at(TensorClass::norm) *= 2.0;
   at(TensorClass::q_proj) = t * (mla_latent_width(a, false) + heads * qk) * 2.0;
   at(TensorClass::kv_proj) = t * (mla_latent_width(a, true) + kvh * (qk + vd)) * 2.0;

@@ -440,8 +440,8 @@ TEST(Cli, PredictSerialSaysSoAndTakesNoEndToEndTerm) {
 // The pipeline layout is reported: the spec, and per stage what each chunk holds (text and JSON).
 TEST(Cli, PredictReportsThePipelineLayout) {
   // The ladder at 32 micro-batches per pipeline, not 64: the same layout, stages and rank classes,
-  // half the simulation, and still enough that the fill and drain leave a middle stage idle for a
-  // third of what the end stages wait (8 micro-batches for the folded mesh).
+  // half the simulation, and still enough that the fill and drain leave a middle stage idle for
+  // less than a third of what the end stages wait (8 micro-batches for the folded mesh).
   const std::string ladder = source("examples/deepseek-v3/gb200-mcore-ladder-13-norm-quantize.json") + " --set batch.global_batch=1024";
   const Result folded = run("predict " + source("examples/layouts/qwen3-235b-h100-megatron-folded.json") + " --top 1 --set batch.global_batch=128");
   ASSERT_EQ(folded.code, 0) << folded.out;

@@ -246,6 +246,7 @@ TEST(BadInput, CachedTensorsHaveOneFormatAndTheRouterNone) {
   EXPECT_EQ(e.detail(), "\"router\" holds FP32 routing scores, not a BF16 activation to cache in E5M6");
   e = scenario_error(d, [](json& s) { s["memory"] = {{"fp8_cache", {"router"}}}; });
   EXPECT_EQ(e.json_path(), "/memory/fp8_cache/0");
+  EXPECT_EQ(e.detail(), "\"router\" holds FP32 routing scores, not a BF16 activation to cache in FP8");
   EXPECT_EQ(load_scenario(scenario_with(d, [](json& s) { s["memory"] = {{"e5m6_cache", {"attn_out"}}}; })).memory.e5m6_cache,
             std::vector<TensorClass>{TensorClass::attn_out});
 }

@@ -174,6 +174,13 @@ TEST(LoadModel, MoeFamiliesThatShareKeys) {
   std::string absent = qwen2;
   absent.replace(absent.find(", \"shared_expert_intermediate_size\": WIDTH"), std::string(", \"shared_expert_intermediate_size\": WIDTH").size(), "");
   EXPECT_EQ(load_model(d.write("q2default.json", absent)).shared_experts, 4);
+  // Written as null is not absent: no width, an error at the field.
+  try {
+    load_model(d.write("q2null.json", with("null")));
+    FAIL() << "a null shared expert width loaded";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/shared_expert_intermediate_size"), std::string::npos) << e.what();
+  }
   try {
     std::string odd = absent;
     odd.replace(odd.find("1408"), 4, "1000");

@@ -1134,6 +1134,31 @@ TEST(Memory, AnMtpLayerHoldsItsInputsTensorsBesideItsLayers) {
       }
     }
   }
+  // What is not kept is rebuilt: with the norms recomputed (the H800 run's list) the two MTP norms
+  // run again before eh_proj's backward, once per micro-batch, reading and writing both [t, h]
+  // halves; with the norm outputs kept (autograd, no "norm" recompute) nothing runs again.
+  for (const char* list : {"[\"norm\",\"q_proj\",\"kv_proj\",\"moe_act\"]", "[\"q_proj\",\"kv_proj\",\"moe_act\"]"}) {
+    const Scenario s = io::load_scenario(h800, {io::parse_override(std::string("memory.recompute=") + list)});
+    const StepGraph g = lower_step(s, expert_load(s, s.calibration));
+    int64_t runs = 0;
+    for (const RankClass& rc : g.classes)
+      for (const Op& op : rc.ops)
+        if (op.name == "mtp.norm.recompute") {
+          ++runs;
+          EXPECT_EQ(op.phase, Phase::recompute);
+          EXPECT_EQ(op.layer, s.model.layers);
+          EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), 2.0 * 2.0 * layer_input_bytes(s)) << list;
+        }
+    const bool norm = std::string(list).find("norm") != std::string::npos;
+    // DualPipe's two end stages hold the module (a rank class each, busiest and typical): a run per
+    // micro-batch on every class that holds it.
+    if (norm) {
+      EXPECT_GT(runs, 0);
+      EXPECT_EQ(runs % s.micro_batches(), 0) << runs;
+    } else {
+      EXPECT_EQ(runs, 0);
+    }
+  }
 }
 
 // Without a pipeline, Megatron's combined 1F1B (stack.overlap.fwd_bwd) runs a micro-batch's forward
