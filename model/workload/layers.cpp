@@ -433,17 +433,21 @@ void Lowering::mtp_input(int l, bool backward, bool table_here) {
     gemm("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
     tp_collective(l, "tp.all_gather.mtp.output", Collective::all_gather, true);
   } else {
-    tp_collective(l, "tp.all_gather.mtp.bwd", Collective::all_gather, true);
-    // eh_proj's input, the two norms' outputs, is not kept where the norms are recomputed (DeepSeek-V3
-    // recomputes every RMSNorm; JAX's remat keeps no norm output): the norms run again from their
-    // inputs, which the module keeps (saved_tensor_bytes), before the projection's backward.
-    if (s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::norm)) {
+    // The output gradient's gather runs beside the norms' recompute, which does not read it.
+    const int32_t grad = tp_collective(l, "tp.all_gather.mtp.bwd", Collective::all_gather, false);
+    // eh_proj's input, the two norms' outputs, is not kept where the norms are recomputed under
+    // autograd (DeepSeek-V3 recomputes every RMSNorm): the norms run again from their inputs (the
+    // next tokens' embedding, kept by saved_tensor_bytes; the previous depth's hidden state) before
+    // the projection's backward, as norm_recompute runs a layer's. JAX's remat rebuilds it inside
+    // the module's recomputation, unpriced as a layer's norms are there.
+    if (!s_.stack.remat_dispatch && has(s_.memory.recompute, TensorClass::norm)) {
       const Phase was = phase_;
       phase_ = Phase::recompute;
       memory("mtp.norm.recompute", l, 2.0 * 2.0 * t_sp_ * h * 2.0);
       phase_ = was;
     }
     tp_collective(l, "tp.all_gather.mtp.input.bwd", Collective::all_gather, true, 2.0);
+    if (grad >= 0) wait_before_next_compute(grad);
     gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);
     reduce_layer_grads(l);  // eh_proj's weight gradient is the layer's last
     tp_collective(l, "tp.reduce_scatter.mtp.bwd", Collective::reduce_scatter, true, 2.0);

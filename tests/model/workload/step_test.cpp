@@ -1134,30 +1134,45 @@ TEST(Memory, AnMtpLayerHoldsItsInputsTensorsBesideItsLayers) {
       }
     }
   }
-  // What is not kept is rebuilt: with the norms recomputed (the H800 run's list) the two MTP norms
-  // run again before eh_proj's backward, once per micro-batch, reading and writing both [t, h]
-  // halves; with the norm outputs kept (autograd, no "norm" recompute) nothing runs again.
-  for (const char* list : {"[\"norm\",\"q_proj\",\"kv_proj\",\"moe_act\"]", "[\"q_proj\",\"kv_proj\",\"moe_act\"]"}) {
-    const Scenario s = io::load_scenario(h800, {io::parse_override(std::string("memory.recompute=") + list)});
+  // What is not kept is rebuilt: under autograd with the norms recomputed (the H800 run's list) the
+  // two MTP norms run again before eh_proj's backward, once per backward of the module, reading and
+  // writing both [t, h] halves; with the norm outputs kept nothing runs again, and under JAX's remat
+  // the rebuild is inside the module's recomputation, unpriced as a layer's norms are.
+  struct Case {
+    const char* list;
+    const char* remat;
+    bool runs;
+  };
+  for (const Case& c : {Case{"[\"norm\",\"q_proj\",\"kv_proj\",\"moe_act\"]", "false", true},
+                        Case{"[\"q_proj\",\"kv_proj\",\"moe_act\"]", "false", false},
+                        Case{"[\"norm\",\"q_proj\",\"kv_proj\",\"moe_act\"]", "true", false}}) {
+    const Scenario s = io::load_scenario(h800, {io::parse_override(std::string("memory.recompute=") + c.list),
+                                                io::parse_override(std::string("stack.remat_dispatch=") + c.remat)});
     const StepGraph g = lower_step(s, expert_load(s, s.calibration));
-    int64_t runs = 0;
-    for (const RankClass& rc : g.classes)
-      for (const Op& op : rc.ops)
+    int64_t runs = 0, dgrads = 0;
+    for (const RankClass& rc : g.classes) {
+      // Per micro-batch: the recompute's index, then the projection's data gradient after it.
+      std::map<int64_t, size_t> rebuilt;
+      for (size_t i = 0; i < rc.ops.size(); ++i) {
+        const Op& op = rc.ops[i];
         if (op.name == "mtp.norm.recompute") {
           ++runs;
           EXPECT_EQ(op.phase, Phase::recompute);
           EXPECT_EQ(op.layer, s.model.layers);
-          EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), 2.0 * 2.0 * layer_input_bytes(s)) << list;
+          EXPECT_DOUBLE_EQ(op.hbm_bytes.value(), 2.0 * 2.0 * layer_input_bytes(s)) << c.list;
+          EXPECT_TRUE(rebuilt.emplace(op.micro_batch, i).second) << "twice for micro-batch " << op.micro_batch;
         }
-    const bool norm = std::string(list).find("norm") != std::string::npos;
-    // DualPipe's two end stages hold the module (a rank class each, busiest and typical): a run per
-    // micro-batch on every class that holds it.
-    if (norm) {
-      EXPECT_GT(runs, 0);
-      EXPECT_EQ(runs % s.micro_batches(), 0) << runs;
-    } else {
-      EXPECT_EQ(runs, 0);
+        if (op.name == "mtp.proj.dgrad") {
+          ++dgrads;
+          if (c.runs) {
+            const auto it = rebuilt.find(op.micro_batch);
+            EXPECT_TRUE(it != rebuilt.end() && it->second < i) << "micro-batch " << op.micro_batch;
+          }
+        }
+      }
     }
+    ASSERT_GT(dgrads, 0);
+    EXPECT_EQ(runs, c.runs ? dgrads : 0) << c.list << " remat " << c.remat;
   }
 }
 
