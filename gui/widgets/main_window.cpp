@@ -387,7 +387,10 @@ bool MainWindow::apply(const LoadResult& r, const QString& path) {
     error_->setText(QString::fromStdString(r.error));
     error_->show();
     banner_is_compare_ = false;
-    statusBar()->showMessage(tr("Not loaded: %1 (showing the previous scenario)").arg(path));
+    // A window that shows nothing yet (a bad file named at start-up, or opened first) has no
+    // previous scenario to fall back on.
+    statusBar()->showMessage(report_ ? tr("Not loaded: %1 (showing the previous scenario)").arg(path)
+                                     : tr("Not loaded: %1 (no scenario shown: File > Open one)").arg(path));
     return false;
   }
   error_->clear();

@@ -649,6 +649,12 @@ class MainWindowTest : public QObject {
     QVERIFY(!w.openScenario(broken));
     QVERIFY(w.errorText().startsWith(broken));
     QCOMPARE(w.report(), before);
+    QCOMPARE(w.statusBar()->currentMessage(), QStringLiteral("Not loaded: %1 (showing the previous scenario)").arg(broken));
+    // A window that shows nothing yet says so rather than naming a previous scenario.
+    MainWindow fresh;
+    QVERIFY(!fresh.openScenario(broken));
+    QVERIFY(fresh.errorText().startsWith(broken));
+    QCOMPARE(fresh.statusBar()->currentMessage(), QStringLiteral("Not loaded: %1 (no scenario shown: File > Open one)").arg(broken));
     QVERIFY(w.openScenario(good));  // a good one clears the message
     QVERIFY(w.errorText().isEmpty());
   }
