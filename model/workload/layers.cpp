@@ -138,11 +138,11 @@ void Lowering::residual_add(int l, const char* name) {
 // DeepSeek-V3's RMSNorm recompute) runs its forward again before the projections' backward need
 // its output: one read of the input, one write. JAX's remat always recomputes a norm's output (it
 // is no checkpoint name), inside the projections' recomputation.
-void Lowering::norm_recompute(int l, const char* block) {
+void Lowering::norm_recompute(int l, const char* block, double norms) {
   if (s_.stack.remat_dispatch || !has(s_.memory.recompute, TensorClass::norm)) return;
   const Phase was = phase_;
   phase_ = Phase::recompute;
-  memory(std::string(block) + ".norm.recompute", l, 2.0 * t_sp_ * d(m_.hidden) * 2.0);
+  memory(std::string(block) + ".norm.recompute", l, norms * 2.0 * t_sp_ * d(m_.hidden) * 2.0);
   phase_ = was;
 }
 
@@ -436,16 +436,11 @@ void Lowering::mtp_input(int l, bool backward, bool table_here) {
     // The output gradient's gather runs beside the norms' recompute, which does not read it.
     const int32_t grad = tp_collective(l, "tp.all_gather.mtp.bwd", Collective::all_gather, false);
     // eh_proj's input, the two norms' outputs, is not kept where the norms are recomputed under
-    // autograd (DeepSeek-V3 recomputes every RMSNorm): the norms run again from their inputs (the
-    // next tokens' embedding, kept by saved_tensor_bytes; the previous depth's hidden state) before
-    // the projection's backward, as norm_recompute runs a layer's. JAX's remat rebuilds it inside
-    // the module's recomputation, unpriced as a layer's norms are there.
-    if (!s_.stack.remat_dispatch && has(s_.memory.recompute, TensorClass::norm)) {
-      const Phase was = phase_;
-      phase_ = Phase::recompute;
-      memory("mtp.norm.recompute", l, 2.0 * 2.0 * t_sp_ * h * 2.0);
-      phase_ = was;
-    }
+    // autograd (DeepSeek-V3 recomputes every RMSNorm): the two norms run again from their inputs
+    // (the next tokens' embedding, kept by saved_tensor_bytes; the previous depth's hidden state)
+    // before the projection's backward, as a layer's do. JAX's remat rebuilds it inside the
+    // module's recomputation, unpriced as a layer's norms are there.
+    norm_recompute(l, "mtp", 2.0);
     tp_collective(l, "tp.all_gather.mtp.input.bwd", Collective::all_gather, true, 2.0);
     if (grad >= 0) wait_before_next_compute(grad);
     gemm_bwd("mtp.proj", Category::gemm, l, f, f, s_.precision.dense_gemm, t_, h / tp_, 2.0 * h);

@@ -391,7 +391,8 @@ class Lowering {
   bool moe_act_rebuilt() const {
     return s_.stack.remat_dispatch || has(s_.memory.recompute, TensorClass::moe_act);
   }
-  void norm_recompute(int l, const char* block);  // a recomputed norm's forward in the backward (autograd stacks)
+  // A recomputed norm's forward in the backward (autograd stacks): `norms` of them, each [t, h].
+  void norm_recompute(int l, const char* block, double norms = 1.0);
   double norm_bwd_passes() const;  // and its backward's
   void residual_add(int l, const char* name);           // unfused stacks: the residual add's kernel
   void norm_backward(int l, const std::string& block);  // the norm's backward and the skip gradient's sum
